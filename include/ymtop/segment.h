@@ -1,0 +1,266 @@
+/*
+ * ymtop segment ABI: the contract between libymagent.so (the writer, inside
+ * the target process) and ymtop (any number of readers, outside).
+ *
+ * The segment is one POSIX shared-memory object, /dev/shm/ymtop-<pid>,
+ * created by the agent with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600.  Its
+ * size is fixed at creation; nothing in it is ever a pointer.  Every section
+ * is located through the header's section table (offset, capacity, stride),
+ * so a reader never assumes a layout it has not checked.
+ *
+ *   offset 0            struct ym_header          (YM_HEADER_SIZE bytes)
+ *   sections[CONTROL]   struct ym_control         (the only part ymtop writes)
+ *   sections[THREADS]   struct ym_thread   x cap  (one cache line each)
+ *   sections[STACKS]    struct ym_stack    x cap  (+ frames, see stride)
+ *   sections[LIVE]      struct ym_live     x cap  (open-addressed by address)
+ *   sections[ALARMS]    struct ym_alarm    x cap  (+ frames, ring)
+ *   sections[MODULES]   struct ym_module   x cap
+ *
+ * Concurrency protocol
+ * --------------------
+ * All fields that change after creation are read and written with the
+ * __atomic builtins on naturally aligned 8- or 4-byte words, so no access
+ * ever tears.  The header fields fixed at creation (magic ... sections) are
+ * written before the object is made visible under its name and never change.
+ *
+ *  - Thread slots: each slot in use has exactly one writer, the thread that
+ *    owns it, which updates its counters with relaxed loads and stores (no
+ *    read-modify-write).  Slot 0 is shared (threads that could get no slot of
+ *    their own) and is updated with atomic adds.  When a thread exits its
+ *    slot keeps its totals (state YM_THREAD_EXITED).  A slot is reused only
+ *    when every slot has been taken: then, under the agent's lock, the
+ *    writer bumps header.retire_seq to odd, folds the slot into
+ *    header.retired, zeroes it, and bumps retire_seq to even.  A reader that
+ *    wants exact totals reads retire_seq (acquire), copies header and
+ *    threads, reads retire_seq again and retries if it was odd or changed.
+ *  - Stacks: records are appended (under the agent's lock) and published by
+ *    a release store of header.stacks_used after the record is complete;
+ *    a reader that loads stacks_used with acquire may read records below it.
+ *    A record's frames never change after publication; its counters are
+ *    monotonic atomic adds.  Retained = alloc - freed.
+ *  - Live table: written only under the agent's lock, inside the seqcount
+ *    header.live_seq (odd while a writer is inside).  A reader copies the
+ *    table and retries while the seqcount was odd or moved.
+ *  - Alarms: a ring.  The writer claims position n = alarms_written++, writes
+ *    record n % cap with seq = 0, fills it, then stores seq = n + 1 with
+ *    release.  A reader accepts a record whose seq is non-zero and
+ *    consistent with its position.
+ *  - Modules: appended under the agent's lock and published by a release
+ *    store of header.modules_used; a module's state moves LOADED -> UNLOADED.
+ *  - Control: written by ymtop, read by the agent on its slow path only.
+ *
+ * Readers must treat the segment as hostile: check owner, mode and size,
+ * magic and version, then every offset, capacity, stride, count and index
+ * against the file size before use (shm/shm.h does all of this).
+ */
+#ifndef YMTOP_SEGMENT_H
+#define YMTOP_SEGMENT_H
+
+#include <stdint.h>
+
+#define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
+#define YM_ABI_VERSION  1u
+#define YM_HEADER_SIZE  4096u
+#define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid */
+#define YM_SHM_DIR      "/dev/shm"
+
+/* Defaults, overridable by YM_* environment variables (man/ymagent.7). */
+#define YM_DEFAULT_SAMPLE_RATE  524288u
+#define YM_DEFAULT_MAX_DEPTH    64u
+#define YM_DEFAULT_MAX_STACKS   16384u
+#define YM_DEFAULT_MAX_LIVE     65536u      /* sampling mode */
+#define YM_DEFAULT_MAX_LIVE_EXACT 1048576u  /* YM_SAMPLE_RATE=1 */
+#define YM_DEFAULT_MAX_THREADS  4096u
+#define YM_DEFAULT_GIANT_BYTES  (1ULL << 30)
+#define YM_MAX_ALARMS           256u
+#define YM_MAX_MODULES          1024u
+
+/* Hard bounds a reader enforces whatever the header says. */
+#define YM_LIMIT_DEPTH          256u
+#define YM_LIMIT_STACKS         (1u << 22)
+#define YM_LIMIT_LIVE           (1u << 26)
+#define YM_LIMIT_THREADS        (1u << 20)
+#define YM_LIMIT_SEGMENT        (8ULL << 30)
+
+/* Fixed-point unit of estimated object counts: weights are fractions. */
+#define YM_FX_SHIFT  16
+#define YM_FX_ONE    (1ULL << YM_FX_SHIFT)
+
+/* Lifetime histogram: bucket i counts lifetimes < ym_life_upto_ns[i];
+ * the last bucket is "longer" (upto 0 means unbounded). */
+#define YM_LIFE_BUCKETS 12
+#define YM_LIFE_UPTO_NS_INIT { 1000ULL, 10000ULL, 100000ULL, 1000000ULL,      \
+	10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,             \
+	100000000000ULL, 1000000000000ULL, 3600000000000ULL, 0ULL }
+
+/* header.flags */
+#define YM_FLAG_EXITED      0x1u   /* process exited (or exec'ed away) */
+#define YM_FLAG_PAUSED      0x2u   /* sampling paused through control */
+#define YM_FLAG_OVERFLOWED  0x4u   /* some table filled: see drop counters */
+#define YM_FLAG_INJECTED    0x8u   /* agent loaded by ymtop -p, not preload */
+#define YM_FLAG_PASSIVE     0x10u  /* agent gave up: counters frozen */
+#define YM_FLAG_EXECED      0x20u  /* replaced by a new image of this pid */
+
+enum ym_section_id {
+	YM_SEC_CONTROL = 0,
+	YM_SEC_THREADS,
+	YM_SEC_STACKS,
+	YM_SEC_LIVE,
+	YM_SEC_ALARMS,
+	YM_SEC_MODULES,
+	YM_SEC_COUNT
+};
+
+struct ym_section {
+	uint64_t offset;    /* from the start of the segment, 64-byte aligned */
+	uint32_t capacity;  /* number of records */
+	uint32_t stride;    /* bytes per record, >= the record's struct size */
+};
+
+/* Exact totals, in the allocator's usable-size unit for bytes (so that
+ * alloc - free is exactly the heap in use); req_bytes is what callers asked. */
+struct ym_totals {
+	uint64_t alloc_objects;
+	uint64_t alloc_bytes;
+	uint64_t req_bytes;
+	uint64_t free_objects;
+	uint64_t free_bytes;
+};
+
+struct ym_life_bucket {
+	uint64_t objects_fx;   /* estimated objects freed, fixed point */
+	uint64_t bytes;        /* estimated bytes freed */
+};
+
+struct ym_header {
+	/* Fixed at creation. */
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t header_size;
+	uint64_t total_size;
+	uint32_t pid;
+	uint32_t uid;
+	uint64_t start_ticks;      /* /proc/<pid>/stat field 22 */
+	uint64_t start_real_ns;    /* CLOCK_REALTIME when the agent started */
+	uint64_t start_mono_ns;    /* CLOCK_MONOTONIC at the same moment */
+	uint64_t sample_rate;      /* mean bytes between samples; 1 = exact */
+	uint64_t giant_bytes;
+	uint32_t max_depth;
+	uint32_t giant_fail;       /* 1: giant requests fail with ENOMEM */
+	uint32_t follow_fork;
+	uint32_t reserved0;
+	char     exe[512];         /* NUL-terminated, possibly truncated */
+	struct ym_section sections[YM_SEC_COUNT];
+
+	/* Changing: atomic access only. */
+	uint32_t flags;
+	uint32_t retire_seq;       /* seqcount over retired + thread folding */
+	uint64_t exit_mono_ns;
+	uint64_t threads_used;     /* slots ever handed out (<= capacity) */
+	uint64_t stacks_used;      /* published stack records */
+	uint64_t modules_used;
+	uint64_t alarms_written;   /* total alarms ever; ring index = n % cap */
+	uint64_t live_seq;         /* seqcount over the live table */
+	uint64_t live_count;       /* entries in the live table */
+
+	/* Loss accounting: never a silent loss.  (Sample counts, sampled
+	 * bytes and the global lifetime histogram are sums over the stacks:
+	 * the reader adds them up, so writers never contend on them.) */
+	uint64_t drop_stacks;      /* samples attributed to the overflow stack */
+	uint64_t drop_live;        /* samples not tracked: live table full */
+	uint64_t drop_busy;        /* samples skipped: agent lock contended */
+	uint64_t drop_threads;     /* thread registrations that got slot 0 */
+	uint64_t drop_modules;
+
+	struct ym_totals retired;  /* folded from reused thread slots */
+	uint64_t reset_count;      /* resets the agent has carried out */
+};
+
+_Static_assert(sizeof(struct ym_header) <= YM_HEADER_SIZE, "header fits");
+_Static_assert(sizeof(struct ym_section) == 16, "section size");
+_Static_assert(__builtin_offsetof(struct ym_header, flags) % 8 == 0,
+	       "changing fields aligned");
+
+/* Control block: ymtop -> agent.  The agent polls it on its slow path. */
+struct ym_control {
+	uint32_t pause;        /* non-zero: take no samples */
+	uint32_t reset_seq;    /* bump to ask the agent to forget all samples */
+	uint64_t reader_mono_ns; /* last time a reader touched the segment */
+	uint64_t reserved[6];
+};
+_Static_assert(sizeof(struct ym_control) == 64, "control size");
+
+#define YM_THREAD_FREE    0u
+#define YM_THREAD_LIVE    1u
+#define YM_THREAD_EXITED  2u
+#define YM_THREAD_SHARED  3u   /* slot 0 */
+
+struct ym_thread {
+	struct ym_totals t;
+	uint32_t tid;
+	uint32_t state;
+	char     name[16];         /* set at exit (PR_GET_NAME); else empty */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct ym_thread) == 64, "one cache line a thread");
+
+/* Stack record.  The first YM_STACK_OVERFLOW record is the overflow stack:
+ * samples that found the table full.  frames[] holds return addresses,
+ * innermost first, agent frames removed; depth <= header.max_depth. */
+#define YM_STACK_OVERFLOW 0u
+
+struct ym_stack {
+	uint64_t hash;             /* non-zero once published */
+	uint32_t depth;
+	uint32_t tid;              /* thread that first allocated here */
+	uint64_t first_mono_ns;
+	uint64_t alloc_samples;
+	uint64_t alloc_bytes;      /* estimated (unbiased) */
+	uint64_t alloc_objects_fx;
+	uint64_t free_samples;
+	uint64_t free_bytes;
+	uint64_t free_objects_fx;
+	struct ym_life_bucket life[YM_LIFE_BUCKETS];
+	uint64_t frames[];         /* depth entries used; stride from header */
+};
+_Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
+
+/* One live sampled allocation.  addr == 0 marks an empty bucket. */
+struct ym_live {
+	uint64_t addr;
+	uint64_t size;             /* requested size */
+	uint64_t weight_bytes;
+	uint64_t weight_fx;
+	uint64_t birth_mono_ns;
+	uint32_t stack;
+	uint32_t tid;
+};
+_Static_assert(sizeof(struct ym_live) == 48, "live size");
+
+#define YM_ALARM_FAILED 0x1u   /* the call was made to fail (ENOMEM) */
+
+struct ym_alarm {
+	uint64_t seq;              /* n + 1 once complete, 0 while written */
+	uint64_t size;
+	uint64_t mono_ns;
+	uint32_t tid;
+	uint32_t depth;
+	uint32_t flags;
+	uint32_t reserved;
+	uint64_t frames[];
+};
+_Static_assert(sizeof(struct ym_alarm) == 40, "alarm size");
+
+#define YM_MODULE_LOADED   1u
+#define YM_MODULE_UNLOADED 2u
+
+struct ym_module {
+	uint64_t base;             /* load bias (l_addr) */
+	uint64_t lo, hi;           /* lowest and highest mapped address */
+	uint32_t state;
+	uint32_t build_id_len;     /* <= 20 */
+	uint8_t  build_id[32];
+	char     path[448];        /* NUL-terminated */
+};
+_Static_assert(sizeof(struct ym_module) == 512, "module size");
+
+#endif

@@ -1,0 +1,819 @@
+/*
+ * libymagent life cycle and slow paths: configuration, the segment,
+ * thread slots, fork/exec/exit, modules, alarms and sampling.
+ *
+ * Guest code: no stdio, no output on stdout, no exit.  Every failure makes
+ * the agent passive (calls pass straight through) after at most one line on
+ * stderr.
+ */
+#define UNW_LOCAL_ONLY
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "sample.h"
+#include "../shm/shm.h"
+
+struct agent agent;
+__thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
+size_t agent_giant_limit = SIZE_MAX;
+
+static pthread_key_t thread_key;
+static int thread_key_ok;
+
+uint64_t agent_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* One line on stderr, written with write(2): no stdio, no allocation. */
+static void warn(const char *a, const char *b, const char *c)
+{
+	char buf[256];
+	size_t n = 0;
+	const char *parts[] = { "ymagent: ", a, b, c, "\n" };
+	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+		for (const char *s = parts[i]; s && *s && n < sizeof buf - 1; s++)
+			buf[n++] = *s;
+	ssize_t w = write(STDERR_FILENO, buf, n);
+	(void)w;
+}
+
+static void utoa(uint64_t v, char *buf)   /* buf >= 21 bytes */
+{
+	char tmp[21];
+	int n = 0;
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	for (int i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	buf[n] = '\0';
+}
+
+/* ---- Configuration ---- */
+
+/* Strict unsigned parse with an optional k/m/g binary suffix. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	unsigned shift = 0;
+	switch (*p) {
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
+	}
+	if (*p == 'i' && shift)
+		p++;
+	if ((*p == 'b' || *p == 'B') && shift)
+		p++;
+	if (*p != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+static uint64_t env_num(const char *name, uint64_t def, uint64_t lo,
+			uint64_t hi)
+{
+	const char *s = getenv(name);
+	uint64_t v;
+	if (!s || !*s)
+		return def;
+	if (parse_size(s, &v) == 0 && v >= lo && v <= hi)
+		return v;
+	char d[21];
+	utoa(def, d);
+	warn(name, " is not a valid value (see ymagent(7)); using ", d);
+	return def;
+}
+
+static int env_bool(const char *name, int def)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true"))
+		return 1;
+	if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false"))
+		return 0;
+	warn(name, " must be 0 or 1; using ", def ? "1" : "0");
+	return def;
+}
+
+static void configure(void)
+{
+	if (agent.configured)
+		return;
+	agent.configured = 1;
+	agent.disabled = env_bool("YM_DISABLE", 0);
+	agent.rate = env_num("YM_SAMPLE_RATE", YM_DEFAULT_SAMPLE_RATE, 1,
+			     1ULL << 40);
+	agent.max_depth = (uint32_t)env_num("YM_MAX_DEPTH", YM_DEFAULT_MAX_DEPTH,
+					    1, YM_LIMIT_DEPTH);
+	agent.max_stacks = (uint32_t)env_num("YM_MAX_STACKS",
+					     YM_DEFAULT_MAX_STACKS, 16,
+					     YM_LIMIT_STACKS);
+	agent.max_live = (uint32_t)env_num("YM_MAX_LIVE",
+					   agent.rate == 1 ? YM_DEFAULT_MAX_LIVE_EXACT
+							   : YM_DEFAULT_MAX_LIVE,
+					   64, YM_LIMIT_LIVE);
+	agent.max_threads = (uint32_t)env_num("YM_MAX_THREADS",
+					      YM_DEFAULT_MAX_THREADS, 16,
+					      YM_LIMIT_THREADS);
+	agent.giant = env_num("YM_GIANT_BYTES", YM_DEFAULT_GIANT_BYTES, 1,
+			      UINT64_MAX);
+	const char *act = getenv("YM_GIANT_ACTION");
+	agent.giant_fail = 0;
+	if (act && *act) {
+		if (!strcmp(act, "fail"))
+			agent.giant_fail = 1;
+		else if (strcmp(act, "report") != 0)
+			warn("YM_GIANT_ACTION", " must be report or fail; using ",
+			     "report");
+	}
+	agent.follow_fork = env_bool("YM_FOLLOW_FORK", 1);
+	agent.seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
+	agent.keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
+}
+
+/* ---- Resolution of the next definitions ---- */
+
+int agent_resolve(void)
+{
+	if (__atomic_load_n(&agent.resolved, __ATOMIC_ACQUIRE))
+		return 1;
+	/* dlsym may allocate: the caller's guard sends that to the
+	 * bootstrap buffer. */
+	struct agent_real r;
+#define NEXT(field, name) (*(void **)&r.field = dlsym(RTLD_NEXT, name))
+	NEXT(malloc, "malloc");
+	NEXT(free, "free");
+	NEXT(calloc, "calloc");
+	NEXT(realloc, "realloc");
+	NEXT(posix_memalign, "posix_memalign");
+	NEXT(aligned_alloc, "aligned_alloc");
+	NEXT(memalign, "memalign");
+	NEXT(valloc, "valloc");
+	NEXT(pvalloc, "pvalloc");
+	NEXT(usable, "malloc_usable_size");
+#undef NEXT
+	if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.usable)
+		return 0;
+	agent.real = r;
+	/* When the next malloc is glibc's own, its usable size is one header
+	 * load away (glibc's musable(): chunk size minus the size field, or
+	 * minus the whole header for mmapped chunks); calling through
+	 * malloc_usable_size would cost a call on every malloc and free. */
+	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	if (libc) {
+		agent.glibc_usable = dlsym(libc, "malloc") == (void *)r.malloc &&
+			dlsym(libc, "malloc_usable_size") == (void *)r.usable &&
+			!getenv("YM_NO_GLIBC_FASTPATH");
+		dlclose(libc);
+	}
+	__atomic_store_n(&agent.resolved, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* ---- Modules ---- */
+
+static void read_build_id(const struct dl_phdr_info *info, struct ym_module *m)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+			size_t name = (n->n_namesz + 3u) & ~3u;
+			size_t desc = (n->n_descsz + 3u) & ~3u;
+			const uint8_t *d = p + sizeof *n + name;
+			if (d + desc > end)
+				break;
+			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+			    !memcmp(p + sizeof *n, "GNU", 4) &&
+			    n->n_descsz <= sizeof m->build_id) {
+				memcpy(m->build_id, d, n->n_descsz);
+				m->build_id_len = n->n_descsz;
+				return;
+			}
+			p = d + desc;
+		}
+	}
+}
+
+static void module_extent(const struct dl_phdr_info *info, uintptr_t *lo,
+			  uintptr_t *hi)
+{
+	*lo = UINTPTR_MAX;
+	*hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (a < *lo)
+			*lo = a;
+		if (a + ph->p_memsz > *hi)
+			*hi = a + ph->p_memsz;
+	}
+}
+
+static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	uintptr_t lo, hi;
+	module_extent(info, &lo, &hi);
+	if (lo >= hi)
+		return 0;
+	uintptr_t me = (uintptr_t)&module_cb, unw = (uintptr_t)&unw_backtrace;
+	if (me >= lo && me < hi) {
+		agent.self_lo = lo;
+		agent.self_hi = hi;
+	}
+	if (unw >= lo && unw < hi) {
+		agent.unw_lo = lo;
+		agent.unw_hi = hi;
+	}
+	if (!agent.hdr)
+		return 0;
+	uint64_t used = agent.hdr->modules_used;
+	for (uint64_t i = 0; i < used; i++)
+		if (agent.modules[i].state == YM_MODULE_LOADED &&
+		    agent.modules[i].lo == lo && agent.modules[i].base == info->dlpi_addr)
+			return 0;
+	if (used >= YM_MAX_MODULES) {
+		__atomic_fetch_add(&agent.hdr->drop_modules, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	struct ym_module *m = &agent.modules[used];
+	memset(m, 0, sizeof *m);
+	m->base = info->dlpi_addr;
+	m->lo = lo;
+	m->hi = hi;
+	const char *path = info->dlpi_name;
+	if (!path || !*path)
+		path = agent.hdr->exe;   /* the main executable */
+	size_t n = strnlen(path, sizeof m->path - 1);
+	memcpy(m->path, path, n);
+	read_build_id(info, m);
+	m->state = YM_MODULE_LOADED;
+	__atomic_store_n(&agent.hdr->modules_used, used + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Publish modules not yet known.  Lock held (or single-threaded init). */
+static void modules_scan(void)
+{
+	dl_iterate_phdr(module_cb, NULL);
+}
+
+/* A frame outside every known module means something was dlopen'ed since
+ * the last scan. */
+static int frames_known(const uint64_t *f, uint32_t depth)
+{
+	uint64_t used = __atomic_load_n(&agent.hdr->modules_used, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < depth; i++) {
+		int ok = 0;
+		for (uint64_t m = 0; m < used && !ok; m++)
+			ok = f[i] >= agent.modules[m].lo && f[i] < agent.modules[m].hi;
+		if (!ok)
+			return 0;
+	}
+	return 1;
+}
+
+/* ---- Segment ---- */
+
+static void read_exe(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* Field 22 of /proc/self/stat: start time in clock ticks. */
+static uint64_t read_start_ticks(void)
+{
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* After ')' comes field 3; skip to field 22. */
+	int field = 2;
+	for (p++; *p && field < 21; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	while (*p == ' ')
+		p++;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return v;
+}
+
+static int segment_create(void)
+{
+	struct shm_caps caps = {
+		.max_depth = agent.max_depth,
+		.max_stacks = agent.max_stacks,
+		.max_live = agent.max_live,
+		.max_threads = agent.max_threads,
+	};
+	struct ym_section sec[YM_SEC_COUNT];
+	uint64_t size;
+	if (shm_layout(&caps, sec, &size) != 0)
+		return -EINVAL;
+	void *map;
+	int rc = shm_create(agent.pid, size, &map);
+	if (rc < 0)
+		return rc;
+
+	uint8_t *b = map;
+	struct ym_header *h = map;
+	h->abi_version = YM_ABI_VERSION;
+	h->header_size = YM_HEADER_SIZE;
+	h->total_size = size;
+	h->pid = (uint32_t)agent.pid;
+	h->uid = (uint32_t)geteuid();
+	h->start_ticks = read_start_ticks();
+	h->start_real_ns = real_ns();
+	h->start_mono_ns = agent_now_ns();
+	h->sample_rate = agent.rate;
+	h->giant_bytes = agent.giant;
+	h->max_depth = agent.max_depth;
+	h->giant_fail = (uint32_t)agent.giant_fail;
+	h->follow_fork = (uint32_t)agent.follow_fork;
+	read_exe(h->exe, sizeof h->exe);
+	memcpy(h->sections, sec, sizeof sec);
+	h->threads_used = 1;   /* slot 0: shared */
+
+	agent.base = b;
+	agent.size = size;
+	agent.hdr = h;
+	agent.ctl = (struct ym_control *)(b + sec[YM_SEC_CONTROL].offset);
+	agent.threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
+	agent.stacks = b + sec[YM_SEC_STACKS].offset;
+	agent.stack_stride = sec[YM_SEC_STACKS].stride;
+	agent.live = (struct ym_live *)(b + sec[YM_SEC_LIVE].offset);
+	agent.live_mask = caps.max_live - 1;
+	agent.alarms = b + sec[YM_SEC_ALARMS].offset;
+	agent.alarm_stride = sec[YM_SEC_ALARMS].stride;
+	agent.modules = (struct ym_module *)(b + sec[YM_SEC_MODULES].offset);
+	agent.threads[0].state = YM_THREAD_SHARED;
+
+	table_init_segment();
+	modules_scan();
+	/* The magic last: a reader seeing it sees a complete header. */
+	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void thread_exit(void *arg);
+
+/* Segments of processes that died without exiting (killed, exit_group)
+ * stay in /dev/shm.  Remove those of our user whose pid is gone; bounded,
+ * and never a segment kept on purpose (YM_KEEP_SEGMENT marks it exited). */
+static void collect_stale(void)
+{
+	DIR *d = opendir(YM_SHM_DIR);
+	if (!d)
+		return;
+	const char *pre = &YM_NAME_PREFIX[1];
+	size_t pl = strlen(pre);
+	int removed = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && removed < 64) {
+		if (strncmp(e->d_name, pre, pl) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + pl, &end, 10);
+		if (*end || pid <= 0 || pid == agent.pid ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		uint32_t flags = 0;
+		ssize_t n = pread(fd, &flags, sizeof flags,
+				  __builtin_offsetof(struct ym_header, flags));
+		close(fd);
+		if (n == sizeof flags && (flags & YM_FLAG_EXITED))
+			continue;   /* exited normally and kept on purpose */
+		char name[64];
+		shm_name(name, sizeof name, (pid_t)pid);
+		if (shm_unlink(name) == 0)
+			removed++;
+	}
+	closedir(d);
+}
+
+/* Create the segment once per process (and once per child after fork).
+ * Called on a slow path with the guard held. */
+static void activate(void)
+{
+	int expect = SEG_NONE;
+	if (!__atomic_compare_exchange_n(&agent.seg_state, &expect, SEG_CREATING,
+					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	int rc = -1;
+	configure();
+	if (agent.disabled)
+		goto passive;
+	agent.pid = getpid();
+	if (table_init_private() != 0) {
+		warn("cannot map private tables; ", "profiling off", NULL);
+		goto passive;
+	}
+	if (!thread_key_ok)
+		thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	rc = segment_create();
+	if (rc < 0) {
+		warn("cannot create the shared segment in /dev/shm (",
+		     strerror(-rc), "); profiling off, the program runs on");
+		goto passive;
+	}
+	agent_giant_limit = agent.giant;
+	__atomic_store_n(&agent.seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
+	collect_stale();
+	return;
+passive:
+	__atomic_store_n(&agent.seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
+}
+
+/* ---- Threads ---- */
+
+static void fold_slot(struct ym_thread *s)
+{
+	struct ym_header *h = agent.hdr;
+	__atomic_store_n(&h->retire_seq, h->retire_seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	h->retired.alloc_objects += s->t.alloc_objects;
+	h->retired.alloc_bytes += s->t.alloc_bytes;
+	h->retired.req_bytes += s->t.req_bytes;
+	h->retired.free_objects += s->t.free_objects;
+	h->retired.free_bytes += s->t.free_bytes;
+	memset(&s->t, 0, sizeof s->t);
+	__atomic_store_n(&h->retire_seq, h->retire_seq + 1, __ATOMIC_RELEASE);
+}
+
+static struct ym_thread *slot_claim(uint32_t tid)
+{
+	struct ym_header *h = agent.hdr;
+	struct ym_thread *s = NULL;
+	if (!table_lock(100000))
+		return NULL;
+	uint64_t used = h->threads_used;
+	if (used < agent.max_threads) {
+		s = &agent.threads[used];
+	} else {
+		/* Every slot taken: reuse an exited one, keeping its totals. */
+		for (uint32_t n = 1; n < agent.max_threads && !s; n++) {
+			uint32_t i = 1 + (agent.thread_cursor + n) % (agent.max_threads - 1);
+			if (__atomic_load_n(&agent.threads[i].state, __ATOMIC_ACQUIRE) ==
+			    YM_THREAD_EXITED) {
+				s = &agent.threads[i];
+				agent.thread_cursor = i;
+				fold_slot(s);
+			}
+		}
+	}
+	if (s) {
+		memset(s->name, 0, sizeof s->name);
+		s->tid = tid;
+		__atomic_store_n(&s->state, YM_THREAD_LIVE, __ATOMIC_RELEASE);
+		if (used < agent.max_threads)
+			__atomic_store_n(&h->threads_used, used + 1, __ATOMIC_RELEASE);
+	}
+	table_unlock();
+	return s;
+}
+
+static void thread_exit(void *arg)
+{
+	(void)arg;
+	struct agent_tls *t = &agent_tls;
+	t->guard++;
+	if (t->state == TLS_OWN && t->slot && t->epoch == agent.epoch) {
+		prctl(PR_GET_NAME, t->slot->name, 0, 0, 0);
+		__atomic_store_n(&t->slot->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
+	}
+	t->slot = NULL;
+	t->state = TLS_DEAD;
+	t->guard--;
+}
+
+/* Slow-path entry: make sure the agent is initialized and this thread has
+ * a slot (or knows it shares slot 0).  Guard held by the caller. */
+void agent_enter(struct agent_tls *t)
+{
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
+		activate();
+	if (t->epoch != agent.epoch) {   /* TLS of a pre-fork thread */
+		t->slot = NULL;
+		t->state = TLS_NEW;
+		t->epoch = agent.epoch;
+	}
+	if (t->state != TLS_NEW ||
+	    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
+		return;
+	t->tid = (uint32_t)syscall(SYS_gettid);
+	/* YM_SEED makes sampling reproducible: the n-th registered thread
+	 * gets the same stream in every run. */
+	t->rng = agent.seed ?
+		sample_seed(agent.seed + __atomic_fetch_add(&agent.seeded, 1,
+							    __ATOMIC_RELAXED)) :
+		sample_seed((uint64_t)t->tid << 32 ^ agent_now_ns() ^ (uintptr_t)t);
+	t->countdown = sample_next_gap(&t->rng, agent.rate);
+	struct ym_thread *s = slot_claim(t->tid);
+	if (!s) {
+		__atomic_fetch_add(&agent.hdr->drop_threads, 1, __ATOMIC_RELAXED);
+		t->state = TLS_SHARED;
+		return;
+	}
+	t->state = TLS_OWN;
+	t->slot = s;
+	/* For the exit destructor; may allocate (guard held). */
+	if (thread_key_ok)
+		pthread_setspecific(thread_key, (void *)1);
+}
+
+/* ---- Sampling ---- */
+
+/* Capture return addresses, innermost first, without our own frames. */
+static uint32_t capture(uint64_t *out)
+{
+	void *buf[YM_LIMIT_DEPTH + 16];
+	int want = (int)agent.max_depth + 16;
+	int n = unw_backtrace(buf, want);
+	int i = 0;
+	while (i < n) {
+		uintptr_t ip = (uintptr_t)buf[i];
+		if ((ip >= agent.self_lo && ip < agent.self_hi) ||
+		    (ip >= agent.unw_lo && ip < agent.unw_hi))
+			i++;
+		else
+			break;
+	}
+	uint32_t d = 0;
+	for (; i < n && d < agent.max_depth; i++)
+		out[d++] = (uint64_t)(uintptr_t)buf[i];
+	return d;
+}
+
+static void poll_control(void)
+{
+	uint32_t pause = __atomic_load_n(&agent.ctl->pause, __ATOMIC_ACQUIRE);
+	if (pause)
+		__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_PAUSED, __ATOMIC_RELAXED);
+	else if (__atomic_load_n(&agent.hdr->flags, __ATOMIC_RELAXED) & YM_FLAG_PAUSED)
+		__atomic_fetch_and(&agent.hdr->flags, ~YM_FLAG_PAUSED, __ATOMIC_RELAXED);
+	uint32_t reset = __atomic_load_n(&agent.ctl->reset_seq, __ATOMIC_ACQUIRE);
+	if (reset != agent.seen_reset && table_lock(100000)) {
+		agent.seen_reset = reset;
+		table_reset_counters();
+		table_unlock();
+	}
+}
+
+void agent_sample(struct agent_tls *t, void *p, size_t n)
+{
+	t->guard++;
+	t->countdown = sample_next_gap(&t->rng, agent.rate);
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
+		goto out;
+	poll_control();
+	if (agent.hdr->flags & YM_FLAG_PAUSED)
+		goto out;
+
+	uint64_t frames[YM_LIMIT_DEPTH];
+	uint32_t depth = capture(frames);
+	uint64_t now = agent_now_ns();
+	if (!frames_known(frames, depth) && table_lock(100000)) {
+		modules_scan();
+		table_unlock();
+	}
+	struct ym_live e = {
+		.addr = (uint64_t)(uintptr_t)p,
+		.size = n,
+		.birth_mono_ns = now,
+		.tid = t->tid,
+	};
+	sample_weight(agent.rate, n, &e.weight_bytes, &e.weight_fx);
+	e.stack = table_intern(frames, depth, t->tid, now);
+	if (e.stack == UINT32_MAX)
+		goto out;
+	if (!table_lock(100000)) {
+		__atomic_fetch_add(&agent.hdr->drop_busy, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
+	int ok = table_live_insert(&e);
+	table_unlock();
+	if (ok) {
+		table_count_alloc(&e);
+	} else {
+		__atomic_fetch_add(&agent.hdr->drop_live, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_OVERFLOWED,
+				  __ATOMIC_RELAXED);
+	}
+out:
+	t->guard--;
+}
+
+/* The filter said this address may be a live sample. */
+void agent_free_sampled(struct agent_tls *t, void *p)
+{
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
+		return;
+	if (!table_live_has((uint64_t)(uintptr_t)p))
+		return;   /* a filter false positive, settled without the lock */
+	t->guard++;
+	struct ym_live e;
+	int found = 0;
+	/* Must not give up easily: a missed removal leaves a stale entry
+	 * (repaired when the address is sampled again). */
+	if (table_lock(1000000)) {
+		found = table_live_remove((uint64_t)(uintptr_t)p, &e);
+		table_unlock();
+	}
+	if (found)
+		table_count_free(&e, agent_now_ns());
+	t->guard--;
+}
+
+int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
+{
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
+		return 0;
+	int found = 0;
+	t->guard++;
+	if (table_lock(1000000)) {
+		found = table_live_remove((uint64_t)(uintptr_t)p, e);
+		table_unlock();
+	}
+	t->guard--;
+	return found;
+}
+
+void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n)
+{
+	t->guard++;
+	if (q == NULL) {
+		table_count_free(e, agent_now_ns());
+		goto out;
+	}
+	/* Re-weigh at the new size: a block that keeps growing is sampled
+	 * with near certainty by the time it is large, so this converges to
+	 * the true size where it matters (1/p(n) for the new size n). */
+	uint64_t w, wfx;
+	sample_weight(agent.rate, n, &w, &wfx);
+	table_count_resize(e, w, wfx);
+	e->weight_fx = wfx;
+	e->addr = (uint64_t)(uintptr_t)q;
+	e->size = n;
+	e->weight_bytes = w;
+	int ok = 0;
+	if (table_lock(1000000)) {
+		ok = table_live_insert(e);
+		table_unlock();
+	}
+	if (!ok) {   /* cannot track it any more: count it gone */
+		table_count_free(e, agent_now_ns());
+		__atomic_fetch_add(&agent.hdr->drop_live, 1, __ATOMIC_RELAXED);
+	}
+out:
+	t->guard--;
+}
+
+/* ---- Giant allocations ---- */
+
+void agent_giant(struct agent_tls *t, size_t n, int failed)
+{
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
+		return;
+	t->guard++;
+	uint64_t frames[YM_LIMIT_DEPTH];
+	uint32_t depth = capture(frames);
+	struct ym_header *h = agent.hdr;
+	uint32_t cap = h->sections[YM_SEC_ALARMS].capacity;
+	uint64_t pos = __atomic_fetch_add(&h->alarms_written, 1, __ATOMIC_ACQ_REL);
+	struct ym_alarm *a = (struct ym_alarm *)(agent.alarms +
+						 (size_t)(pos % cap) * agent.alarm_stride);
+	__atomic_store_n(&a->seq, 0, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	a->size = n;
+	a->mono_ns = agent_now_ns();
+	a->tid = t->tid ? t->tid : (uint32_t)syscall(SYS_gettid);
+	a->flags = failed ? YM_ALARM_FAILED : 0;
+	a->depth = depth;
+	memcpy(a->frames, frames, depth * sizeof *frames);
+	__atomic_store_n(&a->seq, pos + 1, __ATOMIC_RELEASE);
+	if (!frames_known(frames, depth) && table_lock(100000)) {
+		modules_scan();
+		table_unlock();
+	}
+	t->guard--;
+}
+
+/* ---- Process life ---- */
+
+static void fork_child(void)
+{
+	/* Only this thread exists now.  Stop writing into the parent's
+	 * segment; start a segment of our own lazily, on the next call. */
+	struct agent_tls *t = &agent_tls;
+	if (agent.base)
+		munmap(agent.base, agent.size);
+	agent.base = NULL;
+	agent.hdr = NULL;
+	agent_giant_limit = SIZE_MAX;
+	table_reset_private();
+	agent.epoch++;
+	agent.seen_reset = 0;
+	t->slot = NULL;
+	t->state = TLS_NEW;
+	t->epoch = agent.epoch;
+	__atomic_store_n(&agent.seg_state,
+			 agent.follow_fork && !agent.disabled ? SEG_NONE : SEG_PASSIVE,
+			 __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	struct agent_tls *t = &agent_tls;
+	t->guard++;
+	configure();
+	if (agent_resolve()) {
+		pthread_atfork(NULL, NULL, fork_child);
+		agent_enter(t);
+	}
+	t->guard--;
+}
+
+/* The process is leaving (exit, or _exit which runs no destructors).
+ * Only the process that created the segment may retire it: a vfork child
+ * shares our memory but not our pid. */
+void agent_exiting(void)
+{
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    agent.pid != getpid())
+		return;
+	agent.hdr->exit_mono_ns = agent_now_ns();
+	__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_EXITED, __ATOMIC_RELEASE);
+	/* Keep the mapping: destructors that run after us still allocate. */
+	if (!agent.keep_segment)
+		shm_unlink_pid(agent.pid);
+}
+
+__attribute__((destructor)) static void agent_fini(void)
+{
+	agent_exiting();
+}

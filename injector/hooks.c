@@ -1,0 +1,449 @@
+/*
+ * The malloc family, interposed.  Each entry point is a fast path:
+ *
+ *   malloc: one TLS block load, three compares (slot, guard, giant),
+ *   the real call, usable size, three relaxed counter bumps in this
+ *   thread's own cache line and the byte countdown.  No lock, no atomic
+ *   read-modify-write, no syscall.
+ *   free:   the same counters and one relaxed load of the sample filter.
+ *
+ * Anything else (first call, nested call, no slot yet, due sample, giant
+ * request) goes to a noinline slow path.  Pointers and usable sizes are
+ * never changed: we only observe.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <dlfcn.h>
+
+#include "agent.h"
+
+#define EXPORT   __attribute__((visibility("default")))
+#define NOINLINE __attribute__((noinline))
+
+/* ---- Bootstrap: dlsym allocates before we know the real malloc ---- */
+
+static _Alignas(64) char boot_buf[64 * 1024];
+static size_t boot_used;
+
+static void *boot_alloc(size_t n, size_t align)
+{
+	if (align < 16)
+		align = 16;
+	size_t cur = __atomic_load_n(&boot_used, __ATOMIC_RELAXED);
+	for (;;) {
+		uintptr_t start = (uintptr_t)boot_buf + cur + 16;
+		start = (start + align - 1) & ~(uintptr_t)(align - 1);
+		uintptr_t lim = (uintptr_t)boot_buf + sizeof boot_buf;
+		if (n > sizeof boot_buf || start > lim || n > lim - start) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		size_t end = start + n - (uintptr_t)boot_buf;
+		if (__atomic_compare_exchange_n(&boot_used, &cur, end, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			((size_t *)start)[-1] = n;   /* size, for realloc */
+			return (void *)start;   /* static storage: zeroed */
+		}
+	}
+}
+
+static inline int is_boot(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)boot_buf < sizeof boot_buf;
+}
+
+/* ---- Accounting ---- */
+
+/* Single writer per slot: a relaxed load and store, no RMW. */
+static inline void bump(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v,
+			 __ATOMIC_RELAXED);
+}
+
+static inline void own_alloc(struct agent_tls *t, void *p, size_t n)
+{
+	struct ym_thread *s = t->slot;
+	bump(&s->t.alloc_objects, 1);
+	bump(&s->t.alloc_bytes, agent_usable(p));
+	bump(&s->t.req_bytes, n);
+}
+
+static inline void own_free(struct agent_tls *t, void *p)
+{
+	struct ym_thread *s = t->slot;
+	bump(&s->t.free_objects, 1);
+	bump(&s->t.free_bytes, agent_usable(p));
+}
+
+static inline int filter_maybe(const void *p)
+{
+	return __atomic_load_n(&agent_filter[agent_filter_slot(p)],
+			       __ATOMIC_RELAXED) != 0;
+}
+
+static inline int fast_ok(const struct agent_tls *t, size_t n)
+{
+	return (t->slot != NULL) & (t->guard == 0) & (n < agent_giant_limit);
+}
+
+static inline void after_alloc(struct agent_tls *t, void *p, size_t n)
+{
+	own_alloc(t, p, n);
+	if (unlikely((t->countdown -= (int64_t)n) < 0))
+		agent_sample(t, p, n);
+}
+
+enum { PASS, PROFILE, REFUSE, BOOT };
+
+/* What to do with a call that missed the fast path. */
+static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
+{
+	if (!__atomic_load_n(&agent.resolved, __ATOMIC_ACQUIRE)) {
+		if (t->guard)
+			return BOOT;
+		t->guard++;
+		int ok = agent_resolve();
+		t->guard--;
+		if (!ok)
+			return BOOT;
+	}
+	if (t->guard)
+		return PASS;
+	t->guard++;
+	agent_enter(t);
+	t->guard--;
+	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    t->state == TLS_NEW)
+		return PASS;
+	if (n >= agent_giant_limit) {
+		agent_giant(t, n, agent.giant_fail);
+		if (agent.giant_fail) {
+			errno = ENOMEM;
+			return REFUSE;
+		}
+	}
+	return PROFILE;
+}
+
+/* Threads without an own slot share slot 0: atomic adds. */
+static void slow_alloc_count(void *p, size_t n)
+{
+	struct ym_thread *s = &agent.threads[0];
+	__atomic_fetch_add(&s->t.alloc_objects, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->t.alloc_bytes, agent_usable(p), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->t.req_bytes, n, __ATOMIC_RELAXED);
+}
+
+static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (t->slot) {
+		after_alloc(t, p, n);
+		return;
+	}
+	slow_alloc_count(p, n);
+	if ((t->countdown -= (int64_t)n) < 0)
+		agent_sample(t, p, n);
+}
+
+/* A block of `bytes` usable size was freed (its pointer may be gone). */
+static void count_freed(struct agent_tls *t, size_t bytes)
+{
+	if (t->slot) {
+		bump(&t->slot->t.free_objects, 1);
+		bump(&t->slot->t.free_bytes, bytes);
+	} else {
+		struct ym_thread *s = &agent.threads[0];
+		__atomic_fetch_add(&s->t.free_objects, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->t.free_bytes, bytes, __ATOMIC_RELAXED);
+	}
+}
+
+static void slow_free_count(struct agent_tls *t, void *p)
+{
+	count_freed(t, agent_usable(p));
+	if (filter_maybe(p))
+		agent_free_sampled(t, p);
+}
+
+/* ---- malloc ---- */
+
+static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
+{
+	switch (slow_begin(t, n)) {
+	case BOOT:
+		return boot_alloc(n, 16);
+	case REFUSE:
+		return NULL;
+	case PASS:
+		return agent.real.malloc(n);
+	}
+	void *p = agent.real.malloc(n);
+	slow_alloc(t, p, n);
+	return p;
+}
+
+EXPORT void *malloc(size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	if (unlikely(!fast_ok(t, n)))
+		return malloc_slow(t, n);
+	void *p = agent.real.malloc(n);
+	if (likely(p != NULL))
+		after_alloc(t, p, n);
+	return p;
+}
+
+/* ---- free ---- */
+
+static NOINLINE void free_slow(struct agent_tls *t, void *p)
+{
+	if (is_boot(p) || !agent.resolved)
+		return;   /* bootstrap memory is static; never freed */
+	if (slow_begin(t, 0) == PROFILE)
+		slow_free_count(t, p);
+	agent.real.free(p);
+}
+
+EXPORT void free(void *p)
+{
+	struct agent_tls *t = &agent_tls;
+	if (unlikely(p == NULL))
+		return;
+	if (unlikely(!fast_ok(t, 0) || is_boot(p))) {
+		free_slow(t, p);
+		return;
+	}
+	own_free(t, p);
+	if (unlikely(filter_maybe(p)))
+		agent_free_sampled(t, p);
+	agent.real.free(p);
+}
+
+EXPORT void cfree(void *p)
+{
+	free(p);
+}
+
+/* ---- calloc ---- */
+
+static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
+				  size_t n)
+{
+	switch (slow_begin(t, n)) {
+	case BOOT:
+		if (n == SIZE_MAX) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		return boot_alloc(n, 16);
+	case REFUSE:
+		return NULL;
+	case PASS:
+		return agent.real.calloc(a, b);
+	}
+	void *p = agent.real.calloc(a, b);
+	slow_alloc(t, p, n);
+	return p;
+}
+
+EXPORT void *calloc(size_t a, size_t b)
+{
+	struct agent_tls *t = &agent_tls;
+	size_t n;
+	if (__builtin_mul_overflow(a, b, &n))
+		n = SIZE_MAX;   /* the real calloc fails it; giant path sees it */
+	if (unlikely(!fast_ok(t, n)))
+		return calloc_slow(t, a, b, n);
+	void *p = agent.real.calloc(a, b);
+	if (likely(p != NULL))
+		after_alloc(t, p, n);
+	return p;
+}
+
+/* ---- realloc ---- */
+
+EXPORT void *realloc(void *p, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	if (p == NULL)
+		return malloc(n);
+	if (is_boot(p)) {
+		size_t old = ((size_t *)p)[-1];
+		void *q = malloc(n);
+		if (q)
+			memcpy(q, p, old < n ? old : n);
+		return q;
+	}
+	int mode = fast_ok(t, n) ? PROFILE : slow_begin(t, n);
+	if (mode == REFUSE)
+		return NULL;
+	if (mode != PROFILE)
+		return agent.real.realloc(p, n);
+
+	size_t old = agent_usable(p);
+	struct ym_live e;
+	/* A sampled block leaves the live table before the allocator may
+	 * hand its address to another thread. */
+	int sampled = filter_maybe(p) && agent_realloc_take(t, p, &e);
+	void *q = agent.real.realloc(p, n);
+	if (q == NULL) {
+		if (n != 0) {   /* failed: p is untouched */
+			if (sampled)
+				agent_realloc_put(t, &e, p, e.size);
+			return NULL;
+		}
+		/* realloc(p, 0) freed p (glibc). */
+		if (sampled)
+			agent_realloc_put(t, &e, NULL, 0);
+		count_freed(t, old);
+		return NULL;
+	}
+	/* One free and one allocation, in exact totals. */
+	count_freed(t, old);
+	if (t->slot)
+		own_alloc(t, q, n);
+	else
+		slow_alloc_count(q, n);
+	if (sampled)   /* keeps its stack and birth: one long-lived block */
+		agent_realloc_put(t, &e, q, n);
+	else if ((t->countdown -= (int64_t)n) < 0)
+		agent_sample(t, q, n);
+	return q;
+}
+
+EXPORT void *reallocarray(void *p, size_t a, size_t b)
+{
+	size_t n;
+	if (__builtin_mul_overflow(a, b, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, n);
+}
+
+/* ---- aligned allocations ---- */
+
+static int bad_align(size_t align)
+{
+	return align == 0 || (align & (align - 1)) != 0;
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	int mode = fast_ok(t, n) ? PROFILE : slow_begin(t, n);
+	if (mode == BOOT) {
+		if (bad_align(align) || align % sizeof(void *))
+			return EINVAL;
+		void *p = boot_alloc(n, align);
+		if (!p)
+			return ENOMEM;
+		*out = p;
+		return 0;
+	}
+	if (mode == REFUSE)
+		return ENOMEM;
+	int rc = agent.real.posix_memalign(out, align, n);
+	if (rc == 0 && mode == PROFILE)
+		slow_alloc(t, *out, n);
+	return rc;
+}
+
+/* Each reads agent.real at call time: before the first slow_begin the
+ * pointers are not resolved yet. */
+typedef void *(*align_fn)(size_t, size_t);
+
+static void *aligned_alloc_fn(size_t align, size_t n)
+{
+	if (agent.real.aligned_alloc)
+		return agent.real.aligned_alloc(align, n);
+	return agent.real.memalign(align, n);
+}
+
+static void *memalign_fn(size_t align, size_t n)
+{
+	return agent.real.memalign(align, n);
+}
+
+static void *aligned_common(align_fn fn, size_t align, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	int mode = fast_ok(t, n) ? PROFILE : slow_begin(t, n);
+	if (mode == BOOT) {
+		if (bad_align(align)) {
+			errno = EINVAL;
+			return NULL;
+		}
+		return boot_alloc(n, align);
+	}
+	if (mode == REFUSE)
+		return NULL;
+	void *p = fn(align, n);
+	if (mode == PROFILE)
+		slow_alloc(t, p, n);
+	return p;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	return aligned_common(aligned_alloc_fn, align, n);
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	return aligned_common(memalign_fn, align, n);
+}
+
+static void *valloc_fn(size_t align, size_t n)
+{
+	(void)align;
+	return agent.real.valloc(n);
+}
+
+static void *pvalloc_fn(size_t align, size_t n)
+{
+	(void)align;
+	return agent.real.pvalloc(n);
+}
+
+EXPORT void *valloc(size_t n)
+{
+	return aligned_common(valloc_fn, (size_t)sysconf(_SC_PAGESIZE), n);
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	return aligned_common(pvalloc_fn, (size_t)sysconf(_SC_PAGESIZE), n);
+}
+
+/* ---- _exit: runs no destructors, so retire the segment here ---- */
+
+static void real_exit(const char *name, int status)
+{
+	void (*fn)(int) = (void (*)(int))dlsym(RTLD_NEXT, name);
+	if (fn)
+		fn(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+EXPORT void _exit(int status)
+{
+	agent_exiting();
+	real_exit("_exit", status);
+	__builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+	agent_exiting();
+	real_exit("_Exit", status);
+	__builtin_unreachable();
+}

@@ -1,0 +1,356 @@
+/*
+ * The agent's tables: stacks (in the segment, found through a private hash
+ * index), live sampled allocations (in the segment, open-addressed by
+ * address, with a counting filter in front) and the one lock.
+ *
+ * Only the sampled slow paths come here, so a lock is fine; it is a spin
+ * lock with a bounded number of tries, so that no path can ever wait
+ * forever: a caller that cannot take it drops the sample and counts it.
+ */
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "agent.h"
+#include "sample.h"
+
+uint8_t *agent_filter;
+
+int table_lock(uint32_t spins)
+{
+	for (uint32_t i = 0; i < spins; i++) {
+		if (__atomic_load_n(&agent.lock, __ATOMIC_RELAXED) == 0 &&
+		    !__atomic_exchange_n(&agent.lock, 1, __ATOMIC_ACQUIRE))
+			return 1;
+		if (i < 64)
+			__builtin_ia32_pause();
+		else
+			sched_yield();
+	}
+	return 0;
+}
+
+void table_unlock(void)
+{
+	__atomic_store_n(&agent.lock, 0, __ATOMIC_RELEASE);
+}
+
+static void *map_private(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t index_bytes(void)
+{
+	return ((size_t)agent.index_mask + 1) * sizeof(uint32_t);
+}
+
+int table_init_private(void)
+{
+	uint32_t n = 1;
+	while (n < agent.max_stacks * 2u)
+		n <<= 1;
+	agent.index_mask = n - 1;
+	if (!agent.index && !(agent.index = map_private(index_bytes())))
+		return -1;
+	if (!agent_filter &&
+	    !(agent_filter = map_private(sizeof(uint8_t) << AGENT_FILTER_BITS)))
+		return -1;
+	return 0;
+}
+
+/* After fork: the child starts from empty tables (zero-filled pages). */
+void table_reset_private(void)
+{
+	if (agent.index)
+		madvise(agent.index, index_bytes(), MADV_DONTNEED);
+	if (agent_filter)
+		madvise(agent_filter, sizeof(uint8_t) << AGENT_FILTER_BITS,
+			MADV_DONTNEED);
+	agent.lock = 0;
+}
+
+static struct ym_stack *stack_at(uint32_t i)
+{
+	return (struct ym_stack *)(agent.stacks + (size_t)i * agent.stack_stride);
+}
+
+/* The overflow stack, record 0, receives samples that found the table
+ * full; it has no frames. */
+void table_init_segment(void)
+{
+	struct ym_stack *s = stack_at(YM_STACK_OVERFLOW);
+	s->hash = 1;
+	s->depth = 0;
+	__atomic_store_n(&agent.hdr->stacks_used, 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t hash_frames(const uint64_t *f, uint32_t depth)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ depth;
+	for (uint32_t i = 0; i < depth; i++) {
+		h ^= f[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h < 2 ? h + 2 : h;   /* 0: unpublished, 1: overflow */
+}
+
+static int same_stack(const struct ym_stack *s, uint64_t h,
+		      const uint64_t *f, uint32_t depth)
+{
+	return s->hash == h && s->depth == depth &&
+	       memcmp(s->frames, f, depth * sizeof *f) == 0;
+}
+
+/* Probe the index; returns the stack or UINT32_MAX with *slot the empty
+ * index position where it would go. */
+static uint32_t probe(uint64_t h, const uint64_t *f, uint32_t depth,
+		      uint32_t *slot)
+{
+	uint32_t mask = agent.index_mask;
+	uint32_t i = (uint32_t)h & mask;
+	for (uint32_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+		uint32_t v = __atomic_load_n(&agent.index[i], __ATOMIC_ACQUIRE);
+		if (v == 0) {
+			*slot = i;
+			return UINT32_MAX;
+		}
+		if (same_stack(stack_at(v - 1), h, f, depth))
+			return v - 1;
+	}
+	*slot = UINT32_MAX;
+	return UINT32_MAX;
+}
+
+/* Find or add a stack.  Lookups take no lock; insertion does. */
+uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
+		      uint64_t now)
+{
+	uint64_t h = hash_frames(f, depth);
+	uint32_t slot;
+	uint32_t found = probe(h, f, depth, &slot);
+	if (found != UINT32_MAX)
+		return found;
+
+	if (!table_lock(20000)) {
+		__atomic_fetch_add(&agent.hdr->drop_busy, 1, __ATOMIC_RELAXED);
+		return UINT32_MAX;
+	}
+	found = probe(h, f, depth, &slot);   /* raced with another insert? */
+	if (found == UINT32_MAX) {
+		uint64_t used = agent.hdr->stacks_used;
+		if (slot == UINT32_MAX || used >= agent.max_stacks) {
+			found = YM_STACK_OVERFLOW;
+			__atomic_fetch_add(&agent.hdr->drop_stacks, 1,
+					   __ATOMIC_RELAXED);
+			__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_OVERFLOWED,
+					  __ATOMIC_RELAXED);
+		} else {
+			struct ym_stack *s = stack_at((uint32_t)used);
+			memcpy(s->frames, f, depth * sizeof *f);
+			s->depth = depth;
+			s->tid = tid;
+			s->first_mono_ns = now;
+			s->hash = h;
+			found = (uint32_t)used;
+			/* Record complete before anyone can find it. */
+			__atomic_store_n(&agent.index[slot], found + 1,
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&agent.hdr->stacks_used, used + 1,
+					 __ATOMIC_RELEASE);
+		}
+	}
+	table_unlock();
+	return found;
+}
+
+static void add(uint64_t *c, uint64_t v)
+{
+	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+void table_count_alloc(const struct ym_live *e)
+{
+	struct ym_stack *s = stack_at(e->stack);
+	add(&s->alloc_samples, 1);
+	add(&s->alloc_bytes, e->weight_bytes);
+	add(&s->alloc_objects_fx, e->weight_fx);
+}
+
+void table_count_free(const struct ym_live *e, uint64_t now)
+{
+	struct ym_stack *s = stack_at(e->stack);
+	unsigned b = sample_life_bucket(now > e->birth_mono_ns ?
+					now - e->birth_mono_ns : 0);
+	add(&s->free_samples, 1);
+	add(&s->free_bytes, e->weight_bytes);
+	add(&s->free_objects_fx, e->weight_fx);
+	add(&s->life[b].objects_fx, e->weight_fx);
+	add(&s->life[b].bytes, e->weight_bytes);
+}
+
+/* A sampled block changed size in realloc: move its stack's retained
+ * estimate from the old weights to the new ones. */
+void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx)
+{
+	struct ym_stack *s = stack_at(e->stack);
+	if (w >= e->weight_bytes)
+		add(&s->alloc_bytes, w - e->weight_bytes);
+	else
+		add(&s->free_bytes, e->weight_bytes - w);
+	if (wfx >= e->weight_fx)
+		add(&s->alloc_objects_fx, wfx - e->weight_fx);
+	else
+		add(&s->free_objects_fx, e->weight_fx - wfx);
+}
+
+/* ---- Live table: linear probing with backward-shift deletion, every
+ * change inside the live_seq seqcount, lock held. ---- */
+
+static uint32_t live_home(uint64_t addr)
+{
+	return (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32) &
+	       agent.live_mask;
+}
+
+static void seq_begin(void)
+{
+	__atomic_store_n(&agent.hdr->live_seq, agent.hdr->live_seq + 1,
+			 __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void seq_end(void)
+{
+	__atomic_store_n(&agent.hdr->live_seq, agent.hdr->live_seq + 1,
+			 __ATOMIC_RELEASE);
+}
+
+static void filter_inc(uint64_t addr)
+{
+	uint8_t *c = &agent_filter[agent_filter_slot((void *)addr)];
+	uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	if (v != UINT8_MAX)   /* saturated counters stay "maybe" */
+		__atomic_store_n(c, (uint8_t)(v + 1), __ATOMIC_RELAXED);
+}
+
+static void filter_dec(uint64_t addr)
+{
+	uint8_t *c = &agent_filter[agent_filter_slot((void *)addr)];
+	uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	if (v != 0 && v != UINT8_MAX)
+		__atomic_store_n(c, (uint8_t)(v - 1), __ATOMIC_RELAXED);
+}
+
+int table_live_has(uint64_t addr)
+{
+	uint64_t s1 = __atomic_load_n(&agent.hdr->live_seq, __ATOMIC_ACQUIRE);
+	if (s1 & 1)
+		return 1;
+	uint32_t i = live_home(addr), found = 0;
+	for (uint32_t n = 0; n <= agent.live_mask; n++) {
+		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
+		if (a == 0)
+			break;
+		if (a == addr) {
+			found = 1;
+			break;
+		}
+		i = (i + 1) & agent.live_mask;
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* A concurrent deletion may have shifted the entry past us. */
+	return found || __atomic_load_n(&agent.hdr->live_seq, __ATOMIC_RELAXED) != s1;
+}
+
+static uint32_t live_find(uint64_t addr)
+{
+	uint32_t i = live_home(addr);
+	for (uint32_t n = 0; n <= agent.live_mask; n++) {
+		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
+		if (a == 0)
+			return UINT32_MAX;
+		if (a == addr)
+			return i;
+		i = (i + 1) & agent.live_mask;
+	}
+	return UINT32_MAX;
+}
+
+static void live_delete_at(uint32_t i)
+{
+	uint32_t mask = agent.live_mask;
+	uint32_t j = i;
+	for (;;) {
+		j = (j + 1) & mask;
+		uint64_t a = agent.live[j].addr;
+		if (a == 0)
+			break;
+		uint32_t k = live_home(a);
+		/* Move j back to i unless its home lies cyclically in (i, j]. */
+		int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+		if (!stays) {
+			agent.live[i] = agent.live[j];
+			i = j;
+		}
+	}
+	agent.live[i].addr = 0;
+	agent.hdr->live_count--;
+}
+
+int table_live_remove(uint64_t addr, struct ym_live *out)
+{
+	uint32_t i = live_find(addr);
+	if (i == UINT32_MAX)
+		return 0;
+	*out = agent.live[i];
+	seq_begin();
+	live_delete_at(i);
+	seq_end();
+	filter_dec(addr);
+	return 1;
+}
+
+/* Returns 1 when inserted; 0 when the table is full (kept under 3/4 so that
+ * probes stay short). */
+int table_live_insert(const struct ym_live *e)
+{
+	struct ym_live old;
+	/* A stale entry at this address means we missed its free: count it
+	 * freed now rather than leave it retained forever. */
+	if (table_live_remove(e->addr, &old))
+		table_count_free(&old, e->birth_mono_ns);
+	if (agent.hdr->live_count >= (uint64_t)(agent.live_mask + 1) / 4 * 3)
+		return 0;
+	uint32_t i = live_home(e->addr);
+	while (agent.live[i].addr != 0)
+		i = (i + 1) & agent.live_mask;
+	seq_begin();
+	agent.live[i] = *e;
+	agent.hdr->live_count++;
+	seq_end();
+	filter_inc(e->addr);
+	return 1;
+}
+
+/* ymtop asked to forget every sample: empty the live table and zero the
+ * counters (frames stay, so stacks keep their indexes). */
+void table_reset_counters(void)
+{
+	seq_begin();
+	memset(agent.live, 0, ((size_t)agent.live_mask + 1) * sizeof *agent.live);
+	agent.hdr->live_count = 0;
+	seq_end();
+	madvise(agent_filter, sizeof(uint8_t) << AGENT_FILTER_BITS, MADV_DONTNEED);
+	uint64_t used = agent.hdr->stacks_used;
+	for (uint64_t i = 0; i < used; i++) {
+		struct ym_stack *s = stack_at((uint32_t)i);
+		size_t off = __builtin_offsetof(struct ym_stack, alloc_samples);
+		memset((char *)s + off, 0,
+		       __builtin_offsetof(struct ym_stack, frames) - off);
+	}
+	__atomic_fetch_add(&agent.hdr->reset_count, 1, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,96 @@
+/*
+ * Segment creation, agent side.  Runs inside the target: no heap, no stdio,
+ * every failure returned to the caller (which then stays passive).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+/* Mark a segment we are about to replace, so that a reader still holding it
+ * shows the old image as gone instead of frozen. */
+static void mark_replaced(int fd, uint64_t size)
+{
+	if (size < YM_HEADER_SIZE)
+		return;
+	struct ym_header *h = mmap(NULL, YM_HEADER_SIZE, PROT_READ | PROT_WRITE,
+				   MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		return;
+	if (h->magic == YM_MAGIC)
+		__atomic_fetch_or(&h->flags, YM_FLAG_EXITED | YM_FLAG_EXECED,
+				  __ATOMIC_RELEASE);
+	munmap(h, YM_HEADER_SIZE);
+}
+
+/* An existing /ymtop-<pid> can only be ours: no other live process has our
+ * pid.  It is either our previous image (exec) or left by a dead process.
+ * Replace it if we own it; refuse otherwise. */
+static int replace_existing(const char *name)
+{
+	int fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	struct stat st;
+	int rc = 0;
+	if (fstat(fd, &st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		rc = -EEXIST;
+	else
+		mark_replaced(fd, (uint64_t)st.st_size);
+	close(fd);
+	if (rc == 0 && shm_unlink(name) != 0 && errno != ENOENT)
+		rc = -errno;
+	return rc;
+}
+
+int shm_create(pid_t pid, uint64_t size, void **map)
+{
+	char name[32];
+	shm_name(name, sizeof name, pid);
+
+	int fd = -1;
+	for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+				    O_CLOEXEC, 0600);
+		if (fd >= 0)
+			break;
+		if (errno != EEXIST)
+			return -errno;
+		int rc = replace_existing(name);
+		if (rc < 0)
+			return rc;
+	}
+	if (fd < 0)
+		return -EEXIST;
+
+	/* Reserve every page now: tmpfs would otherwise deliver SIGBUS to the
+	 * host on first touch of a page it cannot supply. */
+	int rc = posix_fallocate(fd, 0, (off_t)size);
+	if (rc != 0) {
+		close(fd);
+		shm_unlink(name);
+		return -rc;
+	}
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int saved = errno;
+	close(fd);
+	if (p == MAP_FAILED) {
+		shm_unlink(name);
+		return -saved;
+	}
+	*map = p;
+	return 0;
+}
+
+void shm_unlink_pid(pid_t pid)
+{
+	char name[32];
+	shm_name(name, sizeof name, pid);
+	shm_unlink(name);
+}

@@ -1,0 +1,55 @@
+/* Segment layout, shared by the agent (to create) and tests. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "shm.h"
+
+static uint64_t align64(uint64_t v)
+{
+	return (v + 63u) & ~63ULL;
+}
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v && p < (1u << 31))
+		p <<= 1;
+	return p;
+}
+
+int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
+	       uint64_t *total)
+{
+	if (caps->max_depth == 0 || caps->max_depth > YM_LIMIT_DEPTH ||
+	    caps->max_stacks < 2 || caps->max_stacks > YM_LIMIT_STACKS ||
+	    caps->max_live == 0 || caps->max_live > YM_LIMIT_LIVE ||
+	    caps->max_threads < 2 || caps->max_threads > YM_LIMIT_THREADS)
+		return -EINVAL;
+	caps->max_live = pow2_at_least(caps->max_live);
+
+	uint64_t off = YM_HEADER_SIZE;
+	const struct {
+		uint32_t cap, stride;
+	} want[YM_SEC_COUNT] = {
+		[YM_SEC_CONTROL] = { 1, sizeof(struct ym_control) },
+		[YM_SEC_THREADS] = { caps->max_threads, sizeof(struct ym_thread) },
+		[YM_SEC_STACKS]  = { caps->max_stacks, shm_stack_stride(caps->max_depth) },
+		[YM_SEC_LIVE]    = { caps->max_live, sizeof(struct ym_live) },
+		[YM_SEC_ALARMS]  = { YM_MAX_ALARMS, shm_alarm_stride(caps->max_depth) },
+		[YM_SEC_MODULES] = { YM_MAX_MODULES, sizeof(struct ym_module) },
+	};
+	for (int i = 0; i < YM_SEC_COUNT; i++) {
+		sec[i].offset = off;
+		sec[i].capacity = want[i].cap;
+		sec[i].stride = want[i].stride;
+		off = align64(off + (uint64_t)want[i].cap * want[i].stride);
+	}
+	/* Whole pages, so that the reservation covers the last record. */
+	*total = (off + 4095u) & ~4095ULL;
+	return 0;
+}
+
+void shm_name(char *buf, size_t len, pid_t pid)
+{
+	snprintf(buf, len, "%s%ld", YM_NAME_PREFIX, (long)pid);
+}

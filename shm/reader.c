@@ -1,0 +1,430 @@
+/*
+ * Segment reader.  The segment is hostile input: it is never mapped (a
+ * file truncated under a mapping delivers SIGBUS); it is copied with pread,
+ * which just returns short, and only the copy is validated and used.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+static int fail(char *err, size_t len, int code, const char *fmt, ...)
+{
+	if (err && len) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Read exactly len bytes at off, or fail: a short read means the file
+ * shrank under us. */
+static int read_at(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ENODATA;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
+		     size_t len)
+{
+	if (h->magic != YM_MAGIC)
+		return fail(err, len, -EPROTO, "not a ymtop segment (bad magic)");
+	if (h->abi_version != YM_ABI_VERSION)
+		return fail(err, len, -EPROTO,
+			    "segment ABI version %u, this ymtop reads %u",
+			    h->abi_version, YM_ABI_VERSION);
+	if (h->header_size != YM_HEADER_SIZE)
+		return fail(err, len, -EPROTO, "bad header size %u", h->header_size);
+	if (h->total_size != fsize || fsize > YM_LIMIT_SEGMENT)
+		return fail(err, len, -EPROTO,
+			    "segment size %llu does not match its file (%llu bytes)",
+			    (unsigned long long)h->total_size,
+			    (unsigned long long)fsize);
+	if (h->max_depth == 0 || h->max_depth > YM_LIMIT_DEPTH)
+		return fail(err, len, -EPROTO, "bad stack depth %u", h->max_depth);
+	if (h->sample_rate == 0)
+		return fail(err, len, -EPROTO, "bad sample rate 0");
+
+	static const struct {
+		uint32_t min_cap, max_cap;
+	} lim[YM_SEC_COUNT] = {
+		[YM_SEC_CONTROL] = { 1, 1 },
+		[YM_SEC_THREADS] = { 1, YM_LIMIT_THREADS },
+		[YM_SEC_STACKS]  = { 1, YM_LIMIT_STACKS },
+		[YM_SEC_LIVE]    = { 1, YM_LIMIT_LIVE },
+		[YM_SEC_ALARMS]  = { 1, 1u << 16 },
+		[YM_SEC_MODULES] = { 1, 1u << 16 },
+	};
+	const uint32_t stride[YM_SEC_COUNT] = {
+		[YM_SEC_CONTROL] = sizeof(struct ym_control),
+		[YM_SEC_THREADS] = sizeof(struct ym_thread),
+		[YM_SEC_STACKS]  = shm_stack_stride(h->max_depth),
+		[YM_SEC_LIVE]    = sizeof(struct ym_live),
+		[YM_SEC_ALARMS]  = shm_alarm_stride(h->max_depth),
+		[YM_SEC_MODULES] = sizeof(struct ym_module),
+	};
+	for (int i = 0; i < YM_SEC_COUNT; i++) {
+		const struct ym_section *s = &h->sections[i];
+		if (s->stride != stride[i] || s->capacity < lim[i].min_cap ||
+		    s->capacity > lim[i].max_cap || s->offset % 8 != 0 ||
+		    s->offset < YM_HEADER_SIZE || s->offset > fsize ||
+		    (uint64_t)s->capacity * s->stride > fsize - s->offset)
+			return fail(err, len, -EPROTO,
+				    "segment section %d out of bounds", i);
+	}
+	uint32_t live_cap = h->sections[YM_SEC_LIVE].capacity;
+	if (live_cap & (live_cap - 1))
+		return fail(err, len, -EPROTO, "live table size not a power of two");
+
+	uint64_t threads = __atomic_load_n(&h->threads_used, __ATOMIC_ACQUIRE);
+	uint64_t stacks = __atomic_load_n(&h->stacks_used, __ATOMIC_ACQUIRE);
+	uint64_t modules = __atomic_load_n(&h->modules_used, __ATOMIC_ACQUIRE);
+	if (threads > h->sections[YM_SEC_THREADS].capacity ||
+	    stacks > h->sections[YM_SEC_STACKS].capacity ||
+	    modules > h->sections[YM_SEC_MODULES].capacity)
+		return fail(err, len, -EPROTO, "segment counts exceed capacities");
+	return 0;
+}
+
+int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
+		       char *err, size_t len)
+{
+	struct stat st;
+	memset(r, 0, sizeof *r);
+	r->fd = -1;
+	if (fstat(fd, &st) != 0)
+		return fail(err, len, -errno, "cannot stat segment: %s",
+			    strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return fail(err, len, -EPERM, "segment is not a regular file");
+	if (uid != (uid_t)-1 && st.st_uid != uid)
+		return fail(err, len, -EPERM,
+			    "segment owner (uid %u) is not the process owner (uid %u): refused",
+			    (unsigned)st.st_uid, (unsigned)uid);
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return fail(err, len, -EPERM,
+			    "segment is group or world writable: refused");
+	if ((uint64_t)st.st_size < YM_HEADER_SIZE ||
+	    (uint64_t)st.st_size > YM_LIMIT_SEGMENT)
+		return fail(err, len, -EPROTO,
+			    "segment size %lld is not plausible",
+			    (long long)st.st_size);
+	struct ym_header h;
+	int rc = read_at(fd, &h, sizeof h, 0);
+	if (rc < 0)
+		return fail(err, len, rc, "cannot read segment header");
+	rc = shm_header_check(&h, (uint64_t)st.st_size, err, len);
+	if (rc < 0)
+		return rc;
+	if (pid > 0 && h.pid != (uint32_t)pid)
+		return fail(err, len, -EPROTO,
+			    "segment names pid %u, expected %ld", h.pid, (long)pid);
+	r->fd = fd;
+	r->pid = (pid_t)h.pid;
+	r->size = (uint64_t)st.st_size;
+	int fl = fcntl(fd, F_GETFL);
+	r->writable = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
+	return 0;
+}
+
+int shm_reader_open(struct shm_reader *r, pid_t pid, uid_t uid, char *err,
+		    size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof path, "%s%s%ld", YM_SHM_DIR, YM_NAME_PREFIX,
+		 (long)pid);
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && errno == EACCES)
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ELOOP)
+			return fail(err, len, -EPERM,
+				    "%s is a symbolic link: refused", path);
+		return fail(err, len, -e, "cannot open %s: %s", path,
+			    strerror(e));
+	}
+	int rc = shm_reader_open_fd(r, fd, pid, uid, err, len);
+	if (rc < 0)
+		close(fd);
+	return rc;
+}
+
+void shm_reader_close(struct shm_reader *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+}
+
+void shm_snapshot_free(struct shm_snapshot *s)
+{
+	free(s->threads);
+	free(s->stacks);
+	free(s->live);
+	free(s->alarms);
+	free(s->modules);
+	memset(s, 0, sizeof *s);
+}
+
+static int copy_section(struct shm_reader *r, const struct ym_header *h,
+			int sec, uint64_t count, void **out)
+{
+	size_t bytes = (size_t)count * h->sections[sec].stride;
+	*out = NULL;
+	if (bytes == 0)
+		return 0;
+	void *buf = malloc(bytes);
+	if (!buf)
+		return -ENOMEM;
+	int rc = read_at(r->fd, buf, bytes, h->sections[sec].offset);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* Copy the live table consistently (seqcount), keeping used entries only. */
+static int copy_live(struct shm_reader *r, const struct ym_header *h,
+		     struct shm_snapshot *s)
+{
+	uint32_t cap = h->sections[YM_SEC_LIVE].capacity;
+	size_t bytes = (size_t)cap * sizeof(struct ym_live);
+	struct ym_live *tab = malloc(bytes);
+	if (!tab)
+		return -ENOMEM;
+	uint64_t seq_off = __builtin_offsetof(struct ym_header, live_seq);
+	for (int tries = 0;; tries++) {
+		uint64_t s1, s2;
+		int rc = read_at(r->fd, &s1, sizeof s1, seq_off);
+		if (rc == 0)
+			rc = read_at(r->fd, tab, bytes, h->sections[YM_SEC_LIVE].offset);
+		if (rc == 0)
+			rc = read_at(r->fd, &s2, sizeof s2, seq_off);
+		if (rc < 0) {
+			free(tab);
+			return rc;
+		}
+		/* After a few tries accept a slightly torn copy: entries
+		 * are validated one by one below anyway. */
+		if ((s1 == s2 && !(s1 & 1)) || tries >= 8)
+			break;
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < cap; i++) {
+		if (tab[i].addr == 0)
+			continue;
+		/* A live entry may name a stack published after we read
+		 * stacks_used, or be garbage: keep only what resolves. */
+		if (tab[i].stack >= s->nstacks)
+			continue;
+		tab[n++] = tab[i];
+	}
+	s->live = tab;
+	s->nlive = n;
+	return 0;
+}
+
+static int check_records(struct shm_snapshot *s, char *err, size_t len)
+{
+	uint32_t maxd = s->hdr.max_depth;
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		const struct ym_stack *st = shm_stack(s, i);
+		if (st->depth > maxd)
+			return fail(err, len, -EPROTO,
+				    "stack %u has depth %u > %u", i, st->depth, maxd);
+	}
+	uint32_t keep = 0, cap = s->hdr.sections[YM_SEC_ALARMS].capacity;
+	uint64_t written = s->hdr.alarms_written;
+	for (uint32_t i = 0; i < s->nalarms; i++) {
+		struct ym_alarm *a = (struct ym_alarm *)(s->alarms +
+							 (size_t)i * s->alarm_stride);
+		/* seq n+1 must sit at position n % cap and be within what
+		 * was written; anything else is incomplete or forged. */
+		if (a->seq == 0 || a->seq > written || (a->seq - 1) % cap != i ||
+		    a->depth > maxd)
+			continue;
+		if (keep != i)
+			memcpy(s->alarms + (size_t)keep * s->alarm_stride, a,
+			       s->alarm_stride);
+		keep++;
+	}
+	s->nalarms = keep;
+	for (uint32_t i = 0; i < s->nmodules; i++) {
+		struct ym_module *m = &s->modules[i];
+		m->path[sizeof m->path - 1] = '\0';
+		if (m->build_id_len > sizeof m->build_id)
+			m->build_id_len = 0;
+	}
+	for (uint32_t i = 0; i < s->nthreads; i++)
+		s->threads[i].name[sizeof s->threads[i].name - 1] = '\0';
+	s->hdr.exe[sizeof s->hdr.exe - 1] = '\0';
+	return 0;
+}
+
+static void sum_totals(struct shm_snapshot *s)
+{
+	struct ym_totals t = s->hdr.retired;
+	for (uint32_t i = 0; i < s->nthreads; i++) {
+		const struct ym_totals *x = &s->threads[i].t;
+		t.alloc_objects += x->alloc_objects;
+		t.alloc_bytes += x->alloc_bytes;
+		t.req_bytes += x->req_bytes;
+		t.free_objects += x->free_objects;
+		t.free_bytes += x->free_bytes;
+	}
+	s->totals = t;
+}
+
+int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
+		      size_t len)
+{
+	memset(s, 0, sizeof *s);
+	if (r->fd < 0)
+		return fail(err, len, -EBADF, "segment not open");
+	struct stat st;
+	if (fstat(r->fd, &st) != 0 || (uint64_t)st.st_size != r->size)
+		return fail(err, len, -EPROTO, "segment changed size under us");
+
+	int rc = 0;
+	/* Header and thread slots together under retire_seq, so that a slot
+	 * folded into `retired` is counted exactly once. */
+	for (int tries = 0;; tries++) {
+		rc = read_at(r->fd, &s->hdr, sizeof s->hdr, 0);
+		if (rc < 0)
+			return fail(err, len, rc, "segment truncated while reading");
+		rc = shm_header_check(&s->hdr, r->size, err, len);
+		if (rc < 0)
+			return rc;
+		if ((uint32_t)r->pid != s->hdr.pid)
+			return fail(err, len, -EPROTO, "segment pid changed");
+		free(s->threads);
+		s->nthreads = (uint32_t)s->hdr.threads_used;
+		rc = copy_section(r, &s->hdr, YM_SEC_THREADS, s->nthreads,
+				  (void **)&s->threads);
+		if (rc < 0)
+			goto out;
+		uint32_t seq2;
+		rc = read_at(r->fd, &seq2, sizeof seq2,
+			     __builtin_offsetof(struct ym_header, retire_seq));
+		if (rc < 0)
+			goto out;
+		if ((seq2 == s->hdr.retire_seq && !(seq2 & 1)) || tries >= 8)
+			break;
+	}
+	s->taken_mono_ns = now_ns(CLOCK_MONOTONIC);
+	s->taken_real_ns = now_ns(CLOCK_REALTIME);
+
+	rc = read_at(r->fd, &s->ctl, sizeof s->ctl,
+		     s->hdr.sections[YM_SEC_CONTROL].offset);
+	if (rc < 0)
+		goto out;
+	s->nstacks = (uint32_t)s->hdr.stacks_used;
+	s->stack_stride = s->hdr.sections[YM_SEC_STACKS].stride;
+	rc = copy_section(r, &s->hdr, YM_SEC_STACKS, s->nstacks,
+			  (void **)&s->stacks);
+	if (rc < 0)
+		goto out;
+	/* A record is published by stacks_used; one whose hash reads zero
+	 * was not (a forged count): stop there. */
+	for (uint32_t i = 0; i < s->nstacks; i++)
+		if (shm_stack(s, i)->hash == 0) {
+			s->nstacks = i;
+			break;
+		}
+	rc = copy_live(r, &s->hdr, s);
+	if (rc < 0)
+		goto out;
+	s->nalarms = s->hdr.sections[YM_SEC_ALARMS].capacity;
+	s->alarm_stride = s->hdr.sections[YM_SEC_ALARMS].stride;
+	rc = copy_section(r, &s->hdr, YM_SEC_ALARMS, s->nalarms,
+			  (void **)&s->alarms);
+	if (rc < 0)
+		goto out;
+	s->nmodules = (uint32_t)s->hdr.modules_used;
+	rc = copy_section(r, &s->hdr, YM_SEC_MODULES, s->nmodules,
+			  (void **)&s->modules);
+	if (rc < 0)
+		goto out;
+	rc = check_records(s, err, len);
+	if (rc < 0) {
+		shm_snapshot_free(s);
+		return rc;
+	}
+	sum_totals(s);
+	return 0;
+out:
+	shm_snapshot_free(s);
+	if (rc == -ENOMEM)
+		return fail(err, len, rc, "out of memory copying the segment");
+	return fail(err, len, rc, "segment truncated while reading");
+}
+
+static int control_write(struct shm_reader *r, size_t field, const void *v,
+			 size_t n)
+{
+	if (r->fd < 0 || !r->writable)
+		return -EPERM;
+	struct ym_header h;
+	int rc = read_at(r->fd, &h, sizeof h, 0);
+	if (rc < 0)
+		return rc;
+	if (shm_header_check(&h, r->size, NULL, 0) < 0)
+		return -EPROTO;
+	ssize_t w = pwrite(r->fd, v, n,
+			   (off_t)(h.sections[YM_SEC_CONTROL].offset + field));
+	return w == (ssize_t)n ? 0 : -EIO;
+}
+
+int shm_control_pause(struct shm_reader *r, int pause)
+{
+	uint32_t v = pause ? 1u : 0u;
+	return control_write(r, __builtin_offsetof(struct ym_control, pause),
+			     &v, sizeof v);
+}
+
+int shm_control_reset(struct shm_reader *r)
+{
+	struct ym_header h;
+	struct ym_control c;
+	int rc = read_at(r->fd, &h, sizeof h, 0);
+	if (rc == 0 && shm_header_check(&h, r->size, NULL, 0) < 0)
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = read_at(r->fd, &c, sizeof c, h.sections[YM_SEC_CONTROL].offset);
+	if (rc < 0)
+		return rc;
+	uint32_t v = c.reset_seq + 1;
+	return control_write(r, __builtin_offsetof(struct ym_control, reset_seq),
+			     &v, sizeof v);
+}

@@ -1,0 +1,113 @@
+/*
+ * shm: the segment's layout, its creation (agent side) and its validated,
+ * copied snapshots (reader side).  The ABI itself is include/ymtop/segment.h.
+ *
+ * Errors: functions return 0 on success and a negative errno-style code on
+ * failure; reader functions also write one human-readable line (no newline)
+ * into the caller's err buffer.
+ */
+#ifndef YMTOP_SHM_H
+#define YMTOP_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ymtop/segment.h"
+
+struct shm_caps {
+	uint32_t max_depth;
+	uint32_t max_stacks;
+	uint32_t max_live;      /* rounded up to a power of two by shm_layout */
+	uint32_t max_threads;
+};
+
+/* Fill sections[] for caps; *total gets the segment size.  Returns 0, or
+ * -EINVAL when a capacity is zero or beyond the hard limits. */
+int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
+	       uint64_t *total);
+
+/* "/ymtop-<pid>" into buf (at least 32 bytes). */
+void shm_name(char *buf, size_t len, pid_t pid);
+
+/* Size of one stack or alarm record for a depth. */
+static inline uint32_t shm_stack_stride(uint32_t depth)
+{
+	return (uint32_t)(sizeof(struct ym_stack) + 8u * depth);
+}
+static inline uint32_t shm_alarm_stride(uint32_t depth)
+{
+	return (uint32_t)(sizeof(struct ym_alarm) + 8u * depth);
+}
+
+/*
+ * Agent side.  Create /ymtop-<pid> of `size` bytes (0600, O_EXCL,
+ * O_NOFOLLOW), with its pages reserved up front so that a full /dev/shm
+ * fails here rather than with SIGBUS later.  A segment already bearing our
+ * pid (a previous image of this process before exec, or a dead process whose
+ * pid we reuse) and owned by us is marked exited and replaced.  Allocates no
+ * heap memory.  On success *map is the shared mapping.
+ */
+int shm_create(pid_t pid, uint64_t size, void **map);
+void shm_unlink_pid(pid_t pid);
+
+/* ---- Reader side ---- */
+
+struct shm_reader {
+	int      fd;
+	int      writable;      /* control block can be written */
+	pid_t    pid;
+	uint64_t size;
+};
+
+/* A validated copy of the segment at one moment.  Every count below is
+ * bounded by the capacities checked against the file size; every record
+ * was checked (depths, indexes, strings) before the snapshot is returned. */
+struct shm_snapshot {
+	struct ym_header  hdr;
+	struct ym_control ctl;
+	uint64_t taken_mono_ns;     /* reader's CLOCK_MONOTONIC */
+	uint64_t taken_real_ns;
+	struct ym_thread *threads;  uint32_t nthreads;
+	uint8_t  *stacks;           uint32_t nstacks;  uint32_t stack_stride;
+	struct ym_live   *live;     uint32_t nlive;    /* compacted: used only */
+	uint8_t  *alarms;           uint32_t nalarms;  uint32_t alarm_stride;
+	struct ym_module *modules;  uint32_t nmodules;
+	struct ym_totals  totals;   /* exact: retired + every slot */
+};
+
+static inline const struct ym_stack *shm_stack(const struct shm_snapshot *s,
+						uint32_t i)
+{
+	return (const struct ym_stack *)(s->stacks + (size_t)i * s->stack_stride);
+}
+static inline const struct ym_alarm *shm_alarm(const struct shm_snapshot *s,
+						uint32_t i)
+{
+	return (const struct ym_alarm *)(s->alarms + (size_t)i * s->alarm_stride);
+}
+
+/* Open the segment of pid: O_NOFOLLOW, regular file, owned by `uid` (the
+ * target's owner; (uid_t)-1 skips that check), not group/world writable,
+ * size within limits.  The header is validated too. */
+int shm_reader_open(struct shm_reader *r, pid_t pid, uid_t uid,
+		    char *err, size_t errlen);
+/* The same checks on an already opened descriptor (tests, fuzzing). */
+int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
+		       char *err, size_t errlen);
+void shm_reader_close(struct shm_reader *r);
+
+/* Copy and validate.  On failure *out is left empty. */
+int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *out,
+		      char *err, size_t errlen);
+void shm_snapshot_free(struct shm_snapshot *s);
+
+/* Validate a header copy against the file size it came from. */
+int shm_header_check(const struct ym_header *h, uint64_t file_size,
+		     char *err, size_t errlen);
+
+/* Control: pause (1) or resume (0) sampling; ask for a reset. */
+int shm_control_pause(struct shm_reader *r, int pause);
+int shm_control_reset(struct shm_reader *r);
+
+#endif

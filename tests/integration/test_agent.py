@@ -1,0 +1,220 @@
+"""The agent under real programs, checked through ymtop's JSON against known
+truth (tests/progs/workload.c documents each site)."""
+import ctypes
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ymlib import (AGENT, MiB, WORKLOAD, Target, functions, report,  # noqa: E402
+                   run_tests, site, site_total, within, ymtop)
+
+SEEDED = {"YM_SEED": "12345"}
+
+
+def usable(size):
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc_usable_size.argtypes = [ctypes.c_void_p]
+    p = libc.malloc(size)
+    return libc.malloc_usable_size(ctypes.c_void_p(p))
+
+
+def held(steps, rate, env=None):
+    e = {"YM_SAMPLE_RATE": str(rate)}
+    e.update(SEEDED)
+    e.update(env or {})
+    t = Target([WORKLOAD] + steps, env=e)
+    try:
+        rep = report(t.pid)
+    finally:
+        rc, _, _ = t.finish()
+    assert rc == 0, "workload exited %d" % rc
+    return rep
+
+
+def test_retained_64k_blocks_within_10_percent():
+    rep = held(["big"], 65536)
+    within(site(rep, "hold_big")["retained_bytes"], 64 * MiB, 0.10,
+           "hold_big retained")
+    within(site(rep, "hold_big")["retained_objects"], 1024, 0.10,
+           "hold_big objects")
+
+
+def test_retained_1000_byte_blocks_within_20_percent():
+    rep = held(["small"], 65536)
+    n = 16 * MiB // 1000
+    within(site(rep, "hold_small")["retained_bytes"], n * 1000, 0.20,
+           "hold_small retained")
+
+
+def test_exact_totals_count_every_call():
+    """Totals are exact: the same program with 1000 more malloc(100)/free
+    pairs has exactly 1000 more allocations and frees, 100000 more requested
+    bytes and 1000 * usable(100) more allocated bytes."""
+    def totals(n):
+        return held(["count:%d:100" % n], 524288)["totals"]
+    a, b = totals(0), totals(1000)
+    assert b["allocated_objects"] - a["allocated_objects"] == 1000, (a, b)
+    assert b["freed_objects"] - a["freed_objects"] == 1000, (a, b)
+    assert b["requested_bytes"] - a["requested_bytes"] == 100000, (a, b)
+    assert b["allocated_bytes"] - a["allocated_bytes"] == 1000 * usable(100)
+    assert b["freed_bytes"] - a["freed_bytes"] == 1000 * usable(100)
+
+
+def test_exact_mode_counts_each_allocation():
+    rep = held(["big", "count:5000:48"], 1)
+    s = site(rep, "hold_big")
+    assert s["retained_bytes"] == 64 * MiB, s["retained_bytes"]
+    assert s["retained_objects"] == 1024
+    c = site(rep, "count_site")
+    assert c["allocated_objects"] == 5000 and c["retained_bytes"] == 0, c
+
+
+def test_churn_retains_nothing():
+    rep = held(["churn"], 65536)
+    s = site(rep, "churn_site")
+    assert s["allocated_bytes"] > 0 and s["retained_bytes"] == 0, s
+    # Lifetimes were recorded for the freed samples.
+    assert sum(b["count"] for b in rep["lifetimes"]) > 0
+
+
+def test_realloc_chains_keep_one_block():
+    rep = held(["realloc"], 65536)
+    s = site(rep, "realloc_site")
+    within(s["retained_bytes"], 64 * MiB, 0.10, "realloc_site retained")
+    within(s["retained_objects"], 64, 0.25, "realloc_site objects")
+
+
+def test_calloc_and_aligned_families():
+    rep = held(["calloc", "aligned"], 4096)
+    within(site(rep, "calloc_site")["retained_bytes"], 8 * MiB, 0.10, "calloc")
+    # Three call sites (posix_memalign, aligned_alloc, memalign): three stacks.
+    assert len([s for s in rep["stacks"] if functions(s)[0] == "aligned_site"]) == 3
+    within(site_total(rep, "aligned_site"), 3 * 342 * 8192, 0.10, "aligned")
+
+
+def test_threads_totals_survive_thread_exit():
+    rep = held(["threads:8"], 4096)
+    within(site(rep, "thread_site")["retained_bytes"], 8 * MiB, 0.10,
+           "thread_site")
+    exited = [t for t in rep["threads"] if t["state"] == "exited"]
+    assert len(exited) == 8, rep["threads"]
+    for t in exited:
+        assert t["allocated_bytes"] >= MiB, t
+    main = [t for t in rep["threads"] if t["state"] == "live"]
+    assert main and main[0]["name"] == "workload", rep["threads"]
+
+
+def test_giant_allocation_refused():
+    env = {"YM_GIANT_BYTES": "1M", "YM_GIANT_ACTION": "fail"}
+    e = {"YM_SAMPLE_RATE": "524288"}
+    e.update(env)
+    t = Target([WORKLOAD, "giant:2097152"], env=e)
+    rep = report(t.pid)
+    rc, lines, _ = t.finish()
+    assert rc == 0
+    assert "giant failed errno=12" in lines, lines
+    assert len(rep["alarms"]) == 1, rep["alarms"]
+    a = rep["alarms"][0]
+    assert a["size"] == 2097152 and a["failed"] is True, a
+    assert "giant_site" in functions(a), functions(a)
+
+
+def test_giant_allocation_reported():
+    t = Target([WORKLOAD, "giant:2097152"], env={"YM_GIANT_BYTES": "1048576"})
+    rep = report(t.pid)
+    rc, lines, _ = t.finish()
+    assert rc == 0 and "giant ok" in lines, lines
+    assert rep["alarms"][0]["failed"] is False
+
+
+def test_fork_child_writes_its_own_segment():
+    rep = held(["fork", "big"], 65536)
+    names = [f for s in rep["stacks"] for f in functions(s)]
+    assert "child_site" not in names, "child wrote into the parent's segment"
+    assert "hold_big" in names
+
+
+def test_fork_child_segment_kept():
+    e = {"YM_KEEP_SEGMENT": "1", "YM_SAMPLE_RATE": "4096"}
+    start = time.time() - 1
+    t = Target([WORKLOAD, "fork"], env=e)
+    rc, _, _ = t.finish()
+    assert rc == 0
+    mine = "ymtop-%d" % t.pid
+    kids = [n for n in os.listdir("/dev/shm")
+            if n.startswith("ymtop-") and n != mine and
+            not os.path.exists("/proc/" + n[6:]) and
+            os.stat("/dev/shm/" + n).st_mtime >= start]
+    try:
+        assert kids, "the forked child made no segment"
+        found = False
+        for k in kids:
+            r = ymtop("-b", "-n", "1", "-f", "json", "-p", k[6:], check=False)
+            if r.returncode == 0 and "child_site" in r.stdout:
+                found = True
+        assert found, "no kept child segment shows child_site"
+    finally:
+        for n in kids + [mine]:
+            try:
+                os.unlink("/dev/shm/" + n)
+            except OSError:
+                pass
+
+
+def test_exec_replaces_image():
+    t = Target([WORKLOAD, "exec"], env={})
+    rc, lines, err = t.finish()
+    assert rc == 0 and lines == ["ready"], (rc, lines, err)
+
+
+def same_output(cmd, stdin=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    a = subprocess.run(cmd, input=stdin, capture_output=True, env=env)
+    env["LD_PRELOAD"] = AGENT
+    b = subprocess.run(cmd, input=stdin, capture_output=True, env=env)
+    assert a.returncode == b.returncode, (a.returncode, b.returncode)
+    assert a.stdout == b.stdout, "stdout differs for %s" % cmd
+    assert a.stderr == b.stderr, "stderr differs: %r" % b.stderr[:300]
+
+
+def test_shell_script_unchanged():
+    same_output(["sh", "-c", "for i in $(seq 1 200); do echo $i; done | "
+                 "tr 0-9 a-j | sort -r | head -5; x=$(printf '%0500d' 7); "
+                 "echo ${#x}; exit 3"])
+
+
+def test_sort_large_file_unchanged():
+    data = "".join("%08x line %d\n" % ((i * 2654435761) % 2**32, i)
+                   for i in range(200000)).encode()
+    same_output(["sort"], stdin=data)
+
+
+def test_python_unchanged():
+    same_output(["python3", "-c",
+                 "import json,collections\n"
+                 "d={str(i):[i]*50 for i in range(20000)}\n"
+                 "c=collections.Counter(k[-1] for k in d)\n"
+                 "print(json.dumps(sorted(c.items()))); print(len(json.dumps(d)))"])
+
+
+def test_bad_config_warns_and_runs():
+    env = dict(os.environ, LD_PRELOAD=AGENT, YM_SAMPLE_RATE="abc")
+    r = subprocess.run(["true"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0
+    assert r.stderr.count("\n") == 1 and "YM_SAMPLE_RATE" in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_no_segment_left_after_exit():
+    env = dict(os.environ, LD_PRELOAD=AGENT)
+    p = subprocess.run(["sh", "-c", "echo $$"], env=env, capture_output=True,
+                       text=True)
+    assert not os.path.exists("/dev/shm/ymtop-" + p.stdout.strip())
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(dict(globals())))

@@ -1,0 +1,123 @@
+"""Shared helpers for the integration tests: real programs under the agent,
+real ymtop runs, and a tiny runner that prints one line per test."""
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+BUILD = os.path.abspath(os.environ.get("YM_BUILD", "build"))
+AGENT = os.path.join(BUILD, "libymagent.so")
+YMTOP = os.path.join(BUILD, "ymtop")
+WORKLOAD = os.path.join(BUILD, "progs", "workload")
+
+MiB = 1024 * 1024
+
+
+class Target:
+    """A program started under the agent that prints 'ready' and waits for a
+    line on stdin before exiting."""
+
+    def __init__(self, argv, env=None, preload=True, ready=True):
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+        if preload:
+            e["LD_PRELOAD"] = AGENT
+        e.update(env or {})
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=e, text=True)
+        self.pid = self.p.pid
+        self.lines = []
+        if ready:
+            self.wait_for("ready")
+        self.wait_segment()
+
+    def wait_for(self, word, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            line = self.p.stdout.readline()
+            if not line:
+                raise AssertionError("target exited before '%s': %s" %
+                                     (word, self.p.stderr.read()))
+            self.lines.append(line.rstrip("\n"))
+            if line.strip() == word:
+                return
+        raise AssertionError("timeout waiting for " + word)
+
+    def wait_segment(self, timeout=10):
+        path = "/dev/shm/ymtop-%d" % self.pid
+        end = time.time() + timeout
+        while not os.path.exists(path):
+            if time.time() > end:
+                raise AssertionError("no segment " + path)
+            time.sleep(0.02)
+
+    def finish(self, timeout=30):
+        out, err = self.p.communicate("\n", timeout=timeout)
+        self.lines += out.splitlines()
+        return self.p.returncode, self.lines, err
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def ymtop(*args, check=True, timeout=60):
+    r = subprocess.run([YMTOP] + [str(a) for a in args], capture_output=True,
+                       text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError("ymtop %s failed (%d): %s" %
+                             (" ".join(map(str, args)), r.returncode, r.stderr))
+    return r
+
+
+def report(pid, *extra):
+    r = ymtop("-b", "-n", "1", "-f", "json", "-p", pid, *extra)
+    return json.loads(r.stdout)
+
+
+def functions(stack):
+    return [f["function"] for f in stack["frames"]]
+
+
+def site(rep, name):
+    """The stack whose frames include function `name` (the largest)."""
+    found = [s for s in rep["stacks"] if name in functions(s)]
+    if not found:
+        raise AssertionError("no stack through %s in %s" %
+                             (name, [functions(s)[:3] for s in rep["stacks"]]))
+    return max(found, key=lambda s: s["retained_bytes"])
+
+
+def site_total(rep, name):
+    """Retained bytes of every stack through function `name`."""
+    return sum(s["retained_bytes"] for s in rep["stacks"]
+               if name in functions(s))
+
+
+def within(value, truth, tolerance, what):
+    if abs(value - truth) > tolerance * truth:
+        raise AssertionError("%s: %.0f is not within %.0f%% of %.0f" %
+                             (what, value, tolerance * 100, truth))
+
+
+def run_tests(namespace):
+    tests = sorted((n, f) for n, f in namespace.items()
+                   if n.startswith("test_") and callable(f))
+    only = sys.argv[1:]
+    failed = 0
+    for name, fn in tests:
+        if only and name not in only:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            print("ok %s (%.1fs)" % (name, time.time() - t0), flush=True)
+        except Exception as e:  # noqa: BLE001 - report every failure
+            failed += 1
+            print("FAIL %s: %s" % (name, e), flush=True)
+            traceback.print_exc(limit=3, file=sys.stdout)
+    return 1 if failed else 0

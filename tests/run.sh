@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every test kind and ends with "N passed, N failed".
+#   unit:        build/unit/test_* (cmocka; each test case counts)
+#   integration: tests/integration/*.py (each "ok"/"FAIL" line counts)
+set -u
+B=${YM_BUILD:-build}
+export YM_BUILD=$B
+pass=0
+fail=0
+failed=()
+
+count_cmocka() {   # $1 name, $2 output
+	local p f
+	p=$(grep -o '\[  PASSED  \] [0-9]*' <<<"$2" | tail -n1 | grep -o '[0-9]*$')
+	f=$(grep -o '\[  FAILED  \] [0-9]*' <<<"$2" | tail -n1 | grep -o '[0-9]*$')
+	pass=$((pass + ${p:-0}))
+	fail=$((fail + ${f:-0}))
+}
+
+for t in "$B"/unit/test_*; do
+	[ -x "$t" ] || continue
+	out=$(timeout 300 "$t" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | grep -E '\[ *(OK|FAILED|ERROR) *\]' | sed "s|^|$(basename "$t"): |"
+	count_cmocka "$t" "$out"
+	if [ $rc -ne 0 ] && ! grep -q '\[  FAILED  \]' <<<"$out"; then
+		printf '%s\n' "$out" | tail -n 20
+		fail=$((fail + 1)); failed+=("$(basename "$t") (exit $rc)")
+	fi
+	grep -q '\[  FAILED  \]' <<<"$out" && failed+=("$(basename "$t")")
+done
+
+for t in tests/integration/*.py; do
+	[ -f "$t" ] || continue
+	out=$(timeout 900 python3 "$t" 2>&1)
+	rc=$?
+	printf '%s\n' "$out"
+	p=$(grep -c '^ok ' <<<"$out")
+	f=$(grep -c '^FAIL ' <<<"$out")
+	pass=$((pass + p))
+	fail=$((fail + f))
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		fail=$((fail + 1)); failed+=("$t (exit $rc)")
+	fi
+	[ "$f" -gt 0 ] && failed+=("$t")
+done
+
+[ ${#failed[@]} -gt 0 ] && printf 'failed: %s\n' "${failed[@]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

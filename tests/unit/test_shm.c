@@ -1,0 +1,264 @@
+/* Segment layout and the reader's validation of hostile segments. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+struct seg {
+	int fd;
+	uint64_t size;
+	uint8_t *map;
+	struct ym_header *h;
+};
+
+/* A valid segment as the agent lays it out, in a memfd. */
+static void seg_make(struct seg *s, uint32_t depth)
+{
+	struct shm_caps caps = { depth, 64, 128, 16 };
+	struct ym_section sec[YM_SEC_COUNT];
+	assert_int_equal(shm_layout(&caps, sec, &s->size), 0);
+	s->fd = memfd_create("seg", MFD_CLOEXEC);
+	assert_true(s->fd >= 0);
+	assert_int_equal(fchmod(s->fd, 0600), 0);   /* memfds start 0777 */
+	assert_int_equal(ftruncate(s->fd, (off_t)s->size), 0);
+	s->map = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+	assert_true(s->map != MAP_FAILED);
+	s->h = (struct ym_header *)s->map;
+	s->h->magic = YM_MAGIC;
+	s->h->abi_version = YM_ABI_VERSION;
+	s->h->header_size = YM_HEADER_SIZE;
+	s->h->total_size = s->size;
+	s->h->pid = 4242;
+	s->h->sample_rate = 1;
+	s->h->max_depth = depth;
+	memcpy(s->h->sections, sec, sizeof sec);
+	s->h->threads_used = 2;
+	s->h->stacks_used = 2;
+	s->h->modules_used = 1;
+	struct ym_stack *st = (struct ym_stack *)(s->map + sec[YM_SEC_STACKS].offset);
+	st->hash = 1;
+	st = (struct ym_stack *)((uint8_t *)st + sec[YM_SEC_STACKS].stride);
+	st->hash = 99;
+	st->depth = 2;
+	st->frames[0] = 0x1000;
+	st->frames[1] = 0x2000;
+	st->alloc_bytes = 5000;
+	st->free_bytes = 1000;
+	struct ym_thread *th = (struct ym_thread *)(s->map + sec[YM_SEC_THREADS].offset);
+	th[1].t.alloc_bytes = 777;
+	th[1].state = YM_THREAD_LIVE;
+	s->h->retired.alloc_bytes = 23;
+	struct ym_live *lv = (struct ym_live *)(s->map + sec[YM_SEC_LIVE].offset);
+	lv[5].addr = 0xabc0;
+	lv[5].stack = 1;
+	lv[6].addr = 0xdef0;
+	lv[6].stack = 77;   /* unpublished stack: must be dropped */
+	struct ym_module *m = (struct ym_module *)(s->map + sec[YM_SEC_MODULES].offset);
+	memset(m->path, 'x', sizeof m->path);   /* no NUL: must be cut */
+}
+
+static void seg_free(struct seg *s)
+{
+	munmap(s->map, s->size);
+	close(s->fd);
+}
+
+static int open_snap(struct seg *s, struct shm_snapshot *snap, char *err)
+{
+	struct shm_reader r;
+	int fd = dup(s->fd);
+	int rc = shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, 256);
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
+	rc = shm_snapshot_take(&r, snap, err, 256);
+	shm_reader_close(&r);
+	return rc;
+}
+
+static void layout_is_sane(void **state)
+{
+	(void)state;
+	struct shm_caps caps = { 64, 16384, 65536, 4096 };
+	struct ym_section sec[YM_SEC_COUNT];
+	uint64_t total;
+	assert_int_equal(shm_layout(&caps, sec, &total), 0);
+	uint64_t end = YM_HEADER_SIZE;
+	for (int i = 0; i < YM_SEC_COUNT; i++) {
+		assert_true(sec[i].offset >= end);
+		assert_int_equal(sec[i].offset % 64, 0);
+		end = sec[i].offset + (uint64_t)sec[i].capacity * sec[i].stride;
+	}
+	assert_true(total >= end && total % 4096 == 0);
+	caps.max_depth = 0;
+	assert_int_equal(shm_layout(&caps, sec, &total), -EINVAL);
+	caps.max_depth = 64;
+	caps.max_live = 1000;   /* rounded up */
+	assert_int_equal(shm_layout(&caps, sec, &total), 0);
+	assert_int_equal(caps.max_live, 1024);
+}
+
+static void valid_segment_snapshots(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_snapshot snap;
+	char err[256] = "";
+	seg_make(&s, 8);
+	assert_int_equal(open_snap(&s, &snap, err), 0);
+	assert_int_equal(snap.nstacks, 2);
+	assert_int_equal(shm_stack(&snap, 1)->frames[1], 0x2000);
+	assert_int_equal(snap.totals.alloc_bytes, 800);
+	assert_int_equal(snap.nlive, 1);   /* the entry naming stack 77 dropped */
+	assert_int_equal(snap.live[0].addr, 0xabc0);
+	assert_int_equal(snap.nmodules, 1);
+	assert_int_equal(strlen(snap.modules[0].path), sizeof snap.modules[0].path - 1);
+	shm_snapshot_free(&snap);
+	seg_free(&s);
+}
+
+/* Each corruption must fail with a message, never crash. */
+static void corrupted_headers_rejected(void **state)
+{
+	(void)state;
+	for (int c = 0; c < 14; c++) {
+		struct seg s;
+		struct shm_snapshot snap;
+		char err[256] = "";
+		seg_make(&s, 8);
+		struct ym_header *h = s.h;
+		switch (c) {
+		case 0: h->magic ^= 1; break;
+		case 1: h->abi_version = 99; break;
+		case 2: h->header_size = 17; break;
+		case 3: h->total_size += 4096; break;
+		case 4: h->max_depth = 0; break;
+		case 5: h->max_depth = 100000; break;
+		case 6: h->sections[YM_SEC_STACKS].offset = s.size; break;
+		case 7: h->sections[YM_SEC_STACKS].capacity = 0xffffffffu; break;
+		case 8: h->sections[YM_SEC_LIVE].stride = 8; break;
+		case 9: h->sections[YM_SEC_LIVE].capacity = 100; break;
+		case 10: h->stacks_used = 1000000; break;
+		case 11: h->threads_used = 1u << 30; break;
+		case 12: h->sections[YM_SEC_THREADS].offset = 3; break;
+		case 13: { /* a published stack deeper than allowed */
+			struct ym_stack *st = (struct ym_stack *)(s.map +
+				h->sections[YM_SEC_STACKS].offset +
+				h->sections[YM_SEC_STACKS].stride);
+			st->depth = 9;
+			break;
+		}
+		}
+		int rc = open_snap(&s, &snap, err);
+		if (rc == 0)
+			fail_msg("corruption %d accepted", c);
+		assert_true(strlen(err) > 0);
+		assert_null(strchr(err, '\n'));
+		seg_free(&s);
+	}
+}
+
+static void forged_alarm_skipped(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_snapshot snap;
+	char err[256];
+	seg_make(&s, 8);
+	const struct ym_section *a = &s.h->sections[YM_SEC_ALARMS];
+	struct ym_alarm *al = (struct ym_alarm *)(s.map + a->offset);
+	s.h->alarms_written = 1;
+	al->seq = 1;
+	al->size = 1 << 30;
+	al->depth = 1;
+	struct ym_alarm *bad = (struct ym_alarm *)(s.map + a->offset + 3 * a->stride);
+	bad->seq = 77;          /* not written yet, wrong position */
+	bad->depth = 1000;
+	assert_int_equal(open_snap(&s, &snap, err), 0);
+	assert_int_equal(snap.nalarms, 1);
+	assert_int_equal(shm_alarm(&snap, 0)->size, 1 << 30);
+	shm_snapshot_free(&snap);
+	seg_free(&s);
+}
+
+static void truncated_file_no_sigbus(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_snapshot snap;
+	struct shm_reader r;
+	char err[256];
+	seg_make(&s, 8);
+	int fd = dup(s.fd);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err), 0);
+	assert_int_equal(ftruncate(s.fd, 8192), 0);   /* shrinks under us */
+	assert_true(shm_snapshot_take(&r, &snap, err, sizeof err) < 0);
+	assert_true(strlen(err) > 0);
+	shm_reader_close(&r);
+	/* A fresh open of the short file fails too. */
+	fd = dup(s.fd);
+	assert_true(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err) < 0);
+	close(fd);
+	seg_free(&s);
+}
+
+static void permissions_enforced(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_reader r;
+	char err[256];
+	seg_make(&s, 8);
+	int fd = dup(s.fd);
+	assert_int_equal(fchmod(s.fd, 0620), 0);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err), -EPERM);
+	assert_int_equal(fchmod(s.fd, 0600), 0);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, getuid() + 1, err, sizeof err), -EPERM);
+	assert_true(shm_reader_open_fd(&r, fd, 4243, (uid_t)-1, err, sizeof err) < 0);
+	close(fd);
+	seg_free(&s);
+}
+
+static void garbage_never_crashes(void **state)
+{
+	(void)state;
+	srand(7);
+	for (int round = 0; round < 300; round++) {
+		struct seg s;
+		struct shm_snapshot snap;
+		char err[256];
+		seg_make(&s, 4);
+		/* Flip random bytes in the header and the first records. */
+		for (int k = 0; k < 1 + round % 16; k++) {
+			size_t off = (size_t)rand() % (YM_HEADER_SIZE + 8192);
+			s.map[off] ^= (uint8_t)(1u << (rand() % 8));
+		}
+		if (open_snap(&s, &snap, err) == 0)
+			shm_snapshot_free(&snap);
+		seg_free(&s);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(layout_is_sane),
+		cmocka_unit_test(valid_segment_snapshots),
+		cmocka_unit_test(corrupted_headers_rejected),
+		cmocka_unit_test(forged_alarm_skipped),
+		cmocka_unit_test(truncated_file_no_sigbus),
+		cmocka_unit_test(permissions_enforced),
+		cmocka_unit_test(garbage_never_crashes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,611 @@
+/*
+ * Unit tests for tui/sym.c: the test symbolizes its own process, with a
+ * module list built the way the agent builds it (dl_iterate_phdr).
+ *
+ * Link with tui/sym.c (UNIT_DEPS_test_sym := tui/sym.c).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sym.h"
+
+/* Internal helper of sym.c, not part of sym.h. */
+char *sym_demangle(const char *name);
+
+/* ---- the module list of this process ---- */
+
+#define MAX_MODS 256
+
+static struct ym_module g_mods[MAX_MODS];
+static uint32_t g_nmods;
+
+static void note_build_id(struct ym_module *m, const struct dl_phdr_info *info,
+			  const ElfW(Phdr) *ph)
+{
+	const unsigned char *p =
+		(const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+	const unsigned char *end = p + ph->p_memsz;
+	while (p + sizeof(ElfW(Nhdr)) <= end) {
+		const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+		size_t namesz = (nh->n_namesz + 3) & ~3u;
+		size_t descsz = (nh->n_descsz + 3) & ~3u;
+		const unsigned char *name = p + sizeof *nh;
+		const unsigned char *desc = name + namesz;
+		if (desc + descsz > end)
+			return;
+		if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+		    !memcmp(name, "GNU", 4) && nh->n_descsz <= 20) {
+			memcpy(m->build_id, desc, nh->n_descsz);
+			m->build_id_len = nh->n_descsz;
+			return;
+		}
+		p = desc + descsz;
+	}
+}
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	if (g_nmods >= MAX_MODS)
+		return 1;
+	struct ym_module *m = &g_mods[g_nmods];
+	memset(m, 0, sizeof *m);
+	m->base = info->dlpi_addr;
+	m->state = YM_MODULE_LOADED;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			uint64_t a = info->dlpi_addr + ph->p_vaddr;
+			if (a < lo)
+				lo = a;
+			if (a + ph->p_memsz > hi)
+				hi = a + ph->p_memsz;
+		} else if (ph->p_type == PT_NOTE && !m->build_id_len) {
+			note_build_id(m, info, ph);
+		}
+	}
+	if (lo >= hi)
+		return 0;
+	m->lo = lo;
+	m->hi = hi;
+	if (info->dlpi_name && info->dlpi_name[0]) {
+		snprintf(m->path, sizeof m->path, "%s", info->dlpi_name);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", m->path,
+				     sizeof m->path - 1);
+		m->path[n > 0 ? n : 0] = '\0';
+	}
+	g_nmods++;
+	return 0;
+}
+
+static int setup_mods(void **state)
+{
+	(void)state;
+	g_nmods = 0;
+	dl_iterate_phdr(add_module, NULL);
+	return g_nmods > 0 ? 0 : -1;
+}
+
+static struct sym *new_sym(void)
+{
+	struct sym *s = sym_new(NULL);
+	assert_non_null(s);
+	sym_set_modules(s, g_mods, g_nmods);
+	return s;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = p ? strrchr(p, '/') : NULL;
+	return b ? b + 1 : p;
+}
+
+static int module_index(uint64_t addr)
+{
+	for (uint32_t i = 0; i < g_nmods; i++)
+		if (addr >= g_mods[i].lo && addr < g_mods[i].hi)
+			return (int)i;
+	return -1;
+}
+
+/* ---- code to symbolize ---- */
+
+int sym_test_target(int x);
+static const int target_line = __LINE__ + 2;
+__attribute__((noinline)) int
+sym_test_target(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x * 3 + 1;
+}
+
+__attribute__((noinline)) static void *callee_ret(void)
+{
+	void *r = __builtin_return_address(0);
+	__asm__ volatile("" : "+r"(r) : : "memory");
+	return r;
+}
+
+static int call_line_out;
+__attribute__((noinline)) void *sym_test_caller(void);
+__attribute__((noinline)) void *sym_test_caller(void)
+{
+	void *r;
+	call_line_out = __LINE__; r = callee_ret();
+	__asm__ volatile("" : "+r"(r) : : "memory");
+	return r;
+}
+
+static int inl_line_out;
+static inline __attribute__((always_inline)) void *sym_test_inlined(void)
+{
+	void *r;
+	inl_line_out = __LINE__; r = callee_ret();
+	__asm__ volatile("" : "+r"(r) : : "memory");
+	return r;
+}
+
+static int outer_line_out;
+__attribute__((noinline)) void *sym_test_outer(void);
+__attribute__((noinline)) void *sym_test_outer(void)
+{
+	void *r;
+	outer_line_out = __LINE__; r = sym_test_inlined();
+	__asm__ volatile("" : "+r"(r) : : "memory");
+	return r;
+}
+
+/* ---- tests ---- */
+
+static void test_function_by_name(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	int (*volatile fp)(int) = sym_test_target;
+	uint64_t a = (uint64_t)(uintptr_t)fp;
+	const struct sym_frame *f;
+	int n = sym_resolve(s, a, 0, &f);
+	assert_int_equal(n, 1);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "sym_test_target");
+	assert_non_null(f[0].file);
+	assert_string_equal(base_name(f[0].file), "test_sym.c");
+	assert_true(f[0].line >= target_line && f[0].line <= target_line + 3);
+	assert_int_equal(f[0].inlined, 0);
+	assert_int_equal(f[0].addr, a);
+	assert_non_null(f[0].module);
+	int mi = module_index(a);
+	assert_true(mi >= 0);
+	assert_string_equal(f[0].module, g_mods[mi].path);
+	assert_int_equal(f[0].offset, a - g_mods[mi].base);
+	assert_null(sym_module_warning(s, (uint32_t)mi));
+	sym_free(s);
+}
+
+static void test_return_address(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	uint64_t a = (uint64_t)(uintptr_t)sym_test_caller();
+	const struct sym_frame *f;
+	int n = sym_resolve(s, a, 1, &f);
+	assert_int_equal(n, 1);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "sym_test_caller");
+	assert_non_null(f[0].file);
+	assert_string_equal(base_name(f[0].file), "test_sym.c");
+	assert_int_equal(f[0].line, call_line_out);
+	assert_int_equal(f[0].inlined, 0);
+	sym_free(s);
+}
+
+static void test_inline_chain(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	uint64_t a = (uint64_t)(uintptr_t)sym_test_outer();
+	const struct sym_frame *f;
+	int n = sym_resolve(s, a, 1, &f);
+	assert_int_equal(n, 2);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "sym_test_inlined");
+	assert_int_equal(f[0].inlined, 1);
+	assert_non_null(f[0].file);
+	assert_string_equal(base_name(f[0].file), "test_sym.c");
+	assert_int_equal(f[0].line, inl_line_out);
+	assert_non_null(f[1].function);
+	assert_string_equal(f[1].function, "sym_test_outer");
+	assert_int_equal(f[1].inlined, 0);
+	assert_non_null(f[1].file);
+	assert_string_equal(base_name(f[1].file), "test_sym.c");
+	assert_int_equal(f[1].line, outer_line_out);
+	assert_int_equal(f[0].addr, a);
+	assert_int_equal(f[1].addr, a);
+	sym_free(s);
+}
+
+static void check_libc(struct sym *s, void *addr, const char *want)
+{
+	const struct sym_frame *f;
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	int n = sym_resolve(s, a, 0, &f);
+	assert_true(n >= 1);
+	assert_non_null(f[n - 1].function);
+	if (!strstr(f[n - 1].function, want))
+		fail_msg("%s resolved to %s", want, f[n - 1].function);
+	assert_non_null(f[0].module);
+}
+
+static void test_libc_without_debuginfo(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	/* dlsym: the definition in libc, not a PLT stub of ours. */
+	void *q = dlsym(RTLD_DEFAULT, "qsort");
+	void *u = dlsym(RTLD_DEFAULT, "malloc_usable_size");
+	assert_non_null(q);
+	assert_non_null(u);
+	check_libc(s, q, "qsort");
+	check_libc(s, u, "malloc_usable_size");
+	/* A return address inside libc (one byte in) still names it. */
+	const struct sym_frame *f;
+	int n = sym_resolve(s, (uint64_t)(uintptr_t)q + 1, 1, &f);
+	assert_true(n >= 1);
+	assert_non_null(f[n - 1].function);
+	sym_free(s);
+}
+
+static void test_garbage_addresses(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	static const uint64_t bad[] = { 0, 1, 0x10, 0xdeadbeef,
+		0x7fffffffffffULL, 0xffffffffffffffffULL, 0x8000000000000000ULL };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		for (int ret = 0; ret < 2; ret++) {
+			const struct sym_frame *f;
+			int n = sym_resolve(s, bad[i], ret, &f);
+			assert_int_equal(n, 1);
+			assert_null(f[0].function);
+			assert_null(f[0].module);
+			assert_int_equal(f[0].addr, bad[i]);
+			char buf[64];
+			sym_fallback(&f[0], buf, sizeof buf);
+			char want[64];
+			snprintf(want, sizeof want, "[0x%llx]",
+				 (unsigned long long)bad[i]);
+			assert_string_equal(buf, want);
+		}
+	}
+	/* NULL everywhere. */
+	const struct sym_frame *f;
+	assert_int_equal(sym_resolve(NULL, 0x1234, 1, &f), 1);
+	assert_null(f[0].function);
+	assert_true(sym_resolve(s, 0x1234, 1, NULL) >= 1);
+	sym_set_modules(NULL, g_mods, g_nmods);
+	sym_free(NULL);
+	assert_null(sym_module_warning(NULL, 0));
+	assert_null(sym_module_warning(s, 100000));
+	sym_fallback(NULL, NULL, 0);
+	char small[4];
+	sym_fallback(&f[0], small, sizeof small);
+	assert_int_equal(strlen(small), 3);
+	sym_free(s);
+}
+
+static void test_bogus_modules(void **state)
+{
+	(void)state;
+	struct ym_module m[8];
+	memset(m, 0, sizeof m);
+	const char *paths[] = { "/nonexistent/libx.so", "/dev/zero", "/",
+				"/etc/passwd", "linux-vdso.so.1", "",
+				"/proc/self/fd/0" };
+	for (int i = 0; i < 7; i++) {
+		m[i].base = 0x100000000ULL * (uint64_t)(i + 1);
+		m[i].lo = m[i].base;
+		m[i].hi = m[i].base + 0x10000;
+		m[i].state = YM_MODULE_LOADED;
+		snprintf(m[i].path, sizeof m[i].path, "%s", paths[i]);
+	}
+	/* Garbage: no NUL, insane build-id length, inverted extent. */
+	memset(m[7].path, 'A', sizeof m[7].path);
+	m[7].build_id_len = 0xffffffffu;
+	m[7].lo = 0x900000000ULL;
+	m[7].hi = 0x900010000ULL;
+	m[7].base = m[7].lo;
+	m[7].state = YM_MODULE_LOADED;
+	m[0].build_id_len = 999;
+	m[1].state = 77;   /* neither loaded nor unloaded: ignored */
+
+	struct sym *s = sym_new(NULL);
+	assert_non_null(s);
+	sym_set_modules(s, m, 8);
+	for (int i = 0; i < 8; i++) {
+		const struct sym_frame *f;
+		int n = sym_resolve(s, m[i].lo + 0x123, 1, &f);
+		assert_int_equal(n, 1);
+		assert_null(f[0].function);
+		if (i == 1) {
+			assert_null(f[0].module);
+			continue;
+		}
+		assert_non_null(f[0].module);
+		assert_int_equal(f[0].offset, 0x123);
+		char buf[600];
+		sym_fallback(&f[0], buf, sizeof buf);
+		assert_true(buf[0] == '[');
+		if (i == 4)
+			assert_string_equal(buf, "[linux-vdso.so.1+0x123]");
+	}
+	/* Inverted extent, NULL list, zero modules. */
+	m[2].lo = m[2].hi + 1;
+	sym_set_modules(s, m, 8);
+	sym_set_modules(s, NULL, 5);
+	sym_set_modules(s, m, 0);
+	const struct sym_frame *f;
+	assert_int_equal(sym_resolve(s, m[0].lo, 0, &f), 1);
+	assert_null(f[0].module);
+	sym_free(s);
+
+	/* Root prefix naming nothing. */
+	s = sym_new("/nonexistent-root/");
+	assert_non_null(s);
+	sym_set_modules(s, g_mods, g_nmods);
+	int (*volatile fp)(int) = sym_test_target;
+	assert_int_equal(sym_resolve(s, (uint64_t)(uintptr_t)fp, 0, &f), 1);
+	assert_null(f[0].function);
+	assert_non_null(f[0].module);
+	sym_free(s);
+	/* Root "/" behaves as no root. */
+	s = sym_new("/");
+	assert_non_null(s);
+	sym_set_modules(s, g_mods, g_nmods);
+	assert_int_equal(sym_resolve(s, (uint64_t)(uintptr_t)fp, 0, &f), 1);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "sym_test_target");
+	sym_free(s);
+}
+
+static void test_build_id_mismatch(void **state)
+{
+	(void)state;
+	int (*volatile fp)(int) = sym_test_target;
+	uint64_t a = (uint64_t)(uintptr_t)fp;
+	int mi = module_index(a);
+	assert_true(mi >= 0);
+	if (g_mods[mi].build_id_len == 0)
+		skip();
+	struct ym_module *m = malloc(g_nmods * sizeof *m);
+	assert_non_null(m);
+	memcpy(m, g_mods, g_nmods * sizeof *m);
+	m[mi].build_id[0] ^= 0xff;
+	struct sym *s = sym_new(NULL);
+	assert_non_null(s);
+	sym_set_modules(s, m, g_nmods);
+	const char *w = sym_module_warning(s, (uint32_t)mi);
+	assert_non_null(w);
+	assert_non_null(strstr(w, "build-id mismatch"));
+	assert_non_null(strstr(w, g_mods[mi].path));
+	const struct sym_frame *f;
+	assert_int_equal(sym_resolve(s, a, 0, &f), 1);
+	assert_null(f[0].function);
+	assert_null(f[0].file);
+	assert_non_null(f[0].module);
+	/* Other modules are unaffected. */
+	for (uint32_t i = 0; i < g_nmods; i++)
+		if ((int)i != mi)
+			assert_null(sym_module_warning(s, i));
+	free(m);
+	sym_free(s);
+}
+
+static void test_cache_and_module_updates(void **state)
+{
+	(void)state;
+	struct sym *s = sym_new(NULL);
+	assert_non_null(s);
+	int (*volatile fp)(int) = sym_test_target;
+	uint64_t a = (uint64_t)(uintptr_t)fp;
+	int mi = module_index(a);
+	assert_true(mi >= 0);
+
+	/* First without the main program: unknown, cached. */
+	struct ym_module *m = malloc(g_nmods * sizeof *m);
+	assert_non_null(m);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < g_nmods; i++)
+		if ((int)i != mi)
+			m[k++] = g_mods[i];
+	sym_set_modules(s, m, k);
+	const struct sym_frame *f1, *f2;
+	assert_int_equal(sym_resolve(s, a, 0, &f1), 1);
+	assert_null(f1[0].module);
+	assert_int_equal(sym_resolve(s, a, 0, &f2), 1);
+	assert_ptr_equal(f1, f2);
+	void *q = dlsym(RTLD_DEFAULT, "qsort");
+	const struct sym_frame *l1, *l2;
+	int nl = sym_resolve(s, (uint64_t)(uintptr_t)q, 0, &l1);
+	assert_non_null(l1[nl - 1].function);
+
+	/* The list grows: the old unknown is re-resolved, libc stays
+	 * cached, old pointers stay valid. */
+	m[k++] = g_mods[mi];
+	sym_set_modules(s, m, k);
+	assert_int_equal(sym_resolve(s, a, 0, &f2), 1);
+	assert_ptr_not_equal(f1, f2);
+	assert_null(f1[0].module);
+	assert_non_null(f2[0].function);
+	assert_string_equal(f2[0].function, "sym_test_target");
+	assert_int_equal(sym_resolve(s, (uint64_t)(uintptr_t)q, 0, &l2), nl);
+	assert_ptr_equal(l1, l2);
+	/* ret = 1 is a different key. */
+	const struct sym_frame *f3;
+	sym_resolve(s, a, 1, &f3);
+	assert_ptr_not_equal(f2, f3);
+	const struct sym_frame *f4;
+	sym_resolve(s, a, 1, &f4);
+	assert_ptr_equal(f3, f4);
+
+	/* The list changes (a module unloaded, no longer overlapping
+	 * anything: still used; then replaced by an overlapping loaded one):
+	 * full rebuild, old frames still readable. */
+	m[k - 1].state = YM_MODULE_UNLOADED;
+	sym_set_modules(s, m, k);
+	const struct sym_frame *f5;
+	assert_int_equal(sym_resolve(s, a, 0, &f5), 1);
+	assert_non_null(f5[0].function);
+	assert_string_equal(f5[0].function, "sym_test_target");
+	struct ym_module *m2 = malloc((k + 1) * sizeof *m2);
+	assert_non_null(m2);
+	memcpy(m2, m, k * sizeof *m2);
+	m2[k] = g_mods[mi];
+	snprintf(m2[k].path, sizeof m2[k].path, "/nonexistent/other");
+	m2[k].build_id_len = 0;
+	sym_set_modules(s, m2, k + 1);
+	const struct sym_frame *f6;
+	assert_int_equal(sym_resolve(s, a, 0, &f6), 1);
+	assert_null(f6[0].function);
+	assert_string_equal(f6[0].module, "/nonexistent/other");
+	assert_string_equal(f2[0].function, "sym_test_target");
+	assert_string_equal(l1[nl - 1].function, l2[nl - 1].function);
+	free(m2);
+	free(m);
+	sym_free(s);
+}
+
+static void test_demangle(void **state)
+{
+	(void)state;
+	static const struct { const char *in, *out; } cases[] = {
+		{ "_ZN3foo3BarIiE6methodEi", "foo::Bar<int>::method(int)" },
+		{ "_Z3fooPKc", "foo(char const*)" },
+		{ "_ZNSt6vectorIiSaIiEE9push_backERKi",
+		  "std::vector<int, std::allocator<int> >::push_back(int const&)" },
+		/* Rust legacy: the hash goes. */
+		{ "_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write" },
+		{ "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$"
+		  "17h12345678abcdef01E", "std::rt::lang_start::{{closure}}" },
+		/* Rust v0. */
+		{ "_RNvCs1234_7mycrate3foo", "mycrate::foo" },
+		{ "_RNvNtCs1234_7mycrate3bar3baz", "mycrate::bar::baz" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char *d = sym_demangle(cases[i].in);
+		if (!d || strcmp(d, cases[i].out))
+			fail_msg("%s -> %s, want %s", cases[i].in,
+				 d ? d : "(null)", cases[i].out);
+		free(d);
+	}
+	/* Not mangled, or not valid: NULL (callers keep the raw name). */
+	static const char *const plain[] = { "main", "foo__bar", "_Dmain",
+		"_Z", "_ZZZZ", "_R", "", "__libc_start_main", "_Zxyz" };
+	for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
+		char *d = sym_demangle(plain[i]);
+		if (d)
+			fail_msg("%s demangled to %s", plain[i], d);
+	}
+	assert_null(sym_demangle(NULL));
+}
+
+/* A C function given a C++ mangled symbol name: the symbol table and the
+ * DWARF both carry the mangled name, so the demangler is exercised through
+ * sym_resolve. */
+__attribute__((noinline)) int ymtop_mangled_fn(int x)
+	__asm__("_ZN5ymtop4test7mangledEi");
+__attribute__((noinline)) int ymtop_mangled_fn(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 7;
+}
+
+static void test_demangle_through_resolve(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	int (*volatile fp)(int) = ymtop_mangled_fn;
+	const struct sym_frame *f;
+	int n = sym_resolve(s, (uint64_t)(uintptr_t)fp, 0, &f);
+	assert_int_equal(n, 1);
+	assert_non_null(f[0].function);
+	/* DWARF names it by DW_AT_name unless the compiler also records the
+	 * asm name as DW_AT_linkage_name; either is right. */
+	if (strcmp(f[0].function, "ymtop::test::mangled(int)") &&
+	    strcmp(f[0].function, "ymtop_mangled_fn"))
+		fail_msg("got %s", f[0].function);
+	sym_free(s);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Thousands of stacks of ~20 frames: about 4000 distinct addresses,
+ * looked up 60000 times, must take well under a second. */
+static void test_speed(void **state)
+{
+	(void)state;
+	struct sym *s = new_sym();
+	int (*volatile fp)(int) = sym_test_target;
+	int mi = module_index((uint64_t)(uintptr_t)fp);
+	void *q = dlsym(RTLD_DEFAULT, "qsort");
+	int li = module_index((uint64_t)(uintptr_t)q);
+	assert_true(mi >= 0 && li >= 0);
+	enum { N = 4000, LOOKUPS = 60000 };
+	uint64_t *addr = malloc(N * sizeof *addr);
+	assert_non_null(addr);
+	for (int i = 0; i < N; i++) {
+		const struct ym_module *m = &g_mods[i % 2 ? li : mi];
+		uint64_t span = m->hi - m->lo;
+		addr[i] = m->lo + ((uint64_t)i * 7919u * 13u) % span;
+	}
+	double t0 = now_s();
+	int frames = 0;
+	for (int i = 0; i < LOOKUPS; i++) {
+		const struct sym_frame *f;
+		frames += sym_resolve(s, addr[(i * 31) % N], 1, &f);
+	}
+	double t1 = now_s();
+	print_message("%d lookups (%d distinct), %d frames: %.3f s\n",
+		      LOOKUPS, N, frames, t1 - t0);
+	assert_true(t1 - t0 < 1.0);
+	free(addr);
+	sym_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_function_by_name),
+		cmocka_unit_test(test_return_address),
+		cmocka_unit_test(test_inline_chain),
+		cmocka_unit_test(test_libc_without_debuginfo),
+		cmocka_unit_test(test_garbage_addresses),
+		cmocka_unit_test(test_bogus_modules),
+		cmocka_unit_test(test_build_id_mismatch),
+		cmocka_unit_test(test_cache_and_module_updates),
+		cmocka_unit_test(test_demangle),
+		cmocka_unit_test(test_demangle_through_resolve),
+		cmocka_unit_test(test_speed),
+	};
+	return cmocka_run_group_tests(tests, setup_mods, NULL);
+}

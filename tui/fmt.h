@@ -1,0 +1,23 @@
+/*
+ * fmt: numbers as people read them (sizes in KiB/MiB, durations, rates),
+ * and JSON string escaping.  Pure functions into caller buffers.
+ */
+#ifndef YMTOP_FMT_H
+#define YMTOP_FMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* "512 B", "1.5 KiB", "64.0 MiB", "2.00 GiB" (3 significant digits). */
+const char *fmt_bytes(double bytes, char *buf, size_t len);
+/* Signed: "+1.5 MiB", "-12 B", "0 B". */
+const char *fmt_sbytes(double bytes, char *buf, size_t len);
+/* "950", "12.3k", "4.56M", "1.23G". */
+const char *fmt_count(double n, char *buf, size_t len);
+/* "850ns", "12.5ms", "3.2s", "4m12s", "2h05m", "3d04h". */
+const char *fmt_duration(double seconds, char *buf, size_t len);
+/* A JSON string literal, quotes included; NULL prints null. */
+void fmt_json_string(FILE *f, const char *s);
+
+#endif

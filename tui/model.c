@@ -1,0 +1,243 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+void model_init(struct model *m)
+{
+	memset(m, 0, sizeof *m);
+}
+
+void model_free(struct model *m)
+{
+	shm_snapshot_free(&m->snap);
+	free(m->stacks);
+	free(m->order);
+	free(m->prev_alloc);
+	free(m->mark_retained);
+	memset(m, 0, sizeof *m);
+}
+
+static double fx(uint64_t v)
+{
+	return (double)v / (double)YM_FX_ONE;
+}
+
+/* Counters are monotonic, but a reset in the agent (or a torn read) can
+ * make free exceed alloc for a moment: clamp. */
+static double diff(double a, double b)
+{
+	return a > b ? a - b : 0.0;
+}
+
+static int grow(double **arr, uint32_t *n, uint32_t want)
+{
+	if (*n >= want)
+		return 0;
+	double *p = realloc(*arr, (size_t)want * sizeof *p);
+	if (!p)
+		return -1;
+	memset(p + *n, 0, (size_t)(want - *n) * sizeof *p);
+	*arr = p;
+	*n = want;
+	return 0;
+}
+
+int model_update(struct model *m, struct shm_snapshot *snap)
+{
+	uint32_t n = snap->nstacks;
+	struct model_stack *st = calloc(n ? n : 1, sizeof *st);
+	uint32_t *order = calloc(n ? n : 1, sizeof *order);
+	if (!st || !order || grow(&m->prev_alloc, &m->nprev, n) ||
+	    (m->marked && grow(&m->mark_retained, &m->nmark, n))) {
+		free(st);
+		free(order);
+		return -1;
+	}
+	double dt = 0;
+	if (m->have_snap && snap->taken_mono_ns > m->prev_mono_ns)
+		dt = (double)(snap->taken_mono_ns - m->prev_mono_ns) / 1e9;
+
+	m->retained_bytes = m->retained_objects = 0;
+	m->samples = 0;
+	memset(m->life, 0, sizeof m->life);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ym_stack *y = shm_stack(snap, i);
+		struct model_stack *s = &st[i];
+		s->id = i;
+		s->depth = y->depth;
+		s->frames = y->frames;
+		s->alloc_bytes = (double)y->alloc_bytes;
+		s->alloc_objects = fx(y->alloc_objects_fx);
+		s->retained_bytes = diff((double)y->alloc_bytes, (double)y->free_bytes);
+		s->retained_objects = diff(fx(y->alloc_objects_fx),
+					   fx(y->free_objects_fx));
+		s->alloc_samples = y->alloc_samples;
+		s->free_samples = y->free_samples;
+		s->first_mono_ns = y->first_mono_ns;
+		s->tid = y->tid;
+		for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
+			s->life[b].objects = fx(y->life[b].objects_fx);
+			s->life[b].bytes = (double)y->life[b].bytes;
+			m->life[b].objects += s->life[b].objects;
+			m->life[b].bytes += s->life[b].bytes;
+		}
+		m->samples += y->alloc_samples;
+		if (dt > 0 && m->have_snap)
+			s->alloc_rate = diff(s->alloc_bytes, m->prev_alloc[i]) / dt;
+		m->prev_alloc[i] = s->alloc_bytes;
+		if (m->marked)
+			s->growth = s->retained_bytes - m->mark_retained[i];
+		m->retained_bytes += s->retained_bytes;
+		m->retained_objects += s->retained_objects;
+	}
+	for (uint32_t i = 0; i < snap->nlive; i++) {
+		const struct ym_live *e = &snap->live[i];
+		struct model_stack *s = &st[e->stack];   /* checked < nstacks */
+		s->live_samples++;
+		if (s->oldest_birth_ns == 0 || e->birth_mono_ns < s->oldest_birth_ns)
+			s->oldest_birth_ns = e->birth_mono_ns;
+	}
+
+	const struct ym_totals *t = &snap->totals, *p = &m->prev_totals;
+	if (dt > 0) {
+		m->alloc_bytes_rate = diff((double)t->alloc_bytes, (double)p->alloc_bytes) / dt;
+		m->alloc_calls_rate = diff((double)t->alloc_objects, (double)p->alloc_objects) / dt;
+		m->free_bytes_rate = diff((double)t->free_bytes, (double)p->free_bytes) / dt;
+		m->free_calls_rate = diff((double)t->free_objects, (double)p->free_objects) / dt;
+	}
+	m->interval_s = dt;
+	m->prev_totals = *t;
+	m->prev_mono_ns = snap->taken_mono_ns;
+	m->totals = *t;
+
+	shm_snapshot_free(&m->snap);
+	m->snap = *snap;
+	memset(snap, 0, sizeof *snap);
+	m->have_snap = 1;
+	free(m->stacks);
+	free(m->order);
+	m->stacks = st;
+	m->nstacks = n;
+	m->order = order;
+	m->norder = 0;
+
+	m->alive = proc_read((pid_t)m->snap.hdr.pid, &m->proc) == 0 &&
+		   (m->snap.hdr.start_ticks == 0 ||
+		    m->proc.start_ticks == m->snap.hdr.start_ticks);
+	if (m->snap.hdr.flags & YM_FLAG_EXITED)
+		m->alive = 0;
+	model_sort(m, SORT_RETAINED, 0, NULL, NULL, NULL);
+	return 0;
+}
+
+void model_mark(struct model *m)
+{
+	if (grow(&m->mark_retained, &m->nmark, m->nstacks))
+		return;
+	for (uint32_t i = 0; i < m->nmark; i++)
+		m->mark_retained[i] = i < m->nstacks ? m->stacks[i].retained_bytes : 0;
+	for (uint32_t i = 0; i < m->nstacks; i++)
+		m->stacks[i].growth = 0;
+	m->marked = 1;
+	m->mark_mono_ns = m->snap.taken_mono_ns;
+	m->mark_total = m->retained_bytes;
+}
+
+uint64_t model_oldest_age(const struct model *m, const struct model_stack *s)
+{
+	if (!s->oldest_birth_ns || m->snap.taken_mono_ns < s->oldest_birth_ns)
+		return 0;
+	return m->snap.taken_mono_ns - s->oldest_birth_ns;
+}
+
+double model_key(const struct model *m, const struct model_stack *s,
+		 enum model_sort key)
+{
+	switch (key) {
+	case SORT_RETAINED:
+	case SORT_PERCENT:
+		return s->retained_bytes;
+	case SORT_GROWTH:
+		return s->growth;
+	case SORT_ALLOCATED:
+		return s->alloc_bytes;
+	case SORT_RATE:
+		return s->alloc_rate;
+	case SORT_LIVE:
+		return s->retained_objects;
+	case SORT_AVG:
+		return s->alloc_objects > 0 ? s->alloc_bytes / s->alloc_objects : 0;
+	case SORT_AGE:
+		return (double)model_oldest_age(m, s);
+	default:
+		return 0;
+	}
+}
+
+struct sort_ctx {
+	const struct model *m;
+	enum model_sort key;
+	int asc;
+	model_name_fn name;
+	void *ctx;
+};
+
+static int cmp(const void *a, const void *b, void *arg)
+{
+	const struct sort_ctx *c = arg;
+	const struct model_stack *x = &c->m->stacks[*(const uint32_t *)a];
+	const struct model_stack *y = &c->m->stacks[*(const uint32_t *)b];
+	int r = 0;
+	if (c->key == SORT_FUNCTION && c->name) {
+		const char *nx = c->name(c->ctx, x), *ny = c->name(c->ctx, y);
+		r = strcmp(nx ? nx : "", ny ? ny : "");
+		r = c->asc ? r : -r;
+	} else {
+		double vx = model_key(c->m, x, c->key), vy = model_key(c->m, y, c->key);
+		r = vx < vy ? 1 : vx > vy ? -1 : 0;   /* descending */
+		if (c->asc)
+			r = -r;
+	}
+	if (r == 0)   /* stable, deterministic: retained, then id */
+		r = x->retained_bytes < y->retained_bytes ? 1 :
+		    x->retained_bytes > y->retained_bytes ? -1 :
+		    (x->id > y->id) - (x->id < y->id);
+	return r;
+}
+
+void model_sort(struct model *m, enum model_sort key, int asc,
+		model_keep_fn keep, model_name_fn name, void *ctx)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < m->nstacks; i++) {
+		const struct model_stack *s = &m->stacks[i];
+		int k = keep ? keep(ctx, s) : (s->alloc_samples > 0);
+		if (k)
+			m->order[n++] = i;
+	}
+	m->norder = n;
+	struct sort_ctx c = { m, key, asc, name, ctx };
+	qsort_r(m->order, n, sizeof *m->order, cmp, &c);
+}
+
+double model_uptime(const struct model *m)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	uint64_t end = m->snap.taken_mono_ns;
+	if ((h->flags & YM_FLAG_EXITED) && h->exit_mono_ns > h->start_mono_ns)
+		end = h->exit_mono_ns;
+	return end > h->start_mono_ns ? (double)(end - h->start_mono_ns) / 1e9 : 0;
+}
+
+const char *model_state(const struct model *m)
+{
+	uint32_t f = m->snap.hdr.flags;
+	if ((f & YM_FLAG_EXITED) || !m->alive)
+		return "exited";
+	if (f & YM_FLAG_PASSIVE)
+		return "passive";
+	if (f & YM_FLAG_PAUSED)
+		return "paused";
+	return "sampling";
+}

@@ -1,0 +1,109 @@
+/*
+ * model: ymtop's data, knowing nothing of curses or output formats.
+ *
+ * A model holds the latest validated snapshot of a segment and what is
+ * derived from it: per-stack estimates, rates against the previous
+ * snapshot, growth against a mark, and a sorted, filtered view.  Views and
+ * reports read it; only model_* functions change it.
+ */
+#ifndef YMTOP_MODEL_H
+#define YMTOP_MODEL_H
+
+#include <stdint.h>
+
+#include "proc.h"
+#include "shm.h"
+
+enum model_sort {
+	SORT_RETAINED = 0,   /* estimated live bytes */
+	SORT_PERCENT,        /* same order as retained */
+	SORT_GROWTH,         /* retained change since the mark */
+	SORT_ALLOCATED,      /* estimated total bytes allocated */
+	SORT_RATE,           /* allocation rate, bytes/s */
+	SORT_LIVE,           /* estimated live objects */
+	SORT_AVG,            /* average allocation size */
+	SORT_AGE,            /* age of the oldest live sample */
+	SORT_FUNCTION,       /* display frame name (needs a key callback) */
+	SORT_COUNT
+};
+
+struct model_stack {
+	uint32_t id;                 /* index in the segment */
+	uint32_t depth;
+	const uint64_t *frames;      /* into the snapshot; innermost first */
+	double   retained_bytes;
+	double   retained_objects;
+	double   alloc_bytes;
+	double   alloc_objects;
+	double   alloc_rate;         /* bytes/s since the previous snapshot */
+	double   growth;             /* retained_bytes minus its value at mark */
+	uint64_t alloc_samples;
+	uint64_t free_samples;
+	uint32_t live_samples;
+	uint64_t oldest_birth_ns;    /* CLOCK_MONOTONIC; 0 when none live */
+	uint64_t first_mono_ns;
+	uint32_t tid;
+	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
+};
+
+struct model {
+	struct shm_snapshot snap;    /* owned */
+	int      have_snap;
+	struct model_stack *stacks;  /* nstacks entries, index == id */
+	uint32_t nstacks;
+	uint32_t *order;             /* sorted, filtered view of stacks */
+	uint32_t norder;
+
+	struct ym_totals totals;     /* exact, from thread slots */
+	double   retained_bytes;     /* sum of stack estimates */
+	double   retained_objects;
+	uint64_t samples;            /* sum over stacks */
+	struct { double objects, bytes; } life[YM_LIFE_BUCKETS]; /* all stacks */
+	double   alloc_bytes_rate, alloc_calls_rate;
+	double   free_bytes_rate, free_calls_rate;
+	double   interval_s;         /* between the last two snapshots */
+
+	struct proc_info proc;
+	int      alive;              /* target running (same start time) */
+
+	/* Previous snapshot and mark, indexed by stack id. */
+	double  *prev_alloc;  uint32_t nprev;
+	struct ym_totals prev_totals;
+	uint64_t prev_mono_ns;
+	double  *mark_retained; uint32_t nmark;
+	int      marked;
+	uint64_t mark_mono_ns;
+	double   mark_total;
+};
+
+void model_init(struct model *m);
+void model_free(struct model *m);
+
+/* Take ownership of snap (left empty) and derive everything. */
+int model_update(struct model *m, struct shm_snapshot *snap);
+
+/* Set the mark: growth is measured from now. */
+void model_mark(struct model *m);
+
+/* Sort descending by key (ascending when asc), keeping only stacks for which
+ * keep(ctx, stack) is non-zero (keep NULL: all with any allocation).  name
+ * gives the text key for SORT_FUNCTION (may be NULL). */
+typedef int (*model_keep_fn)(void *ctx, const struct model_stack *s);
+typedef const char *(*model_name_fn)(void *ctx, const struct model_stack *s);
+void model_sort(struct model *m, enum model_sort key, int asc,
+		model_keep_fn keep, model_name_fn name, void *ctx);
+
+/* The value a sort key orders by (for columns and tests). */
+double model_key(const struct model *m, const struct model_stack *s,
+		 enum model_sort key);
+
+/* Age in ns of the stack's oldest live sample at snapshot time (0: none). */
+uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
+
+/* Seconds since the agent started, at snapshot time. */
+double model_uptime(const struct model *m);
+
+/* Agent state word: "sampling", "paused", "exited", "passive". */
+const char *model_state(const struct model *m);
+
+#endif

@@ -1,0 +1,917 @@
+/*
+ * sym: symbolization with libdwfl (elfutils) and libiberty's demangler.
+ *
+ * Model.  The segment's module list is turned into a table of *accepted*
+ * modules: non-overlapping [lo, hi) ranges, sorted by lo, each with the
+ * path as the segment gave it and, when its file could be opened, is an
+ * ELF file and matches the recorded build-id, a Dwfl_Module.  Addresses are
+ * mapped to modules through this table (never through dwfl_addrmodule), so
+ * a module we refused (missing file, vDSO, changed file) still names the
+ * frame ("[libfoo.so+0x1234]") and never lends its symbols to anyone.
+ *
+ * Memory.  Every string and frame array handed out lives in an arena owned
+ * by struct sym and is freed only by sym_free: that is what lets
+ * sym_resolve promise "valid until sym_free" even across sym_set_modules,
+ * which may throw away the whole libdwfl session and the cache index (the
+ * frames stay in the arena).  Strings are interned, so the memory grows
+ * with distinct addresses and distinct names, not with lookups.
+ *
+ * Not thread-safe: one struct sym per thread (libdwfl is not either).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <libiberty/demangle.h>
+
+#include "sym.h"
+
+/* Longest inline chain kept for one address (innermost first); deeper
+ * chains (only garbage DWARF makes them) lose their outer frames. */
+#define SYM_MAX_CHAIN 64
+
+#define ARENA_CHUNK (64u * 1024u)
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used, cap;
+	alignas(max_align_t) unsigned char data[];
+};
+
+/* One accepted module. */
+struct sym_mod {
+	uint64_t lo, hi, base;
+	const char *path;          /* interned, as in the segment */
+	uint64_t key;              /* hash of path, base, lo, hi, build-id */
+	uint32_t build_id_len;
+	uint8_t build_id[32];
+	uint32_t seg_index;        /* index in the last list given */
+	Dwfl_Module *dm;           /* NULL: no usable symbols */
+	const char *warning;       /* interned, or NULL */
+	int kept;                  /* carried over from the previous list */
+};
+
+/* CU address ranges of one module, for when libdw finds no CU for an
+ * address: elfutils 0.188 looks CUs up through .debug_aranges only, which
+ * clang does not emit by default.  Built on first need, sorted by lo;
+ * owned by struct sym, freed with the libdwfl session. */
+struct cu_range {
+	Dwarf_Addr lo, hi;
+	Dwarf_Off die;             /* offset of the CU DIE */
+};
+
+struct cu_index {
+	struct cu_index *next;
+	Dwfl_Module *dm;
+	struct cu_range *r;
+	size_t n;
+};
+
+/* Cache slot: state 0 empty, else 1 + ret. */
+struct sym_cent {
+	uint64_t addr;
+	uint32_t state;
+	uint32_t n;
+	const struct sym_frame *frames;
+};
+
+struct sym {
+	char *root;                /* path prefix, or NULL */
+	char *debuginfo_path;      /* for the callbacks; NULL: libdwfl default */
+	Dwfl_Callbacks cb;         /* libdwfl keeps a pointer to it */
+	Dwfl *dwfl;
+	struct cu_index *cuidx;    /* belongs to the current session */
+
+	struct sym_mod *mods;      /* accepted, sorted by lo */
+	uint32_t nmods;
+	const char **warn;         /* by segment index */
+	uint32_t nwarn;
+
+	struct sym_cent *cache;
+	size_t cache_cap, cache_used;   /* cap: power of two or 0 */
+
+	const char **strs;         /* intern set, open addressing */
+	size_t strs_cap, strs_used;
+
+	struct arena_chunk *arena;
+	struct sym_frame scratch;  /* last resort when memory runs out */
+};
+
+/* Internal, not in sym.h: exported for tests/unit/test_sym.c only. */
+char *sym_demangle(const char *name);
+
+/* ---- small helpers ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	if (h == 0)
+		h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= c[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static void *arena_alloc(struct sym *s, size_t size)
+{
+	size_t align = alignof(max_align_t);
+	size = (size + align - 1) & ~(align - 1);
+	if (size == 0 || size > SIZE_MAX / 2)
+		return NULL;
+	struct arena_chunk *c = s->arena;
+	if (!c || c->cap - c->used < size) {
+		size_t cap = size > ARENA_CHUNK ? size : ARENA_CHUNK;
+		c = malloc(sizeof *c + cap);
+		if (!c)
+			return NULL;
+		c->used = 0;
+		c->cap = cap;
+		if (s->arena && size > ARENA_CHUNK) {
+			/* Keep filling the current chunk: put the big one behind. */
+			c->next = s->arena->next;
+			s->arena->next = c;
+		} else {
+			c->next = s->arena;
+			s->arena = c;
+		}
+	}
+	void *p = c->data + c->used;
+	c->used += size;
+	return p;
+}
+
+static void arena_free(struct sym *s)
+{
+	struct arena_chunk *c = s->arena;
+	while (c) {
+		struct arena_chunk *next = c->next;
+		free(c);
+		c = next;
+	}
+	s->arena = NULL;
+}
+
+/* Interned copy of str (owned by s, lives until sym_free), or NULL. */
+static const char *intern(struct sym *s, const char *str)
+{
+	if (!str)
+		return NULL;
+	size_t len = strlen(str);
+	if (s->strs_used * 2 >= s->strs_cap) {
+		size_t cap = s->strs_cap ? s->strs_cap * 2 : 1024;
+		const char **t = calloc(cap, sizeof *t);
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < s->strs_cap; i++) {
+			const char *o = s->strs[i];
+			if (!o)
+				continue;
+			size_t j = hash_bytes(0, o, strlen(o)) & (cap - 1);
+			while (t[j])
+				j = (j + 1) & (cap - 1);
+			t[j] = o;
+		}
+		free(s->strs);
+		s->strs = t;
+		s->strs_cap = cap;
+	}
+	size_t j = hash_bytes(0, str, len) & (s->strs_cap - 1);
+	while (s->strs[j]) {
+		if (!strcmp(s->strs[j], str))
+			return s->strs[j];
+		j = (j + 1) & (s->strs_cap - 1);
+	}
+	char *copy = arena_alloc(s, len + 1);
+	if (!copy)
+		return NULL;
+	memcpy(copy, str, len + 1);
+	s->strs[j] = copy;
+	s->strs_used++;
+	return copy;
+}
+
+/* Demangled C++ (Itanium), Rust legacy (hash suffix dropped) or Rust v0
+ * name, malloc'ed; NULL when name is not mangled or does not demangle.
+ * Only "_Z" and "_R" names are tried: libiberty's auto mode would also
+ * "demangle" plain C names that look like GNAT or D encodings. */
+char *sym_demangle(const char *name)
+{
+	if (!name || name[0] != '_' || (name[1] != 'Z' && name[1] != 'R'))
+		return NULL;
+	/* DMGL_AUTO: GNU v3 for _Z, which recognises legacy Rust and strips
+	 * its "::h<16 hex>" unless DMGL_VERBOSE; the Rust demangler for _R
+	 * (v0, libiberty >= 2020, Debian 12 has it). */
+	return cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
+}
+
+/* Interned display name for a raw (maybe mangled) name. */
+static const char *display_name(struct sym *s, const char *raw)
+{
+	if (!raw || !*raw)
+		return NULL;
+	char *d = sym_demangle(raw);
+	const char *r = intern(s, d ? d : raw);
+	free(d);
+	return r;
+}
+
+/* ---- modules ---- */
+
+static uint64_t module_key(const struct ym_module *m, const char *path,
+			   uint32_t idlen)
+{
+	uint64_t h = hash_bytes(0, path, strlen(path));
+	h = hash_bytes(h, &m->base, sizeof m->base);
+	h = hash_bytes(h, &m->lo, sizeof m->lo);
+	h = hash_bytes(h, &m->hi, sizeof m->hi);
+	h = hash_bytes(h, &idlen, sizeof idlen);
+	h = hash_bytes(h, m->build_id, idlen <= sizeof m->build_id ? idlen : 0);
+	return h;
+}
+
+static int same_module(const struct sym_mod *a, const struct sym_mod *b)
+{
+	return a->key == b->key && a->lo == b->lo && a->hi == b->hi &&
+	       a->base == b->base && a->path == b->path && /* interned */
+	       a->build_id_len == b->build_id_len &&
+	       !memcmp(a->build_id, b->build_id, sizeof a->build_id);
+}
+
+static int cmp_mod(const void *a, const void *b)
+{
+	const struct sym_mod *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int overlaps(const struct sym_mod *v, uint32_t n, uint64_t lo,
+		    uint64_t hi)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (lo < v[i].hi && v[i].lo < hi)
+			return 1;
+	return 0;
+}
+
+static void dwfl_stop(struct sym *s)
+{
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	s->dwfl = NULL;
+	while (s->cuidx) {
+		struct cu_index *next = s->cuidx->next;
+		free(s->cuidx->r);
+		free(s->cuidx);
+		s->cuidx = next;
+	}
+}
+
+static int dwfl_start(struct sym *s)
+{
+	s->dwfl = dwfl_begin(&s->cb);
+	if (!s->dwfl)
+		return -1;
+	dwfl_report_begin(s->dwfl);
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	return 0;
+}
+
+/* Open and report m's file; set m->dm or m->warning.  Called between
+ * dwfl_report_begin(_add) and dwfl_report_end. */
+static void report_module(struct sym *s, struct sym_mod *m)
+{
+	m->dm = NULL;
+	m->warning = NULL;
+	if (!s->dwfl || !m->path[0])
+		return;
+	char full[4096];
+	int w = snprintf(full, sizeof full, "%s%s", s->root ? s->root : "",
+			 m->path);
+	if (w < 0 || (size_t)w >= sizeof full)
+		return;
+	/* O_NONBLOCK and the S_ISREG check: a path naming a FIFO or a device
+	 * must not hang or feed us. */
+	int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	/* add_p_vaddr = true: base is the load bias (l_addr), which libdwfl
+	 * adds to the ELF's p_vaddr.  With false it would take base as the
+	 * address of the first PT_LOAD, which differs for objects whose first
+	 * segment is not at vaddr 0 (prelinked or odd linker scripts).  The
+	 * file name also names the module: the segment's path, unprefixed. */
+	Dwfl_Module *dm = dwfl_report_elf(s->dwfl, m->path, full, fd, m->base,
+					  true);
+	if (!dm) {
+		close(fd);      /* not consumed on failure */
+		return;
+	}
+	if (m->build_id_len == 0) {
+		m->dm = dm;
+		return;
+	}
+	const unsigned char *bits = NULL;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(dm, &bits, &vaddr);
+	if (m->build_id_len <= sizeof m->build_id && len > 0 && bits &&
+	    (uint32_t)len == m->build_id_len &&
+	    !memcmp(bits, m->build_id, m->build_id_len)) {
+		m->dm = dm;
+		return;
+	}
+	/* The module stays reported in the session but is never consulted:
+	 * we map addresses to modules ourselves. */
+	char msg[4200];
+	snprintf(msg, sizeof msg,
+		 "%s: file changed since the process loaded it (build-id "
+		 "mismatch)", m->path);
+	m->warning = intern(s, msg);
+}
+
+/* Drop the cache index; with only_unknown, drop only the addresses that
+ * mapped to no module (a new module may claim them).  The frames stay in
+ * the arena: pointers handed out remain valid. */
+static void cache_drop(struct sym *s, int only_unknown)
+{
+	if (!s->cache)
+		return;
+	if (!only_unknown) {
+		memset(s->cache, 0, s->cache_cap * sizeof *s->cache);
+		s->cache_used = 0;
+		return;
+	}
+	struct sym_cent *old = s->cache;
+	size_t cap = s->cache_cap;
+	struct sym_cent *t = calloc(cap, sizeof *t);
+	if (!t) {
+		memset(old, 0, cap * sizeof *old);
+		s->cache_used = 0;
+		return;
+	}
+	size_t used = 0;
+	for (size_t i = 0; i < cap; i++) {
+		if (!old[i].state || !old[i].frames[0].module)
+			continue;
+		size_t j = mix64(old[i].addr ^ old[i].state) & (cap - 1);
+		while (t[j].state)
+			j = (j + 1) & (cap - 1);
+		t[j] = old[i];
+		used++;
+	}
+	free(old);
+	s->cache = t;
+	s->cache_used = used;
+}
+
+struct sym *sym_new(const char *root)
+{
+	struct sym *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	if (root && *root) {
+		/* A trailing '/' would double the one that starts every path. */
+		size_t n = strlen(root);
+		while (n > 1 && root[n - 1] == '/')
+			n--;
+		s->root = strndup(root, n);
+		/* Debug files: first under the target's root, then ours (both
+		 * checked against the build-id by libdwfl). */
+		if (s->root && asprintf(&s->debuginfo_path,
+					":.debug:%s/usr/lib/debug:/usr/lib/debug",
+					s->root) < 0)
+			s->debuginfo_path = NULL;
+		if (!s->root || !s->debuginfo_path) {
+			sym_free(s);
+			return NULL;
+		}
+	}
+	s->cb.find_elf = dwfl_build_id_find_elf;
+	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->cb.section_address = dwfl_offline_section_address;
+	s->cb.debuginfo_path = s->debuginfo_path ? &s->debuginfo_path : NULL;
+	if (dwfl_start(s) != 0) {
+		sym_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void sym_free(struct sym *s)
+{
+	if (!s)
+		return;
+	dwfl_stop(s);
+	free(s->mods);
+	free(s->warn);
+	free(s->cache);
+	free(s->strs);
+	arena_free(s);
+	free(s->debuginfo_path);
+	free(s->root);
+	free(s);
+}
+
+/* The accepted modules of a list: valid extent, LOADED ones first in
+ * list order, then UNLOADED ones newest first, each kept only if it
+ * overlaps nothing kept before it. */
+static uint32_t accept_modules(struct sym *s, const struct ym_module *mods,
+			       uint32_t n, struct sym_mod *out)
+{
+	uint32_t k = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t c = 0; c < n; c++) {
+			uint32_t i = pass == 0 ? c : n - 1 - c;
+			const struct ym_module *m = &mods[i];
+			if ((pass == 0) != (m->state == YM_MODULE_LOADED))
+				continue;
+			if (m->state != YM_MODULE_LOADED &&
+			    m->state != YM_MODULE_UNLOADED)
+				continue;
+			if (m->lo >= m->hi || overlaps(out, k, m->lo, m->hi))
+				continue;
+			char path[sizeof m->path];
+			memcpy(path, m->path, sizeof path);
+			path[sizeof path - 1] = '\0';
+			struct sym_mod *o = &out[k];
+			memset(o, 0, sizeof *o);
+			o->path = intern(s, path);
+			if (!o->path)
+				continue;
+			o->lo = m->lo;
+			o->hi = m->hi;
+			o->base = m->base;
+			o->build_id_len = m->build_id_len;
+			memcpy(o->build_id, m->build_id, sizeof o->build_id);
+			o->key = module_key(m, path, m->build_id_len);
+			o->seg_index = i;
+			k++;
+		}
+	}
+	return k;
+}
+
+void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
+{
+	if (!s)
+		return;
+	if (!mods)
+		n = 0;
+	struct sym_mod *nm = n ? calloc(n, sizeof *nm) : NULL;
+	const char **warn = n ? calloc(n, sizeof *warn) : NULL;
+	if (n && (!nm || !warn)) {
+		free(nm);
+		free(warn);
+		return;         /* keep the old list: better than none */
+	}
+	uint32_t k = accept_modules(s, mods, n, nm);
+
+	/* Incremental when every module we have is still accepted unchanged
+	 * (the usual case: the list only grew): keep their Dwfl_Modules and
+	 * everything cached.  Otherwise start a new libdwfl session. */
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < k; i++) {
+		for (uint32_t j = 0; j < s->nmods; j++) {
+			if (same_module(&nm[i], &s->mods[j])) {
+				nm[i].dm = s->mods[j].dm;
+				nm[i].warning = s->mods[j].warning;
+				nm[i].kept = 1;
+				kept++;
+				break;
+			}
+		}
+	}
+	int incremental = s->dwfl && kept == s->nmods;
+	if (!incremental) {
+		dwfl_stop(s);
+		if (dwfl_start(s) != 0)
+			s->dwfl = NULL;
+		for (uint32_t i = 0; i < k; i++)
+			nm[i].kept = 0;
+	}
+	if (k > kept || !incremental) {
+		if (s->dwfl) {
+			if (incremental)
+				dwfl_report_begin_add(s->dwfl);
+			else
+				dwfl_report_begin(s->dwfl);
+		}
+		for (uint32_t i = 0; i < k; i++)
+			if (!nm[i].kept)
+				report_module(s, &nm[i]);
+		if (s->dwfl)
+			dwfl_report_end(s->dwfl, NULL, NULL);
+		cache_drop(s, incremental);
+	}
+	for (uint32_t i = 0; i < k; i++)
+		if (nm[i].seg_index < n)
+			warn[nm[i].seg_index] = nm[i].warning;
+	qsort(nm, k, sizeof *nm, cmp_mod);
+	free(s->mods);
+	free(s->warn);
+	s->mods = nm;
+	s->nmods = k;
+	s->warn = warn;
+	s->nwarn = n;
+}
+
+const char *sym_module_warning(struct sym *s, uint32_t i)
+{
+	if (!s || i >= s->nwarn || !s->warn)
+		return NULL;
+	return s->warn[i];
+}
+
+static const struct sym_mod *find_module(const struct sym *s, uint64_t pc)
+{
+	uint32_t lo = 0, hi = s->nmods;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct sym_mod *m = &s->mods[mid];
+		if (pc < m->lo)
+			hi = mid;
+		else if (pc >= m->hi)
+			lo = mid + 1;
+		else
+			return m;
+	}
+	return NULL;
+}
+
+/* ---- resolution ---- */
+
+static const char *attr_string(Dwarf_Die *die, unsigned int name)
+{
+	Dwarf_Attribute a;
+	if (!dwarf_attr_integrate(die, name, &a))
+		return NULL;
+	return dwarf_formstring(&a);
+}
+
+/* Name of a subprogram or inlined_subroutine DIE (following
+ * DW_AT_abstract_origin and DW_AT_specification): the demangled linkage
+ * name, which carries namespaces, classes and parameters, else DW_AT_name. */
+static const char *die_function(struct sym *s, Dwarf_Die *die)
+{
+	const char *link = attr_string(die, DW_AT_linkage_name);
+	if (!link)
+		link = attr_string(die, DW_AT_MIPS_linkage_name);
+	if (link) {
+		char *d = sym_demangle(link);
+		if (d) {
+			const char *r = intern(s, d);
+			free(d);
+			return r;
+		}
+	}
+	const char *name = attr_string(die, DW_AT_name);
+	if (name && *name)
+		return intern(s, name);
+	return link ? intern(s, link) : NULL;
+}
+
+/* Source file of the call site of an inlined_subroutine DIE. */
+static const char *call_file(struct sym *s, Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word idx;
+	if (!dwarf_attr(die, DW_AT_call_file, &a) || dwarf_formudata(&a, &idx))
+		return NULL;
+	Dwarf_Die cu;
+	if (!dwarf_diecu(die, &cu, NULL, NULL))
+		return NULL;
+	Dwarf_Files *files;
+	size_t nfiles;
+	if (dwarf_getsrcfiles(&cu, &files, &nfiles) != 0 || idx >= nfiles)
+		return NULL;
+	const char *f = dwarf_filesrc(files, idx, NULL, NULL);
+	if (!f || !*f || !strcmp(f, "???"))
+		return NULL;
+	return intern(s, f);
+}
+
+static int call_line(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+	if (!dwarf_attr(die, DW_AT_call_line, &a) || dwarf_formudata(&a, &v))
+		return 0;
+	return v > (Dwarf_Word)0x7fffffff ? 0 : (int)v;
+}
+
+/* ELF symbol table name for pc (works without DWARF: .symtab, .dynsym or
+ * MiniDebugInfo), interned and demangled, or NULL. */
+static const char *elf_function(struct sym *s, Dwfl_Module *dm, uint64_t pc)
+{
+	GElf_Off off;
+	GElf_Sym sym;
+	const char *name = dwfl_module_addrinfo(dm, pc, &off, &sym, NULL, NULL,
+						NULL);
+	if (!name || !*name)
+		return NULL;
+	if (sym.st_size > 0 && off >= sym.st_size)
+		return NULL;    /* past the symbol's end: not its code */
+	return display_name(s, name);
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct cu_range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The CU range index of dm, built on first use (NULL if impossible). */
+static struct cu_index *cu_index_get(struct sym *s, Dwfl_Module *dm,
+				     Dwarf *dw)
+{
+	void **ud = NULL;
+	if (!dwfl_module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL) ||
+	    !ud)
+		return NULL;
+	if (*ud)
+		return *ud;
+	struct cu_index *x = calloc(1, sizeof *x);
+	if (!x)
+		return NULL;
+	size_t cap = 0;
+	Dwarf_CU *unit = NULL, *next;
+	uint8_t type;
+	Dwarf_Die cu;
+	/* dwarf_get_units always advances and stops at the end of the data. */
+	while (dwarf_get_units(dw, unit, &next, NULL, &type, &cu, NULL) == 0) {
+		unit = next;
+		if (type != DW_UT_compile && type != DW_UT_skeleton &&
+		    type != DW_UT_partial)
+			continue;
+		Dwarf_Addr base, lo, hi;
+		ptrdiff_t it = 0;
+		while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
+			if (lo >= hi)
+				continue;
+			if (x->n == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				struct cu_range *r = realloc(x->r, nc * sizeof *r);
+				if (!r)
+					goto done;
+				x->r = r;
+				cap = nc;
+			}
+			x->r[x->n].lo = lo;
+			x->r[x->n].hi = hi;
+			x->r[x->n].die = dwarf_dieoffset(&cu);
+			x->n++;
+		}
+	}
+done:
+	if (x->n)
+		qsort(x->r, x->n, sizeof *x->r, cmp_range);
+	x->dm = dm;
+	x->next = s->cuidx;
+	s->cuidx = x;
+	*ud = x;
+	return x;
+}
+
+/* CU DIE containing the module-relative address a, through the index. */
+static int cu_index_find(struct sym *s, Dwfl_Module *dm, Dwarf *dw,
+			 Dwarf_Addr a, Dwarf_Die *out)
+{
+	struct cu_index *x = cu_index_get(s, dm, dw);
+	if (!x || !x->n)
+		return -1;
+	size_t lo = 0, hi = x->n;     /* first entry with r.lo > a */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (x->r[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Ranges of different CUs should not nest; look back a little in
+	 * case they do. */
+	for (size_t k = 0; k < 16 && lo > 0; k++, lo--) {
+		const struct cu_range *r = &x->r[lo - 1];
+		if (a >= r->lo && a < r->hi)
+			return dwarf_offdie(dw, r->die, out) ? 0 : -1;
+	}
+	return -1;
+}
+
+/* Inline chain for pc, innermost first, into f; returns the count. */
+static int resolve_dwfl(struct sym *s, Dwfl_Module *dm, uint64_t pc,
+			struct sym_frame *f)
+{
+	int n = 0;
+	const char *file = NULL;
+	int line = 0;
+
+	/* The CU: libdw's lookup (.debug_aranges), else our CU index. */
+	Dwarf_Addr bias = 0;
+	Dwarf_Die cu;
+	int have_cu = 0;
+	Dwarf_Die *cup = dwfl_module_addrdie(dm, pc, &bias);
+	if (cup) {
+		cu = *cup;
+		have_cu = 1;
+	} else {
+		Dwarf *dw = dwfl_module_getdwarf(dm, &bias);
+		if (dw && pc >= bias &&
+		    cu_index_find(s, dm, dw, pc - bias, &cu) == 0)
+			have_cu = 1;
+	}
+
+	/* The innermost line. */
+	Dwfl_Line *l = dwfl_module_getsrc(dm, pc);
+	if (l) {
+		int ln = 0;
+		const char *src = dwfl_lineinfo(l, NULL, &ln, NULL, NULL, NULL);
+		if (src && *src) {
+			file = intern(s, src);
+			line = ln > 0 ? ln : 0;
+		}
+	} else if (have_cu) {
+		Dwarf_Line *dl = dwarf_getsrc_die(&cu, pc - bias);
+		int ln = 0;
+		const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+		if (src && *src && dwarf_lineno(dl, &ln) == 0) {
+			file = intern(s, src);
+			line = ln > 0 ? ln : 0;
+		}
+	}
+
+	Dwarf_Die *scopes = NULL;
+	int ns = have_cu ? dwarf_getscopes(&cu, pc - bias, &scopes) : 0;
+	int real = 0;
+	for (int i = 0; i < ns && n < SYM_MAX_CHAIN; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		f[n].function = die_function(s, &scopes[i]);
+		f[n].file = file;
+		f[n].line = line;
+		f[n].inlined = tag == DW_TAG_inlined_subroutine;
+		n++;
+		if (tag == DW_TAG_subprogram) {
+			real = 1;
+			break;
+		}
+		/* The call site of this inlined body is where the next
+		 * outer function stands. */
+		file = call_file(s, &scopes[i]);
+		line = call_line(&scopes[i]);
+	}
+	free(scopes);
+
+	if (n > 0 && real) {
+		/* The real function's name: C++ DIEs without a linkage name
+		 * (rare) read better qualified, from the symbol table. */
+		if (!f[n - 1].function)
+			f[n - 1].function = elf_function(s, dm, pc);
+		return n;
+	}
+	/* No enclosing subprogram (no DWARF, assembly, truncated chain):
+	 * the symbol table names the real function. */
+	if (n == SYM_MAX_CHAIN)
+		n--;
+	f[n].function = elf_function(s, dm, pc);
+	f[n].file = file;
+	f[n].line = f[n].file ? line : 0;
+	f[n].inlined = 0;
+	n++;
+	if (n == 1 && !f[0].function) {
+		/* Nothing but maybe a line: still worth keeping. */
+		return 1;
+	}
+	return n;
+}
+
+static int cache_grow(struct sym *s)
+{
+	size_t cap = s->cache_cap ? s->cache_cap * 2 : 4096;
+	struct sym_cent *t = calloc(cap, sizeof *t);
+	if (!t)
+		return -1;
+	for (size_t i = 0; i < s->cache_cap; i++) {
+		if (!s->cache[i].state)
+			continue;
+		size_t j = mix64(s->cache[i].addr ^ s->cache[i].state) &
+			   (cap - 1);
+		while (t[j].state)
+			j = (j + 1) & (cap - 1);
+		t[j] = s->cache[i];
+	}
+	free(s->cache);
+	s->cache = t;
+	s->cache_cap = cap;
+	return 0;
+}
+
+int sym_resolve(struct sym *s, uint64_t addr, int ret,
+		const struct sym_frame **out)
+{
+	static const struct sym_frame unknown;
+	const struct sym_frame *dummy;
+	if (!out)
+		out = &dummy;
+	if (!s) {
+		*out = &unknown;
+		return 1;
+	}
+	uint32_t state = ret ? 2 : 1;
+	uint64_t h = mix64(addr ^ state);
+	if (s->cache_cap) {
+		for (size_t j = h & (s->cache_cap - 1); s->cache[j].state;
+		     j = (j + 1) & (s->cache_cap - 1)) {
+			if (s->cache[j].addr == addr &&
+			    s->cache[j].state == state) {
+				*out = s->cache[j].frames;
+				return (int)s->cache[j].n;
+			}
+		}
+	}
+
+	/* A return address points after the call: the call is at addr - 1
+	 * (for a signal frame it would be addr itself; the agent's stacks
+	 * hold return addresses). */
+	uint64_t pc = ret && addr > 0 ? addr - 1 : addr;
+	struct sym_frame tmp[SYM_MAX_CHAIN];
+	memset(tmp, 0, sizeof tmp);
+	int n = 0;
+	const struct sym_mod *m = find_module(s, pc);
+	if (m && m->dm)
+		n = resolve_dwfl(s, m->dm, pc, tmp);
+	if (n <= 0)
+		n = 1;
+	for (int i = 0; i < n; i++) {
+		tmp[i].addr = addr;
+		tmp[i].module = m ? m->path : NULL;
+		tmp[i].offset = m ? addr - m->base : 0;
+	}
+
+	struct sym_frame *frames = arena_alloc(s, (size_t)n * sizeof *frames);
+	if (!frames) {
+		s->scratch = tmp[0];
+		*out = &s->scratch;
+		return 1;
+	}
+	memcpy(frames, tmp, (size_t)n * sizeof *frames);
+	*out = frames;
+
+	if ((s->cache_used + 1) * 2 > s->cache_cap && cache_grow(s) != 0)
+		return n;       /* uncached, still correct */
+	size_t j = h & (s->cache_cap - 1);
+	while (s->cache[j].state)
+		j = (j + 1) & (s->cache_cap - 1);
+	s->cache[j].addr = addr;
+	s->cache[j].state = state;
+	s->cache[j].n = (uint32_t)n;
+	s->cache[j].frames = frames;
+	s->cache_used++;
+	return n;
+}
+
+void sym_fallback(const struct sym_frame *f, char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return;
+	if (!f) {
+		snprintf(buf, len, "[?]");
+		return;
+	}
+	if (f->module) {
+		const char *base = strrchr(f->module, '/');
+		base = base ? base + 1 : f->module;
+		if (*base)
+			snprintf(buf, len, "[%s+0x%llx]", base,
+				 (unsigned long long)f->offset);
+		else
+			snprintf(buf, len, "[0x%llx]",
+				 (unsigned long long)f->addr);
+	} else {
+		snprintf(buf, len, "[0x%llx]", (unsigned long long)f->addr);
+	}
+}

@@ -1,0 +1,56 @@
+/*
+ * sym: symbolization in ymtop (never in the target), with libdw.
+ *
+ * Addresses are absolute addresses in the target.  Modules come from the
+ * segment (path, load bias, extent, build-id), so symbolization works after
+ * the target has exited.  Each address resolves to a chain of frames:
+ * the innermost inlined function first, then the functions it was inlined
+ * into, ending with the real (out-of-line) function.  Results are cached per
+ * address: resolving the same address twice costs a hash lookup.
+ *
+ * Strings returned belong to the sym object and live until sym_free.
+ */
+#ifndef YMTOP_SYM_H
+#define YMTOP_SYM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ymtop/segment.h"
+
+struct sym;
+
+struct sym_frame {
+	uint64_t    addr;       /* the address looked up (as given) */
+	const char *module;     /* path of the module, or NULL if none */
+	uint64_t    offset;     /* addr - module load bias */
+	const char *function;   /* demangled, or NULL if unknown */
+	const char *file;       /* source file, or NULL */
+	int         line;       /* 0 if unknown */
+	int         inlined;    /* 1: this function was inlined into the next */
+};
+
+/* root: prefix for module paths (e.g. "/proc/<pid>/root" for a target in
+ * another mount namespace), or NULL. */
+struct sym *sym_new(const char *root);
+void sym_free(struct sym *s);
+
+/* Replace the module list (call again when the segment publishes more). */
+void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n);
+
+/* Resolve one address.  `ret` non-zero: addr is a return address and the
+ * call site is addr - 1.  Fills up to max frames (innermost first) and
+ * returns how many (always >= 1: an unknown address yields one frame with
+ * function NULL).  The frames array returned through *out is owned by s
+ * and stays valid until sym_free. */
+int sym_resolve(struct sym *s, uint64_t addr, int ret,
+		const struct sym_frame **out);
+
+/* Module-relative fallback name "[module+0x1234]" into buf. */
+void sym_fallback(const struct sym_frame *f, char *buf, size_t len);
+
+/* Diagnostic for modules whose file on disk no longer matches the build-id
+ * in the segment: returns a message or NULL. */
+const char *sym_module_warning(struct sym *s, uint32_t i);
+
+#endif
