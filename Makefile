@@ -95,6 +95,14 @@ $(B)/progs/%: tests/progs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -lpthread -ldl
 
+# Libraries the test programs load with dlopen.
+PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))
+PROGS     += $(PROG_LIBS)
+
+$(B)/progs/lib%.so: tests/progs/lib/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fPIC -shared $(WARN) -o $@ $<
+
 $(B)/progs/%: tests/progs/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lpthread
@@ -106,6 +114,7 @@ UNIT_DEPS_test_shm    := shm/layout.c shm/reader.c
 UNIT_DEPS_test_sample :=
 UNIT_DEPS_test_model  := tui/model.c tui/proc.c shm/layout.c shm/reader.c
 UNIT_DEPS_test_sym    := tui/sym.c
+UNIT_DEPS_test_table  := injector/table.c shm/layout.c
 
 $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] include/ymtop/*.h)
 	@mkdir -p $(dir $@)

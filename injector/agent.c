@@ -15,6 +15,7 @@
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,9 @@ static void module_extent(const struct dl_phdr_info *info, uintptr_t *lo,
 	}
 }
 
+/* Modules seen by the scan in progress (scan lock held). */
+static uint8_t module_seen[YM_MAX_MODULES];
+
 static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -276,8 +280,10 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	uint64_t used = agent.hdr->modules_used;
 	for (uint64_t i = 0; i < used; i++)
 		if (agent.modules[i].state == YM_MODULE_LOADED &&
-		    agent.modules[i].lo == lo && agent.modules[i].base == info->dlpi_addr)
+		    agent.modules[i].lo == lo && agent.modules[i].base == info->dlpi_addr) {
+			module_seen[i] = 1;
 			return 0;
+		}
 	if (used >= YM_MAX_MODULES) {
 		__atomic_fetch_add(&agent.hdr->drop_modules, 1, __ATOMIC_RELAXED);
 		return 0;
@@ -294,29 +300,54 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	memcpy(m->path, path, n);
 	read_build_id(info, m);
 	m->state = YM_MODULE_LOADED;
+	module_seen[used] = 1;
 	__atomic_store_n(&agent.hdr->modules_used, used + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
-/* Publish modules not yet known.  Lock held (or single-threaded init). */
-static void modules_scan(void)
+static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	dl_iterate_phdr(module_cb, NULL);
+	unsigned long long *v = arg;
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+		v[0] = info->dlpi_adds;
+		v[1] = info->dlpi_subs;
+	}
+	return 1;   /* the counters are global: the first object is enough */
 }
 
-/* A frame outside every known module means something was dlopen'ed since
- * the last scan. */
-static int frames_known(const uint64_t *f, uint32_t depth)
+/* Publish modules loaded since the last scan and mark those gone as
+ * unloaded.  One scanner at a time; a thread that finds the scan busy
+ * skips it (it never waits, so the loader's lock and ours never nest in
+ * opposite orders).  force: scan even if the loader's counters did not
+ * move (start-up). */
+static void modules_scan(int force)
 {
-	uint64_t used = __atomic_load_n(&agent.hdr->modules_used, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < depth; i++) {
-		int ok = 0;
-		for (uint64_t m = 0; m < used && !ok; m++)
-			ok = f[i] >= agent.modules[m].lo && f[i] < agent.modules[m].hi;
-		if (!ok)
-			return 0;
-	}
-	return 1;
+	unsigned long long v[2] = { 0, 0 };
+	dl_iterate_phdr(counters_cb, v);
+	if (!force && v[0] == agent.mod_adds && v[1] == agent.mod_subs)
+		return;
+	if (__atomic_exchange_n(&agent.mod_scanning, 1, __ATOMIC_ACQUIRE))
+		return;
+	agent.mod_adds = v[0];
+	agent.mod_subs = v[1];
+	memset(module_seen, 0, sizeof module_seen);
+	dl_iterate_phdr(module_cb, NULL);
+	uint64_t used = agent.hdr->modules_used;
+	for (uint64_t i = 0; i < used; i++)
+		if (!module_seen[i] && agent.modules[i].state == YM_MODULE_LOADED)
+			__atomic_store_n(&agent.modules[i].state, YM_MODULE_UNLOADED,
+					 __ATOMIC_RELEASE);
+	__atomic_store_n(&agent.mod_scanning, 0, __ATOMIC_RELEASE);
+}
+
+/* On the sampled path: at most once a millisecond, see whether the loader
+ * added or removed objects (dlopen, dlclose) since the last scan. */
+static void modules_check(uint64_t now)
+{
+	if (now - __atomic_load_n(&agent.mod_checked_ns, __ATOMIC_RELAXED) < 1000000)
+		return;
+	__atomic_store_n(&agent.mod_checked_ns, now, __ATOMIC_RELAXED);
+	modules_scan(0);
 }
 
 /* ---- Segment ---- */
@@ -406,7 +437,7 @@ static int segment_create(void)
 	agent.threads[0].state = YM_THREAD_SHARED;
 
 	table_init_segment();
-	modules_scan();
+	modules_scan(1);
 	/* The magic last: a reader seeing it sees a complete header. */
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 	return 0;
@@ -637,10 +668,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = capture(frames);
 	uint64_t now = agent_now_ns();
-	if (!frames_known(frames, depth) && table_lock(100000)) {
-		modules_scan();
-		table_unlock();
-	}
+	modules_check(now);
 	struct ym_live e = {
 		.addr = (uint64_t)(uintptr_t)p,
 		.size = n,
@@ -756,10 +784,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	a->depth = depth;
 	memcpy(a->frames, frames, depth * sizeof *frames);
 	__atomic_store_n(&a->seq, pos + 1, __ATOMIC_RELEASE);
-	if (!frames_known(frames, depth) && table_lock(100000)) {
-		modules_scan();
-		table_unlock();
-	}
+	modules_check(a->mono_ns);
 	t->guard--;
 }
 
@@ -776,6 +801,8 @@ static void fork_child(void)
 	agent.hdr = NULL;
 	agent_giant_limit = SIZE_MAX;
 	table_reset_private();
+	agent.mod_scanning = 0;
+	agent.mod_checked_ns = 0;
 	agent.epoch++;
 	agent.seen_reset = 0;
 	t->slot = NULL;

@@ -96,6 +96,11 @@ struct agent {
 	uintptr_t unw_lo, unw_hi;   /* libunwind's */
 
 	uint32_t lock;              /* the agent's one lock (bounded spins) */
+
+	/* Module publication: the loader's counters at the last scan. */
+	unsigned long long mod_adds, mod_subs;
+	uint64_t mod_checked_ns;
+	uint32_t mod_scanning;      /* try-lock: one scanner at a time */
 };
 
 extern struct agent agent AGENT_HIDDEN;

@@ -530,7 +530,8 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
 	for (uint32_t i = 0; i < k; i++)
 		if (nm[i].seg_index < n)
 			warn[nm[i].seg_index] = nm[i].warning;
-	qsort(nm, k, sizeof *nm, cmp_mod);
+	if (k)
+		qsort(nm, k, sizeof *nm, cmp_mod);
 	free(s->mods);
 	free(s->warn);
 	s->mods = nm;

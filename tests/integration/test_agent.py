@@ -170,6 +170,15 @@ def test_exec_replaces_image():
     assert rc == 0 and lines == ["ready"], (rc, lines, err)
 
 
+def test_dlopened_module_symbolized_after_dlclose():
+    lib = os.path.join(os.path.dirname(WORKLOAD), "libplugin.so")
+    rep = held(["plugin:" + lib], 65536)
+    s = site(rep, "plugin_site")
+    within(s["retained_bytes"], 8 * MiB, 0.10, "plugin_site")
+    f = [x for x in s["frames"] if x["function"] == "plugin_site"][0]
+    assert f["module"].endswith("libplugin.so") and f["file"].endswith("plugin.c"), f
+
+
 def same_output(cmd, stdin=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)

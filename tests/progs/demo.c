@@ -18,10 +18,12 @@ struct entry {
 	char *value;
 };
 
-static struct entry *cache;
-static size_t cache_len;
-static void *leaked[100000];
-static size_t nleaked;
+/* Not static: the compiler may drop allocations whose results no one
+ * can ever read. */
+struct entry *cache;
+size_t cache_len;
+void *leaked[100000];
+size_t nleaked;
 
 NOINLINE static char *parse_request(unsigned seed)
 {
@@ -62,7 +64,7 @@ NOINLINE static void cache_trim(void)
 NOINLINE static void session_leak(unsigned seed)
 {
 	if (nleaked < sizeof leaked / sizeof *leaked)
-		leaked[nleaked++] = malloc(512 + seed % 512);
+		leaked[nleaked++] = malloc(4096 + seed % 4096);
 }
 
 int main(int argc, char **argv)

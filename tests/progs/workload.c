@@ -18,8 +18,11 @@
  *   aligned      hold 8 MiB from posix_memalign/aligned_alloc/memalign
  *   fork         fork; the child allocates 4 MiB (child_site) and exits
  *   exec         fork+exec "/bin/true"; waits for it
+ *   plugin:PATH  dlopen PATH, call its plugin_alloc(): 8 MiB held inside
+ *                the plugin (plugin_site); then dlclose it
  *   nowait       do not wait for stdin after "ready"
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -180,8 +183,23 @@ static void do_exec(void)
 	waitpid(p, &st, 0);
 }
 
+static void plugin(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "workload: %s\n", dlerror());
+		exit(3);
+	}
+	void *(*fn)(void) = (void *(*)(void))dlsym(h, "plugin_alloc");
+	if (!fn)
+		exit(3);
+	sink = fn();
+	dlclose(h);
+}
+
 int main(int argc, char **argv)
 {
+	char path[4096];
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		long n, s;
@@ -207,6 +225,8 @@ int main(int argc, char **argv)
 			do_fork();
 		else if (!strcmp(a, "exec"))
 			do_exec();
+		else if (sscanf(a, "plugin:%4095s", path) == 1)
+			plugin(path);
 		else if (!strcmp(a, "nowait"))
 			nowait = 1;
 		else {

@@ -1,0 +1,202 @@
+/* The agent's tables (injector/table.c), white-box, on a segment laid out in
+ * ordinary memory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "shm.h"
+
+/* table.c's collaborators, normally in agent.c. */
+struct agent agent;
+__thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
+size_t agent_giant_limit = SIZE_MAX;
+
+static uint8_t *seg;
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(&agent, 0, sizeof agent);
+	agent.max_depth = 8;
+	agent.max_stacks = 16;
+	agent.max_live = 64;
+	agent.max_threads = 4;
+	struct shm_caps caps = { 8, 16, 64, 4 };
+	struct ym_section sec[YM_SEC_COUNT];
+	uint64_t size;
+	assert_int_equal(shm_layout(&caps, sec, &size), 0);
+	seg = calloc(1, size);
+	agent.base = seg;
+	agent.hdr = (struct ym_header *)seg;
+	memcpy(agent.hdr->sections, sec, sizeof sec);
+	agent.stacks = seg + sec[YM_SEC_STACKS].offset;
+	agent.stack_stride = sec[YM_SEC_STACKS].stride;
+	agent.live = (struct ym_live *)(seg + sec[YM_SEC_LIVE].offset);
+	agent.live_mask = caps.max_live - 1;
+	assert_int_equal(table_init_private(), 0);
+	table_reset_private();
+	table_init_segment();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(seg);
+	return 0;
+}
+
+static void intern_finds_and_adds(void **state)
+{
+	(void)state;
+	uint64_t a[3] = { 0x1000, 0x2000, 0x3000 };
+	uint64_t b[3] = { 0x1000, 0x2000, 0x3001 };
+	uint32_t ia = table_intern(a, 3, 7, 100);
+	uint32_t ib = table_intern(b, 3, 7, 100);
+	assert_int_equal(ia, 1);   /* 0 is the overflow stack */
+	assert_int_equal(ib, 2);
+	assert_int_equal(table_intern(a, 3, 9, 200), ia);
+	assert_int_equal(table_intern(a, 2, 9, 200), 3);   /* prefix: distinct */
+	assert_int_equal(agent.hdr->stacks_used, 4);
+	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
+							       ia * agent.stack_stride);
+	assert_int_equal(s->depth, 3);
+	assert_int_equal(s->frames[2], 0x3000);
+	assert_int_equal(s->tid, 7);
+	assert_true(s->hash > 1);
+}
+
+static void full_stack_table_overflows(void **state)
+{
+	(void)state;
+	for (uint64_t i = 0; i < 40; i++) {
+		uint64_t f[1] = { 0x5000 + i };
+		uint32_t k = table_intern(f, 1, 1, 1);
+		assert_true(k < 16);
+	}
+	assert_int_equal(agent.hdr->stacks_used, 16);
+	assert_int_equal(agent.hdr->drop_stacks, 40 - 15);
+	assert_true(agent.hdr->flags & YM_FLAG_OVERFLOWED);
+}
+
+static struct ym_live entry(uint64_t addr, uint32_t stack)
+{
+	struct ym_live e = { .addr = addr, .size = 100, .weight_bytes = 1000,
+			     .weight_fx = 10 * YM_FX_ONE, .stack = stack };
+	return e;
+}
+
+static void live_insert_remove_with_collisions(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x42 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	/* Addresses 16 * 2^k apart tend to share homes; use many. */
+	uint64_t addr[40];
+	for (int i = 0; i < 40; i++) {
+		addr[i] = 0x10000 + (uint64_t)i * 0x100000;
+		struct ym_live e = entry(addr[i], st);
+		assert_int_equal(table_live_insert(&e), 1);
+		table_count_alloc(&e);
+		assert_true(agent_filter[agent_filter_slot((void *)addr[i])] > 0);
+	}
+	assert_int_equal(agent.hdr->live_count, 40);
+	/* Remove every other one; the rest must still be found. */
+	for (int i = 0; i < 40; i += 2) {
+		struct ym_live out;
+		assert_int_equal(table_live_remove(addr[i], &out), 1);
+		assert_int_equal(out.addr, addr[i]);
+		table_count_free(&out, 5000);
+	}
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(table_live_has(addr[i]), i % 2);
+	struct ym_live out;
+	assert_int_equal(table_live_remove(0xdead0, &out), 0);
+	assert_int_equal(agent.hdr->live_count, 20);
+	assert_int_equal(agent.hdr->live_seq % 2, 0);
+	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
+							       st * agent.stack_stride);
+	assert_int_equal(s->alloc_samples, 40);
+	assert_int_equal(s->free_samples, 20);
+	assert_int_equal(s->alloc_bytes - s->free_bytes, 20 * 1000);
+	/* Lifetime 5000 - 0 ns: bucket "< 10 us". */
+	assert_int_equal(s->life[1].objects_fx, 20 * 10 * YM_FX_ONE);
+}
+
+static void live_table_bounded(void **state)
+{
+	(void)state;
+	int ok = 0;
+	for (uint64_t i = 1; i <= 100; i++) {
+		struct ym_live e = entry(i * 16, 1);
+		ok += table_live_insert(&e);
+	}
+	assert_int_equal(ok, 48);   /* 3/4 of 64 */
+}
+
+static void reinserting_an_address_repairs(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x77 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	struct ym_live e = entry(0x9990, st);
+	assert_int_equal(table_live_insert(&e), 1);
+	table_count_alloc(&e);
+	/* A missed free: the same address sampled again. */
+	assert_int_equal(table_live_insert(&e), 1);
+	table_count_alloc(&e);
+	assert_int_equal(agent.hdr->live_count, 1);
+	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
+							       st * agent.stack_stride);
+	assert_int_equal(s->alloc_bytes - s->free_bytes, 1000);
+}
+
+static void resize_and_reset(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x88 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	struct ym_live e = entry(0x4440, st);
+	table_live_insert(&e);
+	table_count_alloc(&e);
+	table_count_resize(&e, 3000, 2 * YM_FX_ONE);
+	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
+							       st * agent.stack_stride);
+	assert_int_equal(s->alloc_bytes - s->free_bytes, 3000);
+	assert_int_equal(s->alloc_objects_fx - s->free_objects_fx, 2 * YM_FX_ONE);
+	table_reset_counters();
+	assert_int_equal(agent.hdr->live_count, 0);
+	assert_int_equal(s->alloc_bytes, 0);
+	assert_int_equal(s->frames[0], 0x88);   /* frames survive */
+	assert_int_equal(table_live_has(0x4440), 0);
+	assert_int_equal(agent.hdr->reset_count, 1);
+}
+
+static void lock_is_bounded(void **state)
+{
+	(void)state;
+	assert_int_equal(table_lock(10), 1);
+	assert_int_equal(table_lock(10), 0);   /* held: gives up */
+	table_unlock();
+	assert_int_equal(table_lock(10), 1);
+	table_unlock();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(intern_finds_and_adds, setup, teardown),
+		cmocka_unit_test_setup_teardown(full_stack_table_overflows, setup, teardown),
+		cmocka_unit_test_setup_teardown(live_insert_remove_with_collisions, setup, teardown),
+		cmocka_unit_test_setup_teardown(live_table_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(reinserting_an_address_repairs, setup, teardown),
+		cmocka_unit_test_setup_teardown(resize_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
