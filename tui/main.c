@@ -205,7 +205,9 @@ static void parse_args(int argc, char **argv, struct options *o)
 		o->interval = o->delay;
 }
 
-/* Where the agent is, for the remedy in messages. */
+/* Where the agent is, for the remedy in messages: beside ymtop (a build
+ * tree), then ../lib/ymtop/ relative to it (an installed prefix, wherever
+ * it was moved), then the configured library directory. */
 static void agent_path(char *buf, size_t len)
 {
 	char self[PATH_MAX];
@@ -214,11 +216,15 @@ static void agent_path(char *buf, size_t len)
 		self[n] = '\0';
 		char *slash = strrchr(self, '/');
 		if (slash) {
-			snprintf(slash + 1, sizeof self - (size_t)(slash + 1 - self),
-				 "libymagent.so");
-			if (access(self, R_OK) == 0) {
-				snprintf(buf, len, "%s", self);
-				return;
+			*slash = '\0';
+			const char *rel[] = { "/libymagent.so", "/../lib/ymtop/libymagent.so" };
+			for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+				char cand[PATH_MAX + 64], real[PATH_MAX];
+				snprintf(cand, sizeof cand, "%s%s", self, rel[i]);
+				if (access(cand, R_OK) == 0 && realpath(cand, real)) {
+					snprintf(buf, len, "%s", real);
+					return;
+				}
 			}
 		}
 	}
