@@ -35,7 +35,7 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # ---- Debian packages ----
 DEB_PKGS := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
             libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-            libcmocka-dev tmux sqlite3 python3 procps
+            libcmocka-dev tmux sqlite3 python3 procps golang-go
 
 .PHONY: all deps check demo bench install clean unit integration tui-tests stress
 
@@ -72,7 +72,9 @@ $(B)/libymagent.so: $(AGENT_OBJ)
 	  -lunwind -lm -ldl -lpthread
 
 # ---- ymtop ----
-TUI_SRC := $(wildcard tui/*.c) shm/layout.c shm/reader.c
+# ymtop also links the ptrace injector (injector/inject*.c); the agent's
+# own sources are never linked into ymtop.
+TUI_SRC := $(wildcard tui/*.c) $(wildcard injector/inject*.c) shm/layout.c shm/reader.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)
 TUI_CFLAGS := $(BASE_CFLAGS) $(SAN) $(shell $(PKG_CONFIG) --cflags $(TUI_PKGS) 2>/dev/null)
 TUI_LIBS := $(shell $(PKG_CONFIG) --libs $(TUI_PKGS) 2>/dev/null) -lelf -liberty -lm
@@ -110,16 +112,12 @@ $(B)/progs/%: tests/progs/%.cc
 # Unit tests: cmocka, white-box, built with the sanitizer when one is set.
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
-UNIT_DEPS_test_shm    := shm/layout.c shm/reader.c
-UNIT_DEPS_test_sample :=
-UNIT_DEPS_test_model  := tui/model.c tui/proc.c shm/layout.c shm/reader.c
-UNIT_DEPS_test_sym    := tui/sym.c
-UNIT_DEPS_test_table  := injector/table.c shm/layout.c
-
+# Each unit test lists the sources it links in tests/unit/<test>.deps.
 $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] include/ymtop/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
-	  $(UNIT_DEPS_$*) $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
+	  $(shell cat tests/unit/$*.deps 2>/dev/null) \
+	  $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
 
 unit: $(UNIT_BIN)
 

@@ -1,0 +1,107 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "model.h"
+#include "outfile.h"
+#include "proc.h"
+#include "report.h"
+#include "shm.h"
+#include "sym.h"
+#include "target.h"
+
+/* Sleep up to secs, waking early on a signal or when the target exits. */
+static void wait_interval(double secs, struct shm_reader *r, uint64_t start_ticks)
+{
+	struct timespec end, now;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	double t = (double)end.tv_sec + (double)end.tv_nsec / 1e9 + secs;
+	for (;;) {
+		if (cli_stop)
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
+		if (left <= 0)
+			return;
+		uint32_t flags = 0;
+		if (pread(r->fd, &flags, sizeof flags,
+			  __builtin_offsetof(struct ym_header, flags)) == sizeof flags &&
+		    (flags & YM_FLAG_EXITED))
+			return;
+		if (!proc_same(r->pid, start_ticks))
+			return;
+		double step = left < 0.1 ? left : 0.1;
+		struct timespec ts = { 0, (long)(step * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int write_one(const struct options *o, struct model *m, struct sym *s,
+		     unsigned counter)
+{
+	struct report_opts ro = { o->format, o->top, &o->rules };
+	if (!o->output) {
+		int rc = report_write(stdout, m, s, &ro);
+		fflush(stdout);
+		if (rc != 0 || ferror(stdout))
+			cli_die(1, "writing the report to standard output failed");
+		return 0;
+	}
+	char path[4096], err[512];
+	if (outfile_expand(o->output, (pid_t)m->snap.hdr.pid, m->snap.hdr.exe,
+			   m->snap.taken_real_ns / 1000000000ULL, counter, path,
+			   sizeof path) != 0)
+		cli_die(2, "bad -o pattern '%s' (placeholders: %%p %%e %%t %%n %%%%)",
+		    o->output);
+	struct outfile of;
+	if (outfile_begin(&of, path, err, sizeof err) != 0)
+		cli_die(1, "%s", err);
+	if (report_write(of.f, m, s, &ro) != 0) {
+		outfile_abort(&of);
+		cli_die(1, "writing %s failed: %s", path, strerror(errno));
+	}
+	if (outfile_commit(&of, err, sizeof err) != 0)
+		cli_die(1, "%s", err);
+	fprintf(stderr, "ymtop: wrote %s\n", path);
+	return 0;
+}
+
+int batch_run(const struct options *o, pid_t pid)
+{
+	struct shm_reader r;
+	struct model m;
+	char err[512];
+	target_attach(pid, &r);
+	struct sym *s = sym_new(NULL);
+	if (!s)
+		cli_die(1, "cannot start the symbolizer (libdw)");
+	model_init(&m);
+	uint32_t known_modules = UINT32_MAX;
+	long limit = o->iterations < 0 ? (o->batch ? 0 : 1) : o->iterations;
+	for (unsigned iter = 1;; iter++) {
+		struct shm_snapshot snap;
+		if (shm_snapshot_take(&r, &snap, err, sizeof err) != 0)
+			cli_die(1, "pid %ld: %s", (long)pid, err);
+		if (model_update(&m, &snap) != 0)
+			cli_die(1, "out of memory");
+		if (m.snap.nmodules != known_modules) {
+			sym_set_modules(s, m.snap.modules, m.snap.nmodules);
+			known_modules = m.snap.nmodules;
+		}
+		write_one(o, &m, s, iter);
+		if ((limit && (long)iter >= limit) || !m.alive || cli_stop)
+			break;
+		wait_interval(o->interval, &r, m.snap.hdr.start_ticks);
+		if (cli_stop)
+			break;
+	}
+	model_free(&m);
+	sym_free(s);
+	shm_reader_close(&r);
+	return 0;
+}
+

@@ -1,0 +1,178 @@
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifndef YM_LIBDIR
+#define YM_LIBDIR "/usr/local/lib/ymtop"
+#endif
+
+volatile sig_atomic_t cli_stop;
+
+void cli_die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("ymtop: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+static void usage_error(const char *fmt, const char *arg)
+{
+	fputs("ymtop: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs(" (see ymtop --help)\n", stderr);
+	exit(2);
+}
+
+static void help(void)
+{
+	printf(
+"usage: ymtop [-p PID] [-d SECS] [-b [-i SECS] [-n N]] [-f FORMAT] [-o PATH]\n"
+"\n"
+"top for the heap of a running process.  The process runs the agent:\n"
+"  LD_PRELOAD=%s/libymagent.so ./app\n"
+"\n"
+"  -p, --pid PID          process to watch (default: the only one running the agent)\n"
+"  -d, --delay SECS       screen refresh (default 1)\n"
+"  -b, --batch            write reports instead of the live screen\n"
+"  -i, --interval SECS    seconds between batch reports (default: the delay)\n"
+"  -n, --iterations N     number of reports, 0 = until the process exits\n"
+"  -f, --format FORMAT    text or json (default text)\n"
+"  -o, --output PATH      write reports to PATH (%%p pid, %%e executable,\n"
+"                         %%t unix time, %%n counter); default standard output\n"
+"      --top N            stacks in a text report (default 20)\n"
+"      --skip REGEX       treat matching functions as allocator plumbing\n"
+"      --no-skip          show every frame as it is\n"
+"  -V, --version          print the version\n"
+"  -h, --help             this help\n"
+"\n"
+"See ymtop(1) and ymagent(7).\n", YM_LIBDIR);
+}
+
+/* Strict parses: the whole string, in range, or a usage error. */
+static long parse_long(const char *s, long lo, long hi, const char *what)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || errno || v < lo || v > hi) {
+		char msg[128];
+		snprintf(msg, sizeof msg, "%s must be a whole number from %ld to %ld, not '%%s'",
+			 what, lo, hi);
+		usage_error(msg, s);
+	}
+	return v;
+}
+
+static double parse_secs(const char *s, const char *what)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (!*s || *end || errno || !isfinite(v) || v < 0.05 || v > 31536000) {
+		char msg[128];
+		snprintf(msg, sizeof msg,
+			 "%s must be a number of seconds from 0.05 to 31536000, not '%%s'",
+			 what);
+		usage_error(msg, s);
+	}
+	return v;
+}
+
+enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP };
+
+void cli_parse(int argc, char **argv, struct options *o)
+{
+	static const struct option longs[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "delay", required_argument, NULL, 'd' },
+		{ "batch", no_argument, NULL, 'b' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "top", required_argument, NULL, OPT_TOP },
+		{ "skip", required_argument, NULL, OPT_SKIP },
+		{ "no-skip", no_argument, NULL, OPT_NO_SKIP },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(o, 0, sizeof *o);
+	o->delay = 1.0;
+	o->top = 20;
+	o->iterations = -1;
+	opterr = 0;
+	int c;
+	char err[256];
+	while ((c = getopt_long(argc, argv, ":p:d:bi:n:f:o:Vh", longs, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			o->pid = (pid_t)parse_long(optarg, 1, 4194304, "-p PID");
+			break;
+		case 'd':
+			o->delay = parse_secs(optarg, "-d");
+			break;
+		case 'b':
+			o->batch = 1;
+			break;
+		case 'i':
+			o->interval = parse_secs(optarg, "-i");
+			o->interval_set = 1;
+			break;
+		case 'n':
+			o->iterations = parse_long(optarg, 0, LONG_MAX, "-n");
+			break;
+		case 'f':
+			if (report_format_parse(optarg, &o->format) != 0)
+				usage_error("unknown format '%s' (see ymtop --help)", optarg);
+			o->format_set = 1;
+			break;
+		case 'o':
+			if (!*optarg)
+				usage_error("-o needs a path%s", "");
+			o->output = optarg;
+			break;
+		case OPT_TOP:
+			o->top = (int)parse_long(optarg, 1, 100000, "--top");
+			break;
+		case OPT_SKIP:
+			if (frames_rules_add(&o->rules, optarg, err, sizeof err) != 0)
+				usage_error("%s", err);
+			break;
+		case OPT_NO_SKIP:
+			o->rules.no_skip = 1;
+			break;
+		case 'V':
+			printf("ymtop %s\n", YM_VERSION);
+			exit(0);
+		case 'h':
+			help();
+			exit(0);
+		case ':':
+			usage_error("option %s needs a value", argv[optind - 1]);
+			break;
+		default:
+			usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (!o->interval_set)
+		o->interval = o->delay;
+}
+
+void cli_free(struct options *o)
+{
+	frames_rules_free(&o->rules);
+}

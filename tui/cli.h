@@ -1,0 +1,40 @@
+/*
+ * cli: ymtop's options, their strict parsing, and the one-line exits.
+ *
+ * Exit status: 0 success, 1 attach or runtime failure (with the reason and
+ * the remedy), 2 usage error.  Every message is one line on stderr.
+ */
+#ifndef YMTOP_CLI_H
+#define YMTOP_CLI_H
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include "frames.h"
+#include "report.h"
+
+struct options {
+	pid_t    pid;
+	double   delay;          /* -d: screen refresh, seconds */
+	double   interval;       /* -i: batch period (default: delay) */
+	int      interval_set;
+	int      batch;          /* -b */
+	long     iterations;     /* -n; -1 when not given */
+	int      top;            /* --top */
+	int      format_set;
+	enum report_format format;
+	const char *output;      /* -o pattern, or NULL */
+	struct frames_rules rules;
+};
+
+/* Set by SIGINT, SIGTERM and SIGHUP: loops finish their step and return. */
+extern volatile sig_atomic_t cli_stop;
+
+void cli_parse(int argc, char **argv, struct options *o);
+void cli_free(struct options *o);
+
+/* Print "ymtop: <message>" and exit with code. */
+__attribute__((noreturn, format(printf, 2, 3)))
+void cli_die(int code, const char *fmt, ...);
+
+#endif

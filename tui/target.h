@@ -1,0 +1,23 @@
+/*
+ * target: which process to watch and how to reach its segment.
+ */
+#ifndef YMTOP_TARGET_H
+#define YMTOP_TARGET_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "shm.h"
+
+/* The given pid, or the only process running the agent; lists the
+ * candidates and exits 1 when there are several, exits 1 when none. */
+pid_t target_choose(pid_t pid);
+
+/* Open pid's segment (or exit 1 with the reason and the remedy).  A
+ * process that has exited but kept its segment is opened post-mortem. */
+void target_attach(pid_t pid, struct shm_reader *r);
+
+/* The agent library's path, for messages and injection. */
+void target_agent_path(char *buf, size_t len);
+
+#endif
