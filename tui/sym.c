@@ -18,7 +18,6 @@
  *
  * Not thread-safe: one struct sym per thread (libdwfl is not either).
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <stdalign.h>
 #include <stddef.h>
@@ -39,6 +38,12 @@
 /* Longest inline chain kept for one address (innermost first); deeper
  * chains (only garbage DWARF makes them) lose their outer frames. */
 #define SYM_MAX_CHAIN 64
+
+/* Modules considered per list (the agent's default capacity is 1024):
+ * bounds the quadratic overlap and reuse checks of sym_set_modules on a
+ * hostile list to a fraction of a second.  Later entries get the
+ * fallback names. */
+#define SYM_MAX_MODULES 16384u
 
 #define ARENA_CHUNK (64u * 1024u)
 
@@ -61,20 +66,48 @@ struct sym_mod {
 	int kept;                  /* carried over from the previous list */
 };
 
-/* CU address ranges of one module, for when libdw finds no CU for an
- * address: elfutils 0.188 looks CUs up through .debug_aranges only, which
- * clang does not emit by default.  Built on first need, sorted by lo;
- * owned by struct sym, freed with the libdwfl session. */
+/* Lookup tables libdwfl lacks, per reported module, built on first need
+ * and freed with the libdwfl session (they point into its ELF data):
+ *  - CU address ranges: elfutils 0.188 finds the CU of an address through
+ *    .debug_aranges only, which clang does not emit by default;
+ *  - function symbols sorted by address: dwfl_module_addrinfo scans the
+ *    whole symbol table on every call (~100 us for libc's). */
 struct cu_range {
-	Dwarf_Addr lo, hi;
+	Dwarf_Addr lo, hi;         /* module-relative (DWARF) addresses */
 	Dwarf_Off die;             /* offset of the CU DIE */
 };
 
-struct cu_index {
-	struct cu_index *next;
-	Dwfl_Module *dm;
-	struct cu_range *r;
+struct elf_sym {
+	uint64_t addr;             /* absolute */
+	uint64_t size;             /* 0: up to the next symbol */
+	const char *name;          /* in libdwfl's ELF data */
+	int rank;                  /* alias preference, lower is better */
+};
+
+/* Out-of-line functions of one CU: without it every lookup would walk the
+ * CU's DIE tree from the top, through namespace std and its classes (about
+ * 0.5 ms per address in a C++ CU). */
+struct fn_range {
+	Dwarf_Addr lo, hi;         /* module-relative */
+	size_t seq;                /* DIE order: the first of equals wins */
+	Dwarf_Die die;             /* DW_TAG_subprogram (maybe in another unit) */
+};
+
+struct cu_funcs {
+	Dwarf_Off cu;              /* CU DIE offset + 1; 0: empty slot */
+	struct fn_range *r;        /* sorted by lo */
 	size_t n;
+};
+
+struct mod_data {
+	struct mod_data *next;
+	int cu_built, syms_built;
+	struct cu_range *cu;
+	size_t ncu;
+	struct elf_sym *syms;
+	size_t nsyms;
+	struct cu_funcs *cf;       /* open addressing by CU offset */
+	size_t cf_cap, cf_used;
 };
 
 /* Cache slot: state 0 empty, else 1 + ret. */
@@ -90,7 +123,7 @@ struct sym {
 	char *debuginfo_path;      /* for the callbacks; NULL: libdwfl default */
 	Dwfl_Callbacks cb;         /* libdwfl keeps a pointer to it */
 	Dwfl *dwfl;
-	struct cu_index *cuidx;    /* belongs to the current session */
+	struct mod_data *mdata;    /* belongs to the current session */
 
 	struct sym_mod *mods;      /* accepted, sorted by lo */
 	uint32_t nmods;
@@ -279,11 +312,15 @@ static void dwfl_stop(struct sym *s)
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	s->dwfl = NULL;
-	while (s->cuidx) {
-		struct cu_index *next = s->cuidx->next;
-		free(s->cuidx->r);
-		free(s->cuidx);
-		s->cuidx = next;
+	while (s->mdata) {
+		struct mod_data *next = s->mdata->next;
+		free(s->mdata->cu);
+		free(s->mdata->syms);
+		for (size_t i = 0; i < s->mdata->cf_cap; i++)
+			free(s->mdata->cf[i].r);
+		free(s->mdata->cf);
+		free(s->mdata);
+		s->mdata = next;
 	}
 }
 
@@ -401,10 +438,14 @@ struct sym *sym_new(const char *root)
 		s->root = strndup(root, n);
 		/* Debug files: first under the target's root, then ours (both
 		 * checked against the build-id by libdwfl). */
-		if (s->root && asprintf(&s->debuginfo_path,
-					":.debug:%s/usr/lib/debug:/usr/lib/debug",
-					s->root) < 0)
-			s->debuginfo_path = NULL;
+		if (s->root) {
+			static const char fmt[] =
+				":.debug:%s/usr/lib/debug:/usr/lib/debug";
+			size_t len = sizeof fmt + n;
+			s->debuginfo_path = malloc(len);
+			if (s->debuginfo_path)
+				snprintf(s->debuginfo_path, len, fmt, s->root);
+		}
 		if (!s->root || !s->debuginfo_path) {
 			sym_free(s);
 			return NULL;
@@ -481,6 +522,8 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
 		return;
 	if (!mods)
 		n = 0;
+	if (n > SYM_MAX_MODULES)
+		n = SYM_MAX_MODULES;
 	struct sym_mod *nm = n ? calloc(n, sizeof *nm) : NULL;
 	const char **warn = n ? calloc(n, sizeof *warn) : NULL;
 	if (n && (!nm || !warn)) {
@@ -528,9 +571,8 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
 		cache_drop(s, incremental);
 	}
 	for (uint32_t i = 0; i < k; i++)
-		if (nm[i].seg_index < n)
-			warn[nm[i].seg_index] = nm[i].warning;
-	if (k)
+		warn[nm[i].seg_index] = nm[i].warning;
+	if (k > 1)
 		qsort(nm, k, sizeof *nm, cmp_mod);
 	free(s->mods);
 	free(s->warn);
@@ -576,16 +618,19 @@ static const char *attr_string(Dwarf_Die *die, unsigned int name)
 /* Name of a subprogram or inlined_subroutine DIE (following
  * DW_AT_abstract_origin and DW_AT_specification): the demangled linkage
  * name, which carries namespaces, classes and parameters, else DW_AT_name. */
-static const char *die_function(struct sym *s, Dwarf_Die *die)
+static const char *die_function(struct sym *s, Dwarf_Die *die,
+				int *qualified)
 {
 	const char *link = attr_string(die, DW_AT_linkage_name);
 	if (!link)
 		link = attr_string(die, DW_AT_MIPS_linkage_name);
+	*qualified = 0;
 	if (link) {
 		char *d = sym_demangle(link);
 		if (d) {
 			const char *r = intern(s, d);
 			free(d);
+			*qualified = r != NULL;
 			return r;
 		}
 	}
@@ -624,30 +669,22 @@ static int call_line(Dwarf_Die *die)
 	return v > (Dwarf_Word)0x7fffffff ? 0 : (int)v;
 }
 
-/* ELF symbol table name for pc (works without DWARF: .symtab, .dynsym or
- * MiniDebugInfo), interned and demangled, or NULL. */
-static const char *elf_function(struct sym *s, Dwfl_Module *dm, uint64_t pc)
-{
-	GElf_Off off;
-	GElf_Sym sym;
-	const char *name = dwfl_module_addrinfo(dm, pc, &off, &sym, NULL, NULL,
-						NULL);
-	if (!name || !*name)
-		return NULL;
-	if (sym.st_size > 0 && off >= sym.st_size)
-		return NULL;    /* past the symbol's end: not its code */
-	return display_name(s, name);
-}
-
 static int cmp_range(const void *a, const void *b)
 {
 	const struct cu_range *x = a, *y = b;
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The CU range index of dm, built on first use (NULL if impossible). */
-static struct cu_index *cu_index_get(struct sym *s, Dwfl_Module *dm,
-				     Dwarf *dw)
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct elf_sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->rank - y->rank;
+}
+
+/* dm's tables, created empty on first use (NULL if out of memory). */
+static struct mod_data *mod_data_get(struct sym *s, Dwfl_Module *dm)
 {
 	void **ud = NULL;
 	if (!dwfl_module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL) ||
@@ -655,13 +692,22 @@ static struct cu_index *cu_index_get(struct sym *s, Dwfl_Module *dm,
 		return NULL;
 	if (*ud)
 		return *ud;
-	struct cu_index *x = calloc(1, sizeof *x);
+	struct mod_data *x = calloc(1, sizeof *x);
 	if (!x)
 		return NULL;
+	x->next = s->mdata;
+	s->mdata = x;
+	*ud = x;
+	return x;
+}
+
+static void build_cu_index(struct mod_data *x, Dwarf *dw)
+{
 	size_t cap = 0;
 	Dwarf_CU *unit = NULL, *next;
 	uint8_t type;
 	Dwarf_Die cu;
+	x->cu_built = 1;
 	/* dwarf_get_units always advances and stops at the end of the data. */
 	while (dwarf_get_units(dw, unit, &next, NULL, &type, &cu, NULL) == 0) {
 		unit = next;
@@ -673,41 +719,38 @@ static struct cu_index *cu_index_get(struct sym *s, Dwfl_Module *dm,
 		while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
 			if (lo >= hi)
 				continue;
-			if (x->n == cap) {
+			if (x->ncu == cap) {
 				size_t nc = cap ? cap * 2 : 64;
-				struct cu_range *r = realloc(x->r, nc * sizeof *r);
+				struct cu_range *r = realloc(x->cu, nc * sizeof *r);
 				if (!r)
 					goto done;
-				x->r = r;
+				x->cu = r;
 				cap = nc;
 			}
-			x->r[x->n].lo = lo;
-			x->r[x->n].hi = hi;
-			x->r[x->n].die = dwarf_dieoffset(&cu);
-			x->n++;
+			x->cu[x->ncu].lo = lo;
+			x->cu[x->ncu].hi = hi;
+			x->cu[x->ncu].die = dwarf_dieoffset(&cu);
+			x->ncu++;
 		}
 	}
 done:
-	if (x->n)
-		qsort(x->r, x->n, sizeof *x->r, cmp_range);
-	x->dm = dm;
-	x->next = s->cuidx;
-	s->cuidx = x;
-	*ud = x;
-	return x;
+	if (x->ncu)
+		qsort(x->cu, x->ncu, sizeof *x->cu, cmp_range);
 }
 
-/* CU DIE containing the module-relative address a, through the index. */
+/* CU DIE containing the module-relative address a, through our index. */
 static int cu_index_find(struct sym *s, Dwfl_Module *dm, Dwarf *dw,
 			 Dwarf_Addr a, Dwarf_Die *out)
 {
-	struct cu_index *x = cu_index_get(s, dm, dw);
-	if (!x || !x->n)
+	struct mod_data *x = mod_data_get(s, dm);
+	if (!x)
 		return -1;
-	size_t lo = 0, hi = x->n;     /* first entry with r.lo > a */
+	if (!x->cu_built)
+		build_cu_index(x, dw);
+	size_t lo = 0, hi = x->ncu;     /* first entry with lo > a */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (x->r[mid].lo <= a)
+		if (x->cu[mid].lo <= a)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -715,9 +758,312 @@ static int cu_index_find(struct sym *s, Dwfl_Module *dm, Dwarf *dw,
 	/* Ranges of different CUs should not nest; look back a little in
 	 * case they do. */
 	for (size_t k = 0; k < 16 && lo > 0; k++, lo--) {
-		const struct cu_range *r = &x->r[lo - 1];
+		const struct cu_range *r = &x->cu[lo - 1];
 		if (a >= r->lo && a < r->hi)
 			return dwarf_offdie(dw, r->die, out) ? 0 : -1;
+	}
+	return -1;
+}
+
+/* Alias preference: global over weak over local, then the name with the
+ * fewest leading underscores ("malloc" over "__libc_malloc"). */
+static int sym_rank(const GElf_Sym *sym, const char *name)
+{
+	int bind = GELF_ST_BIND(sym->st_info);
+	int r = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 8 : 16;
+	int u = 0;
+	while (name[u] == '_' && u < 7)
+		u++;
+	return r + u;
+}
+
+static void build_syms(struct mod_data *x, Dwfl_Module *dm)
+{
+	x->syms_built = 1;
+	int n = dwfl_module_getsymtab(dm);
+	if (n <= 0)
+		return;
+	x->syms = malloc((size_t)n * sizeof *x->syms);
+	if (!x->syms)
+		return;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(dm, i, &sym, &addr,
+							   &shndx, NULL, NULL);
+		if (!name || !*name || shndx == SHN_UNDEF ||
+		    shndx == SHN_ABS || shndx == SHN_COMMON)
+			continue;
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (type != STT_FUNC && type != STT_GNU_IFUNC &&
+		    type != STT_NOTYPE)
+			continue;
+		struct elf_sym *e = &x->syms[x->nsyms++];
+		e->addr = addr;
+		e->size = sym.st_size;
+		e->name = name;
+		e->rank = sym_rank(&sym, name);
+	}
+	if (x->nsyms)
+		qsort(x->syms, x->nsyms, sizeof *x->syms, cmp_sym);
+}
+
+/* ELF symbol table name for pc (works without DWARF: .symtab, .dynsym or
+ * MiniDebugInfo), raw (maybe mangled, owned by libdwfl), or NULL.  A sized symbol covers
+ * [addr, addr + size); an unsized one (assembly) reaches the next symbol.
+ * Among aliases the best ranked wins. */
+static const char *elf_symbol(struct sym *s, Dwfl_Module *dm, uint64_t pc)
+{
+	struct mod_data *x = mod_data_get(s, dm);
+	if (!x)
+		return NULL;
+	if (!x->syms_built)
+		build_syms(x, dm);
+	size_t lo = 0, hi = x->nsyms;   /* first entry with addr > pc */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (x->syms[mid].addr <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t next = lo < x->nsyms ? x->syms[lo].addr : UINT64_MAX;
+	/* Walk back over a few distinct addresses: a big sized symbol may
+	 * enclose smaller ones (rare, but then the small ones do not cover
+	 * pc and the big one does). */
+	for (int groups = 0; groups < 8 && lo > 0; groups++) {
+		size_t i = lo - 1;
+		uint64_t at = x->syms[i].addr;
+		while (i > 0 && x->syms[i - 1].addr == at)
+			i--;
+		for (size_t j = i; j < lo; j++) {
+			const struct elf_sym *e = &x->syms[j];
+			if (e->size ? pc - e->addr < e->size
+				    : (groups == 0 && pc < next))
+				return e->name;
+		}
+		next = at;
+		lo = i;
+	}
+	return NULL;
+}
+
+/* elf_symbol's name, interned and demangled, or NULL. */
+static const char *elf_function(struct sym *s, Dwfl_Module *dm, uint64_t pc)
+{
+	return display_name(s, elf_symbol(s, dm, pc));
+}
+
+/* Depth of the DIE path kept by scope_walk (lexical blocks count too). */
+#define SYM_MAX_SCOPES 128
+
+/* Scopes containing pc below parent, outermost first, into path[depth..]:
+ * returns the new depth.  Like dwarf_getscopes, but it also looks inside
+ * namespaces, classes and imported units (level: nesting, bounded), where clang and rustc put
+ * function definitions (libdw 0.188's dwarf_getscopes does not find them
+ * there).  *budget bounds the DIEs visited: garbage DWARF (a sibling
+ * reference pointing backwards, an import cycle) cannot loop. */
+static int scope_walk(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path,
+		      int depth, int level, long *budget)
+{
+	Dwarf_Die child;
+	if (depth >= SYM_MAX_SCOPES || level >= 2 * SYM_MAX_SCOPES ||
+	    dwarf_child(parent, &child) != 0)
+		return depth;
+	do {
+		if (--*budget < 0)
+			return depth;
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_lexical_block:
+		case DW_TAG_try_block:
+		case DW_TAG_catch_block:
+		case DW_TAG_with_stmt:
+		case DW_TAG_entry_point:
+			if (dwarf_haspc(&child, pc) > 0) {
+				path[depth] = child;
+				return scope_walk(&child, pc, path, depth + 1,
+						  level + 1, budget);
+			}
+			break;
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+		case DW_TAG_class_type:
+		case DW_TAG_structure_type:
+		case DW_TAG_union_type:
+		case DW_TAG_interface_type: {
+			int d = scope_walk(&child, pc, path, depth,
+					   level + 1, budget);
+			if (d > depth)
+				return d;
+			break;
+		}
+		case DW_TAG_imported_unit: {
+			Dwarf_Attribute a;
+			Dwarf_Die unit;
+			if (dwarf_attr(&child, DW_AT_import, &a) &&
+			    dwarf_formref_die(&a, &unit)) {
+				int d = scope_walk(&unit, pc, path, depth,
+						   level + 1, budget);
+				if (d > depth)
+					return d;
+			}
+			break;
+		}
+		default:
+			break;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return depth;
+}
+
+static int cmp_fn(const void *a, const void *b)
+{
+	const struct fn_range *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+struct fn_vec {
+	struct fn_range *r;
+	size_t n, cap;
+	long budget;               /* DIEs left to visit */
+};
+
+/* Collect the subprograms with code below parent, looking inside
+ * namespaces, classes and imported units but not inside functions. */
+static void collect_funcs(Dwarf_Die *parent, struct fn_vec *v, int level)
+{
+	Dwarf_Die child;
+	if (level >= 2 * SYM_MAX_SCOPES || dwarf_child(parent, &child) != 0)
+		return;
+	do {
+		if (--v->budget < 0)
+			return;
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram: {
+			Dwarf_Addr base, lo, hi;
+			ptrdiff_t it = 0;
+			while ((it = dwarf_ranges(&child, it, &base, &lo, &hi)) >
+			       0) {
+				if (lo >= hi)
+					continue;
+				if (v->n == v->cap) {
+					size_t nc = v->cap ? v->cap * 2 : 64;
+					struct fn_range *r =
+						realloc(v->r, nc * sizeof *r);
+					if (!r)
+						return;
+					v->r = r;
+					v->cap = nc;
+				}
+				v->r[v->n].lo = lo;
+				v->r[v->n].hi = hi;
+				v->r[v->n].die = child;
+				v->r[v->n].seq = v->n;
+				v->n++;
+			}
+			break;
+		}
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+		case DW_TAG_class_type:
+		case DW_TAG_structure_type:
+		case DW_TAG_union_type:
+		case DW_TAG_interface_type:
+			collect_funcs(&child, v, level + 1);
+			break;
+		case DW_TAG_imported_unit: {
+			Dwarf_Attribute a;
+			Dwarf_Die unit;
+			if (dwarf_attr(&child, DW_AT_import, &a) &&
+			    dwarf_formref_die(&a, &unit))
+				collect_funcs(&unit, v, level + 1);
+			break;
+		}
+		default:
+			break;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+}
+
+/* The function table of cu (built on first use), or NULL. */
+static const struct cu_funcs *cu_funcs_get(struct sym *s, Dwfl_Module *dm,
+					   Dwarf_Die *cu)
+{
+	struct mod_data *x = mod_data_get(s, dm);
+	if (!x)
+		return NULL;
+	Dwarf_Off key = dwarf_dieoffset(cu) + 1;
+	if (x->cf_cap) {
+		for (size_t j = mix64(key) & (x->cf_cap - 1); x->cf[j].cu;
+		     j = (j + 1) & (x->cf_cap - 1))
+			if (x->cf[j].cu == key)
+				return &x->cf[j];
+	}
+	if ((x->cf_used + 1) * 2 > x->cf_cap) {
+		size_t cap = x->cf_cap ? x->cf_cap * 2 : 64;
+		struct cu_funcs *t = calloc(cap, sizeof *t);
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < x->cf_cap; i++) {
+			if (!x->cf[i].cu)
+				continue;
+			size_t j = mix64(x->cf[i].cu) & (cap - 1);
+			while (t[j].cu)
+				j = (j + 1) & (cap - 1);
+			t[j] = x->cf[i];
+		}
+		free(x->cf);
+		x->cf = t;
+		x->cf_cap = cap;
+	}
+	struct fn_vec v = { .budget = 10000000 };
+	collect_funcs(cu, &v, 0);
+	if (v.n > 1)
+		qsort(v.r, v.n, sizeof *v.r, cmp_fn);
+	size_t j = mix64(key) & (x->cf_cap - 1);
+	while (x->cf[j].cu)
+		j = (j + 1) & (x->cf_cap - 1);
+	x->cf[j].cu = key;
+	x->cf[j].r = v.r;
+	x->cf[j].n = v.n;
+	x->cf_used++;
+	return &x->cf[j];
+}
+
+/* The out-of-line function of cu containing the module-relative a. */
+static int cu_func_find(struct sym *s, Dwfl_Module *dm, Dwarf_Die *cu,
+			Dwarf_Addr a, Dwarf_Die *out)
+{
+	const struct cu_funcs *f = cu_funcs_get(s, dm, cu);
+	if (!f || !f->n)
+		return -1;
+	size_t lo = 0, hi = f->n;       /* first entry with lo > a */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->r[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Walk back over a few start addresses; among DIEs starting at the
+	 * same address (assembler aliases), the first in DIE order. */
+	for (int groups = 0; groups < 16 && lo > 0; groups++) {
+		size_t i = lo - 1;
+		Dwarf_Addr at = f->r[i].lo;
+		while (i > 0 && f->r[i - 1].lo == at)
+			i--;
+		for (size_t j = i; j < lo; j++) {
+			if (a < f->r[j].hi) {
+				*out = f->r[j].die;
+				return 0;
+			}
+		}
+		lo = i;
 	}
 	return -1;
 }
@@ -764,14 +1110,40 @@ static int resolve_dwfl(struct sym *s, Dwfl_Module *dm, uint64_t pc,
 		}
 	}
 
-	Dwarf_Die *scopes = NULL;
-	int ns = have_cu ? dwarf_getscopes(&cu, pc - bias, &scopes) : 0;
-	int real = 0;
+	/* Scopes innermost first: ours, else libdw's. */
+	Dwarf_Die path[SYM_MAX_SCOPES];
+	Dwarf_Die *scopes = NULL, *owned = NULL;
+	int ns = 0;
+	if (have_cu) {
+		/* The function from the CU's table, then the scopes inside it;
+		 * else (nested functions, odd producers) the whole CU. */
+		long budget = 1000000;
+		int d = 0;
+		if (cu_func_find(s, dm, &cu, pc - bias, &path[0]) == 0)
+			d = scope_walk(&path[0], pc - bias, path, 1, 0,
+				       &budget);
+		if (d == 0)
+			d = scope_walk(&cu, pc - bias, path, 0, 0, &budget);
+		for (int i = 0; i < d / 2; i++) {
+			Dwarf_Die t = path[i];
+			path[i] = path[d - 1 - i];
+			path[d - 1 - i] = t;
+		}
+		scopes = path;
+		ns = d;
+		if (ns == 0) {
+			ns = dwarf_getscopes(&cu, pc - bias, &owned);
+			scopes = owned;
+			if (ns < 0)
+				ns = 0;
+		}
+	}
+	int real = 0, qualified = 0;
 	for (int i = 0; i < ns && n < SYM_MAX_CHAIN; i++) {
 		int tag = dwarf_tag(&scopes[i]);
 		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
 			continue;
-		f[n].function = die_function(s, &scopes[i]);
+		f[n].function = die_function(s, &scopes[i], &qualified);
 		f[n].file = file;
 		f[n].line = line;
 		f[n].inlined = tag == DW_TAG_inlined_subroutine;
@@ -785,13 +1157,25 @@ static int resolve_dwfl(struct sym *s, Dwfl_Module *dm, uint64_t pc,
 		file = call_file(s, &scopes[i]);
 		line = call_line(&scopes[i]);
 	}
-	free(scopes);
+	free(owned);
 
 	if (n > 0 && real) {
-		/* The real function's name: C++ DIEs without a linkage name
-		 * (rare) read better qualified, from the symbol table. */
-		if (!f[n - 1].function)
-			f[n - 1].function = elf_function(s, dm, pc);
+		/* The real function without a linkage name in DWARF (GCC
+		 * omits it for internal linkage, e.g. C++ anonymous
+		 * namespaces): a mangled ELF symbol reads better, qualified
+		 * and with parameters.  A plain C symbol adds nothing. */
+		if (!qualified) {
+			const char *raw = elf_symbol(s, dm, pc);
+			char *d = sym_demangle(raw);
+			if (d) {
+				const char *q = intern(s, d);
+				if (q)
+					f[n - 1].function = q;
+			} else if (!f[n - 1].function && raw) {
+				f[n - 1].function = intern(s, raw);
+			}
+			free(d);
+		}
 		return n;
 	}
 	/* No enclosing subprogram (no DWARF, assembly, truncated chain):
@@ -802,12 +1186,7 @@ static int resolve_dwfl(struct sym *s, Dwfl_Module *dm, uint64_t pc,
 	f[n].file = file;
 	f[n].line = f[n].file ? line : 0;
 	f[n].inlined = 0;
-	n++;
-	if (n == 1 && !f[0].function) {
-		/* Nothing but maybe a line: still worth keeping. */
-		return 1;
-	}
-	return n;
+	return n + 1;
 }
 
 static int cache_grow(struct sym *s)
