@@ -1,50 +1,396 @@
+/*
+ * frames: a stack as people read it.
+ *
+ * Rules work on demangled names (what sym hands out), in three tiers:
+ *
+ *  1. allocator entry points: the libc malloc family, operator new and
+ *     new[] (every overload), Rust's __rust_alloc / __rdl_alloc /
+ *     __rg_alloc shims and alloc::alloc's free functions;
+ *  2. standard-library code: everything in C++'s std:: and __gnu_cxx::
+ *     (std::allocator, allocator_traits, std::vector's _M_realloc_insert,
+ *     _M_default_append, push_back, basic_string's _M_construct, ...) and
+ *     in Rust's alloc::, core::, std:: and hashbrown:: crates (RawVec,
+ *     Vec::push, Box::new, <u8 as SpecFromElem>::from_elem, ...): the user
+ *     never wrote it, so the display frame is their caller;
+ *  3. Rust async noise (frames_is_noise): `<... as Future>::poll` wrappers
+ *     and {{closure}} layers of a function that is also the next frame.
+ *
+ * Tiers 1 and 2 are matched on the *bare* name: without a C++ return type
+ * and parameter list ("void std::vector<long>::_M_realloc_insert<long
+ * const&>(...)" is matched as "std::vector<long>::_M_realloc_insert<long
+ * const&>"), and for Rust's qualified paths "<X as Trait>::m" and "<X>::m"
+ * on X and Trait.  User rules (--skip) see the name as printed.
+ */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frames.h"
 
-/* Built-in plumbing: names (exact) and prefixes of functions that only
- * pass an allocation through.  Matching is on the demangled name. */
-static const char *const plumbing_exact[] = {
+/* ---- tier 1: allocator entry points ---- */
+
+static const char *const entry_exact[] = {
 	"malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
 	"aligned_alloc", "memalign", "valloc", "pvalloc", "cfree",
-	"__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign",
-	"strdup", "strndup", "__strdup", "__strndup",
+	"malloc_usable_size",
+	"strdup", "strndup", "__strdup", "__strndup", "wcsdup",
 	"__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc",
-	"__rdl_alloc", "__rdl_alloc_zeroed", "__rdl_realloc",
-	"__rg_alloc", "__rg_alloc_zeroed", "__rg_realloc",
+	"__rust_dealloc",
+	"__rdl_alloc", "__rdl_alloc_zeroed", "__rdl_realloc", "__rdl_dealloc",
+	"__rg_alloc", "__rg_alloc_zeroed", "__rg_realloc", "__rg_dealloc",
+	"alloc::alloc::alloc", "alloc::alloc::alloc_zeroed",
+	"alloc::alloc::realloc", "alloc::alloc::exchange_malloc",
+	"alloc::alloc::__rust_alloc", "alloc::alloc::__rust_realloc",
+	"alloc::alloc::__rust_alloc_zeroed",
 };
 
-static const char *const plumbing_prefix[] = {
-	"operator new", "operator delete",
-	"__gnu_cxx::new_allocator", "__gnu_cxx::__new_allocator",
-	"std::allocator", "std::__new_allocator", "std::allocator_traits",
-	"std::__allocated_ptr", "std::_Vector_base", "std::__cxx11::basic_string<",
-	"alloc::alloc::", "alloc::raw_vec::", "<alloc::alloc::Global",
-	"alloc::boxed::", "<alloc::raw_vec::", "alloc::vec::Vec<",
-	"<alloc::vec::Vec<", "std::alloc::", "__rdl_", "__rg_",
+static const char *const entry_prefix[] = {
+	"__libc_", "__GI___libc_", "_int_malloc", "_int_realloc",
+	"_int_memalign", "tcache_", "__rdl_", "__rg_", "__rust_alloc",
+	"__rustc::",          /* rustc >= 1.88 mangles the shims in __rustc */
+	"alloc::alloc::Global", "<alloc::alloc::Global",
+	"std::alloc::", "<std::alloc::System",
 };
 
-int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f)
+/* ---- tier 2: standard libraries ---- */
+
+static const char *const lib_prefix[] = {
+	"std::", "__gnu_cxx::", "__cxxabiv1::", "__cxa_",
+	"alloc::", "core::", "hashbrown::",
+	"_IO_",                 /* glibc stdio's buffers: the caller's call */
+};
+
+/* Bounded copy: every name we build fits one of these. */
+#define NAME_MAX_LEN 2048
+
+static int starts(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* "operator" at s, as a word: length of the operator token after it
+ * (" new", "<<", "()", " new[]", ...) including the keyword, else 0. */
+static size_t operator_token(const char *s, const char *start)
+{
+	if (!starts(s, "operator"))
+		return 0;
+	if (s > start && (isalnum((unsigned char)s[-1]) || s[-1] == '_'))
+		return 0;
+	const char *p = s + 8;
+	if (isalnum((unsigned char)*p) || *p == '_')
+		return 0;      /* "operator_x": an identifier */
+	while (*p == ' ')
+		p++;
+	if (isalpha((unsigned char)*p) || *p == '_') {
+		/* new, delete, a conversion ("operator bool"), new[] */
+		while (isalnum((unsigned char)*p) || *p == '_')
+			p++;
+		if (p[0] == '[' && p[1] == ']')
+			p += 2;
+		return (size_t)(p - s);
+	}
+	if (p[0] == '(' && p[1] == ')')
+		return (size_t)(p + 2 - s);
+	if (p[0] == '[' && p[1] == ']')
+		return (size_t)(p + 2 - s);
+	/* Symbol operators: up to three of these characters; the space
+	 * the demangler puts before template arguments ("operator<< <char>")
+	 * belongs to the name. */
+	int k = 0;
+	while (k < 3 && *p && strchr("+-*/%^&|~!=<>,", *p)) {
+		p++;
+		k++;
+	}
+	if (k && p[0] == ' ' && p[1] == '<')
+		p++;
+	return (size_t)(p - s);
+}
+
+/* The bare name of a demangled function name into buf: a leading C++
+ * return type and the trailing parameter list (and cv/ref qualifiers)
+ * removed.  Brackets <>, (), [] and {} nest; "->" and the operator
+ * tokens do not count; "(anonymous namespace)" is part of a name. */
+static const char *bare_name(const char *fn, char *buf, size_t len)
+{
+	size_t n = strlen(fn);
+	size_t begin = 0, end = n;
+	int depth = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *p = fn + i;
+		size_t op = *p == 'o' ? operator_token(p, fn) : 0;
+		if (op) {
+			i += op - 1;
+			continue;
+		}
+		if (*p == '(' && starts(p, "(anonymous namespace)")) {
+			i += strlen("(anonymous namespace)") - 1;
+			continue;
+		}
+		switch (*p) {
+		case '<': case '[': case '{':
+			depth++;
+			break;
+		case '>':
+			if (i > 0 && fn[i - 1] == '-')
+				break;          /* "->" in a Rust fn type */
+			/* fall through */
+		case ']': case '}': case ')':
+			if (depth > 0)
+				depth--;
+			break;
+		case '(':
+			if (depth == 0) {
+				end = i;        /* the parameter list */
+				goto done;
+			}
+			depth++;
+			break;
+		case ' ':
+			if (depth == 0)
+				begin = i + 1;  /* what came before: a return type */
+			break;
+		default:
+			break;
+		}
+	}
+done:
+	if (begin > end)
+		begin = end;
+	size_t k = end - begin;
+	if (k >= len)
+		k = len - 1;
+	memcpy(buf, fn + begin, k);
+	buf[k] = '\0';
+	return buf;
+}
+
+/* For a Rust qualified path "<X as T>::m" or "<X>::m": X and T (T empty
+ * for an inherent impl) into x and t; 0 when name has another form. */
+static int qualified_path(const char *name, char *x, char *t, size_t len)
+{
+	if (name[0] != '<')
+		return 0;
+	int depth = 0;
+	const char *as = NULL, *close = NULL;
+	for (const char *p = name; *p; p++) {
+		if (*p == '<' || *p == '[' || *p == '(' || *p == '{') {
+			depth++;
+		} else if (*p == '>' && p > name && p[-1] == '-') {
+			continue;
+		} else if (*p == '>' || *p == ']' || *p == ')' || *p == '}') {
+			if (--depth == 0) {
+				close = p;
+				break;
+			}
+		} else if (depth == 1 && !as && starts(p, " as ")) {
+			as = p;
+		}
+	}
+	if (!close)
+		return 0;
+	const char *xe = as ? as : close;
+	size_t xl = (size_t)(xe - (name + 1));
+	if (xl >= len)
+		xl = len - 1;
+	memcpy(x, name + 1, xl);
+	x[xl] = '\0';
+	t[0] = '\0';
+	if (as) {
+		size_t tl = (size_t)(close - (as + 4));
+		if (tl >= len)
+			tl = len - 1;
+		memcpy(t, as + 4, tl);
+		t[tl] = '\0';
+	}
+	return 1;
+}
+
+static int match_list(const char *name, const char *const *exact, size_t ne,
+		      const char *const *prefix, size_t np)
+{
+	/* The first character rules out almost every entry cheaply. */
+	for (size_t i = 0; i < ne; i++)
+		if (name[0] == exact[i][0] && !strcmp(name, exact[i]))
+			return 1;
+	for (size_t i = 0; i < np; i++)
+		if (name[0] == prefix[i][0] && starts(name, prefix[i]))
+			return 1;
+	return 0;
+}
+
+#define N(a) (sizeof (a) / sizeof *(a))
+
+static int is_entry(const char *bare)
+{
+	if (starts(bare, "operator new") || starts(bare, "operator delete"))
+		return 1;
+	return match_list(bare, entry_exact, N(entry_exact), entry_prefix,
+			  N(entry_prefix));
+}
+
+/* A Rust type that belongs to no crate: a primitive, slice, array,
+ * tuple, reference, pointer or trait object ("u8", "[T]", "&str"). */
+static int builtin_type(const char *x)
+{
+	if (!*x || x[0] == '<')
+		return 0;
+	if (strchr("[(&*", x[0]) || starts(x, "dyn "))
+		return 1;
+	return strstr(x, "::") == NULL;
+}
+
+static int is_library(const char *bare, int level);
+
+static int is_lib_path(const char *p, int level)
+{
+	if (p[0] == '<')        /* a path through another qualified path */
+		return level < 8 && is_library(p, level + 1);
+	while (*p == '&' || *p == '*')
+		p++;
+	if (starts(p, "mut "))
+		p += 4;
+	if (starts(p, "const "))
+		p += 6;
+	return match_list(p, NULL, 0, lib_prefix, N(lib_prefix)) || is_entry(p);
+}
+
+static int is_library(const char *bare, int level)
+{
+	char x[NAME_MAX_LEN], t[NAME_MAX_LEN];
+	if (qualified_path(bare, x, t, sizeof x)) {
+		/* <X as T>::m: code of X's crate, or generic code of a
+		 * library trait; <X>::m: X's inherent methods. */
+		if (is_lib_path(x, level))
+			return 1;
+		/* A type of no crate (u8, [T], a generic parameter T):
+		 * library code unless it implements the user's trait. */
+		return builtin_type(x) && (!t[0] || is_lib_path(t, level));
+	}
+	return is_lib_path(bare, level);
+}
+
+static int user_rule(const struct frames_rules *r, const char *fn)
+{
+	if (!r)
+		return 0;
+	for (int i = 0; i < r->nuser; i++)
+		if (regexec(&r->user[i], fn, 0, NULL, 0) == 0)
+			return 1;
+	return 0;
+}
+
+/* 0: user code; 1: allocator entry point; 2: library code. */
+static int plumbing_tier(const struct frames_rules *r,
+			 const struct sym_frame *f)
 {
 	if (r && r->no_skip)
 		return 0;
 	const char *fn = f->function;
 	if (!fn)
 		return 0;
-	if (r)
-		for (int i = 0; i < r->nuser; i++)
-			if (regexec(&r->user[i], fn, 0, NULL, 0) == 0)
-				return 1;
-	for (size_t i = 0; i < sizeof plumbing_exact / sizeof *plumbing_exact; i++)
-		if (!strcmp(fn, plumbing_exact[i]))
-			return 1;
-	for (size_t i = 0; i < sizeof plumbing_prefix / sizeof *plumbing_prefix; i++)
-		if (!strncmp(fn, plumbing_prefix[i], strlen(plumbing_prefix[i])))
+	if (user_rule(r, fn))
+		return 2;
+	char bare[NAME_MAX_LEN];
+	bare_name(fn, bare, sizeof bare);
+	if (is_entry(bare))
+		return 1;
+	return is_library(bare, 0) ? 2 : 0;
+}
+
+int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f)
+{
+	return plumbing_tier(r, f) != 0;
+}
+
+/* ---- tier 3: Rust async noise ---- */
+
+/* Closure components in Rust names: legacy "{{closure}}", v0
+ * "{closure#0}", and the coroutine forms newer rustc may print. */
+static size_t closure_at(const char *p)
+{
+	static const char *const forms[] = {
+		"::{{closure}}", "::{closure#", "::{async_fn#",
+		"::{async_block#", "::{coroutine#",
+	};
+	for (size_t i = 0; i < N(forms); i++) {
+		if (!starts(p, forms[i]))
+			continue;
+		const char *e = strchr(p + 3, '}');
+		if (!e)
+			return 0;
+		if (i == 0)
+			e++;   /* the second brace of {{closure}} */
+		return (size_t)(e + 1 - p);
+	}
+	return 0;
+}
+
+const char *frames_fold_name(const struct sym_frame *f, char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return f->function ? f->function : "?";
+	char fb[128];
+	const char *name = frames_name(f, fb, sizeof fb);
+	size_t k = 0;
+	for (const char *p = name; *p && k + 1 < len;) {
+		size_t c = closure_at(p);
+		if (c) {
+			p += c;
+			continue;
+		}
+		buf[k++] = *p++;
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
+/* A poll wrapper: "<X as core::future::future::Future>::poll" (any X),
+ * or code inside one ("...::poll::{{closure}}", as ying drops "::poll::"
+ * lines). */
+static int poll_wrapper(const char *fn)
+{
+	static const char tail[] = " as core::future::future::Future>::poll";
+	if (!strstr(fn, "::poll"))
+		return 0;       /* the common case, without copying */
+	char bare[NAME_MAX_LEN];
+	bare_name(fn, bare, sizeof bare);
+	size_t n = strlen(bare), t = sizeof tail - 1;
+	if (bare[0] == '<' && n > t && !strcmp(bare + n - t, tail))
+		return 1;
+	for (const char *p = strstr(bare, "::poll::"); p;
+	     p = strstr(p + 1, "::poll::"))
+		if (closure_at(p + 6))
 			return 1;
 	return 0;
 }
+
+int frames_is_noise(const struct frames_rules *r, const struct stack_view *v,
+		    uint32_t i)
+{
+	if ((r && r->no_skip) || !v || i >= v->n || !v->f[i].function)
+		return 0;
+	const char *fn = v->f[i].function;
+	if (poll_wrapper(fn))
+		return 1;
+	if (!strstr(fn, "::{"))
+		return 0;       /* no closure component: the common case */
+	char me[NAME_MAX_LEN], next[NAME_MAX_LEN];
+	frames_fold_name(&v->f[i], me, sizeof me);
+	if (!strcmp(me, fn))
+		return 0;       /* no closure layer in this name */
+	/* A closure layer folds into the next outer frame that is not a poll
+	 * wrapper when, closures removed, both name the same function. */
+	for (uint32_t j = i + 1; j < v->n; j++) {
+		if (v->f[j].function && poll_wrapper(v->f[j].function))
+			continue;
+		frames_fold_name(&v->f[j], next, sizeof next);
+		return !strcmp(me, next);
+	}
+	return 0;
+}
+
+/* ---- views ---- */
 
 int frames_view(struct sym *s, const struct frames_rules *r,
 		const uint64_t *addrs, uint32_t depth, struct stack_view *v)
@@ -72,13 +418,29 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 	}
 	v->f = f;
 	v->n = n;
-	v->display = 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (!frames_is_plumbing(r, &f[i])) {
-			v->display = i;
-			break;
-		}
+	v->display = frames_display(r, v);
 	return 0;
+}
+
+uint32_t frames_display(const struct frames_rules *r,
+			const struct stack_view *v)
+{
+	/* The first frame that is user code; else (a stack entirely in the
+	 * standard library, e.g. its start-up) the first one past the
+	 * allocator's entry points; else the innermost. */
+	uint32_t past_entry = UINT32_MAX;
+	for (uint32_t i = 0; i < v->n; i++) {
+		int tier = plumbing_tier(r, &v->f[i]);
+		if (tier == 1)
+			continue;
+		if (frames_is_noise(r, v, i))
+			continue;
+		if (tier == 0)
+			return i;
+		if (past_entry == UINT32_MAX)
+			past_entry = i;
+	}
+	return past_entry != UINT32_MAX ? past_entry : 0;
 }
 
 void frames_view_free(struct stack_view *v)

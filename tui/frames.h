@@ -1,9 +1,24 @@
 /*
  * frames: a stack as people read it.  Expands each return address into its
  * inline chain (sym), and picks the display frame: the first frame that is
- * not allocator plumbing (malloc family, operator new, std::allocator,
- * Rust's alloc::, ...), with user rules added by --skip and all rules off
- * with --no-skip.
+ * neither allocator plumbing nor Rust async noise.
+ *
+ * Plumbing (frames_is_plumbing): the libc malloc family, operator new and
+ * new[], Rust's __rust_alloc/__rdl_alloc/__rg_alloc and alloc::alloc, and
+ * the standard libraries around them (C++ std:: and __gnu_cxx::, e.g.
+ * std::allocator, allocator_traits, std::vector's _M_realloc_insert,
+ * basic_string; Rust alloc::, core::, std::, hashbrown::, e.g. RawVec,
+ * Vec::push, Box::new), plus the user's --skip patterns (POSIX extended
+ * regexes, unanchored, matched against the function name as printed).
+ * --no-skip turns every rule off, the noise rule too.
+ *
+ * Noise (frames_is_noise): `<X as core::future::future::Future>::poll`
+ * wrappers, code inside them ("...::poll::{{closure}}"), and closure layers
+ * ("f::{{closure}}", v0 "f::{closure#0}") of the function that is also the
+ * next outer frame.  Writers of folded stacks drop noise frames and print
+ * the others with frames_fold_name (closure components removed), as ying
+ * does; the text and JSON reports keep every frame and only choose the
+ * display frame past the noise.
  */
 #ifndef YMTOP_FRAMES_H
 #define YMTOP_FRAMES_H
@@ -39,6 +54,27 @@ void frames_rules_free(struct frames_rules *r);
 
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
+
+/* Is v->f[i] Rust async noise under the rules (never with --no-skip)?
+ * Writers that fold stacks skip such frames:
+ *     for (uint32_t k = v.n; k-- > v.display;)
+ *             if (!frames_is_noise(r, &v, k))
+ *                     emit(frames_fold_name(&v.f[k], buf, sizeof buf));
+ * Cost: a few string scans of the frame's and the next frames' names. */
+int frames_is_noise(const struct frames_rules *r, const struct stack_view *v,
+		    uint32_t i);
+
+/* The name for folded stacks: frames_name without Rust closure
+ * components ("app::serve::{{closure}}" -> "app::serve").  Returns buf
+ * (when buf is NULL or len 0: the unfolded function name, or "?"). */
+const char *frames_fold_name(const struct sym_frame *f, char *buf, size_t len);
+
+/* The display frame of v under r (what frames_view puts in v->display):
+ * the first frame that is neither plumbing nor noise; for a stack that is
+ * all library code the first one past the allocator's entry points; else
+ * 0. */
+uint32_t frames_display(const struct frames_rules *r,
+			const struct stack_view *v);
 
 /* "function (file:line)" or the fallback "[module+0x...]" into buf. */
 const char *frames_label(const struct sym_frame *f, char *buf, size_t len);

@@ -589,6 +589,18 @@ const char *sym_module_warning(struct sym *s, uint32_t i)
 	return s->warn[i];
 }
 
+const char *sym_next_warning(struct sym *s, uint32_t *it)
+{
+	if (!s || !it || !s->warn)
+		return NULL;
+	while (*it < s->nwarn) {
+		const char *w = s->warn[(*it)++];
+		if (w)
+			return w;
+	}
+	return NULL;
+}
+
 static const struct sym_mod *find_module(const struct sym *s, uint64_t pc)
 {
 	uint32_t lo = 0, hi = s->nmods;

@@ -56,4 +56,12 @@ void sym_fallback(const struct sym_frame *f, char *buf, size_t len);
  * in the segment: returns a message or NULL. */
 const char *sym_module_warning(struct sym *s, uint32_t i);
 
+/* The warnings of the current module list one by one, for reports: start
+ * with *it = 0; NULL when there are no more.
+ *     for (uint32_t it = 0; (w = sym_next_warning(s, &it)) != NULL;)
+ *             fprintf(f, "warning: %s\n", w);
+ * A module whose file changed is never used for names: its frames read
+ * "[module+0x...]" and this says why. */
+const char *sym_next_warning(struct sym *s, uint32_t *it);
+
 #endif

@@ -431,8 +431,77 @@ static void test_build_id_mismatch(void **state)
 	for (uint32_t i = 0; i < g_nmods; i++)
 		if ((int)i != mi)
 			assert_null(sym_module_warning(s, i));
+	/* Reports list exactly this one (sym_next_warning). */
+	uint32_t it = 0;
+	assert_ptr_equal(sym_next_warning(s, &it), w);
+	assert_null(sym_next_warning(s, &it));
+	assert_null(sym_next_warning(s, &it));
+	assert_null(sym_next_warning(NULL, &it));
 	free(m);
 	sym_free(s);
+}
+
+static int run(const char *cmd)
+{
+	int rc = system(cmd);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Debug information in a separate file found by build-id, under the
+ * target's root (a container's /proc/PID/root): the executable without
+ * DWARF at <root>/bin/app, its DWARF at
+ * <root>/usr/lib/debug/.build-id/xx/yyyy.debug. */
+static void test_separate_debug_by_build_id(void **state)
+{
+	(void)state;
+	int (*volatile fp)(int) = sym_test_target;
+	uint64_t a = (uint64_t)(uintptr_t)fp;
+	int mi = module_index(a);
+	assert_true(mi >= 0);
+	const struct ym_module *me = &g_mods[mi];
+	if (me->build_id_len < 2 || run("command -v objcopy >/dev/null") != 0)
+		skip();
+	char root[] = "/tmp/ymtop-symtest.XXXXXX";
+	assert_non_null(mkdtemp(root));
+	char hex[2 * 32 + 1];
+	for (uint32_t i = 0; i < me->build_id_len && i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", me->build_id[i]);
+	char cmd[8192];
+	snprintf(cmd, sizeof cmd,
+		 "set -e; mkdir -p '%s/bin' '%s/usr/lib/debug/.build-id/%.2s'; "
+		 "strip -g -o '%s/bin/app' '%s'; "
+		 "objcopy --only-keep-debug '%s' "
+		 "'%s/usr/lib/debug/.build-id/%.2s/%s.debug'",
+		 root, root, hex, root, me->path, me->path, root, hex, hex + 2);
+	assert_int_equal(run(cmd), 0);
+
+	struct ym_module *m = malloc(g_nmods * sizeof *m);
+	assert_non_null(m);
+	memcpy(m, g_mods, g_nmods * sizeof *m);
+	snprintf(m[mi].path, sizeof m[mi].path, "/bin/app");
+	struct sym *s = sym_new(root);
+	assert_non_null(s);
+	sym_set_modules(s, m, g_nmods);
+	assert_null(sym_module_warning(s, (uint32_t)mi));
+	const struct sym_frame *f;
+	assert_int_equal(sym_resolve(s, a, 0, &f), 1);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "sym_test_target");
+	/* The line came from the debug file: the copy has no DWARF. */
+	assert_non_null(f[0].file);
+	assert_string_equal(base_name(f[0].file), "test_sym.c");
+	assert_true(f[0].line >= target_line && f[0].line <= target_line + 3);
+	assert_string_equal(f[0].module, "/bin/app");
+	/* And the inline chain too. */
+	uint64_t r = (uint64_t)(uintptr_t)sym_test_outer();
+	int n = sym_resolve(s, r, 1, &f);
+	assert_int_equal(n, 2);
+	assert_int_equal(f[0].inlined, 1);
+	assert_string_equal(f[1].function, "sym_test_outer");
+	sym_free(s);
+	free(m);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	assert_int_equal(run(cmd), 0);
 }
 
 static void test_cache_and_module_updates(void **state)
@@ -656,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_addresses),
 		cmocka_unit_test(test_bogus_modules),
 		cmocka_unit_test(test_build_id_mismatch),
+		cmocka_unit_test(test_separate_debug_by_build_id),
 		cmocka_unit_test(test_cache_and_module_updates),
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_demangle_through_resolve),
