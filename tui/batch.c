@@ -40,16 +40,17 @@ static void wait_interval(double secs, struct shm_reader *r, uint64_t start_tick
 	}
 }
 
-static int write_one(const struct options *o, struct model *m, struct sym *s,
-		     unsigned counter)
+static void write_one(const struct options *o, struct model *m, struct sym *s,
+		      unsigned counter)
 {
-	struct report_opts ro = { o->format, o->top, &o->rules };
+	struct report_opts ro = { o->format, o->top, &o->rules, o->weight };
 	if (!o->output) {
 		int rc = report_write(stdout, m, s, &ro);
 		fflush(stdout);
 		if (rc != 0 || ferror(stdout))
-			cli_die(1, "writing the report to standard output failed");
-		return 0;
+			cli_die(1, "writing the report to standard output failed: %s",
+				strerror(errno));
+		return;
 	}
 	char path[4096], err[512];
 	if (outfile_expand(o->output, (pid_t)m->snap.hdr.pid, m->snap.hdr.exe,
@@ -57,17 +58,19 @@ static int write_one(const struct options *o, struct model *m, struct sym *s,
 			   sizeof path) != 0)
 		cli_die(2, "bad -o pattern '%s' (placeholders: %%p %%e %%t %%n %%%%)",
 		    o->output);
-	struct outfile of;
-	if (outfile_begin(&of, path, err, sizeof err) != 0)
-		cli_die(1, "%s", err);
-	if (report_write(of.f, m, s, &ro) != 0) {
-		outfile_abort(&of);
-		cli_die(1, "writing %s failed: %s", path, strerror(errno));
-	}
-	if (outfile_commit(&of, err, sizeof err) != 0)
+	if (report_save(path, m, s, &ro, err, sizeof err) != 0)
 		cli_die(1, "%s", err);
 	fprintf(stderr, "ymtop: wrote %s\n", path);
-	return 0;
+}
+
+/* --on-change: has the retained estimate moved by at least pct percent of
+ * its value at the last report written?  From nothing, any growth counts. */
+static int changed(double last, double now, double pct)
+{
+	double d = now > last ? now - last : last - now;
+	if (last <= 0)
+		return now > 0 || pct <= 0;
+	return d * 100.0 >= pct * last;
 }
 
 int batch_run(const struct options *o, pid_t pid)
@@ -82,6 +85,10 @@ int batch_run(const struct options *o, pid_t pid)
 	model_init(&m);
 	uint32_t known_modules = UINT32_MAX;
 	long limit = o->iterations < 0 ? (o->batch ? 0 : 1) : o->iterations;
+	/* iter counts snapshots (-n); written counts reports (%n), which
+	 * differ with --on-change. */
+	unsigned written = 0;
+	double last_retained = 0;
 	for (unsigned iter = 1;; iter++) {
 		struct shm_snapshot snap;
 		if (shm_snapshot_take(&r, &snap, err, sizeof err) != 0)
@@ -92,8 +99,15 @@ int batch_run(const struct options *o, pid_t pid)
 			sym_set_modules(s, m.snap.modules, m.snap.nmodules);
 			known_modules = m.snap.nmodules;
 		}
-		write_one(o, &m, s, iter);
-		if ((limit && (long)iter >= limit) || !m.alive || cli_stop)
+		int last = (limit && (long)iter >= limit) || !m.alive || cli_stop;
+		/* The first report, the final one (the target exited), and
+		 * with --on-change those in between that moved enough. */
+		if (o->on_change < 0 || written == 0 || !m.alive ||
+		    changed(last_retained, m.retained_bytes, o->on_change)) {
+			write_one(o, &m, s, ++written);
+			last_retained = m.retained_bytes;
+		}
+		if (last)
 			break;
 		wait_interval(o->interval, &r, m.snap.hdr.start_ticks);
 		if (cli_stop)

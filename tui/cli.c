@@ -46,11 +46,15 @@ static void help(void)
 "  -d, --delay SECS       screen refresh (default 1)\n"
 "  -b, --batch            write reports instead of the live screen\n"
 "  -i, --interval SECS    seconds between batch reports (default: the delay)\n"
-"  -n, --iterations N     number of reports, 0 = until the process exits\n"
-"  -f, --format FORMAT    text or json (default text)\n"
+"  -n, --iterations N     snapshots (reports) to take, 0 = until the process exits\n"
+"  -f, --format FORMAT    text (default), json, folded, pprof, sqlite or svg\n"
 "  -o, --output PATH      write reports to PATH (%%p pid, %%e executable,\n"
-"                         %%t unix time, %%n counter); default standard output\n"
+"                         %%t unix time, %%n counter); default standard output;\n"
+"                         required for pprof, sqlite and svg\n"
 "      --top N            stacks in a text report (default 20)\n"
+"      --weight WHAT      folded and svg: retained (default), allocated, objects\n"
+"      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
+"                         since the last report written\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
 "      --no-skip          show every frame as it is\n"
 "  -V, --version          print the version\n"
@@ -89,7 +93,20 @@ static double parse_secs(const char *s, const char *what)
 	return v;
 }
 
-enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP };
+/* A percentage: a number from 0 to 1000000, with an optional '%'. */
+static double parse_percent(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (*end == '%')
+		end++;
+	if (!*s || *end || errno || !isfinite(v) || v < 0 || v > 1e6)
+		usage_error("--on-change must be a percentage from 0 to 1000000, not '%s'", s);
+	return v;
+}
+
+enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE };
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -104,6 +121,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "top", required_argument, NULL, OPT_TOP },
 		{ "skip", required_argument, NULL, OPT_SKIP },
 		{ "no-skip", no_argument, NULL, OPT_NO_SKIP },
+		{ "weight", required_argument, NULL, OPT_WEIGHT },
+		{ "on-change", required_argument, NULL, OPT_ON_CHANGE },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -112,6 +131,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 	o->delay = 1.0;
 	o->top = 20;
 	o->iterations = -1;
+	o->on_change = -1;
+	int weight_set = 0;
 	opterr = 0;
 	int c;
 	char err[256];
@@ -135,7 +156,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case 'f':
 			if (report_format_parse(optarg, &o->format) != 0)
-				usage_error("unknown format '%s' (see ymtop --help)", optarg);
+				usage_error("unknown format '%s': use text, json, folded, pprof, sqlite or svg",
+					    optarg);
 			o->format_set = 1;
 			break;
 		case 'o':
@@ -152,6 +174,15 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_NO_SKIP:
 			o->rules.no_skip = 1;
+			break;
+		case OPT_WEIGHT:
+			if (report_weight_parse(optarg, &o->weight) != 0)
+				usage_error("--weight must be retained, allocated or objects, not '%s'",
+					    optarg);
+			weight_set = 1;
+			break;
+		case OPT_ON_CHANGE:
+			o->on_change = parse_percent(optarg);
 			break;
 		case 'V':
 			printf("ymtop %s\n", YM_VERSION);
@@ -170,6 +201,17 @@ void cli_parse(int argc, char **argv, struct options *o)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->interval_set)
 		o->interval = o->delay;
+	if (report_format_needs_file(o->format) && !o->output)
+		usage_error("-f %s writes a file: give its name with -o PATH",
+			    report_format_name(o->format));
+	/* (The live screen's flame-graph keys may use --weight whatever -f
+	 * says; a batch run has only -f.) */
+	if (weight_set && o->batch && o->format != REPORT_FOLDED &&
+	    o->format != REPORT_SVG)
+		usage_error("--weight applies to -f folded and -f svg, not -f %s",
+			    report_format_name(o->format));
+	if (o->on_change >= 0 && !o->batch)
+		usage_error("--on-change needs batch mode (-b)%s", "");
 }
 
 void cli_free(struct options *o)

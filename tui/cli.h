@@ -23,6 +23,8 @@ struct options {
 	int      top;            /* --top */
 	int      format_set;
 	enum report_format format;
+	enum report_weight weight; /* --weight: folded and svg */
+	double   on_change;      /* --on-change PCT; < 0 when not given */
 	const char *output;      /* -o pattern, or NULL */
 	struct frames_rules rules;
 };

@@ -94,3 +94,60 @@ void fmt_json_string(FILE *f, const char *s)
 	}
 	fputc('"', f);
 }
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 (also for
+ * overlong forms, surrogates and code points above U+10FFFF). */
+static int utf8_len(const unsigned char *p)
+{
+	unsigned c = p[0];
+	int n;
+	unsigned min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2; min = 0x80; c &= 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3; min = 0x800; c &= 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4; min = 0x10000; c &= 0x07;
+	} else {
+		return 0;
+	}
+	for (int i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (p[i] & 0x3f);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void fmt_xml_string(FILE *f, const char *s)
+{
+	if (!s)
+		return;
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		switch (*p) {
+		case '&':  fputs("&amp;", f); p++; continue;
+		case '<':  fputs("&lt;", f); p++; continue;
+		case '>':  fputs("&gt;", f); p++; continue;
+		case '"':  fputs("&quot;", f); p++; continue;
+		case '\'':  fputs("&apos;", f); p++; continue;
+		default: break;
+		}
+		if (*p < 0x20 || *p == 0x7f) {
+			fputc('?', f);
+			p++;
+			continue;
+		}
+		int n = utf8_len(p);
+		if (n == 0) {
+			fputc('?', f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
+	}
+}

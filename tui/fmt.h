@@ -1,6 +1,6 @@
 /*
  * fmt: numbers as people read them (sizes in KiB/MiB, durations, rates),
- * and JSON string escaping.  Pure functions into caller buffers.
+ * and JSON and XML string escaping.  Pure functions into caller buffers.
  */
 #ifndef YMTOP_FMT_H
 #define YMTOP_FMT_H
@@ -17,6 +17,10 @@ const char *fmt_sbytes(double bytes, char *buf, size_t len);
 const char *fmt_count(double n, char *buf, size_t len);
 /* "850ns", "12.5ms", "3.2s", "4m12s", "2h05m", "3d04h". */
 const char *fmt_duration(double seconds, char *buf, size_t len);
+/* Text for XML content or a quoted attribute: &<>"' escaped, control
+ * characters and bytes that are not valid UTF-8 replaced by '?'.  NULL
+ * prints nothing. */
+void fmt_xml_string(FILE *f, const char *s);
 /* A JSON string literal, quotes included; NULL prints null. */
 void fmt_json_string(FILE *f, const char *s);
 

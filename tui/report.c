@@ -1,19 +1,121 @@
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fmt.h"
+#include "folded.h"
+#include "outfile.h"
+#include "pprof.h"
 #include "report.h"
+#include "sqlout.h"
+#include "svg.h"
+
+static const struct {
+	const char *name, *ext;
+	int needs_file;
+} formats[REPORT_NFORMATS] = {
+	[REPORT_TEXT]   = { "text", "txt", 0 },
+	[REPORT_JSON]   = { "json", "json", 0 },
+	[REPORT_FOLDED] = { "folded", "folded", 0 },
+	[REPORT_PPROF]  = { "pprof", "pb.gz", 1 },
+	[REPORT_SQLITE] = { "sqlite", "db", 1 },
+	[REPORT_SVG]    = { "svg", "svg", 1 },
+};
 
 int report_format_parse(const char *s, enum report_format *out)
 {
-	if (!strcmp(s, "text"))
-		*out = REPORT_TEXT;
-	else if (!strcmp(s, "json"))
-		*out = REPORT_JSON;
-	else
-		return -1;
-	return 0;
+	for (int i = 0; i < REPORT_NFORMATS; i++)
+		if (!strcmp(s, formats[i].name)) {
+			*out = (enum report_format)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *report_format_name(enum report_format f)
+{
+	return (unsigned)f < REPORT_NFORMATS ? formats[f].name : "?";
+}
+
+const char *report_format_ext(enum report_format f)
+{
+	return (unsigned)f < REPORT_NFORMATS ? formats[f].ext : "out";
+}
+
+int report_format_needs_file(enum report_format f)
+{
+	return (unsigned)f < REPORT_NFORMATS && formats[f].needs_file;
+}
+
+static const char *const weights[] = {
+	[WEIGHT_RETAINED] = "retained", [WEIGHT_ALLOCATED] = "allocated",
+	[WEIGHT_OBJECTS] = "objects",
+};
+
+int report_weight_parse(const char *s, enum report_weight *out)
+{
+	for (size_t i = 0; i < sizeof weights / sizeof *weights; i++)
+		if (!strcmp(s, weights[i])) {
+			*out = (enum report_weight)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *report_weight_name(enum report_weight w)
+{
+	switch (w) {
+	case WEIGHT_ALLOCATED: return "allocated bytes";
+	case WEIGHT_OBJECTS:   return "live objects";
+	default:               return "retained bytes";
+	}
+}
+
+double report_weight_value(const struct model_stack *s, enum report_weight w)
+{
+	double v;
+	switch (w) {
+	case WEIGHT_ALLOCATED: v = s->alloc_bytes; break;
+	case WEIGHT_OBJECTS:   v = s->retained_objects; break;
+	default:               v = s->retained_bytes; break;
+	}
+	return v > 0 ? v : 0;
+}
+
+double report_weight_total(const struct model *m, enum report_weight w)
+{
+	double t = 0;
+	for (uint32_t i = 0; i < m->nstacks; i++)
+		if (m->stacks[i].alloc_samples)
+			t += report_weight_value(&m->stacks[i], w);
+	return t;
+}
+
+static int by_retained(const void *a, const void *b, void *arg)
+{
+	const struct model *m = arg;
+	const struct model_stack *x = &m->stacks[*(const uint32_t *)a];
+	const struct model_stack *y = &m->stacks[*(const uint32_t *)b];
+	if (x->retained_bytes != y->retained_bytes)
+		return x->retained_bytes < y->retained_bytes ? 1 : -1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+uint32_t *report_order(const struct model *m, uint32_t *n)
+{
+	uint32_t *o = malloc(((size_t)m->nstacks + 1) * sizeof *o), k = 0;
+	if (!o)
+		return NULL;
+	for (uint32_t i = 0; i < m->nstacks; i++)
+		if (m->stacks[i].alloc_samples)
+			o[k++] = i;
+	qsort_r(o, k, sizeof *o, by_retained, (void *)(uintptr_t)m);
+	*n = k;
+	return o;
 }
 
 static double alarm_unix_time(const struct model *m, const struct ym_alarm *a)
@@ -59,6 +161,64 @@ static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
 	frames_view_free(&v);
 }
 
+static const char *const life_label[YM_LIFE_BUCKETS] = {
+	"< 1us", "< 10us", "< 100us", "< 1ms", "< 10ms", "< 100ms", "< 1s",
+	"< 10s", "< 100s", "< 1000s", "< 1h", ">= 1h",
+};
+
+/* Freed samples by lifetime, with a bar, for the buckets in use. */
+static void text_lifetimes(FILE *f, const struct model *m)
+{
+	double total = 0, most = 0;
+	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
+		total += m->life[b].bytes;
+		if (m->life[b].bytes > most)
+			most = m->life[b].bytes;
+	}
+	fprintf(f, "\nLifetimes of freed allocations (estimated):\n");
+	if (total <= 0) {
+		fprintf(f, "  (nothing sampled has been freed)\n");
+		return;
+	}
+	char a[32], c[32];
+	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
+		if (m->life[b].objects <= 0 && m->life[b].bytes <= 0)
+			continue;
+		int bar = most > 0 ? (int)lround(30.0 * m->life[b].bytes / most) : 0;
+		fprintf(f, "  %-8s %10s objects %10s %5.1f%% %.*s\n", life_label[b],
+			fmt_count(m->life[b].objects, c, sizeof c),
+			fmt_bytes(m->life[b].bytes, a, sizeof a),
+			100.0 * m->life[b].bytes / total, bar,
+			"##############################");
+	}
+}
+
+static void text_threads(FILE *f, const struct model *m)
+{
+	char a[32], b[32], name[64];
+	int first = 1;
+	for (uint32_t i = 0; i < m->snap.nthreads; i++) {
+		const struct ym_thread *th = &m->snap.threads[i];
+		if (th->state == YM_THREAD_FREE ||
+		    (th->state == YM_THREAD_SHARED && th->t.alloc_objects == 0 &&
+		     th->t.free_objects == 0))
+			continue;
+		if (first)
+			fprintf(f, "\nThreads (exact):\n  %8s %-16s %-7s %12s %12s %12s\n",
+				"TID", "NAME", "STATE", "ALLOCATED", "FREED", "CALLS");
+		first = 0;
+		const char *nm = th->state == YM_THREAD_SHARED ? "(shared)" :
+				 thread_name(m, th, name, sizeof name);
+		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
+			*nm ? nm : "-",
+			th->state == YM_THREAD_LIVE ? "live" :
+			th->state == YM_THREAD_EXITED ? "exited" : "shared",
+			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
+			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
+			(unsigned long long)th->t.alloc_objects);
+	}
+}
+
 static int write_text(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
@@ -99,12 +259,21 @@ static int write_text(FILE *f, struct model *m, struct sym *s,
 	if (h->alarms_written)
 		fprintf(f, "giant allocations: %llu (see below)\n",
 			(unsigned long long)h->alarms_written);
+	/* Symbolization (issue 3): files changed since the process loaded them. */
+	for (uint32_t it = 0; sym_next_warning(s, &it) != NULL;)
+		fprintf(f, "warning: %s\n", sym_module_warning(s, it - 1));
 
 	int top = o->top > 0 ? o->top : 20;
+	uint32_t norder;
+	uint32_t *order = report_order(m, &norder);
+	if (!order) {
+		errno = ENOMEM;
+		return -1;
+	}
 	fprintf(f, "\nTop %d stacks by retained bytes:\n", top);
 	int shown = 0;
-	for (uint32_t k = 0; k < m->norder && shown < top; k++) {
-		const struct model_stack *st = &m->stacks[m->order[k]];
+	for (uint32_t k = 0; k < norder && shown < top; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
 		if (st->retained_bytes <= 0 && shown > 0)
 			break;
 		double pct = m->retained_bytes > 0 ?
@@ -118,6 +287,10 @@ static int write_text(FILE *f, struct model *m, struct sym *s,
 	}
 	if (shown == 0)
 		fprintf(f, "  (no samples yet)\n");
+	free(order);
+
+	text_lifetimes(f, m);
+	text_threads(f, m);
 
 	uint32_t na = m->snap.nalarms;
 	if (na) {
@@ -157,9 +330,12 @@ static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
 			fprintf(f, ",\"line\":%d,\"inlined\":%s}", x->line,
 				x->inlined ? "true" : "false");
 		}
+		/* Display frame (issue 3): index into frames, after them. */
+		fprintf(f, "],\"display_frame\":%u", v.n ? v.display : 0);
 		frames_view_free(&v);
+		return;
 	}
-	fputc(']', f);
+	fputs("],\"display_frame\":null", f);
 }
 
 static int write_json(FILE *f, struct model *m, struct sym *s,
@@ -192,9 +368,20 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)h->drop_stacks, (unsigned long long)h->drop_live,
 		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads);
 
+	uint32_t norder;
+	uint32_t *order = report_order(m, &norder);
+	if (!order) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* Symbolization warnings (issue 3): files changed since loaded. */
+	fputs("\"warnings\":[", f);
+	for (uint32_t it = 0, k = 0; sym_next_warning(s, &it) != NULL; k++)
+		fputs(k ? "," : "", f), fmt_json_string(f, sym_module_warning(s, it - 1));
+	fputs("],", f);
 	fputs("\"stacks\":[", f);
-	for (uint32_t k = 0; k < m->norder; k++) {
-		const struct model_stack *st = &m->stacks[m->order[k]];
+	for (uint32_t k = 0; k < norder; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
 		fprintf(f, "%s{\"id\":%u,\"retained_bytes\":%.0f,\"retained_objects\":%.0f,"
 			"\"allocated_bytes\":%.0f,\"allocated_objects\":%.0f,"
 			"\"samples\":%llu,\"live_samples\":%u,\"frames\":",
@@ -204,6 +391,7 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);
 	}
+	free(order);
 	fputs("],\"lifetimes\":[", f);
 	static const uint64_t upto[YM_LIFE_BUCKETS] = YM_LIFE_UPTO_NS_INIT;
 	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
@@ -255,7 +443,56 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 int report_write(FILE *f, struct model *m, struct sym *s,
 		 const struct report_opts *o)
 {
-	if (o->format == REPORT_JSON)
-		return write_json(f, m, s, o);
-	return write_text(f, m, s, o);
+	switch (o->format) {
+	case REPORT_TEXT:   return write_text(f, m, s, o);
+	case REPORT_JSON:   return write_json(f, m, s, o);
+	case REPORT_FOLDED: return folded_write(f, m, s, o);
+	case REPORT_PPROF:  return pprof_write(f, m, s, o);
+	case REPORT_SVG:    return svg_write(f, m, s, o);
+	default:
+		errno = EINVAL;
+		return -1;
+	}
+}
+
+/* sqlite writes through its own file handle: the database is built in
+ * the temporary file outfile created (empty, which SQLite takes for a new
+ * database), then synced and linked like any report. */
+static int save_sqlite(struct outfile *of, struct model *m, struct sym *s,
+		       const struct report_opts *o, char *err, size_t errlen)
+{
+	fclose(of->f);
+	of->f = NULL;
+	if (sqlout_write(of->tmp, m, s, o, err, errlen) != 0) {
+		outfile_abort(of);
+		return -1;
+	}
+	int fd = open(of->tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	of->f = fd >= 0 ? fdopen(fd, "r+") : NULL;
+	if (!of->f) {
+		snprintf(err, errlen, "cannot write %s: %s", of->path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		outfile_abort(of);
+		return -1;
+	}
+	return 0;
+}
+
+int report_save(const char *path, struct model *m, struct sym *s,
+		const struct report_opts *o, char *err, size_t errlen)
+{
+	struct outfile of;
+	if (outfile_begin(&of, path, err, errlen) != 0)
+		return -1;
+	if (o->format == REPORT_SQLITE) {
+		if (save_sqlite(&of, m, s, o, err, errlen) != 0)
+			return -1;
+	} else if (report_write(of.f, m, s, o) != 0) {
+		int e = errno;
+		outfile_abort(&of);
+		snprintf(err, errlen, "writing %s failed: %s", path, strerror(e));
+		return -1;
+	}
+	return outfile_commit(&of, err, errlen);
 }

@@ -35,12 +35,17 @@ def test_unknown_pid_exit_1():
     one_line_error(ymtop("-b", "-p", pid, check=False), 1)
 
 
-def test_process_without_agent_exit_1():
+def test_process_without_agent_and_no_agent_file_exit_1():
+    # Without a segment ymtop injects the agent (test_inject.py); when the
+    # agent file is missing it says so and leaves the target alone.
     p = subprocess.Popen(["sleep", "30"])
     try:
-        r = ymtop("-b", "-p", p.pid, check=False)
+        r = ymtop("-b", "-p", p.pid, check=False,
+                  env=dict(os.environ, YM_AGENT="/nonexistent/libymagent.so"))
         one_line_error(r, 1)
-        assert "LD_PRELOAD=" in r.stderr
+        assert "/nonexistent/libymagent.so" in r.stderr, r.stderr
+        assert p.poll() is None
+        assert not os.path.exists("/dev/shm/ymtop-%d" % p.pid)
     finally:
         p.kill()
         p.wait()

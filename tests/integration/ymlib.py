@@ -65,9 +65,9 @@ class Target:
             self.p.wait()
 
 
-def ymtop(*args, check=True, timeout=60):
+def ymtop(*args, check=True, timeout=60, env=None):
     r = subprocess.run([YMTOP] + [str(a) for a in args], capture_output=True,
-                       text=True, timeout=timeout)
+                       text=True, timeout=timeout, env=env)
     if check and r.returncode != 0:
         raise AssertionError("ymtop %s failed (%d): %s" %
                              (" ".join(map(str, args)), r.returncode, r.stderr))

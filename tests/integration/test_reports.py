@@ -1,0 +1,496 @@
+"""Every report format, read back by the tools its users have: go tool
+pprof, sqlite3 (running the man page's own example queries), an XML parser
+(and a headless browser when there is one), and ymtop's own JSON for the
+folded round trip.  Batch scheduling: -i/-n files, --on-change."""
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ymlib import BUILD, YMTOP, Target, run_tests, ymtop  # noqa: E402
+
+PROG = os.path.join(BUILD, "progs", "reports_prog")
+MAN = os.path.join(os.path.dirname(__file__), "..", "..", "man", "ymtop.1")
+RATE = "65536"
+KiB = 1024
+MiB = 1024 * 1024
+
+
+def start(**env):
+    e = {"YM_SAMPLE_RATE": RATE}
+    e.update(env)
+    return Target([PROG], env=e)
+
+
+class Dir:
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="ymtop-reports-")
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def one_line_error(r, code):
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert r.stderr.startswith("ymtop: "), r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+
+
+# ---- a little protobuf reader, to check what go tool pprof forgives ----
+
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def fields(b):
+    """[(field, value)] of one message; value is int or bytes."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = varint(b, i)
+        f, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = varint(b, i)
+        elif wire == 2:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise AssertionError("unexpected wire type %d" % wire)
+        out.append((f, v))
+    return out
+
+
+def packed(b):
+    vals, i = [], 0
+    while i < len(b):
+        v, i = varint(b, i)
+        vals.append(v)
+    return vals
+
+
+# ---- pprof ----
+
+def go_pprof(*args):
+    env = dict(os.environ)
+    env.setdefault("HOME", tempfile.gettempdir())
+    env["PPROF_TMPDIR"] = tempfile.gettempdir()
+    r = subprocess.run(["go", "tool", "pprof"] + list(args),
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_pprof_read_by_go_tool_pprof():
+    with Dir() as d:
+        t = start()
+        try:
+            path = os.path.join(d, "heap-%p.pb.gz")
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "pprof", "-o", path)
+            path = path.replace("%p", str(t.pid))
+        finally:
+            t.finish()
+        raw = gzip.open(path).read()          # gzip, or this raises
+        top = dict()
+        for f, v in fields(raw):
+            top.setdefault(f, []).append(v)
+        strings = [s.decode() for s in top[6]]
+        assert strings[0] == "", strings[:3]
+        types = [(strings[dict(fields(v))[1]], strings[dict(fields(v))[2]])
+                 for v in top[1]]
+        assert types == [("alloc_objects", "count"), ("alloc_space", "bytes"),
+                         ("inuse_objects", "count"),
+                         ("inuse_space", "bytes")], types
+        assert top[12] == [int(RATE)], top.get(12)
+        period = dict(fields(top[11][0]))
+        assert (strings[period[1]], strings[period[2]]) == ("space", "bytes")
+        maps = [dict(fields(v)) for v in top[3]]
+        exe = [m for m in maps if strings[m[5]] == PROG]
+        assert exe, [strings[m[5]] for m in maps]
+        assert re.fullmatch(r"[0-9a-f]{40}", strings[exe[0][6]]), \
+            strings[exe[0][6]]
+        # Values are the unbiased estimates: inuse_space adds up to what
+        # the program holds (36 MiB) within sampling error.
+        inuse = sum(packed(dict(fields(s))[2])[3] for s in top[2])
+        assert 30 * MiB < inuse < 42 * MiB, inuse
+
+        if shutil.which("go") is None:
+            print("skip: go is not installed: go tool pprof not run")
+            return
+        out = go_pprof("-top", "-sample_index=inuse_space", path)
+        assert "Type: inuse_space" in out, out
+        for name in ("hold_base", "hold_pages", "fill_blocks"):
+            assert re.search(r"\s%s( \(inline\))?\s*$" % name, out, re.M), \
+                (name, out)
+        assert re.search(r"\sfill_blocks \(inline\)\s*$", out, re.M), out
+        out = go_pprof("-raw", path)
+        assert "alloc_objects/count alloc_space/bytes inuse_objects/count " \
+            "inuse_space/bytes" in out, out
+        # The inlined frame and its caller share one location: two lines.
+        m = re.search(r"^\s+\d+: 0x[0-9a-f]+ M=\d+ fill_blocks \S+:\d+ s=0\n"
+                      r"\s+hold_base \S+:\d+ s=0$", out, re.M)
+        assert m, out
+        out = go_pprof("-traces", "-sample_index=alloc_space", path)
+        assert re.search(r"fill_blocks \(inline\)\n\s+hold_base", out), out
+
+
+# ---- sqlite ----
+
+def man_queries():
+    text = open(MAN).read()
+    block = text.split("sql-examples", 1)[1]
+    block = block.split(".EX\n", 1)[1].split(".EE", 1)[0]
+    queries = [q.strip() for q in block.split(";") if q.strip()]
+    assert len(queries) == 3, queries
+    return queries
+
+
+def sql(db, query):
+    r = subprocess.run(["sqlite3", "-separator", "|", db, query],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and not r.stderr, (query, r.stderr)
+    return [line.split("|") for line in r.stdout.splitlines()]
+
+
+def test_sqlite_answers_the_man_page_queries():
+    largest, long_lived, avg_size = man_queries()
+    with Dir() as d:
+        db = os.path.join(d, "heap.db")
+        t = start()
+        try:
+            time.sleep(1.5)           # base and pages are now over 1 s old
+            t.p.stdin.write("jump\n")
+            t.p.stdin.flush()
+            t.wait_for("jumped")
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "sqlite", "-o", db)
+        finally:
+            t.finish()
+        rows = sql(db, largest)
+        # (A site is its display frame: hold_base's allocations are made
+        # by fill_blocks, inlined into it.)
+        assert [r[0] for r in rows[:3]] == ["jump_site", "fill_blocks",
+                                             "hold_pages"], rows
+        assert abs(float(rows[0][1]) - 64 * MiB) < 0.15 * 64 * MiB, rows
+        # An hour is long for a test: the same query with one second.
+        assert "3600e9" in long_lived
+        rows = sql(db, long_lived.replace("3600e9", "1e9"))
+        names = [r[0] for r in rows]
+        assert "fill_blocks" in names and "hold_pages" in names, rows
+        assert "jump_site" not in names, rows
+        rows = {r[0]: float(r[1]) for r in sql(db, avg_size)}
+        assert abs(rows["jump_site"] - 4 * MiB) < 4 * KiB, rows
+        assert abs(rows["fill_blocks"] - 32 * KiB) < 32, rows
+        assert abs(rows["hold_pages"] - 4 * KiB) < 4, rows
+        # The rest of the schema, joined the obvious ways.
+        meta = sql(db, "SELECT pid, sample_rate, state FROM meta")
+        assert meta == [[str(t.pid), RATE, "sampling"]], meta
+        inl = sql(db, "SELECT f.function, f.inlined, n.function FROM frames f "
+                  "JOIN frames n ON n.stack = f.stack AND "
+                  "n.position = f.position + 1 WHERE f.function = 'fill_blocks'")
+        assert inl and all(r[1:] == ["1", "hold_base"] for r in inl), inl
+        n = sql(db, "SELECT count(*), count(DISTINCT stack) FROM allocations "
+                "WHERE stack IN (SELECT id FROM stacks WHERE function = 'jump_site')")
+        assert int(n[0][0]) == 16 and n[0][1] == "1", n
+        assert sql(db, "SELECT count(*) FROM threads WHERE tid = %d" % t.pid) \
+            == [["1"]]
+        idx = sql(db, "SELECT name FROM sqlite_master WHERE type = 'index'")
+        assert len(idx) >= 4, idx
+        assert sorted(os.listdir(d)) == ["heap.db"], os.listdir(d)
+
+
+# ---- folded, json, svg ----
+
+def test_folded_round_trips_to_json_totals():
+    t = start()
+    try:
+        rep = json.loads(ymtop("-b", "-n", "1", "-p", t.pid, "-f", "json").stdout)
+        out = {}
+        for w in ("retained", "allocated", "objects"):
+            out[w] = ymtop("-b", "-n", "1", "-p", t.pid, "-f", "folded",
+                           "--weight", w).stdout
+        default = ymtop("-b", "-n", "1", "-p", t.pid, "-f", "folded").stdout
+    finally:
+        t.finish()
+    assert default == out["retained"]
+    truth = {
+        "retained": rep["totals"]["retained_bytes"],
+        "allocated": sum(s["allocated_bytes"] for s in rep["stacks"]),
+        "objects": rep["totals"]["retained_objects"],
+    }
+    for w, text in out.items():
+        lines = text.splitlines()
+        total = 0
+        for line in lines:
+            path, value = line.rsplit(" ", 1)
+            assert path and int(value) > 0, line
+            total += int(value)
+        assert abs(total - truth[w]) <= len(lines) + 1, (w, total, truth[w])
+    base = [l for l in out["retained"].splitlines()
+            if ";hold_base;fill_blocks_[i] " in l]
+    assert base and base[0].startswith("_start;"), out["retained"]
+    assert int(base[0].rsplit(" ", 1)[1]) > 28 * MiB, base
+
+
+def test_svg_is_valid_xml_with_the_sites():
+    with Dir() as d:
+        path = os.path.join(d, "flame.svg")
+        t = start()
+        try:
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "svg", "-o", path)
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "svg", "--weight",
+                  "objects", "-o", os.path.join(d, "objects.svg"))
+        finally:
+            t.finish()
+        ns = "{http://www.w3.org/2000/svg}"
+        for p in (path, os.path.join(d, "objects.svg")):
+            root = ET.parse(p).getroot()
+            assert root.tag == ns + "svg"
+            titles = [e.text for e in root.iter(ns + "title")]
+            for name in ("hold_base", "hold_pages", "fill_blocks [inlined]",
+                         "main"):
+                assert any(x.startswith(name + " (") for x in titles), \
+                    (name, titles)
+            assert root.find(ns + "script") is not None
+            boxes = [g for g in root.iter(ns + "g") if g.get("class") == "f"]
+            assert len(boxes) == len(titles) and all(
+                g.find(ns + "rect") is not None for g in boxes)
+        click_to_zoom(path, d)
+        screenshot(path, d)
+
+
+NODE_HARNESS = r"""
+// A DOM just big enough for the flame graph's script: the <g class="f">
+// boxes with their rect, text and title, the reset button and details.
+const fs = require('fs');
+const data = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+function el(attrs) {
+  return { a: Object.assign({}, attrs), style: {}, textContent: '', on: {},
+    getAttribute(k) { return this.a[k] === undefined ? null : String(this.a[k]); },
+    setAttribute(k, v) { this.a[k] = v; },
+    addEventListener(k, f) { this.on[k] = f; } };
+}
+const boxes = data.boxes.map(b => {
+  const g = el(b.g), r = el(b.rect), t = el(b.text), ti = el({});
+  ti.textContent = b.title;
+  g.getElementsByTagName = n => [n === 'rect' ? r : n === 'text' ? t : ti];
+  return g;
+});
+const ids = { reset: el({}), details: el({}) };
+global.document = { getElementsByClassName: () => boxes,
+                    getElementById: k => ids[k] };
+let onload = null;
+global.window = { addEventListener: (k, f) => { onload = f; } };
+eval(data.script);
+onload();
+const target = boxes[data.target];
+target.on.click.call(target, { stopPropagation() {} });
+target.on.mouseover.call(target);
+const out = boxes.map(g => ({ hidden: g.style.display === 'none',
+  x: +g.getElementsByTagName('rect')[0].a.x,
+  w: +g.getElementsByTagName('rect')[0].a.width,
+  label: g.getElementsByTagName('text')[0].textContent }));
+console.log(JSON.stringify({ boxes: out, reset: ids.reset.style.display,
+                             details: ids.details.textContent }));
+ids.reset.on.click();
+console.log(JSON.stringify({ reset: ids.reset.style.display,
+  hidden: boxes.filter(g => g.style.display === 'none').length }));
+"""
+
+
+def click_to_zoom(svg, d):
+    """Runs the SVG's own script under Node with a small DOM: a click on
+    hold_base gives it the full width and hides what is not above it."""
+    if shutil.which("node") is None:
+        print("skip: no node, the zoom script was not run")
+        return
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.parse(svg).getroot()
+    boxes = []
+    for g in root.iter(ns + "g"):
+        if g.get("class") != "f":
+            continue
+        boxes.append({"g": dict(g.attrib), "rect": dict(g.find(ns + "rect").attrib),
+                      "text": dict(g.find(ns + "text").attrib),
+                      "title": g.find(ns + "title").text})
+    target = [i for i, b in enumerate(boxes) if b["g"]["data-n"] == "hold_base"]
+    assert len(target) == 1, target
+    js = os.path.join(d, "harness.js")
+    open(js, "w").write(NODE_HARNESS)
+    data = os.path.join(d, "boxes.json")
+    json.dump({"boxes": boxes, "script": root.find(ns + "script").text,
+               "target": target[0]}, open(data, "w"))
+    r = subprocess.run(["node", js, data], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    zoomed, after = [json.loads(l) for l in r.stdout.splitlines()]
+    res = zoomed["boxes"]
+    t = res[target[0]]
+    assert not t["hidden"] and t["x"] == 10 and t["w"] > 1170, t
+    assert t["label"] == "hold_base", t
+    assert zoomed["reset"] == "" and zoomed["details"].startswith("hold_base ("), zoomed
+    for b, z in zip(boxes, res):
+        name = b["g"]["data-n"]
+        if name in ("fill_blocks", "main", "all"):
+            assert not z["hidden"] and z["w"] > 1170, (name, z)
+        if name == "hold_pages":
+            assert z["hidden"], (name, z)
+    assert after == {"reset": "none", "hidden": 0}, after
+
+
+def screenshot(svg, d):
+    """Headless Chromium renders the flame graph: the picture is not blank."""
+    chromium = "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        print("skip: no %s, the SVG was not rendered in a browser" % chromium)
+        return
+    png = os.path.join(d, "shot.png")
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--screenshot=" + png, "--window-size=1200,400",
+                        "file://" + svg], capture_output=True, timeout=120)
+    if r.returncode != 0 or not os.path.exists(png):
+        print("skip: chromium could not start: %s" %
+              r.stderr.decode(errors="replace").strip().splitlines()[-1:])
+        return
+    data = open(png, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
+    # A flame graph compresses worse than an empty page.
+    assert len(data) > 5000, len(data)
+
+
+def test_text_report_has_every_section():
+    t = start()
+    try:
+        out = ymtop("-b", "-n", "1", "-p", t.pid, "--top", "2").stdout
+    finally:
+        t.finish()
+    for head in ("Top 2 stacks by retained bytes:",
+                 "Lifetimes of freed allocations", "Threads (exact):"):
+        assert head in out, (head, out)
+    assert "[inlined] fill_blocks (reports_prog.c:" in out, out
+    assert "#3 " not in out
+
+
+# ---- batch ----
+
+def test_batch_writes_one_file_per_interval():
+    with Dir() as d:
+        t = start()
+        try:
+            t0 = time.time()
+            ymtop("-b", "-i", "1", "-n", "3", "-p", t.pid, "-o",
+                  os.path.join(d, "r-%n.txt"))
+            took = time.time() - t0
+        finally:
+            t.finish()
+        assert sorted(os.listdir(d)) == ["r-1.txt", "r-2.txt", "r-3.txt"], \
+            os.listdir(d)
+        assert 1.8 < took < 20, took
+        for n in (1, 2, 3):
+            assert "hold_base" in open(os.path.join(d, "r-%d.txt" % n)).read()
+
+
+def test_on_change_writes_on_a_jump_only():
+    with Dir() as d:
+        t = start()
+        try:
+            # Steady: 6 snapshots, one report.
+            ymtop("-b", "-i", "0.2", "-n", "6", "--on-change", "10", "-p",
+                  t.pid, "-f", "json", "-o", os.path.join(d, "a-%n.json"))
+            assert sorted(os.listdir(d)) == ["a-1.json"], os.listdir(d)
+            # A jump in the middle: one more.
+            p = subprocess.Popen([YMTOP, "-b", "-i", "0.3", "-n", "8",
+                                  "--on-change", "10", "-p", str(t.pid),
+                                  "-f", "json", "-o",
+                                  os.path.join(d, "b-%n.json")],
+                                 stderr=subprocess.PIPE, text=True)
+            time.sleep(1.0)
+            t.p.stdin.write("jump\n")
+            t.p.stdin.flush()
+            t.wait_for("jumped")
+            _, err = p.communicate(timeout=30)
+            assert p.returncode == 0, err
+        finally:
+            t.finish()
+        files = sorted(f for f in os.listdir(d) if f.startswith("b-"))
+        assert files == ["b-1.json", "b-2.json"], files
+        before = json.load(open(os.path.join(d, "b-1.json")))
+        after = json.load(open(os.path.join(d, "b-2.json")))
+        grew = after["totals"]["retained_bytes"] - before["totals"]["retained_bytes"]
+        assert grew > 50 * MiB, grew
+
+
+def test_on_change_still_writes_the_final_report():
+    with Dir() as d:
+        t = start()
+        p = subprocess.Popen([YMTOP, "-b", "-i", "0.2", "--on-change", "10",
+                              "-p", str(t.pid), "-f", "json", "-o",
+                              os.path.join(d, "c-%n.json")],
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        t.finish()
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+        files = sorted(os.listdir(d))
+        assert files == ["c-1.json", "c-2.json"], files
+        last = json.load(open(os.path.join(d, "c-2.json")))
+        assert last["state"] == "exited", last["state"]
+
+
+# ---- errors ----
+
+def test_file_formats_need_output_and_options_are_checked():
+    for args in (["-f", "pprof"], ["-f", "sqlite"], ["-f", "svg"],
+                 ["-b", "-f", "svg"], ["--weight", "bytes", "-f", "folded"],
+                 ["-b", "--weight", "allocated", "-f", "json"],
+                 ["-b", "--on-change", "ten"], ["-b", "--on-change", "-5"],
+                 ["--on-change", "10"], ["-f", "PPROF", "-o", "x"]):
+        r = ymtop(*args, check=False)
+        one_line_error(r, 2)
+    assert "-o" in ymtop("-f", "pprof", check=False).stderr
+
+
+def test_unwritable_output_fails_cleanly():
+    with Dir() as d:
+        t = start()
+        try:
+            for fmt in ("text", "folded", "pprof", "sqlite", "svg", "json"):
+                bad = os.path.join(d, "missing-dir", "x." + fmt)
+                r = ymtop("-b", "-n", "1", "-p", t.pid, "-f", fmt, "-o", bad,
+                          check=False)
+                one_line_error(r, 1)
+                assert r.stdout == ""
+            assert os.listdir(d) == [], os.listdir(d)
+            # Never overwrite, for the database too; the old file stays.
+            db = os.path.join(d, "heap.db")
+            open(db, "w").write("precious")
+            r = ymtop("-b", "-n", "1", "-p", t.pid, "-f", "sqlite", "-o", db,
+                      check=False)
+            one_line_error(r, 1)
+            assert "exists" in r.stderr
+            assert open(db).read() == "precious"
+            assert os.listdir(d) == ["heap.db"], os.listdir(d)
+            # A full disk: writing to standard output that is /dev/full.
+            with open("/dev/full", "w") as full:
+                r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                                   stdout=full, stderr=subprocess.PIPE,
+                                   text=True, timeout=60)
+            one_line_error(r, 1)
+        finally:
+            t.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(dict(globals())))

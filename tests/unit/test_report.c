@@ -1,0 +1,479 @@
+/*
+ * The report writers on a model built by hand: stacks whose frames are
+ * functions of this test program (symbolized for real, through the
+ * program's own module list), with known estimates.  Checks what each
+ * format must preserve: folded sums, SVG structure, the pprof message,
+ * the SQLite tables, and report_save's never-overwrite, nothing-left-behind
+ * rules.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <link.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "report.h"
+
+#define NOINLINE __attribute__((noinline, used))
+
+static void *volatile sink;
+NOINLINE static void site_a(void) { sink = malloc(1); free(sink); }
+NOINLINE static void site_b(void) { sink = malloc(2); free(sink); }
+NOINLINE static void caller_x(void) { site_a(); site_b(); }
+NOINLINE static void caller_y(void) { site_a(); }
+
+/* ---- this process's modules, as the agent would publish them ---- */
+
+static struct ym_module mods[256];
+static uint32_t nmods;
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	if (nmods >= 256)
+		return 1;
+	struct ym_module *m = &mods[nmods];
+	memset(m, 0, sizeof *m);
+	m->base = info->dlpi_addr;
+	m->state = YM_MODULE_LOADED;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uint64_t a = info->dlpi_addr + ph->p_vaddr;
+		lo = a < lo ? a : lo;
+		hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+	}
+	if (lo >= hi)
+		return 0;
+	m->lo = lo;
+	m->hi = hi;
+	/* No build id: the symbolizer would check a made-up one against
+	 * the file (the integration tests see real ones). */
+	if (info->dlpi_name && info->dlpi_name[0]) {
+		snprintf(m->path, sizeof m->path, "%s", info->dlpi_name);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", m->path, sizeof m->path - 1);
+		m->path[n > 0 ? n : 0] = '\0';
+	}
+	nmods++;
+	return 0;
+}
+
+/* ---- the model ---- */
+
+#define NST 5
+#define DEPTH 2
+
+struct fixture {
+	struct model m;
+	struct sym *s;
+	char dir[64];
+};
+
+static uint64_t ret(void (*fn)(void), int off)
+{
+	return (uint64_t)(uintptr_t)fn + (uint64_t)off;
+}
+
+/* Stack 0: the overflow stack, never sampled.  Stacks 1 and 4 have the
+ * same functions (different return addresses): one folded line. */
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof *fx);
+	if (!fx)
+		return -1;
+	nmods = 0;
+	dl_iterate_phdr(add_module, NULL);
+	const uint64_t frames[NST][DEPTH] = {
+		{ 0, 0 },
+		{ ret(site_a, 1), ret(caller_x, 1) },
+		{ ret(site_b, 1), ret(caller_x, 2) },
+		{ ret(site_a, 1), ret(caller_y, 1) },
+		{ ret(site_a, 2), ret(caller_x, 3) },
+	};
+	const double retained[NST] = { 0, 3000, 1000, 2000, 500 };
+	const double alloc[NST] = { 0, 5000, 9000, 2000, 700 };
+	struct shm_snapshot s;
+	memset(&s, 0, sizeof s);
+	s.hdr.pid = 0x7fffffff;   /* no such process */
+	s.hdr.sample_rate = 4096;
+	s.hdr.max_depth = DEPTH;
+	snprintf(s.hdr.exe, sizeof s.hdr.exe, "/bin/test \"<&>\"");
+	s.taken_mono_ns = 5000000000ULL;
+	s.taken_real_ns = 1700000000000000000ULL;
+	s.stack_stride = shm_stack_stride(DEPTH);
+	s.nstacks = NST;
+	s.stacks = calloc(NST, s.stack_stride);
+	for (uint32_t i = 0; i < NST; i++) {
+		struct ym_stack *st = (struct ym_stack *)(s.stacks + i * s.stack_stride);
+		st->hash = 10 + i;
+		st->depth = i ? DEPTH : 0;
+		memcpy(st->frames, frames[i], sizeof frames[i]);
+		st->alloc_samples = alloc[i] > 0;
+		st->alloc_bytes = (uint64_t)alloc[i];
+		st->free_bytes = (uint64_t)(alloc[i] - retained[i]);
+		st->alloc_objects_fx = (uint64_t)(alloc[i] / 100) * YM_FX_ONE;
+		st->free_objects_fx = (uint64_t)((alloc[i] - retained[i]) / 100) * YM_FX_ONE;
+		st->life[3].bytes = st->free_bytes;
+		st->life[3].objects_fx = st->free_objects_fx;
+	}
+	s.live = calloc(2, sizeof *s.live);
+	s.nlive = 2;
+	s.live[0] = (struct ym_live){ .addr = 0x1000, .size = 100, .weight_bytes = 3000,
+				      .weight_fx = YM_FX_ONE, .stack = 1,
+				      .birth_mono_ns = 1000000000ULL, .tid = 7 };
+	s.live[1] = (struct ym_live){ .addr = 0x2000, .size = 200, .weight_bytes = 2000,
+				      .weight_fx = YM_FX_ONE, .stack = 3,
+				      .birth_mono_ns = 4000000000ULL, .tid = 7 };
+	s.modules = calloc(nmods, sizeof *s.modules);
+	memcpy(s.modules, mods, nmods * sizeof *mods);
+	s.nmodules = nmods;
+	model_init(&fx->m);
+	if (model_update(&fx->m, &s) != 0)
+		return -1;
+	fx->s = sym_new(NULL);
+	if (!fx->s)
+		return -1;
+	sym_set_modules(fx->s, mods, nmods);
+	snprintf(fx->dir, sizeof fx->dir, "/tmp/ymtop-test-report-XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	DIR *d = opendir(fx->dir);
+	struct dirent *e;
+	char p[512];
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(p, sizeof p, "%s/%s", fx->dir, e->d_name);
+			unlink(p);
+		}
+	if (d)
+		closedir(d);
+	rmdir(fx->dir);
+	model_free(&fx->m);
+	sym_free(fx->s);
+	free(fx);
+	return 0;
+}
+
+/* The report in a format, as a string the caller frees. */
+static char *render(struct fixture *fx, enum report_format fmt,
+		    enum report_weight w, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	assert_non_null(f);
+	struct report_opts o = { fmt, 20, NULL, w };
+	assert_int_equal(report_write(f, &fx->m, fx->s, &o), 0);
+	fclose(f);
+	if (len)
+		*len = n;
+	return buf;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+static void names_and_order(void **state)
+{
+	struct fixture *fx = *state;
+	enum report_format f;
+	for (int i = 0; i < REPORT_NFORMATS; i++) {
+		assert_int_equal(report_format_parse(report_format_name(i), &f), 0);
+		assert_int_equal(f, i);
+	}
+	assert_int_equal(report_format_parse("xml", &f), -1);
+	assert_false(report_format_needs_file(REPORT_FOLDED));
+	assert_true(report_format_needs_file(REPORT_PPROF));
+	assert_true(report_format_needs_file(REPORT_SQLITE));
+	assert_true(report_format_needs_file(REPORT_SVG));
+	enum report_weight w;
+	assert_int_equal(report_weight_parse("objects", &w), 0);
+	assert_int_equal(w, WEIGHT_OBJECTS);
+	assert_int_equal(report_weight_parse("bytes", &w), -1);
+
+	/* The report's own order, whatever the model's sort. */
+	model_sort(&fx->m, SORT_ALLOCATED, 1, NULL, NULL, NULL);
+	uint32_t n, *o = report_order(&fx->m, &n);
+	assert_non_null(o);
+	assert_int_equal(n, 4);
+	assert_int_equal(o[0], 1);
+	assert_int_equal(o[1], 3);
+	assert_int_equal(o[2], 2);
+	assert_int_equal(o[3], 4);
+	free(o);
+	assert_true(report_weight_total(&fx->m, WEIGHT_RETAINED) == 6500);
+	assert_true(report_weight_total(&fx->m, WEIGHT_ALLOCATED) == 16700);
+}
+
+static void folded_sums(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
+	/* Stacks 1 and 4 merge: 3000 + 500. */
+	assert_non_null(strstr(out, "caller_x;site_a 3500\n"));
+	assert_non_null(strstr(out, "caller_x;site_b 1000\n"));
+	assert_non_null(strstr(out, "caller_y;site_a 2000\n"));
+	assert_int_equal(count(out, "\n"), 3);
+	free(out);
+	out = render(fx, REPORT_FOLDED, WEIGHT_ALLOCATED, NULL);
+	double sum = 0;
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+		sum += atof(strrchr(line, ' ') + 1);
+	assert_true(sum == 16700);
+	free(out);
+	out = render(fx, REPORT_FOLDED, WEIGHT_OBJECTS, NULL);
+	assert_non_null(strstr(out, "caller_x;site_a 35\n"));
+	free(out);
+}
+
+static void svg_structure(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = render(fx, REPORT_SVG, WEIGHT_RETAINED, NULL);
+	assert_true(!strncmp(out, "<?xml ", 6));
+	assert_non_null(strstr(out, "</svg>\n"));
+	assert_int_equal(count(out, "<g "), count(out, "</g>"));
+	/* all, caller_x, caller_y, site_a twice, site_b */
+	assert_int_equal(count(out, "<g class=\"f\""), 6);
+	assert_non_null(strstr(out, "<title>site_a (3.42 KiB, 53.85%)</title>"));
+	assert_non_null(strstr(out, "<title>all (6.35 KiB, 100.00%)</title>"));
+	/* The executable's name is escaped. */
+	assert_non_null(strstr(out, "/bin/test &quot;&lt;&amp;&gt;&quot;"));
+	assert_null(strstr(out, "\"<&>\""));
+	assert_int_equal(count(out, "<![CDATA["), 1);
+	assert_int_equal(count(out, "]]>"), 1);
+	free(out);
+}
+
+/* ---- a protobuf reader for the pprof check ---- */
+
+static uint64_t varint(const uint8_t **p)
+{
+	uint64_t v = 0;
+	for (int s = 0;; s += 7) {
+		uint8_t c = *(*p)++;
+		v |= (uint64_t)(c & 0x7f) << s;
+		if (c < 0x80)
+			return v;
+	}
+}
+
+static void pprof_message(void **state)
+{
+	struct fixture *fx = *state;
+	size_t n;
+	char *gz = render(fx, REPORT_PPROF, WEIGHT_RETAINED, &n);
+	assert_true(n > 20);
+	assert_int_equal((uint8_t)gz[0], 0x1f);   /* gzip magic */
+	assert_int_equal((uint8_t)gz[1], 0x8b);
+	static uint8_t raw[1 << 20];
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+	z.next_in = (Bytef *)gz;
+	z.avail_in = (uInt)n;
+	z.next_out = raw;
+	z.avail_out = sizeof raw;
+	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t len = sizeof raw - z.avail_out;
+	inflateEnd(&z);
+	free(gz);
+
+	int nfield[16] = { 0 };
+	int first_string = -1;
+	uint64_t period = 0;
+	const uint8_t *p = raw, *end = raw + len;
+	while (p < end) {
+		uint64_t key = varint(&p);
+		uint32_t field = (uint32_t)(key >> 3);
+		assert_true(field > 0 && field < 16);
+		nfield[field]++;
+		if ((key & 7) == 0) {
+			uint64_t v = varint(&p);
+			if (field == 12)
+				period = v;
+		} else {
+			assert_int_equal(key & 7, 2);
+			uint64_t l = varint(&p);
+			if (field == 6 && first_string < 0)
+				first_string = (int)l;
+			p += l;
+		}
+	}
+	assert_true(p == end);
+	assert_int_equal(nfield[1], 4);          /* sample types */
+	assert_int_equal(nfield[2], 4);          /* samples: stacks 1-4 */
+	assert_int_equal(nfield[3], (int)nmods); /* mappings */
+	assert_int_equal(nfield[4], 7);          /* distinct addresses */
+	assert_int_equal(nfield[5], 4);          /* functions */
+	assert_int_equal(first_string, 0);       /* string_table[0] = "" */
+	assert_int_equal(nfield[11], 1);
+	assert_int_equal(period, 4096);
+	assert_int_equal(nfield[14], 1);
+}
+
+static int dir_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.' || strncmp(e->d_name, ".ymtop-tmp", 10) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void save_never_overwrites(void **state)
+{
+	struct fixture *fx = *state;
+	char path[128], err[256];
+	struct report_opts o = { REPORT_TEXT, 20, NULL, 0 };
+	snprintf(path, sizeof path, "%s/r.txt", fx->dir);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size > 100);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), -1);
+	assert_non_null(strstr(err, "exists"));
+	assert_int_equal(dir_entries(fx->dir), 1);
+
+	snprintf(path, sizeof path, "%s/missing/r.txt", fx->dir);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), -1);
+	assert_non_null(strstr(err, path));
+	assert_int_equal(dir_entries(fx->dir), 1);
+
+	/* sqlite: only through report_save. */
+	o.format = REPORT_SQLITE;
+	FILE *f = fopen("/dev/null", "w");
+	assert_int_equal(report_write(f, &fx->m, fx->s, &o), -1);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/r.db", fx->dir);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), 0);
+	assert_int_equal(dir_entries(fx->dir), 2);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(db,
+		"SELECT (SELECT count(*) FROM stacks), (SELECT count(*) FROM frames),"
+		" (SELECT sum(retained_bytes) FROM stacks),"
+		" (SELECT function FROM stacks ORDER BY retained_bytes DESC),"
+		" (SELECT age_ns FROM allocations WHERE address = 4096),"
+		" (SELECT count(*) FROM lifetimes WHERE upto_ns = 1000000),"
+		" (SELECT exe FROM meta)", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), 4);
+	assert_int_equal(sqlite3_column_int(q, 1), 8);
+	assert_true(sqlite3_column_double(q, 2) == 6500);
+	assert_string_equal((const char *)sqlite3_column_text(q, 3), "site_a");
+	assert_int_equal(sqlite3_column_int64(q, 4), 4000000000LL);
+	assert_int_equal(sqlite3_column_int(q, 5), 3);
+	assert_string_equal((const char *)sqlite3_column_text(q, 6), "/bin/test \"<&>\"");
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), -1);
+	assert_non_null(strstr(err, "exists"));
+}
+
+/* Samples that found the stack table full: stack 0, no frames. */
+static void overflow_stack(void **state)
+{
+	struct fixture *fx = *state;
+	struct model_stack *o = &fx->m.stacks[0];
+	o->alloc_samples = 1;
+	o->alloc_bytes = o->retained_bytes = 100;
+	o->alloc_objects = o->retained_objects = 1;
+	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\n[stack table full] 100\n"));
+	free(out);
+	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "(no frames: samples that found the stack table full)"));
+	free(out);
+	out = render(fx, REPORT_SVG, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "<title>[stack table full] (100 B, "));
+	free(out);
+	size_t n;
+	char *gz = render(fx, REPORT_PPROF, WEIGHT_RETAINED, &n);
+	static uint8_t raw[1 << 20];
+	uLongf len = sizeof raw;
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+	z.next_in = (Bytef *)gz;
+	z.avail_in = (uInt)n;
+	z.next_out = raw;
+	z.avail_out = (uInt)len;
+	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+	len = sizeof raw - z.avail_out;
+	inflateEnd(&z);
+	free(gz);
+	int nfield[16] = { 0 };
+	for (const uint8_t *p = raw; p < raw + len;) {
+		uint64_t key = varint(&p);
+		nfield[key >> 3]++;
+		if ((key & 7) == 0)
+			varint(&p);
+		else
+			p += varint(&p);
+	}
+	assert_int_equal(nfield[2], 5);   /* samples */
+	assert_int_equal(nfield[4], 8);   /* locations: 7 + the made-up one */
+	assert_int_equal(nfield[5], 5);   /* functions */
+}
+
+static void full_disk_is_an_error(void **state)
+{
+	struct fixture *fx = *state;
+	for (int fmt = 0; fmt < REPORT_NFORMATS; fmt++) {
+		if (fmt == REPORT_SQLITE)
+			continue;
+		FILE *f = fopen("/dev/full", "w");
+		assert_non_null(f);
+		setvbuf(f, NULL, _IONBF, 0);
+		struct report_opts o = { fmt, 20, NULL, 0 };
+		assert_int_equal(report_write(f, &fx->m, fx->s, &o), -1);
+		fclose(f);
+	}
+}
+
+int main(void)
+{
+	caller_x();
+	caller_y();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(names_and_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
+		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
+		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
+		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
+		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),
+		cmocka_unit_test_setup_teardown(full_disk_is_an_error, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

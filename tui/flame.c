@@ -1,0 +1,145 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "flame.h"
+
+static uint64_t key_hash(uint32_t parent, const char *name, int inlined)
+{
+	uint64_t h = 1469598103934665603ULL ^ parent ^ ((uint64_t)inlined << 40);
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+/* Grow the hash to twice the nodes (open addressing, linear probing). */
+static int rehash(struct flame *fl)
+{
+	uint32_t cap = fl->hcap ? fl->hcap * 2 : 1024;
+	uint32_t *h = malloc((size_t)cap * sizeof *h);
+	if (!h)
+		return -1;
+	memset(h, 0xff, (size_t)cap * sizeof *h);
+	for (uint32_t i = 1; i < fl->count; i++) {
+		const struct flame_node *x = &fl->n[i];
+		uint32_t k = (uint32_t)key_hash(x->parent, x->name, x->inlined) & (cap - 1);
+		while (h[k] != FLAME_NONE)
+			k = (k + 1) & (cap - 1);
+		h[k] = i;
+	}
+	free(fl->hash);
+	fl->hash = h;
+	fl->hcap = cap;
+	return 0;
+}
+
+static uint32_t add_node(struct flame *fl, uint32_t parent, const char *name,
+			 int inlined)
+{
+	if (fl->count == fl->cap) {
+		uint32_t cap = fl->cap ? fl->cap * 2 : 256;
+		struct flame_node *n = realloc(fl->n, (size_t)cap * sizeof *n);
+		if (!n)
+			return FLAME_NONE;
+		fl->n = n;
+		fl->cap = cap;
+	}
+	char *copy = strdup(name);
+	if (!copy)
+		return FLAME_NONE;
+	uint32_t i = fl->count++;
+	struct flame_node *x = &fl->n[i];
+	memset(x, 0, sizeof *x);
+	x->name = copy;
+	x->inlined = inlined;
+	x->parent = parent;
+	x->child = FLAME_NONE;
+	x->next = FLAME_NONE;
+	if (parent != FLAME_NONE) {
+		struct flame_node *p = &fl->n[parent];
+		x->depth = p->depth + 1;
+		x->next = p->child;
+		p->child = i;
+		if (x->depth > fl->max_depth)
+			fl->max_depth = x->depth;
+	}
+	return i;
+}
+
+static uint32_t child(struct flame *fl, uint32_t parent, const char *name,
+		      int inlined)
+{
+	if ((fl->count + 1) * 2 > fl->hcap && rehash(fl) != 0)
+		return FLAME_NONE;
+	uint32_t mask = fl->hcap - 1;
+	uint32_t k = (uint32_t)key_hash(parent, name, inlined) & mask;
+	for (; fl->hash[k] != FLAME_NONE; k = (k + 1) & mask) {
+		const struct flame_node *x = &fl->n[fl->hash[k]];
+		if (x->parent == parent && x->inlined == inlined &&
+		    !strcmp(x->name, name))
+			return fl->hash[k];
+	}
+	uint32_t i = add_node(fl, parent, name, inlined);
+	if (i != FLAME_NONE)
+		fl->hash[k] = i;
+	return i;
+}
+
+/* Add value along the path root..leaf (leaf gets the self value). */
+static void credit(struct flame *fl, uint32_t leaf, double v)
+{
+	fl->n[leaf].self += v;
+	for (uint32_t i = leaf; i != FLAME_NONE; i = fl->n[i].parent)
+		fl->n[i].value += v;
+}
+
+int flame_build(struct flame *fl, struct model *m, struct sym *s,
+		const struct frames_rules *r, enum report_weight w)
+{
+	memset(fl, 0, sizeof *fl);
+	if (add_node(fl, FLAME_NONE, "all", 0) != 0 || rehash(fl) != 0)
+		goto oom;
+	for (uint32_t id = 0; id < m->nstacks; id++) {
+		const struct model_stack *st = &m->stacks[id];
+		double v = report_weight_value(st, w);
+		if (st->alloc_samples == 0 || !(v > 0))
+			continue;
+		uint32_t at = 0;
+		if (st->depth == 0) {
+			at = child(fl, 0, "[stack table full]", 0);
+			if (at == FLAME_NONE)
+				goto oom;
+			credit(fl, at, v);
+			continue;
+		}
+		struct stack_view sv;
+		if (frames_view(s, r, st->frames, st->depth, &sv) != 0)
+			goto oom;
+		for (uint32_t k = sv.n; k-- > sv.display;) {
+			char buf[160];
+			const struct sym_frame *f = &sv.f[k];
+			at = child(fl, at, frames_name(f, buf, sizeof buf), f->inlined);
+			if (at == FLAME_NONE) {
+				frames_view_free(&sv);
+				goto oom;
+			}
+		}
+		frames_view_free(&sv);
+		credit(fl, at, v);
+	}
+	free(fl->hash);
+	fl->hash = NULL;
+	fl->hcap = 0;
+	return 0;
+oom:
+	flame_free(fl);
+	return -1;
+}
+
+void flame_free(struct flame *fl)
+{
+	for (uint32_t i = 0; i < fl->count; i++)
+		free(fl->n[i].name);
+	free(fl->n);
+	free(fl->hash);
+	memset(fl, 0, sizeof *fl);
+}

@@ -1,0 +1,48 @@
+/*
+ * flame: the stacks of a model merged into a call tree, root first, as
+ * flame graphs and folded stacks show them.  A path from the root is the
+ * chain of frames from the outermost caller to the display frame (frames
+ * below it are allocator plumbing, see frames.h; --no-skip keeps them all);
+ * inlined functions are frames of their own.  Siblings with the same name
+ * and inlined flag are merged.
+ *
+ * value(node) = self(node) + sum of value(children); value(root) is the
+ * model's total under the weight (stacks with no weight are left out).
+ */
+#ifndef YMTOP_FLAME_H
+#define YMTOP_FLAME_H
+
+#include <stdint.h>
+
+#include "frames.h"
+#include "model.h"
+#include "report.h"
+#include "sym.h"
+
+#define FLAME_NONE UINT32_MAX
+
+struct flame_node {
+	char    *name;          /* owned; the root's is "all" */
+	int      inlined;
+	uint32_t parent;        /* FLAME_NONE for the root */
+	uint32_t child;         /* first child, or FLAME_NONE */
+	uint32_t next;          /* next sibling, or FLAME_NONE */
+	uint32_t depth;         /* root 0 */
+	double   value, self;
+};
+
+struct flame {
+	struct flame_node *n;   /* n[0] is the root */
+	uint32_t count, cap;
+	uint32_t max_depth;
+	uint32_t *hash;         /* (parent, name, inlined) -> node */
+	uint32_t hcap;
+};
+
+/* Build the tree of m's stacks under weight w.  0, or -1 when out of
+ * memory (fl is then empty). */
+int flame_build(struct flame *fl, struct model *m, struct sym *s,
+		const struct frames_rules *r, enum report_weight w);
+void flame_free(struct flame *fl);
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * folded: Brendan Gregg's folded stacks, the input of flamegraph.pl,
+ * inferno and speedscope: one line per distinct path, root first,
+ *
+ *   main;run;hold_big 67108864
+ *
+ * with the path's own value under the report's weight (retained bytes by
+ * default), rounded to a whole number; lines whose value rounds to zero
+ * are left out, so the values add up to the total within rounding.
+ * Inlined functions carry the suffix "_[i]" (flamegraph.pl colors them);
+ * ';' and line breaks inside names become ':' and ' '.
+ */
+#ifndef YMTOP_FOLDED_H
+#define YMTOP_FOLDED_H
+
+#include <stdio.h>
+
+#include "report.h"
+
+/* 0, or -1 when writing failed or memory ran out (errno set). */
+int folded_write(FILE *f, struct model *m, struct sym *s,
+		 const struct report_opts *o);
+
+#endif
