@@ -31,6 +31,12 @@ int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
 void shm_name(char *buf, size_t len, pid_t pid);
 
 /* Size of one stack or alarm record for a depth. */
+/* Bytes the live table takes in the segment of a snapshot's header. */
+static inline uint64_t shm_live_bytes(const struct ym_header *h)
+{
+	return (uint64_t)h->sections[YM_SEC_LIVE].capacity * sizeof(struct ym_live);
+}
+
 static inline uint32_t shm_stack_stride(uint32_t depth)
 {
 	return (uint32_t)(sizeof(struct ym_stack) + 8u * depth);
@@ -58,6 +64,7 @@ struct shm_reader {
 	int      writable;      /* control block can be written */
 	pid_t    pid;
 	uint64_t size;
+	int      skip_live;     /* next snapshots leave the live table out */
 };
 
 /* A validated copy of the segment at one moment.  Every count below is
@@ -71,6 +78,7 @@ struct shm_snapshot {
 	struct ym_thread *threads;  uint32_t nthreads;
 	uint8_t  *stacks;           uint32_t nstacks;  uint32_t stack_stride;
 	struct ym_live   *live;     uint32_t nlive;    /* compacted: used only */
+	int               live_skipped;  /* reader asked not to copy it */
 	uint8_t  *alarms;           uint32_t nalarms;  uint32_t alarm_stride;
 	struct ym_module *modules;  uint32_t nmodules;
 	struct ym_totals  totals;   /* exact: retired + every slot */
@@ -97,7 +105,9 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 		       char *err, size_t errlen);
 void shm_reader_close(struct shm_reader *r);
 
-/* Copy and validate.  On failure *out is left empty. */
+/* Copy and validate.  On failure *out is left empty.  With r->skip_live
+ * set, the live table (the largest section in exact mode) is not copied
+ * and out->live_skipped is set. */
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *out,
 		      char *err, size_t errlen);
 void shm_snapshot_free(struct shm_snapshot *s);

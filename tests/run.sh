@@ -2,6 +2,7 @@
 # Runs every test kind and ends with "N passed, N failed".
 #   unit:        build/unit/test_* (cmocka; each test case counts)
 #   integration: tests/integration/*.py (each "ok"/"FAIL" line counts)
+#   terminal:    tests/tui/*.py (tmux; the same)
 set -u
 B=${YM_BUILD:-build}
 export YM_BUILD=$B
@@ -30,7 +31,7 @@ for t in "$B"/unit/test_*; do
 	grep -q '\[  FAILED  \]' <<<"$out" && failed+=("$(basename "$t")")
 done
 
-for t in tests/integration/*.py; do
+for t in tests/integration/*.py tests/tui/*.py; do
 	[ -f "$t" ] || continue
 	out=$(timeout 900 python3 "$t" 2>&1)
 	rc=$?

@@ -3,10 +3,12 @@
  */
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "batch.h"
 #include "cli.h"
 #include "target.h"
+#include "ui.h"
 
 static void on_signal(int sig)
 {
@@ -27,7 +29,9 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	pid_t pid = target_choose(o.pid);
-	int rc = batch_run(&o, pid);
+	if (!o.batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
+		cli_die(2, "the live screen needs a terminal; use -b for reports");
+	int rc = o.batch ? batch_run(&o, pid) : ui_run(&o, pid);
 	cli_free(&o);
 	return rc;
 }

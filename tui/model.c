@@ -91,6 +91,12 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 		m->retained_bytes += s->retained_bytes;
 		m->retained_objects += s->retained_objects;
 	}
+	/* A snapshot without the live table keeps the last known ages. */
+	if (snap->live_skipped && m->stacks)
+		for (uint32_t i = 0; i < n && i < m->nstacks; i++) {
+			st[i].live_samples = m->stacks[i].live_samples;
+			st[i].oldest_birth_ns = m->stacks[i].oldest_birth_ns;
+		}
 	for (uint32_t i = 0; i < snap->nlive; i++) {
 		const struct ym_live *e = &snap->live[i];
 		struct model_stack *s = &st[e->stack];   /* checked < nstacks */

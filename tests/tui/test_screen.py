@@ -1,0 +1,264 @@
+"""The live screen in a real terminal: tmux runs ymtop, send-keys types,
+capture-pane reads what a person would see."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from ymlib import BUILD, YMTOP, Target, run_tests  # noqa: E402
+
+PROG = os.path.join(BUILD, "progs", "tuiprog")
+SOCK = "ymtop-test-%d" % os.getpid()
+
+
+def tmux(*args, check=True):
+    r = subprocess.run(["tmux", "-L", SOCK] + list(args), capture_output=True,
+                       text=True)
+    if check and r.returncode != 0:
+        raise AssertionError("tmux %s: %s" % (args, r.stderr))
+    return r.stdout
+
+
+class Screen:
+    """ymtop -p PID in a tmux window of the given size.  After ymtop exits,
+    the shell prints EXIT=<status> and stays, so the pane can be read."""
+
+    def __init__(self, pid, cols=100, rows=30, cwd=None, extra=""):
+        self.name = "s%d" % pid
+        cmd = "cd %s && %s -d 0.3 -p %d %s; echo EXIT=$?; sleep 60" % (
+            cwd or os.getcwd(), YMTOP, pid, extra)
+        tmux("new-session", "-d", "-s", self.name, "-x", str(cols), "-y",
+             str(rows), "env TERM=xterm-256color LANG=C.UTF-8 sh -c '%s'" % cmd)
+
+    def text(self):
+        return tmux("capture-pane", "-p", "-t", self.name)
+
+    def keys(self, *keys):
+        tmux("send-keys", "-t", self.name, *keys)
+
+    def wait(self, pattern, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            t = self.text()
+            if re.search(pattern, t):
+                return t
+            time.sleep(0.1)
+        raise AssertionError("screen never showed %r:\n%s" % (pattern, self.text()))
+
+    def close(self):
+        tmux("kill-session", "-t", self.name, check=False)
+
+
+def started(env=None):
+    e = {"YM_SAMPLE_RATE": "65536", "YM_SEED": "7"}
+    e.update(env or {})
+    return Target([PROG], env=e)
+
+
+def rows_of(text):
+    """Table rows: lines that start with a size, in screen order."""
+    return [l for l in text.splitlines()
+            if re.match(r"^\s*[0-9.]+ (B|KiB|MiB|GiB)\s", l)]
+
+
+def test_sites_in_retained_order_and_enter_shows_stack():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        text = s.wait(r"small_site")
+        rows = rows_of(text)
+        assert "big_site" in rows[0] and "small_site" in rows[1], rows
+        assert re.search(r"pid %d tuiprog" % t.pid, text)
+        s.keys("Enter")
+        text = s.wait(r"Stack \d+")
+        assert re.search(r"=> 0x[0-9a-f]+ +big_site \(tuiprog\.c:\d+\)", text), text
+        assert "main (tuiprog.c:" in text
+        assert "lifetimes of this stack" in text
+        s.keys("Escape")
+        s.wait(r"FUNCTION \(FILE:LINE\)")
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_each_view_renders():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("big_site")
+        s.keys("Tab")
+        s.wait(r"\[stacks\]")                 # Functions
+        s.keys("Tab")
+        s.wait(r"TID +NAME +STATE")             # Threads
+        assert re.search(r"%d +tuiprog +live" % t.pid, s.text())
+        s.keys("Tab")
+        s.wait(r"LIFETIME +OBJECTS")            # Lifetimes
+        s.keys("Tab")
+        s.wait(r"no giant allocations")         # Alarms
+        s.keys("Tab")
+        s.wait(r"RETAINED")                     # back to Stacks
+        s.keys("?")
+        s.wait(r"ymtop keys")
+        s.keys("?")
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_filter_keeps_matching_rows():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        s.keys("/", "small", "Enter")
+        text = s.wait(r"filter: small")
+        rows = rows_of(text)
+        assert len(rows) == 1 and "small_site" in rows[0], rows
+        s.keys("Escape")
+        text = s.wait(r"big_site")
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_mark_then_growth():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        s.keys("m")
+        s.wait(r"mark set")
+        t.p.stdin.write("grow\n")
+        t.p.stdin.flush()
+        t.wait_for("grown")
+        s.keys("G")   # sort by growth
+        text = s.wait(r"\+1[0-9.]+ MiB.*grow_site")
+        rows = rows_of(text)
+        assert "grow_site" in rows[0], rows
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_s_and_f_write_files():
+    d = tempfile.mkdtemp()
+    t = started()
+    s = Screen(t.pid, cwd=d)
+    try:
+        s.wait("small_site")
+        s.keys("s")
+        s.wait(r"wrote \./ymtop-%d-tuiprog-.*\.txt" % t.pid)
+        s.keys("f")
+        s.wait(r"wrote \./ymtop-%d-tuiprog-.*\.folded" % t.pid)
+        txt = glob.glob(os.path.join(d, "ymtop-%d-tuiprog-*.txt" % t.pid))
+        folded = glob.glob(os.path.join(d, "ymtop-%d-tuiprog-*.folded" % t.pid))
+        assert len(txt) == 1 and len(folded) == 1, os.listdir(d)
+        report = open(txt[0]).read()
+        assert "heap report: pid %d" % t.pid in report
+        assert "big_site (tuiprog.c:" in report
+        lines = open(folded[0]).read().splitlines()
+        big = [l for l in lines if l.split(" ")[0].endswith("big_site")]
+        assert big and int(big[0].rsplit(" ", 1)[1]) > 16 * 1024 * 1024, lines
+        # A second s in the same second never overwrites.
+        s.keys("s")
+        time.sleep(0.5)
+        assert len(glob.glob(os.path.join(d, "*.txt"))) == 2
+    finally:
+        s.close()
+        t.finish()
+        shutil.rmtree(d)
+
+
+def test_resize_to_80x24_stays_sane():
+    t = started()
+    s = Screen(t.pid, cols=132, rows=40)
+    try:
+        s.wait("small_site")
+        tmux("resize-window", "-t", s.name, "-x", "80", "-y", "24")
+        time.sleep(0.8)
+        text = s.wait("big_site")
+        lines = text.splitlines()
+        assert len(lines) <= 24 and all(len(l) <= 80 for l in lines), lines
+        assert re.search(r"RETAINED", text) and re.search(r"q:quit", text)
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_q_exits_0_and_restores_terminal():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        s.keys("q")
+        text = s.wait(r"EXIT=\d+")
+        assert "EXIT=0" in text, text
+        assert "RETAINED" not in text, "the screen was not restored:\n" + text
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_sigterm_restores_terminal():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        # Anchored: the shell around ymtop has the same words later on.
+        subprocess.run(["pkill", "-TERM", "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
+        text = s.wait(r"EXIT=\d+")
+        assert "RETAINED" not in text, text
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_target_exit_is_shown_and_data_kept():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        t.finish()
+        text = s.wait(r"exited")
+        assert "big_site" in text, text
+        s.keys("Enter")
+        s.wait(r"Stack \d+")
+    finally:
+        s.close()
+
+
+def test_no_color_and_monochrome():
+    t = started()
+    name = "mono%d" % t.pid
+    tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30",
+         "env TERM=vt100 NO_COLOR=1 %s -p %d; echo EXIT=$?; sleep 30" % (YMTOP, t.pid))
+    try:
+        end = time.time() + 10
+        while "small_site" not in tmux("capture-pane", "-p", "-t", name):
+            assert time.time() < end, tmux("capture-pane", "-p", "-t", name)
+            time.sleep(0.1)
+        tmux("send-keys", "-t", name, "q")
+        time.sleep(0.5)
+        assert "EXIT=0" in tmux("capture-pane", "-p", "-t", name)
+    finally:
+        tmux("kill-session", "-t", name, check=False)
+        t.finish()
+
+
+def test_needs_a_terminal():
+    r = subprocess.run([YMTOP, "-p", "1"], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "-b" in r.stderr, r
+
+
+if __name__ == "__main__":
+    try:
+        rc = run_tests(dict(globals()))
+    finally:
+        tmux("kill-server", check=False)
+    sys.exit(rc)

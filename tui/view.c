@@ -1,0 +1,627 @@
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "outfile.h"
+#include "report.h"
+#include "view.h"
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void view_set_status(struct view *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(v->status, sizeof v->status, fmt, ap);
+	va_end(ap);
+	v->status_until_ns = mono_ns() + 5000000000ULL;
+}
+
+const char *view_status(const struct view *v, uint64_t now_ns)
+{
+	return now_ns < v->status_until_ns ? v->status : "";
+}
+
+const char *view_kind_name(enum view_kind k)
+{
+	static const char *const n[VIEW_COUNT] = {
+		"Stacks", "Functions", "Threads", "Lifetimes", "Alarms"
+	};
+	return k < VIEW_COUNT ? n[k] : "?";
+}
+
+const char *view_sort_name(enum model_sort k)
+{
+	static const char *const n[SORT_COUNT] = {
+		"retained", "%", "growth", "total", "rate", "live", "avg size",
+		"age", "function"
+	};
+	return k < SORT_COUNT ? n[k] : "?";
+}
+
+void view_init(struct view *v, struct model *m, struct sym *s,
+	       const struct frames_rules *rules, struct shm_reader *r,
+	       const char *outdir)
+{
+	memset(v, 0, sizeof *v);
+	v->m = m;
+	v->sym = s;
+	v->rules = rules;
+	v->reader = r;
+	v->outdir = outdir ? outdir : ".";
+	v->sort = SORT_RETAINED;
+	v->page = 20;
+	v->cache_modules = UINT32_MAX;
+}
+
+static void cache_clear(struct view *v)
+{
+	for (uint32_t i = 0; i < v->ncache; i++) {
+		free(v->label[i]);
+		free(v->search[i]);
+	}
+	free(v->label);
+	free(v->search);
+	v->label = v->search = NULL;
+	v->ncache = 0;
+}
+
+static void fns_clear(struct view *v)
+{
+	free(v->fns);
+	v->fns = NULL;
+	v->nfns = 0;
+}
+
+void view_free(struct view *v)
+{
+	cache_clear(v);
+	fns_clear(v);
+	free(v->stack_hist);
+	memset(v, 0, sizeof *v);
+}
+
+/* Label and lowercase search text (every frame's function, file and
+ * module) of a stack, computed once: a stack's frames never change. */
+static void cache_fill(struct view *v, uint32_t id)
+{
+	if (id >= v->m->nstacks)
+		return;
+	if (id >= v->ncache) {
+		uint32_t n = v->m->nstacks;
+		char **l = realloc(v->label, n * sizeof *l);
+		if (!l)
+			return;
+		v->label = l;
+		char **s = realloc(v->search, n * sizeof *s);
+		if (!s)
+			return;
+		v->search = s;
+		memset(l + v->ncache, 0, (n - v->ncache) * sizeof *l);
+		memset(s + v->ncache, 0, (n - v->ncache) * sizeof *s);
+		v->ncache = n;
+	}
+	if (v->label[id])
+		return;
+	const struct model_stack *st = &v->m->stacks[id];
+	struct stack_view sv;
+	char buf[1024];
+	if (st->depth == 0) {
+		v->label[id] = strdup("[stack table full: overflow]");
+		v->search[id] = strdup("overflow");
+		return;
+	}
+	if (frames_view(v->sym, v->rules, st->frames, st->depth, &sv) != 0 || sv.n == 0) {
+		v->label[id] = strdup("?");
+		v->search[id] = strdup("");
+		return;
+	}
+	v->label[id] = strdup(frames_label(&sv.f[sv.display], buf, sizeof buf));
+	size_t cap = 256, len = 0;
+	char *t = malloc(cap);
+	for (uint32_t i = 0; t && i < sv.n; i++) {
+		char fb[128];
+		const char *parts[4] = { sv.f[i].function, sv.f[i].file, sv.f[i].module,
+					 sv.f[i].function ? NULL :
+					 (sym_fallback(&sv.f[i], fb, sizeof fb), fb) };
+		for (int k = 0; k < 4; k++) {
+			const char *p = parts[k] ? parts[k] : "";
+			size_t pl = strlen(p);
+			if (len + pl + 2 > cap) {
+				cap = (len + pl + 2) * 2;
+				char *nt = realloc(t, cap);
+				if (!nt) {
+					free(t);
+					t = NULL;
+					break;
+				}
+				t = nt;
+			}
+			for (size_t j = 0; j < pl; j++)
+				t[len++] = (char)tolower((unsigned char)p[j]);
+			t[len++] = '\n';
+		}
+	}
+	if (t)
+		t[len] = '\0';
+	v->search[id] = t ? t : strdup("");
+	frames_view_free(&sv);
+}
+
+const char *view_label(struct view *v, uint32_t id)
+{
+	cache_fill(v, id);
+	return id < v->ncache && v->label[id] ? v->label[id] : "?";
+}
+
+static int keep_stack(void *ctx, const struct model_stack *s)
+{
+	struct view *v = ctx;
+	if (s->alloc_samples == 0)
+		return 0;
+	if (!v->filter[0])
+		return 1;
+	cache_fill(v, s->id);
+	if (s->id >= v->ncache || !v->search[s->id])
+		return 0;
+	char low[sizeof v->filter];
+	size_t i;
+	for (i = 0; v->filter[i] && i < sizeof low - 1; i++)
+		low[i] = (char)tolower((unsigned char)v->filter[i]);
+	low[i] = '\0';
+	return strstr(v->search[s->id], low) != NULL;
+}
+
+static const char *name_of(void *ctx, const struct model_stack *s)
+{
+	return view_label(ctx, s->id);
+}
+
+static int cmp_fn(const void *a, const void *b, void *arg)
+{
+	const struct view *v = arg;
+	const struct view_fn *x = a, *y = b;
+	double vx, vy;
+	switch (v->sort) {
+	case SORT_ALLOCATED: vx = x->alloc; vy = y->alloc; break;
+	case SORT_RATE:      vx = x->rate; vy = y->rate; break;
+	case SORT_LIVE:      vx = x->retained_objects; vy = y->retained_objects; break;
+	case SORT_GROWTH:    vx = x->growth; vy = y->growth; break;
+	case SORT_FUNCTION:  return strcmp(x->name, y->name) * (v->asc ? 1 : -1);
+	default:             vx = x->retained; vy = y->retained; break;
+	}
+	int r = vx < vy ? 1 : vx > vy ? -1 : strcmp(x->name, y->name);
+	return v->asc ? -r : r;
+}
+
+/* Functions view: the filtered stacks grouped by display frame label. */
+static void build_fns(struct view *v)
+{
+	fns_clear(v);
+	struct model *m = v->m;
+	if (!m->norder)
+		return;
+	struct view_fn *f = calloc(m->norder, sizeof *f);
+	if (!f)
+		return;
+	uint32_t n = 0;
+	/* Group by label pointer order: sort a copy of the order by label. */
+	for (uint32_t k = 0; k < m->norder; k++) {
+		const struct model_stack *s = &m->stacks[m->order[k]];
+		const char *label = view_label(v, s->id);
+		uint32_t j;
+		for (j = 0; j < n; j++)
+			if (!strcmp(f[j].name, label))
+				break;
+		if (j == n) {
+			f[n].name = label;
+			f[n].top_stack = s->id;
+			n++;
+		}
+		struct view_fn *x = &f[j];
+		if (s->retained_bytes > m->stacks[x->top_stack].retained_bytes)
+			x->top_stack = s->id;
+		x->retained += s->retained_bytes;
+		x->retained_objects += s->retained_objects;
+		x->alloc += s->alloc_bytes;
+		x->rate += s->alloc_rate;
+		x->growth += s->growth;
+		x->nstacks++;
+	}
+	qsort_r(f, n, sizeof *f, cmp_fn, v);
+	v->fns = f;
+	v->nfns = n;
+}
+
+int view_rows(const struct view *v)
+{
+	const struct model *m = v->m;
+	switch (v->kind) {
+	case VIEW_STACKS:
+		return (int)m->norder;
+	case VIEW_FUNCTIONS:
+		return (int)v->nfns;
+	case VIEW_THREADS:
+		return (int)m->snap.nthreads;
+	case VIEW_LIFETIMES:
+		return YM_LIFE_BUCKETS;
+	case VIEW_ALARMS:
+		return (int)m->snap.nalarms;
+	default:
+		return 0;
+	}
+}
+
+uint32_t view_row_stack(const struct view *v, int row)
+{
+	if (row < 0 || row >= view_rows(v))
+		return UINT32_MAX;
+	if (v->kind == VIEW_STACKS)
+		return v->m->order[row];
+	if (v->kind == VIEW_FUNCTIONS)
+		return v->fns[row].top_stack;
+	return UINT32_MAX;
+}
+
+static void clamp(struct view *v)
+{
+	int rows = view_rows(v);
+	int page = v->page > 0 ? v->page : 1;
+	if (v->selected >= rows)
+		v->selected = rows - 1;
+	if (v->selected < 0)
+		v->selected = 0;
+	if (v->top > v->selected)
+		v->top = v->selected;
+	if (v->selected >= v->top + page)
+		v->top = v->selected - page + 1;
+	if (v->top < 0)
+		v->top = 0;
+}
+
+static void resort(struct view *v)
+{
+	uint32_t keep_id = view_row_stack(v, v->selected);
+	model_sort(v->m, v->sort, v->asc, keep_stack, name_of, v);
+	if (v->kind == VIEW_FUNCTIONS)
+		build_fns(v);
+	/* Keep the selection on the same stack when it is still shown. */
+	if (keep_id != UINT32_MAX && v->kind == VIEW_STACKS)
+		for (uint32_t k = 0; k < v->m->norder; k++)
+			if (v->m->order[k] == keep_id) {
+				v->selected = (int)k;
+				break;
+			}
+	clamp(v);
+}
+
+static void push_history(struct view *v)
+{
+	struct model *m = v->m;
+	memmove(v->hist, v->hist + 1, (VIEW_HISTORY - 1) * sizeof *v->hist);
+	v->hist[VIEW_HISTORY - 1] = m->retained_bytes;
+	if (v->nhist < VIEW_HISTORY)
+		v->nhist++;
+	if (m->nstacks > v->nstack_hist) {
+		float *h = realloc(v->stack_hist,
+				   (size_t)m->nstacks * VIEW_HISTORY * sizeof *h);
+		if (!h)
+			return;
+		memset(h + (size_t)v->nstack_hist * VIEW_HISTORY, 0,
+		       (size_t)(m->nstacks - v->nstack_hist) * VIEW_HISTORY * sizeof *h);
+		v->stack_hist = h;
+		v->nstack_hist = m->nstacks;
+	}
+	for (uint32_t i = 0; i < m->nstacks; i++) {
+		float *h = v->stack_hist + (size_t)i * VIEW_HISTORY;
+		memmove(h, h + 1, (VIEW_HISTORY - 1) * sizeof *h);
+		h[VIEW_HISTORY - 1] = (float)m->stacks[i].retained_bytes;
+	}
+}
+
+void view_refresh(struct view *v)
+{
+	if (v->m->snap.nmodules != v->cache_modules) {
+		/* New modules may name frames that were unknown: relabel. */
+		cache_clear(v);
+		v->cache_modules = v->m->snap.nmodules;
+	}
+	push_history(v);
+	resort(v);
+}
+
+void view_set_filter(struct view *v, const char *s)
+{
+	snprintf(v->filter, sizeof v->filter, "%s", s ? s : "");
+	v->selected = v->top = 0;
+	resort(v);
+	if (v->filter[0])
+		view_set_status(v, "filter \"%s\": %d rows", v->filter, view_rows(v));
+	else
+		view_set_status(v, "filter cleared");
+}
+
+void view_set_sort(struct view *v, enum model_sort key)
+{
+	if (key >= SORT_COUNT)
+		return;
+	if (key == v->sort)
+		v->asc = !v->asc;
+	else
+		v->asc = key == SORT_FUNCTION;
+	v->sort = key;
+	resort(v);
+	view_set_status(v, "sorted by %s%s", view_sort_name(key),
+			v->asc ? " (ascending)" : "");
+}
+
+const struct ym_alarm *view_alarm(const struct view *v)
+{
+	const struct shm_snapshot *s = &v->m->snap;
+	if (s->hdr.alarms_written <= v->alarms_seen || s->nalarms == 0)
+		return NULL;
+	const struct ym_alarm *best = NULL;
+	for (uint32_t i = 0; i < s->nalarms; i++) {
+		const struct ym_alarm *a = shm_alarm(s, i);
+		if (!best || a->seq > best->seq)
+			best = a;
+	}
+	return best;
+}
+
+/* ---- files ---- */
+
+int view_write_file(struct view *v, int kind)
+{
+	struct model *m = v->m;
+	if (!m->have_snap)
+		return -1;
+	char stamp[32], path[4096], err[512];
+	time_t now = time(NULL);
+	struct tm tm;
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+	char pattern[4096];
+	const char *ext = kind == 'f' ? "folded" : "txt";
+	/* Never overwrite: a second file within the same second gets -2... */
+	int found = 0;
+	for (int n = 1; n < 100 && !found; n++) {
+		if (n == 1)
+			snprintf(pattern, sizeof pattern, "%s/ymtop-%%p-%%e-%s.%s",
+				 v->outdir, stamp, ext);
+		else
+			snprintf(pattern, sizeof pattern, "%s/ymtop-%%p-%%e-%s-%d.%s",
+				 v->outdir, stamp, n, ext);
+		if (outfile_expand(pattern, (pid_t)m->snap.hdr.pid, m->snap.hdr.exe,
+				   (uint64_t)now, 0, path, sizeof path) != 0) {
+			view_set_status(v, "output path too long");
+			return -1;
+		}
+		found = access(path, F_OK) != 0;
+	}
+	struct report_opts ro = { kind == 'f' ? REPORT_FOLDED : REPORT_TEXT, 20,
+				  v->rules, WEIGHT_RETAINED };
+	if (report_save(path, m, v->sym, &ro, err, sizeof err) != 0) {
+		view_set_status(v, "%s", err);
+		return -1;
+	}
+	view_set_status(v, "wrote %s", path);
+	return 0;
+}
+
+/* ---- keys ---- */
+
+typedef int (*view_action)(struct view *v, int key);
+
+static int act_move(struct view *v, int key)
+{
+	int rows = view_rows(v), page = v->page > 1 ? v->page - 1 : 1;
+	switch (key) {
+	case VK_UP:   v->selected--; break;
+	case VK_DOWN: v->selected++; break;
+	case VK_PGUP: v->selected -= page; break;
+	case VK_PGDN: v->selected += page; break;
+	case VK_HOME: v->selected = 0; break;
+	case VK_END:  v->selected = rows - 1; break;
+	}
+	clamp(v);
+	return REACT_REDRAW;
+}
+
+static int act_enter(struct view *v, int key)
+{
+	(void)key;
+	if (v->detail) {
+		v->detail = 0;
+		return REACT_REDRAW;
+	}
+	uint32_t id = view_row_stack(v, v->selected);
+	if (id == UINT32_MAX)
+		return REACT_NONE;
+	v->detail = 1;
+	v->detail_stack = id;
+	return REACT_REDRAW;
+}
+
+static int act_escape(struct view *v, int key)
+{
+	(void)key;
+	if (v->help) {
+		v->help = 0;
+		return REACT_REDRAW;
+	}
+	if (v->detail) {
+		v->detail = 0;
+		return REACT_REDRAW;
+	}
+	if (v->filter[0]) {
+		view_set_filter(v, "");
+		return REACT_REDRAW;
+	}
+	return REACT_NONE;
+}
+
+static int act_tab(struct view *v, int key)
+{
+	int d = key == VK_BTAB ? VIEW_COUNT - 1 : 1;
+	v->kind = (enum view_kind)((v->kind + d) % VIEW_COUNT);
+	v->detail = 0;
+	v->selected = v->top = 0;
+	resort(v);
+	return REACT_REDRAW;
+}
+
+static int act_sort_step(struct view *v, int key)
+{
+	int k = (int)v->sort + (key == '<' ? -1 : 1);
+	if (k == SORT_PERCENT)   /* same order as retained: skip it */
+		k += key == '<' ? -1 : 1;
+	k = (k + SORT_COUNT) % SORT_COUNT;
+	if (k == SORT_PERCENT)
+		k = (k + (key == '<' ? -1 : 1) + SORT_COUNT) % SORT_COUNT;
+	view_set_sort(v, (enum model_sort)k);
+	return REACT_REDRAW;
+}
+
+static int act_sort_key(struct view *v, int key)
+{
+	enum model_sort k = SORT_RETAINED;
+	switch (key) {
+	case 'R': k = SORT_RETAINED; break;
+	case 'T': k = SORT_ALLOCATED; break;
+	case 'A': k = SORT_RATE; break;
+	case 'L': k = SORT_LIVE; break;
+	case 'G': k = SORT_GROWTH; break;
+	case 'N': k = SORT_FUNCTION; break;
+	}
+	view_set_sort(v, k);
+	return REACT_REDRAW;
+}
+
+static int act_mark(struct view *v, int key)
+{
+	(void)key;
+	model_mark(v->m);
+	resort(v);
+	view_set_status(v, "mark set: growth is measured from now");
+	return REACT_REDRAW;
+}
+
+static int act_freeze(struct view *v, int key)
+{
+	(void)key;
+	v->frozen = !v->frozen;
+	view_set_status(v, v->frozen ? "display frozen (space to resume)" : "display live");
+	return v->frozen ? REACT_REDRAW : REACT_RELOAD | REACT_REDRAW;
+}
+
+static int act_pause(struct view *v, int key)
+{
+	(void)key;
+	if (!v->reader || !v->m->alive) {
+		view_set_status(v, "the process has exited");
+		return REACT_REDRAW;
+	}
+	int want = !(v->m->snap.hdr.flags & YM_FLAG_PAUSED);
+	if (shm_control_pause(v->reader, want) != 0) {
+		view_set_status(v, "cannot write the control block (read-only segment)");
+		return REACT_REDRAW;
+	}
+	v->paused = want;
+	view_set_status(v, want ? "sampling paused in the agent" : "sampling resumed");
+	return REACT_RELOAD | REACT_REDRAW;
+}
+
+static int act_write(struct view *v, int key)
+{
+	view_write_file(v, key);
+	return REACT_REDRAW;
+}
+
+static int act_help(struct view *v, int key)
+{
+	(void)key;
+	v->help = !v->help;
+	return REACT_REDRAW;
+}
+
+static int act_dismiss(struct view *v, int key)
+{
+	(void)key;
+	v->alarms_seen = v->m->snap.hdr.alarms_written;
+	return REACT_REDRAW;
+}
+
+static int act_quit(struct view *v, int key)
+{
+	(void)key;
+	if (v->help || v->detail)
+		return act_escape(v, VK_ESC);
+	return REACT_QUIT;
+}
+
+static int act_filter(struct view *v, int key)
+{
+	(void)v;
+	(void)key;
+	return REACT_FILTER;
+}
+
+static int act_sortmenu(struct view *v, int key)
+{
+	(void)v;
+	(void)key;
+	return REACT_SORTMENU;
+}
+
+static int act_redraw(struct view *v, int key)
+{
+	(void)key;
+	clamp(v);
+	return REACT_REDRAW;
+}
+
+static const struct {
+	int key;
+	view_action fn;
+} key_table[] = {
+	{ VK_UP, act_move }, { VK_DOWN, act_move }, { VK_PGUP, act_move },
+	{ VK_PGDN, act_move }, { VK_HOME, act_move }, { VK_END, act_move },
+	{ 'k', act_move }, { 'j', act_move },
+	{ VK_ENTER, act_enter }, { VK_ESC, act_escape },
+	{ VK_TAB, act_tab }, { VK_BTAB, act_tab },
+	{ '<', act_sort_step }, { '>', act_sort_step }, { VK_F6, act_sortmenu },
+	{ 'R', act_sort_key }, { 'T', act_sort_key }, { 'A', act_sort_key },
+	{ 'L', act_sort_key }, { 'G', act_sort_key }, { 'N', act_sort_key },
+	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
+	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
+	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_filter },
+	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
+};
+
+int view_key(struct view *v, int key)
+{
+	if (key == 'k')
+		key = VK_UP;
+	else if (key == 'j')
+		key = VK_DOWN;
+	if (v->help && key != '?' && key != 'h' && key != 'q' && key != VK_ESC &&
+	    key != VK_RESIZE && key != VK_REDRAW) {
+		v->help = 0;   /* any key closes help */
+		return REACT_REDRAW;
+	}
+	for (size_t i = 0; i < sizeof key_table / sizeof *key_table; i++)
+		if (key_table[i].key == key)
+			return key_table[i].fn(v, key);
+	return REACT_NONE;
+}

@@ -1,0 +1,137 @@
+/*
+ * view: the state of the live screen, without curses.
+ *
+ * Which view is shown (Stacks, Functions, Threads, Lifetimes, Alarms), the
+ * sort, the filter, the selection and scroll position, the mark, freezing,
+ * the alarm banner, history for the sparklines, and the rows each view
+ * shows.  Keys arrive as VK_* codes (ui.c maps curses keys to them) and go
+ * through a table to actions, which return a reaction for the main loop.
+ * Everything here is unit-tested; ui.c only draws what this says.
+ */
+#ifndef YMTOP_VIEW_H
+#define YMTOP_VIEW_H
+
+#include <stdint.h>
+
+#include "frames.h"
+#include "model.h"
+#include "shm.h"
+#include "sym.h"
+
+enum view_kind {
+	VIEW_STACKS = 0,
+	VIEW_FUNCTIONS,
+	VIEW_THREADS,
+	VIEW_LIFETIMES,
+	VIEW_ALARMS,
+	VIEW_COUNT
+};
+
+/* Keys, independent of curses.  Printable keys are their ASCII code. */
+enum {
+	VK_UP = 0x100, VK_DOWN, VK_PGUP, VK_PGDN, VK_HOME, VK_END,
+	VK_ENTER, VK_ESC, VK_TAB, VK_BTAB, VK_F6, VK_RESIZE, VK_REDRAW,
+	VK_MAX
+};
+
+/* Reactions: what the main loop does after a key. */
+enum {
+	REACT_NONE    = 0,
+	REACT_REDRAW  = 1,       /* draw again */
+	REACT_RELOAD  = 2,       /* take a new snapshot now */
+	REACT_QUIT    = 4,
+	REACT_FILTER  = 8,       /* read a filter string (ui_prompt) */
+	REACT_SORTMENU = 16      /* show the sort menu */
+};
+
+#define VIEW_HISTORY 120     /* samples kept for sparklines */
+
+/* A row of the Functions view: stacks grouped by display frame. */
+struct view_fn {
+	const char *name;        /* display frame label (owned by the view) */
+	double retained, retained_objects, alloc, rate, growth;
+	uint32_t nstacks;
+	uint32_t top_stack;      /* the stack retaining most */
+};
+
+struct view {
+	struct model *m;
+	struct sym   *sym;
+	const struct frames_rules *rules;
+	struct shm_reader *reader;   /* for pause/resume; may be NULL */
+	const char   *outdir;        /* where s and f write ("." default) */
+
+	enum view_kind kind;
+	enum model_sort sort;
+	int      asc;
+	char     filter[128];
+	int      selected;           /* row index in the current view */
+	int      top;                /* first row shown */
+	int      page;               /* rows that fit, set by ui */
+	int      frozen;
+	int      detail;             /* showing one stack in full */
+	uint32_t detail_stack;
+	int      help;
+	uint64_t alarms_seen;        /* banner dismissed up to this count */
+	int      paused;             /* as last requested by us */
+
+	/* Retained bytes over time: total and per stack (ring buffers). */
+	double   hist[VIEW_HISTORY];
+	uint32_t nhist;
+	float   *stack_hist;         /* nstack_hist * VIEW_HISTORY */
+	uint32_t nstack_hist;
+
+	/* Per-stack display label and search text, cached by stack id. */
+	char   **label;
+	char   **search;
+	uint32_t ncache;
+	uint32_t cache_modules;
+
+	struct view_fn *fns;
+	uint32_t nfns;
+
+	char     status[512];
+	uint64_t status_until_ns;
+};
+
+void view_init(struct view *v, struct model *m, struct sym *s,
+	       const struct frames_rules *rules, struct shm_reader *r,
+	       const char *outdir);
+void view_free(struct view *v);
+
+/* After model_update: re-sort, re-filter, extend history, keep the
+ * selection on the same stack when it still exists. */
+void view_refresh(struct view *v);
+
+/* Handle one key; returns REACT_* bits. */
+int view_key(struct view *v, int key);
+
+/* Apply a filter string (empty clears) or a sort column. */
+void view_set_filter(struct view *v, const char *s);
+void view_set_sort(struct view *v, enum model_sort key);
+
+/* Rows in the current view, and the stack behind a row (Stacks and
+ * Functions views; UINT32_MAX otherwise). */
+int view_rows(const struct view *v);
+uint32_t view_row_stack(const struct view *v, int row);
+
+/* The cached "function (file:line)" label of a stack. */
+const char *view_label(struct view *v, uint32_t stack);
+
+/* Write a snapshot: text report (kind 's') or folded stacks ('f') into
+ * outdir, named ymtop-<pid>-<exe>-<time>.<ext>, never overwriting.  Sets
+ * the status line; returns 0 or -1. */
+int view_write_file(struct view *v, int kind);
+
+/* Status line text (empty when expired). */
+const char *view_status(const struct view *v, uint64_t now_ns);
+void view_set_status(struct view *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+const char *view_kind_name(enum view_kind k);
+const char *view_sort_name(enum model_sort k);
+
+/* The newest alarm not yet dismissed, or NULL. */
+const struct ym_alarm *view_alarm(const struct view *v);
+
+#endif
