@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "got.h"
 #include "sample.h"
 #include "../shm/shm.h"
 
@@ -179,7 +180,11 @@ int agent_resolve(void)
 	/* dlsym may allocate: the caller's guard sends that to the
 	 * bootstrap buffer. */
 	struct agent_real r;
-#define NEXT(field, name) (*(void **)&r.field = dlsym(RTLD_NEXT, name))
+	/* Preloaded: the next definition after us.  Injected: the process's
+	 * global definition, what the GOT slots we rewrite were bound to
+	 * (RTLD_NEXT from a dlopen'ed object means our own dependencies). */
+	void *from = agent.injected ? RTLD_DEFAULT : RTLD_NEXT;
+#define NEXT(field, name) (*(void **)&r.field = dlsym(from, name))
 	NEXT(malloc, "malloc");
 	NEXT(free, "free");
 	NEXT(calloc, "calloc");
@@ -338,6 +343,11 @@ static void modules_scan(int force)
 			__atomic_store_n(&agent.modules[i].state, YM_MODULE_UNLOADED,
 					 __ATOMIC_RELEASE);
 	__atomic_store_n(&agent.mod_scanning, 0, __ATOMIC_RELEASE);
+	/* Injected: objects loaded without our dlopen hook (by the C library
+	 * itself: NSS, iconv; or through dlmopen's base namespace) get their
+	 * GOT patched here, at most a millisecond of samples late. */
+	if (agent.injected && !force)
+		got_patch_try();
 }
 
 /* On the sampled path: at most once a millisecond, see whether the loader
@@ -418,6 +428,8 @@ static int segment_create(void)
 	h->max_depth = agent.max_depth;
 	h->giant_fail = (uint32_t)agent.giant_fail;
 	h->follow_fork = (uint32_t)agent.follow_fork;
+	/* Injected: the data starts now (start_*_ns above are the attach). */
+	h->flags = agent.injected ? YM_FLAG_INJECTED : 0;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
 	h->threads_used = 1;   /* slot 0: shared */
@@ -813,14 +825,31 @@ static void fork_child(void)
 			 __ATOMIC_RELEASE);
 }
 
+/* Loaded by ymtop -p (dlopen through ptrace) rather than preloaded: our
+ * exported malloc is not the process's.  A preloaded agent whose program
+ * defines malloc itself is told apart by LD_PRELOAD. */
+static int detect_injected(void)
+{
+	void *def = dlsym(RTLD_DEFAULT, "malloc");
+	if (!def || def == (void *)hook_malloc)
+		return 0;
+	const char *pre = getenv("LD_PRELOAD");
+	return !(pre && strstr(pre, "libymagent"));
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	t->guard++;
 	configure();
-	if (agent_resolve()) {
+	agent.injected = detect_injected();
+	/* Injected: the real functions are taken before the first patch. */
+	if ((!agent.injected || got_init() == 0) && agent_resolve()) {
 		pthread_atfork(NULL, NULL, fork_child);
 		agent_enter(t);
+		if (agent.injected &&
+		    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE)
+			got_patch_all();
 	}
 	t->guard--;
 }

@@ -5,6 +5,7 @@
  *   agent.c    life cycle: configuration, segment, threads, fork, exit,
  *              modules, alarms, the sampled slow path
  *   table.c    the stack table, the live table and its filter, the lock
+ *   got.c      injected mode: GOT slots rewritten to the hooks
  *
  * Everything here has hidden visibility; only hooks.c exports symbols.
  */
@@ -57,6 +58,7 @@ enum { SEG_NONE = 0, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE };
 struct agent {
 	struct agent_real real;
 	int      resolved;          /* real.* filled in */
+	int      injected;          /* dlopen'ed by ymtop -p: GOT hooks */
 	int      glibc_usable;      /* real malloc is glibc's: inline usable */
 	int      seg_state;         /* SEG_* (atomic) */
 	uint32_t epoch;             /* bumped by fork: stale TLS re-registers */

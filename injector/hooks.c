@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 
 #include "agent.h"
+#include "got.h"
 
 #define EXPORT   __attribute__((visibility("default")))
 #define NOINLINE __attribute__((noinline))
@@ -228,7 +229,7 @@ EXPORT void free(void *p)
 
 EXPORT void cfree(void *p)
 {
-	free(p);
+	hook_free(p);
 }
 
 /* ---- calloc ---- */
@@ -273,10 +274,10 @@ EXPORT void *realloc(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
 	if (p == NULL)
-		return malloc(n);
+		return hook_malloc(n);
 	if (is_boot(p)) {
 		size_t old = ((size_t *)p)[-1];
-		void *q = malloc(n);
+		void *q = hook_malloc(n);
 		if (q)
 			memcpy(q, p, old < n ? old : n);
 		return q;
@@ -325,7 +326,7 @@ EXPORT void *reallocarray(void *p, size_t a, size_t b)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc(p, n);
+	return hook_realloc(p, n);
 }
 
 /* ---- aligned allocations ---- */
@@ -423,6 +424,25 @@ EXPORT void *pvalloc(size_t n)
 	return aligned_common(pvalloc_fn, (size_t)sysconf(_SC_PAGESIZE), n);
 }
 
+/* Hidden names of the entry points (got.h).  The prototypes in got.h
+ * lack glibc's malloc attributes on purpose: no optimization may assume
+ * anything about the block beyond what the real allocator gives. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
+#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
+	__attribute__((alias(#name)))
+HIDDEN_ALIAS(malloc);
+HIDDEN_ALIAS(free);
+HIDDEN_ALIAS(calloc);
+HIDDEN_ALIAS(realloc);
+HIDDEN_ALIAS(reallocarray);
+HIDDEN_ALIAS(posix_memalign);
+HIDDEN_ALIAS(aligned_alloc);
+HIDDEN_ALIAS(memalign);
+HIDDEN_ALIAS(valloc);
+HIDDEN_ALIAS(pvalloc);
+
 /* ---- _exit: runs no destructors, so retire the segment here ---- */
 
 static void real_exit(const char *name, int status)
@@ -447,3 +467,6 @@ EXPORT void _Exit(int status)
 	real_exit("_Exit", status);
 	__builtin_unreachable();
 }
+
+HIDDEN_ALIAS(_exit);
+HIDDEN_ALIAS(_Exit);

@@ -3,8 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../injector/inject.h"
 #include "cli.h"
 #include "proc.h"
 #include "target.h"
@@ -13,12 +16,22 @@
 #define YM_LIBDIR "/usr/local/lib/ymtop"
 #endif
 
-/* Where the agent is, for the remedy in messages: beside ymtop (a build
- * tree), then ../lib/ymtop/ relative to it (an installed prefix, wherever
- * it was moved), then the configured library directory. */
+/* Where the agent is, for injection and the remedy in messages: YM_AGENT,
+ * then beside ymtop (a build tree), then ../lib/ymtop/ relative to it (an
+ * installed prefix, wherever it was moved), then the configured library
+ * directory. */
 void target_agent_path(char *buf, size_t len)
 {
 	char self[PATH_MAX];
+	const char *env = getenv("YM_AGENT");
+	if (env && *env) {
+		/* As given when it does not resolve here: it may name a file
+		 * inside the target's mount namespace. */
+		if (!realpath(env, self))
+			snprintf(self, sizeof self, "%s", env);
+		snprintf(buf, len, "%s", self);
+		return;
+	}
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n > 0) {
 		self[n] = '\0';
@@ -61,9 +74,70 @@ pid_t target_choose(pid_t pid)
 	exit(1);
 }
 
+/* The agent as the target sees it: its path must name the same file
+ * through /proc/PID/root (another mount namespace: a container). */
+static void check_agent_visible(pid_t pid, const char *agent)
+{
+	char there[PATH_MAX + 64];
+	struct stat in, out;
+	snprintf(there, sizeof there, "/proc/%ld/root%s", (long)pid, agent);
+	if (agent[0] != '/')
+		cli_die(1, "YM_AGENT must be an absolute path (%s)", agent);
+	if (stat(there, &in) != 0) {
+		if (stat(agent, &out) == 0)
+			cli_die(1, "process %ld runs in another mount namespace (a container?) "
+			       "where %s does not exist; copy libymagent.so into it and set "
+			       "YM_AGENT to its path there", (long)pid, agent);
+		cli_die(1, "the agent %s is missing (%s); build it, or set YM_AGENT to "
+		       "libymagent.so", agent, strerror(errno));
+	}
+	if (!S_ISREG(in.st_mode))
+		cli_die(1, "the agent %s is not a regular file", agent);
+}
+
+/* No segment: load the agent into the running process, then open the
+ * segment its constructor created (inside dlopen, so it exists when the
+ * injector returns).  Returns shm_reader_open's code. */
+static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
+		  char *err, size_t len)
+{
+	char agent[PATH_MAX], why[512];
+	struct inject_result res;
+	target_agent_path(agent, sizeof agent);
+	check_agent_visible(pid, agent);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (inject_agent(pid, agent, &res, why, sizeof why) != 0) {
+		/* Another ymtop may have injected it meanwhile: then attach. */
+		if (shm_reader_open(r, pid, pi->uid, err, len) == 0)
+			return 0;
+		cli_die(1, "%s", why);
+	}
+	int rc = -ENOENT;
+	for (int i = 0; i < 400 && rc == -ENOENT; i++) {
+		rc = shm_reader_open(r, pid, pi->uid, err, len);
+		if (rc == -ENOENT) {
+			struct timespec ts = { 0, 5000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (rc == -ENOENT)
+		cli_die(1, "process %ld (%s) loaded the agent but created no segment "
+		       "(see its stderr: /dev/shm full, or YM_DISABLE set)", (long)pid,
+		       pi->comm);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (getenv("YM_INJECT_VERBOSE"))
+		fprintf(stderr, "ymtop: loaded %s into process %ld: thread %ld paused "
+			"%.2f ms (%d stops), segment after %.2f ms\n", agent, (long)pid,
+			(long)res.tid, res.pause_ms, res.attempts,
+			(double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+	return rc;
+}
+
 void target_attach(pid_t pid, struct shm_reader *r)
 {
-	char err[512], agent[PATH_MAX];
+	char err[512];
 	struct proc_info pi;
 	int rc = proc_read(pid, &pi);
 	if (rc == -ENOENT) {
@@ -80,11 +154,8 @@ void target_attach(pid_t pid, struct shm_reader *r)
 		cli_die(1, "process %ld belongs to another user (uid %u); run ymtop as "
 		       "that user or as root", (long)pid, (unsigned)pi.uid);
 	rc = shm_reader_open(r, pid, pi.uid, err, sizeof err);
-	if (rc == -ENOENT) {
-		target_agent_path(agent, sizeof agent);
-		cli_die(1, "process %ld (%s) is not running the ymtop agent; start it "
-		       "with LD_PRELOAD=%s", (long)pid, pi.comm, agent);
-	}
+	if (rc == -ENOENT)
+		rc = inject(pid, &pi, r, err, sizeof err);
 	if (rc != 0)
 		cli_die(1, "pid %ld: %s", (long)pid, err);
 	struct ym_header h;

@@ -14,10 +14,12 @@
 pid_t target_choose(pid_t pid);
 
 /* Open pid's segment (or exit 1 with the reason and the remedy).  A
+ * process without the agent gets it loaded first (ptrace: inject.h); a
  * process that has exited but kept its segment is opened post-mortem. */
 void target_attach(pid_t pid, struct shm_reader *r);
 
-/* The agent library's path, for messages and injection. */
+/* The agent library's path, for messages and injection: YM_AGENT, beside
+ * ymtop, ../lib/ymtop/ relative to it, then the configured libdir. */
 void target_agent_path(char *buf, size_t len);
 
 #endif

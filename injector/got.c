@@ -1,0 +1,339 @@
+/*
+ * Injected mode: hook the malloc family by rewriting GOT slots.
+ *
+ * When ymtop loads the agent into a running process (dlopen through
+ * ptrace), our exported malloc interposes nothing: every object is already
+ * bound to the process's allocator.  So we rewrite, in every object of the
+ * base namespace (libc included; never ourselves, ld.so or the vDSO), the
+ * GOT slots (R_X86_64_JUMP_SLOT and R_X86_64_GLOB_DAT, found through
+ * DT_JMPREL, DT_RELA and DT_REL) of the functions we hook.
+ *
+ * Invariants:
+ * - The real functions were taken with dlsym(RTLD_DEFAULT) before the first
+ *   patch (agent_resolve_default): what the slots were bound to.
+ * - A slot is rewritten only when it holds that real function or a lazy
+ *   binding stub of its own object; anything else was bound on purpose.
+ * - Each slot write is one aligned 8-byte store: a thread calling through
+ *   the slot meanwhile sees the old or the new function, both correct.
+ * - RELRO pages are made writable for the write and read-only again; one
+ *   mutex serializes patching, so two patchers never race on protection.
+ * - dlopen and its new objects: the hooked dlopen and dlmopen patch after
+ *   each successful load.  Objects of other namespaces (dlmopen) have
+ *   their own C library and allocator and are never patched.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "got.h"
+
+static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *(*real_dlopen)(const char *, int);
+static void *(*real_dlmopen)(Lmid_t, const char *, int);
+
+static void *hook_dlopen(const char *file, int mode);
+static void *hook_dlmopen(Lmid_t ns, const char *file, int mode);
+
+struct hook {
+	const char *name;
+	void *hook;       /* our function */
+	void *real;       /* dlsym(RTLD_DEFAULT) before patching */
+};
+
+static struct hook hooks[] = {
+	{ "malloc", NULL, NULL },
+	{ "free", NULL, NULL },
+	{ "calloc", NULL, NULL },
+	{ "realloc", NULL, NULL },
+	{ "reallocarray", NULL, NULL },
+	{ "posix_memalign", NULL, NULL },
+	{ "aligned_alloc", NULL, NULL },
+	{ "memalign", NULL, NULL },
+	{ "valloc", NULL, NULL },
+	{ "pvalloc", NULL, NULL },
+	{ "cfree", NULL, NULL },
+	{ "_exit", NULL, NULL },
+	{ "_Exit", NULL, NULL },
+	{ "dlmopen", NULL, NULL },  /* next to last: real_dlmopen */
+	{ "dlopen", NULL, NULL },   /* last: real_dlopen */
+};
+#define NHOOKS (sizeof hooks / sizeof *hooks)
+
+int got_init(void)
+{
+	void *ours[NHOOKS] = {
+		(void *)hook_malloc, (void *)hook_free, (void *)hook_calloc,
+		(void *)hook_realloc, (void *)hook_reallocarray,
+		(void *)hook_posix_memalign, (void *)hook_aligned_alloc,
+		(void *)hook_memalign, (void *)hook_valloc, (void *)hook_pvalloc,
+		(void *)hook_free, (void *)hook__exit, (void *)hook__Exit,
+		(void *)hook_dlmopen, (void *)hook_dlopen,
+	};
+	for (size_t i = 0; i < NHOOKS; i++) {
+		hooks[i].hook = ours[i];
+		hooks[i].real = dlsym(RTLD_DEFAULT, hooks[i].name);
+	}
+	*(void **)&real_dlopen = hooks[NHOOKS - 1].real;
+	*(void **)&real_dlmopen = hooks[NHOOKS - 2].real;
+	/* Without the real malloc and free nothing may be patched. */
+	return hooks[0].real && hooks[1].real ? 0 : -1;
+}
+
+/* ---- One object ---- */
+
+struct obj {
+	uintptr_t base;
+	const ElfW(Sym) *symtab;
+	const char *strtab;
+	size_t strsz;
+	uint32_t nsyms;
+	uintptr_t relro_lo, relro_hi;   /* page-aligned; read-only after load */
+	uintptr_t lo, hi;               /* mapped extent */
+};
+
+static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) p)
+{
+	/* glibc relocates the dynamic section's pointers in place on x86-64;
+	 * an object it did not (or a non-PIE executable) keeps them raw. */
+	return p < base ? base + p : p;
+}
+
+/* Number of dynamic symbols: DT_HASH's nchain, or a walk of DT_GNU_HASH
+ * to the end of its last chain. */
+static uint32_t count_syms(const uint32_t *hash, const uint32_t *gnu)
+{
+	if (hash)
+		return hash[1];
+	if (!gnu)
+		return 0;
+	uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom = gnu[2];
+	const uint32_t *buckets = gnu + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+	const uint32_t *chain = buckets + nbuckets;
+	uint32_t last = 0;
+	for (uint32_t b = 0; b < nbuckets; b++)
+		if (buckets[b] > last)
+			last = buckets[b];
+	if (last < symoffset)
+		return symoffset;
+	while (!(chain[last - symoffset] & 1))
+		last++;
+	return last + 1;
+}
+
+static int in_relro(struct obj *o, uintptr_t page)
+{
+	return page >= o->relro_lo && page < o->relro_hi;
+}
+
+/* One aligned 8-byte store, through a writable mapping. */
+static void write_slot(struct obj *o, void **slot, void *fn)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t page = (uintptr_t)slot & ~(pg - 1);
+	int ro = in_relro(o, page);
+	if (ro && mprotect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)
+		return;   /* leave it bound to the real function */
+	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+	if (ro)
+		mprotect((void *)page, pg, PROT_READ);
+}
+
+static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info)
+{
+	uint32_t type = (uint32_t)ELF64_R_TYPE(info);
+	uint32_t sym = (uint32_t)ELF64_R_SYM(info);
+	if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) ||
+	    sym == 0 || sym >= o->nsyms)
+		return;
+	ElfW(Word) nm = o->symtab[sym].st_name;
+	if (nm >= o->strsz)
+		return;
+	const char *name = o->strtab + nm;
+	for (size_t i = 0; i < NHOOKS; i++) {
+		if (strcmp(name, hooks[i].name) != 0 || !hooks[i].real)
+			continue;
+		void **slot = (void **)(o->base + off);
+		if ((uintptr_t)slot < o->lo || (uintptr_t)slot + sizeof *slot > o->hi ||
+		    ((uintptr_t)slot & 7))
+			return;
+		void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (cur == hooks[i].hook)
+			return;   /* patched already */
+		/* Bound to the real function, or not bound yet (a lazy stub in
+		 * its own object): ours.  Bound elsewhere, or to the object's
+		 * own definition that is not the process's: leave it. */
+		const ElfW(Sym) *sy = &o->symtab[sym];
+		int own_def = sy->st_shndx != SHN_UNDEF &&
+			(uintptr_t)cur == o->base + sy->st_value;
+		if (cur == hooks[i].real ||
+		    ((uintptr_t)cur >= o->lo && (uintptr_t)cur < o->hi && !own_def))
+			write_slot(o, slot, hooks[i].hook);
+		return;
+	}
+}
+
+static void patch_table(struct obj *o, uintptr_t tab, size_t size, int rela)
+{
+	if (!tab || !size)
+		return;
+	if (rela) {
+		const ElfW(Rela) *r = (const ElfW(Rela) *)tab;
+		for (size_t i = 0; i < size / sizeof *r; i++)
+			patch_rel(o, r[i].r_offset, r[i].r_info);
+	} else {
+		const ElfW(Rel) *r = (const ElfW(Rel) *)tab;
+		for (size_t i = 0; i < size / sizeof *r; i++)
+			patch_rel(o, r[i].r_offset, r[i].r_info);
+	}
+}
+
+static void patch_object(struct dl_phdr_info *info)
+{
+	struct obj o = { .base = info->dlpi_addr, .lo = UINTPTR_MAX };
+	const ElfW(Dyn) *dyn = NULL;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)a;
+		if (ph->p_type == PT_LOAD) {
+			if (a < o.lo)
+				o.lo = a;
+			if (a + ph->p_memsz > o.hi)
+				o.hi = a + ph->p_memsz;
+		}
+		if (ph->p_type == PT_GNU_RELRO) {
+			/* As ld.so protects it: the last partial page stays
+			 * writable. */
+			o.relro_lo = a & ~(pg - 1);
+			o.relro_hi = (a + ph->p_memsz) & ~(pg - 1);
+		}
+	}
+	if (!dyn || o.lo >= o.hi)
+		return;
+	uintptr_t jmprel = 0, rela = 0, rel = 0;
+	size_t pltsz = 0, relasz = 0, relsz = 0;
+	int pltrel = DT_RELA;
+	const uint32_t *hash = NULL, *gnu = NULL;
+	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_STRTAB: o.strtab = (const char *)dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_STRSZ: o.strsz = d->d_un.d_val; break;
+		case DT_HASH: hash = (const uint32_t *)dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_GNU_HASH: gnu = (const uint32_t *)dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_JMPREL: jmprel = dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
+		case DT_PLTREL: pltrel = (int)d->d_un.d_val; break;
+		case DT_RELA: rela = dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_RELASZ: relasz = d->d_un.d_val; break;
+		case DT_REL: rel = dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_RELSZ: relsz = d->d_un.d_val; break;
+		}
+	}
+	if (!o.symtab || !o.strtab)
+		return;
+	o.nsyms = count_syms(hash, gnu);
+	patch_table(&o, jmprel, pltsz, pltrel == DT_RELA);
+	patch_table(&o, rela, relasz, 1);
+	patch_table(&o, rel, relsz, 0);
+}
+
+/* ---- Which objects ---- */
+
+static int in_base_namespace(const struct dl_phdr_info *info)
+{
+	/* _r_debug lists the base namespace; the loader changes the list
+	 * under the lock dl_iterate_phdr holds while we look. */
+	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next)
+		if (l->l_addr == info->dlpi_addr && l->l_name == info->dlpi_name)
+			return 1;
+	return 0;
+}
+
+static int contains(const struct dl_phdr_info *info, uintptr_t addr)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && addr >= a && addr < a + ph->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	if (contains(info, (uintptr_t)&patch_cb))
+		return 0;   /* ourselves */
+	uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+	if ((vdso && contains(info, vdso)) || strstr(name, "linux-vdso") ||
+	    strstr(name, "linux-gate"))
+		return 0;
+	uintptr_t ldso = (uintptr_t)getauxval(AT_BASE);
+	if ((ldso && info->dlpi_addr == ldso) || strstr(name, "/ld-linux"))
+		return 0;
+	if (!in_base_namespace(info))
+		return 0;
+	patch_object(info);
+	return 0;
+}
+
+void got_patch_all(void)
+{
+	int saved = errno;
+	pthread_mutex_lock(&got_lock);
+	dl_iterate_phdr(patch_cb, NULL);
+	pthread_mutex_unlock(&got_lock);
+	errno = saved;
+}
+
+void got_patch_try(void)
+{
+	int saved = errno;
+	if (pthread_mutex_trylock(&got_lock) == 0) {
+		dl_iterate_phdr(patch_cb, NULL);
+		pthread_mutex_unlock(&got_lock);
+	}
+	errno = saved;
+}
+
+/* dlopen through a patched slot: load, then hook what was loaded.  Known
+ * difference: the loader sees the agent as the caller, so a bare name is
+ * searched with the agent's and the executable's paths, not the caller's
+ * DT_RUNPATH. */
+static void *hook_dlopen(const char *file, int mode)
+{
+	void *h = real_dlopen(file, mode);
+	if (h) {
+		struct agent_tls *t = &agent_tls;
+		t->guard++;
+		got_patch_all();
+		t->guard--;
+	}
+	return h;
+}
+
+static void *hook_dlmopen(Lmid_t ns, const char *file, int mode)
+{
+	void *h = real_dlmopen(ns, file, mode);
+	if (h) {
+		struct agent_tls *t = &agent_tls;
+		t->guard++;
+		got_patch_all();   /* the base namespace's new objects only */
+		t->guard--;
+	}
+	return h;
+}

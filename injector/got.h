@@ -1,0 +1,36 @@
+/*
+ * got: injected mode's hooks, installed by rewriting GOT slots (got.c).
+ */
+#ifndef YMTOP_GOT_H
+#define YMTOP_GOT_H
+
+#include <stddef.h>
+
+#include "agent.h"
+
+/* Take the real functions (dlsym(RTLD_DEFAULT)): before any patch.
+ * 0 when malloc and free were found. */
+int  got_init(void) AGENT_HIDDEN;
+/* Rewrite the slots of every object of the base namespace but ours, ld.so
+ * and the vDSO; idempotent, serialized, preserves errno. */
+void got_patch_all(void) AGENT_HIDDEN;
+/* The same, unless a patch is running (then it will see the objects). */
+void got_patch_try(void) AGENT_HIDDEN;
+
+/* The exported entry points of hooks.c under hidden names: calls and
+ * addresses that never go through our own GOT (which, in a dlopen'ed
+ * agent, binds malloc to the process's allocator, not to us). */
+void *hook_malloc(size_t) AGENT_HIDDEN;
+void  hook_free(void *) AGENT_HIDDEN;
+void *hook_calloc(size_t, size_t) AGENT_HIDDEN;
+void *hook_realloc(void *, size_t) AGENT_HIDDEN;
+void *hook_reallocarray(void *, size_t, size_t) AGENT_HIDDEN;
+int   hook_posix_memalign(void **, size_t, size_t) AGENT_HIDDEN;
+void *hook_aligned_alloc(size_t, size_t) AGENT_HIDDEN;
+void *hook_memalign(size_t, size_t) AGENT_HIDDEN;
+void *hook_valloc(size_t) AGENT_HIDDEN;
+void *hook_pvalloc(size_t) AGENT_HIDDEN;
+void  hook__exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
+void  hook__Exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
+
+#endif

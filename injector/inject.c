@@ -1,0 +1,884 @@
+/*
+ * The ptrace injector (see inject.h for the protocol).  Runs in ymtop.
+ *
+ * Safety rules, in the order they are applied:
+ * - Everything that can refuse does so before the first ptrace call: no
+ *   such process, zombie or stopped, already traced, strict seccomp, not
+ *   x86-64, statically linked, agent already mapped, no dlopen in libc.
+ * - Only the chosen thread is stopped; the others run on and never meet
+ *   our code (libc's entry point never runs after start-up).
+ * - A thread may only be borrowed at a safe moment: not inside libc's
+ *   allocator (its text is bounded by the nearest exported functions of
+ *   other files) nor inside ld.so, and no return address into either in
+ *   the top of its stack (a thread waiting for an arena lock).  dlopen
+ *   and the agent's constructor take those locks.  Otherwise it is let go
+ *   at once, another thread is tried, and after a bounded time we give up
+ *   with the target untouched.
+ * - Registers (with orig_rax: an interrupted system call restarts only
+ *   when they are restored), the extended state and the stub bytes are
+ *   restored exactly before PTRACE_DETACH, on every path.  Signals that
+ *   reach the thread meanwhile are kept and delivered at the detach.
+ */
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inject.h"
+
+#ifndef NT_X86_XSTATE
+#define NT_X86_XSTATE 0x202
+#endif
+#ifndef PTRACE_EVENT_STOP
+#define PTRACE_EVENT_STOP 128
+#endif
+
+#define SAFE_WAIT_MS    2000.0   /* give up finding a safe moment */
+#define CALL_WAIT_MS   10000.0   /* dlopen in the target */
+#define STACK_SCAN     256       /* bytes above rsp checked for callers */
+#define XSTATE_MAX     (64 * 1024)
+#define MAX_PENDING    16
+#define MAX_TIDS       4096
+#define PATH_GAP       (PATH_MAX + 64)   /* room for the path on the stack */
+#define RTLD_NOW_FLAG  2                 /* RTLD_NOW, as the target's glibc */
+
+static const unsigned char stub[3] = { 0xff, 0xd0, 0xcc };  /* call *%rax; int3 */
+
+static void fail(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void fail(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void nap_us(long us)
+{
+	struct timespec ts = { 0, us * 1000 };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- What /proc tells before we touch anything ---- */
+
+struct pstatus {
+	char  name[64];
+	char  state;
+	pid_t tracer;
+	int   seccomp;
+};
+
+static int read_status(pid_t pid, struct pstatus *ps)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	memset(ps, 0, sizeof *ps);
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "Name:", 5)) {
+			sscanf(line + 5, " %63[^\n]", ps->name);
+		} else if (!strncmp(line, "State:", 6)) {
+			sscanf(line + 6, " %c", &ps->state);
+		} else if (!strncmp(line, "TracerPid:", 10)) {
+			ps->tracer = (pid_t)atol(line + 10);
+		} else if (!strncmp(line, "Seccomp:", 8)) {
+			ps->seccomp = atoi(line + 8);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+struct range {
+	uintptr_t lo, hi;
+};
+
+struct tmaps {
+	char      libc[PATH_MAX];
+	uintptr_t libc_base;
+	int       have_libc;
+	struct range ldso;        /* ld.so's executable mappings */
+	int       has_agent;
+};
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+static int read_maps(pid_t pid, struct tmaps *m)
+{
+	char path[64], line[PATH_MAX + 128];
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	memset(m, 0, sizeof *m);
+	m->ldso.lo = UINTPTR_MAX;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi, off;
+		char perms[8];
+		int n = 0;
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off,
+			   &n) < 4 || n == 0)
+			continue;
+		char *p = line + n;
+		p[strcspn(p, "\n")] = '\0';
+		if (*p != '/')
+			continue;
+		const char *b = base_name(p);
+		if (!strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7)) {
+			if (!m->have_libc && off == 0) {
+				snprintf(m->libc, sizeof m->libc, "%s", p);
+				m->libc_base = lo;
+				m->have_libc = 1;
+			}
+		} else if (!strncmp(b, "ld-linux", 8) || !strncmp(b, "ld-2.", 5)) {
+			if (perms[2] == 'x') {
+				if (lo < m->ldso.lo)
+					m->ldso.lo = lo;
+				if (hi > m->ldso.hi)
+					m->ldso.hi = hi;
+			}
+		} else if (!strcmp(b, "libymagent.so")) {
+			m->has_agent = 1;
+		}
+	}
+	fclose(f);
+	if (m->ldso.lo == UINTPTR_MAX)
+		m->ldso.lo = 0;
+	return 0;
+}
+
+/* 0: x86-64 ELF; else the e_machine (or -1 unreadable, -2 32-bit). */
+static int exe_machine(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/exe", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	Elf64_Ehdr eh;
+	ssize_t n = pread(fd, &eh, sizeof eh, 0);
+	close(fd);
+	if (n < (ssize_t)EI_NIDENT || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+		return -1;
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64)
+		return -2;
+	if (n != (ssize_t)sizeof eh)
+		return -1;
+	return eh.e_machine == EM_X86_64 ? 0 : eh.e_machine;
+}
+
+/* ---- libc's dynamic symbols, from its file ---- */
+
+struct libc_syms {
+	uintptr_t dlopen, dlerror, entry;
+	struct range malloc_text;   /* libc's allocator, conservatively */
+};
+
+static int is_malloc_family(const char *n)
+{
+	static const char *const names[] = {
+		"malloc", "free", "calloc", "realloc", "memalign", "valloc",
+		"pvalloc", "posix_memalign", "aligned_alloc", "malloc_usable_size",
+		"malloc_trim", "mallopt", "mallinfo", "mallinfo2", "malloc_stats",
+		"malloc_info", "__libc_malloc", "__libc_free", "__libc_calloc",
+		"__libc_realloc", "__libc_memalign", "__libc_valloc",
+		"__libc_pvalloc", "__libc_mallopt", "__libc_mallinfo", "cfree",
+		"reallocarray", "__libc_reallocarray",
+	};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!strcmp(n, names[i]))
+			return 1;
+	return 0;
+}
+
+static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
+			char *err, size_t len)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)pid, m->libc);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fail(err, len, "cannot read the target's C library %s: %s", path,
+		     strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	void *map = MAP_FAILED;
+	if (fstat(fd, &st) == 0 && st.st_size > (off_t)sizeof(Elf64_Ehdr))
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		fail(err, len, "cannot map %s", path);
+		return -1;
+	}
+	const uint8_t *b = map;
+	size_t size = (size_t)st.st_size;
+	const Elf64_Ehdr *eh = map;
+	int rc = -1;
+	memset(s, 0, sizeof *s);
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_machine != EM_X86_64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh->e_shoff > size || eh->e_shnum > (size - eh->e_shoff) / sizeof(Elf64_Shdr)) {
+		fail(err, len, "%s is not an x86-64 ELF library ymtop can read", m->libc);
+		goto out;
+	}
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+	const Elf64_Shdr *dynsym = NULL, *versym = NULL;
+	for (unsigned i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type == SHT_DYNSYM)
+			dynsym = &sh[i];
+		else if (sh[i].sh_type == SHT_GNU_versym)
+			versym = &sh[i];
+	}
+	if (!dynsym || dynsym->sh_link >= eh->e_shnum ||
+	    dynsym->sh_offset > size || dynsym->sh_size > size - dynsym->sh_offset) {
+		fail(err, len, "%s has no dynamic symbol table", m->libc);
+		goto out;
+	}
+	const Elf64_Shdr *strs = &sh[dynsym->sh_link];
+	if (strs->sh_offset > size || strs->sh_size > size - strs->sh_offset)
+		goto out;
+	const Elf64_Sym *sym = (const Elf64_Sym *)(b + dynsym->sh_offset);
+	size_t nsym = dynsym->sh_size / sizeof *sym;
+	const uint16_t *ver = NULL;
+	if (versym && versym->sh_offset <= size &&
+	    versym->sh_size <= size - versym->sh_offset &&
+	    versym->sh_size / 2 >= nsym)
+		ver = (const uint16_t *)(b + versym->sh_offset);
+	const char *str = (const char *)(b + strs->sh_offset);
+	uint64_t mlo = UINT64_MAX, mhi = 0, compat_dlopen = 0, libc_dlopen = 0;
+	for (size_t i = 1; i < nsym; i++) {
+		if (sym[i].st_name >= strs->sh_size || sym[i].st_shndx == SHN_UNDEF ||
+		    ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC)
+			continue;
+		const char *n = str + sym[i].st_name;
+		if (memchr(n, '\0', strs->sh_size - sym[i].st_name) == NULL)
+			continue;
+		int hidden = ver && (ver[i] & 0x8000);
+		if (!strcmp(n, "dlopen")) {
+			if (!hidden)
+				s->dlopen = sym[i].st_value;
+			else
+				compat_dlopen = sym[i].st_value;
+		} else if (!strcmp(n, "__libc_dlopen_mode")) {
+			libc_dlopen = sym[i].st_value;
+		} else if (!strcmp(n, "dlerror") && !hidden) {
+			s->dlerror = sym[i].st_value;
+		}
+		if (is_malloc_family(n)) {
+			if (sym[i].st_value < mlo)
+				mlo = sym[i].st_value;
+			if (sym[i].st_value + sym[i].st_size > mhi)
+				mhi = sym[i].st_value + sym[i].st_size;
+		}
+	}
+	if (!s->dlopen)
+		s->dlopen = compat_dlopen ? compat_dlopen : libc_dlopen;
+	if (!s->dlopen || mlo == UINT64_MAX || !eh->e_entry) {
+		fail(err, len, "no dlopen (or no entry point) in the target's C library "
+		     "%s: only glibc is supported", m->libc);
+		goto out;
+	}
+	/* The allocator's static functions lie between its exported ones:
+	 * widen to the nearest exported functions of other files. */
+	uint64_t lo = 0, hi = UINT64_MAX;
+	for (size_t i = 1; i < nsym; i++) {
+		if (sym[i].st_name >= strs->sh_size || sym[i].st_shndx == SHN_UNDEF ||
+		    ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC ||
+		    is_malloc_family(str + sym[i].st_name))
+			continue;
+		uint64_t v = sym[i].st_value, e = v + sym[i].st_size;
+		if (e <= mlo && e > lo)
+			lo = e;
+		if (v >= mhi && v < hi)
+			hi = v;
+	}
+	if (hi == UINT64_MAX)
+		hi = mhi;
+	s->malloc_text.lo = m->libc_base + lo;
+	s->malloc_text.hi = m->libc_base + hi;
+	s->dlopen += m->libc_base;
+	if (s->dlerror)
+		s->dlerror += m->libc_base;
+	s->entry = m->libc_base + eh->e_entry;
+	rc = 0;
+out:
+	munmap(map, size);
+	return rc;
+}
+
+/* ---- One borrowed thread ---- */
+
+struct borrow {
+	pid_t  pid, tid;
+	int    mem;                      /* /proc/pid/mem */
+	struct user_regs_struct regs;    /* as stopped */
+	void  *xstate;
+	size_t xlen;
+	int    in_sigstop;               /* stopped in signal-delivery-stop */
+	int    pending[MAX_PENDING];     /* signals to deliver at the detach */
+	int    npending;
+	int    code_saved;
+	double stopped_at;               /* ms, when it stopped */
+	unsigned char code[sizeof stub];
+	uintptr_t code_at;
+};
+
+static void keep_signal(struct borrow *t, int sig)
+{
+	if (t->npending < MAX_PENDING)
+		t->pending[t->npending++] = sig;
+}
+
+/* Detach, delivering kept signals: the first through the detach when the
+ * thread is in a signal-delivery-stop, the others with tgkill. */
+static void let_go(struct borrow *t)
+{
+	int first = 0;
+	if (t->in_sigstop && t->npending > 0)
+		first = t->pending[0];
+	ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)first);
+	for (int i = first ? 1 : 0; i < t->npending; i++)
+		syscall(SYS_tgkill, t->pid, t->tid, t->pending[i]);
+}
+
+static int mem_read(struct borrow *t, uintptr_t at, void *buf, size_t n)
+{
+	return pread(t->mem, buf, n, (off_t)at) == (ssize_t)n ? 0 : -1;
+}
+
+static int mem_write(struct borrow *t, uintptr_t at, const void *buf, size_t n)
+{
+	return pwrite(t->mem, buf, n, (off_t)at) == (ssize_t)n ? 0 : -1;
+}
+
+static int in_range(const struct range *r, uint64_t a)
+{
+	return a >= r->lo && a < r->hi;
+}
+
+/* May the thread run dlopen now?  Not inside the allocator or ld.so, and
+ * no return address into them near the top of its stack. */
+static int safe_moment(struct borrow *t, const struct libc_syms *s,
+		       const struct tmaps *m)
+{
+	if (in_range(&s->malloc_text, t->regs.rip) || in_range(&m->ldso, t->regs.rip))
+		return 0;
+	uint64_t words[STACK_SCAN / 8];
+	if (mem_read(t, t->regs.rsp, words, sizeof words) != 0)
+		return 1;   /* top of an unreadable stack: nothing to see */
+	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+		if (in_range(&s->malloc_text, words[i]) || in_range(&m->ldso, words[i]))
+			return 0;
+	return 1;
+}
+
+/* Wait for the thread's next stop.  1 stopped, 0 timed out, -1 gone. */
+static int wait_stop(pid_t tid, int *status, double ms)
+{
+	double end = now_ms() + ms;
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+		if (r == tid)
+			return WIFSTOPPED(*status) ? 1 : -1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (now_ms() > end)
+			return 0;
+		nap_us(50);
+	}
+}
+
+/* Some waits fail with EINTR when their thread is merely stopped and
+ * resumed (signal(7): epoll_wait, sigtimedwait, semop...), where other
+ * calls restart.  Without a timeout, restarting is exactly what the
+ * thread would have done had it not been stopped: rewind to the syscall
+ * instruction.  A wait with a timeout keeps its EINTR (restarting would
+ * extend the wait), as after any SIGSTOP/SIGCONT or debugger attach. */
+static void restart_eintr_wait(struct borrow *t)
+{
+	struct user_regs_struct *r = &t->regs;
+	if (t->npending || (int64_t)r->rax != -EINTR || (int64_t)r->orig_rax < 0)
+		return;
+	int forever;
+	switch (r->orig_rax) {
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+		forever = (int)r->r10 == -1;
+		break;
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_rt_sigtimedwait:
+	case SYS_semtimedop:
+		forever = r->r10 == 0;   /* NULL timeout */
+		break;
+	case SYS_semop:
+		forever = 1;
+		break;
+	default:
+		return;
+	}
+	unsigned char insn[2];
+	if (!forever || mem_read(t, r->rip - 2, insn, 2) != 0 ||
+	    insn[0] != 0x0f || insn[1] != 0x05)
+		return;
+	r->rax = r->orig_rax;
+	r->rip -= 2;
+}
+
+/* Call fn(a0, a1) in the thread; its return value in *ret.  0 done; -1
+ * with err set (the thread is stopped again, or gone: *gone). */
+static int remote_call(struct borrow *t, uintptr_t fn, uint64_t a0, uint64_t a1,
+		       uint64_t *ret, int *gone, char *err, size_t len)
+{
+	struct user_regs_struct r = t->regs;
+	/* Below the red zone and the path, 16-byte aligned at the call. */
+	uint64_t sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15;
+	r.rip = t->code_at;
+	r.rax = fn;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rsp = sp;
+	r.orig_rax = (uint64_t)-1;   /* no syscall restart into our code */
+	r.eflags &= ~(uint64_t)0x400;   /* DF clear, as the ABI wants */
+	*gone = 0;
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r) != 0 ||
+	    ptrace(PTRACE_CONT, t->tid, 0, 0) != 0) {
+		fail(err, len, "ptrace: cannot run the call in thread %ld: %s",
+		     (long)t->tid, strerror(errno));
+		return -1;
+	}
+	t->in_sigstop = 0;
+	double end = now_ms() + CALL_WAIT_MS;
+	for (;;) {
+		int st;
+		int w = wait_stop(t->tid, &st, end - now_ms());
+		if (w < 0) {
+			*gone = 1;
+			fail(err, len, "the process exited while the agent was loading");
+			return -1;
+		}
+		if (w == 0) {
+			ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+			if (wait_stop(t->tid, &st, 1e9) < 0)
+				*gone = 1;
+			fail(err, len, "dlopen did not return within %.0f s in thread %ld; "
+			     "the thread was restored", CALL_WAIT_MS / 1000, (long)t->tid);
+			return -1;
+		}
+		int sig = WSTOPSIG(st), ev = st >> 16;
+		if (ev == PTRACE_EVENT_STOP) {   /* our interrupt, or a group stop */
+			ptrace(PTRACE_CONT, t->tid, 0, 0);
+			continue;
+		}
+		t->in_sigstop = 1;
+		if (sig == SIGTRAP) {
+			struct user_regs_struct now;
+			if (ptrace(PTRACE_GETREGS, t->tid, 0, &now) == 0 &&
+			    now.rip == t->code_at + sizeof stub) {
+				*ret = now.rax;
+				return 0;
+			}
+		}
+		siginfo_t si;
+		if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) &&
+		    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0 && si.si_code > 0) {
+			fail(err, len, "the target faulted (signal %d) while loading the "
+			     "agent; its thread was restored", sig);
+			return -1;
+		}
+		keep_signal(t, sig);   /* delivered at the detach */
+		t->in_sigstop = 0;
+		ptrace(PTRACE_CONT, t->tid, 0, 0);
+	}
+}
+
+/* Put back memory, registers and extended state.  0 when exact. */
+static int restore(struct borrow *t)
+{
+	int rc = 0;
+	if (t->code_saved && mem_write(t, t->code_at, t->code, sizeof t->code) != 0)
+		rc = -1;
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) != 0)
+		rc = -1;
+	if (t->xlen) {
+		struct iovec iov = { t->xstate, t->xlen };
+		if (ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_X86_XSTATE, &iov) != 0)
+			rc = -1;
+	}
+	return rc;
+}
+
+static int read_string(struct borrow *t, uintptr_t at, char *buf, size_t len)
+{
+	size_t n = 0;
+	while (n + 1 < len) {
+		char c;
+		if (mem_read(t, at + n, &c, 1) != 0 || c == '\0')
+			break;
+		buf[n++] = c;
+	}
+	buf[n] = '\0';
+	return (int)n;
+}
+
+/* Load the agent through the stopped thread t.  0 on success. */
+static int load_agent(struct borrow *t, const struct libc_syms *s,
+		      const char *agent, char *err, size_t len)
+{
+	size_t plen = strlen(agent) + 1;
+	if (plen > PATH_GAP - 16) {
+		fail(err, len, "agent path too long: %s", agent);
+		return -1;
+	}
+	/* The path goes just below the red zone; the call's stack starts
+	 * below the path (remote_call: rsp - 128 - PATH_GAP). */
+	uint64_t path_at = (t->regs.rsp - 128 - plen) & ~(uint64_t)15;
+	t->code_at = s->entry;
+	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
+		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
+		return -1;
+	}
+	t->code_saved = 1;
+	if (mem_write(t, t->code_at, stub, sizeof stub) != 0 ||
+	    mem_write(t, path_at, agent, plen) != 0) {
+		fail(err, len, "cannot write the target's memory: %s", strerror(errno));
+		return -1;
+	}
+	uint64_t handle = 0;
+	int gone = 0;
+	if (remote_call(t, s->dlopen, path_at, RTLD_NOW_FLAG, &handle, &gone,
+			err, len) != 0)
+		return gone ? -2 : -1;
+	if (handle != 0)
+		return 0;
+	char why[256] = "unknown reason";
+	uint64_t msg = 0;
+	if (s->dlerror && remote_call(t, s->dlerror, 0, 0, &msg, &gone, err, len) == 0 &&
+	    msg)
+		read_string(t, msg, why, sizeof why);
+	fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
+	return gone ? -2 : -1;
+}
+
+/* ---- Choosing a thread ---- */
+
+static char task_state(pid_t pid, pid_t tid)
+{
+	char path[96], buf[512];
+	snprintf(path, sizeof path, "/proc/%ld/task/%ld/stat", (long)pid, (long)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return '?';
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return '?';
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static int list_tids(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int n = 0;
+	tids[n++] = pid;   /* the main thread first: usually blocked, idle */
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && n < max) {
+		long v = strtol(e->d_name, NULL, 10);
+		if (v > 0 && v != pid)
+			tids[n++] = (pid_t)v;
+	}
+	closedir(d);
+	/* Sleeping threads first (stable: the main thread leads among them):
+	 * one blocked in a system call is cheap to stop and rarely inside
+	 * the allocator; a running one may be anywhere. */
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (task_state(pid, tids[i]) == 'S') {
+			pid_t v = tids[i];
+			memmove(&tids[k + 1], &tids[k], (size_t)(i - k) * sizeof *tids);
+			tids[k++] = v;
+		}
+	return n;
+}
+
+static void eperm_reason(pid_t pid, char *err, size_t len)
+{
+	struct pstatus ps;
+	if (read_status(pid, &ps) == 0 && ps.tracer) {
+		fail(err, len, "process %ld is already traced by pid %ld (a debugger or "
+		     "strace); detach it, then retry", (long)pid, (long)ps.tracer);
+		return;
+	}
+	int scope = -1;
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (f) {
+		if (fscanf(f, "%d", &scope) != 1)
+			scope = -1;
+		fclose(f);
+	}
+	if (scope >= 1)
+		fail(err, len, "ptrace of process %ld refused: kernel.yama.ptrace_scope "
+		     "is %d (%s); run ymtop as root or with CAP_SYS_PTRACE, or set "
+		     "ptrace_scope to 0", (long)pid, scope,
+		     scope == 1 ? "only ancestors may trace" :
+		     scope == 2 ? "only CAP_SYS_PTRACE may trace" : "no tracing at all");
+	else
+		fail(err, len, "ptrace of process %ld refused (EPERM): ymtop needs the "
+		     "same user and no setuid change, or CAP_SYS_PTRACE; in a container "
+		     "ptrace may be forbidden by seccomp", (long)pid);
+}
+
+/* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err). */
+static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
+{
+	t->tid = tid;
+	t->npending = 0;
+	t->in_sigstop = 0;
+	t->code_saved = 0;
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+		if (errno == ESRCH)
+			return 0;
+		if (errno == EPERM)
+			eperm_reason(t->pid, err, len);
+		else
+			fail(err, len, "ptrace(PTRACE_SEIZE, %ld): %s", (long)tid,
+			     strerror(errno));
+		return -1;
+	}
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		return 0;
+	}
+	for (;;) {
+		int st;
+		/* A thread in an uninterruptible wait stops when it leaves it;
+		 * the interrupt cannot be withdrawn, so wait as long as it takes. */
+		if (wait_stop(tid, &st, 1e9) < 0)
+			return 0;
+		int sig = WSTOPSIG(st), ev = st >> 16;
+		if (ev == PTRACE_EVENT_STOP) {
+			if (sig != SIGTRAP) {   /* group stop: the process is stopped */
+				ptrace(PTRACE_DETACH, tid, 0, 0);
+				fail(err, len, "process %ld is stopped (signal %d); resume it "
+				     "with kill -CONT %ld, then retry", (long)t->pid, sig,
+				     (long)t->pid);
+				return -1;
+			}
+			t->in_sigstop = 0;
+			break;
+		}
+		/* A signal on its way: keep it for the detach.  The registers are
+		 * those of the interrupted code, as in our interrupt stop. */
+		keep_signal(t, sig);
+		t->in_sigstop = 1;
+		break;
+	}
+	t->stopped_at = now_ms();
+	if (ptrace(PTRACE_GETREGS, tid, 0, &t->regs) != 0) {
+		let_go(t);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- The whole operation ---- */
+
+static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
+		    char *err, size_t len)
+{
+	int rc = read_status(pid, ps);
+	if (rc == -ENOENT) {
+		fail(err, len, "no process with pid %ld", (long)pid);
+		return -1;
+	}
+	if (rc < 0) {
+		fail(err, len, "cannot read /proc/%ld/status: %s", (long)pid, strerror(-rc));
+		return -1;
+	}
+	if (ps->state == 'Z' || ps->state == 'X') {
+		fail(err, len, "process %ld (%s) has exited (zombie)", (long)pid, ps->name);
+		return -1;
+	}
+	if (ps->tracer) {
+		fail(err, len, "process %ld (%s) is already traced by pid %ld (a debugger "
+		     "or strace); detach it, then retry", (long)pid, ps->name,
+		     (long)ps->tracer);
+		return -1;
+	}
+	if (ps->state == 'T' || ps->state == 't') {
+		fail(err, len, "process %ld (%s) is stopped; resume it with kill -CONT "
+		     "%ld, then retry", (long)pid, ps->name, (long)pid);
+		return -1;
+	}
+	if (ps->seccomp == 1) {
+		fail(err, len, "process %ld (%s) runs in strict seccomp mode: it may not "
+		     "open or map the agent", (long)pid, ps->name);
+		return -1;
+	}
+	int mach = exe_machine(pid);
+	if (mach == -1) {
+		fail(err, len, "cannot read /proc/%ld/exe: %s (run ymtop as the "
+		     "process's user or as root)", (long)pid, strerror(errno));
+		return -1;
+	}
+	if (mach != 0) {
+		fail(err, len, "process %ld (%s) is not an x86-64 program (%s); ymtop "
+		     "injects into x86-64 processes only", (long)pid, ps->name,
+		     mach == -2 ? "32-bit" : "other machine");
+		return -1;
+	}
+	rc = read_maps(pid, m);
+	if (rc < 0) {
+		fail(err, len, "cannot read /proc/%ld/maps: %s", (long)pid, strerror(-rc));
+		return -1;
+	}
+	if (m->has_agent) {
+		fail(err, len, "process %ld (%s) has the agent loaded but no segment: "
+		     "it is disabled (YM_DISABLE) or failed at start (see its stderr)",
+		     (long)pid, ps->name);
+		return -1;
+	}
+	if (!m->have_libc) {
+		fail(err, len, "process %ld (%s) is statically linked (no libc.so mapped): "
+		     "the agent cannot be loaded into it", (long)pid, ps->name);
+		return -1;
+	}
+	return 0;
+}
+
+int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
+		 char *err, size_t errlen)
+{
+	struct pstatus ps;
+	struct tmaps m;
+	struct libc_syms s;
+	memset(res, 0, sizeof *res);
+	if (precheck(pid, &ps, &m, err, errlen) != 0 ||
+	    libc_symbols(pid, &m, &s, err, errlen) != 0)
+		return -1;
+
+	struct borrow t = { .pid = pid, .mem = -1 };
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/mem", (long)pid);
+	t.mem = open(path, O_RDWR | O_CLOEXEC);
+	if (t.mem < 0) {
+		fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	t.xstate = calloc(1, XSTATE_MAX);
+	pid_t *tids = calloc(MAX_TIDS, sizeof *tids);
+	if (!t.xstate || !tids) {
+		fail(err, errlen, "out of memory");
+		close(t.mem);
+		free(t.xstate);
+		free(tids);
+		return -1;
+	}
+
+	/* From the first stop to the last detach, ymtop's own signals wait:
+	 * a SIGINT must not leave the target stopped or half-changed. */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+
+	int rc = -1, chosen = 0;
+	double deadline = now_ms() + SAFE_WAIT_MS;
+	while (!chosen) {
+		int n = list_tids(pid, tids, MAX_TIDS);
+		if (n <= 0) {
+			fail(err, errlen, "no process with pid %ld", (long)pid);
+			goto out;
+		}
+		for (int i = 0; i < n && !chosen; i++) {
+			int sr = seize(&t, tids[i], err, errlen);
+			if (sr < 0)
+				goto out;
+			if (sr == 0)
+				continue;
+			res->attempts++;
+			if (safe_moment(&t, &s, &m)) {
+				chosen = 1;
+				break;
+			}
+			let_go(&t);
+		}
+		if (chosen)
+			break;
+		if (now_ms() > deadline) {
+			fail(err, errlen, "no thread of process %ld left the allocator or the "
+			     "dynamic loader within %.0f s; nothing was changed, retry",
+			     (long)pid, SAFE_WAIT_MS / 1000);
+			goto out;
+		}
+		nap_us(2000);
+	}
+
+	/* t is stopped at a safe moment: from here every path restores. */
+	double t0 = t.stopped_at;
+	res->tid = t.tid;
+	struct iovec iov = { t.xstate, XSTATE_MAX };
+	if (ptrace(PTRACE_GETREGSET, t.tid, (void *)NT_X86_XSTATE, &iov) != 0) {
+		fail(err, errlen, "cannot read thread %ld's extended register state: %s",
+		     (long)t.tid, strerror(errno));
+		let_go(&t);
+		goto out;
+	}
+	t.xlen = iov.iov_len;
+	restart_eintr_wait(&t);
+	int lr = load_agent(&t, &s, agent, err, errlen);
+	if (lr == -2)
+		goto out;   /* the process is gone */
+	if (restore(&t) != 0 && lr == 0) {
+		fail(err, errlen, "the agent is loaded but thread %ld's state could not be "
+		     "restored exactly: %s", (long)t.tid, strerror(errno));
+		lr = -1;
+	}
+	let_go(&t);
+	res->pause_ms = now_ms() - t0;
+	rc = lr == 0 ? 0 : -1;
+out:
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(t.mem);
+	free(t.xstate);
+	free(tids);
+	return rc;
+}

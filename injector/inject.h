@@ -1,0 +1,36 @@
+/*
+ * inject: load the agent into a running process (ymtop -p PID, when the
+ * process has no segment).  x86-64 Linux, ptrace.
+ *
+ * One thread of the target is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT),
+ * its registers and full extended state saved, and made to call
+ * dlopen(agent, RTLD_NOW) from a three-byte stub written over libc's ELF
+ * entry point (code that never runs after start-up); an int3 returns
+ * control.  Then memory, registers and extended state are restored exactly
+ * and the thread detached: a system call it was blocked in resumes as if
+ * nothing happened.  The other threads keep running throughout.
+ *
+ * The agent's constructor (running in that thread, inside dlopen) creates
+ * the segment and rewrites the GOT slots of the malloc family (got.c).
+ */
+#ifndef YMTOP_INJECT_H
+#define YMTOP_INJECT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct inject_result {
+	pid_t  tid;          /* the thread that ran dlopen */
+	double pause_ms;     /* how long that thread was stopped */
+	int    attempts;     /* stops until a safe moment was found */
+};
+
+/* Load `agent` (a path valid inside the target's mount namespace) into
+ * pid.  0 on success.  -1 with one line in err (the reason and the
+ * remedy); the target is then untouched (or, if it failed after dlopen
+ * ran, restored and running).  Never leaves the target stopped; signals
+ * of ymtop are held while a thread of the target is under our control. */
+int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
+		 char *err, size_t errlen);
+
+#endif
