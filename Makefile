@@ -37,7 +37,8 @@ DEB_PKGS := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
             libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
             libcmocka-dev tmux sqlite3 python3 procps golang-go
 
-.PHONY: all deps check demo bench install clean unit integration tui-tests stress
+.PHONY: all deps check demo bench install clean unit integration tui-tests stress \
+        fuzz-smoke soak
 
 all: $(B)/ymtop $(B)/libymagent.so
 
@@ -57,7 +58,7 @@ deps:
 	fi
 
 # ---- The agent ----
-AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c \
+AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/got.c \
              shm/layout.c shm/create.c
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
@@ -109,20 +110,105 @@ $(B)/progs/%: tests/progs/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lpthread
 
+# ---- Rust test programs (tests/progs/rust/*.rs), skipped without rustc ----
+# Each is built twice: with v0 symbol mangling, and with legacy mangling
+# (stable rustc's default; its -C symbol-mangling-version=legacy needs
+# -Z unstable-options).  Optimized with debug info, System allocator.
+RUSTC ?= rustc
+ifneq ($(shell command -v $(RUSTC) 2>/dev/null),)
+RUST_SRC   := $(wildcard tests/progs/rust/*.rs)
+RUST_FLAGS := --edition 2021 -O -g
+PROGS      += $(RUST_SRC:tests/progs/rust/%.rs=$(B)/progs/rust-v0-%) \
+              $(RUST_SRC:tests/progs/rust/%.rs=$(B)/progs/rust-legacy-%)
+
+$(B)/progs/rust-v0-%: tests/progs/rust/%.rs
+	@mkdir -p $(dir $@)
+	MAKEFLAGS= $(RUSTC) $(RUST_FLAGS) -C symbol-mangling-version=v0 -o $@ $<
+
+$(B)/progs/rust-legacy-%: tests/progs/rust/%.rs
+	@mkdir -p $(dir $@)
+	MAKEFLAGS= $(RUSTC) $(RUST_FLAGS) -o $@ $<
+endif
+
 # Unit tests: cmocka, white-box, built with the sanitizer when one is set.
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
-# Each unit test lists the sources it links in tests/unit/<test>.deps.
-$(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] include/ymtop/*.h)
+# Each unit test lists the sources it links in tests/unit/<test>.deps;
+# the word @tui there stands for all of ymtop's objects but main.
+TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
+$(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] include/ymtop/*.h) | $(TUI_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
-	  $(shell cat tests/unit/$*.deps 2>/dev/null) \
+	  $(patsubst @tui,$(TUI_LIB_OBJ),$(shell cat tests/unit/$*.deps 2>/dev/null)) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
 
 unit: $(UNIT_BIN)
 
+# ---- Torture suite (tests/stress): programs run with and without the agent
+# by tests/stress/test_stress.py (never sanitized: they host the agent).
+STRESS_C    := $(wildcard tests/stress/*.c)
+STRESS_CXX  := $(wildcard tests/stress/*.cc)
+STRESS_BIN  := $(STRESS_C:tests/stress/%.c=$(B)/stress/%) \
+               $(STRESS_CXX:tests/stress/%.cc=$(B)/stress/%)
+
+$(B)/stress/%: tests/stress/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -o $@ $< -lpthread -ldl
+
+$(B)/stress/%: tests/stress/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $< -lpthread
+
+stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
+	@YM_BUILD=$(B) python3 tests/stress/test_stress.py
+
+# ---- Fuzzing the segment reader (tests/fuzz), needs clang's libFuzzer ----
+#   make fuzz-smoke   a short bounded run (part of check; skipped without clang)
+#   make soak         the fuzzer for FUZZ_SECONDS (default 600)
+# The seed corpus is real segments from the workload under the agent
+# (tests/fuzz/make_seeds.sh); new inputs the fuzzer finds go to
+# $(B)/fuzz/corpus, crashes to $(B)/fuzz/crash-*.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model.c tui/proc.c shm/layout.c shm/reader.c
+FUZZ_BIN     := $(B)/fuzz/fuzz_segment
+FUZZ_SEEDS   := $(B)/fuzz/seeds
+FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=65536 \
+                -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(B)/fuzz/ \
+                $(B)/fuzz/corpus $(FUZZ_SEEDS)
+HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
+
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model.h tui/proc.h include/ymtop/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Iinclude -Ishm -Itui $(STD) -O1 -g $(WARN) \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -o $@ $(FUZZ_SRC)
+
+$(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(B)/progs/workload $(B)/progs/libplugin.so
+	rm -rf $(FUZZ_SEEDS)
+	tests/fuzz/make_seeds.sh $(B) $(FUZZ_SEEDS)
+	@touch $@
+
+fuzz-smoke:
+ifeq ($(HAVE_FUZZ_CC),)
+	@echo "fuzz-smoke: skipped ($(FUZZ_CC) not found)"
+else
+	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_SEEDS)/.done
+	@$(FUZZ_RUN) -runs=20000 -max_total_time=20 2>$(B)/fuzz/smoke.log \
+	  && echo "fuzz-smoke: ok ($$(grep -o 'Done [0-9]* runs' $(B)/fuzz/smoke.log))" \
+	  || { tail -n 40 $(B)/fuzz/smoke.log; echo "fuzz-smoke: FAILED (see $(B)/fuzz/)"; exit 1; }
+endif
+
+soak:
+ifeq ($(HAVE_FUZZ_CC),)
+	@echo "soak: $(FUZZ_CC) not found"; exit 1
+else
+	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_SEEDS)/.done
+	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
+endif
+
 check: deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN)
+	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(STRESS_BIN) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 
 demo: deps
@@ -130,8 +216,9 @@ demo: deps
 	@tests/demo.sh $(B)
 
 bench: all
-	@$(MAKE) --no-print-directory $(B)/bench/allocbench
+	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks
 	@tests/bench/run.sh $(B)
+	@tests/bench/tui_cost.sh $(B) 30
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
