@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# make demo: run the demo program under the agent and watch it with ymtop.
+# make demo: run the demo program under the agent and watch it with ymtop:
+# the live screen on a terminal (q quits), batch reports otherwise.
 set -eu
 B=${1:-build}
 export LD_PRELOAD=
-LD_PRELOAD="$PWD/$B/libymagent.so" "$B/progs/demo" 12 &
+secs=12
+[ -t 0 ] && [ -t 1 ] && secs=120
+LD_PRELOAD="$PWD/$B/libymagent.so" "$B/progs/demo" $secs &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 50); do [ -e /dev/shm/ymtop-$pid ] && break; sleep 0.1; done
+if [ -t 0 ] && [ -t 1 ]; then
+	echo "== ymtop -p $pid (the demo runs $secs s; Tab cycles views, ? helps, q quits)"
+	sleep 1
+	"$B/ymtop" --pid "$pid"
+	exit 0
+fi
 sleep 2
-echo "== ymtop -b -p $pid -n 3 -i 3 (the demo runs 12 s; see ymtop(1))"
+echo "== ymtop -b -p $pid -n 3 -i 3 (the demo runs $secs s; see ymtop(1))"
 "$B/ymtop" --batch --pid "$pid" --iterations 3 --interval 3 --top 5
 wait $pid
