@@ -33,17 +33,28 @@ CPPFLAGS += -Iinclude -Ishm -MMD -MP -DYM_VERSION='"$(VERSION)"' -DYM_LIBDIR='"$
 BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 
 # ---- Debian packages ----
-DEB_PKGS := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
-            libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-            libcmocka-dev tmux sqlite3 python3 procps golang-go
+# Building and the demo need DEB_PKGS; make check also the readers and
+# drivers the tests use (CHECK_PKGS): cmocka, tmux, sqlite3, go tool pprof,
+# clang with libFuzzer, and chromium for the flame graph screenshot.
+DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
+              libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
+              procps
+CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
+              libclang-rt-14-dev chromium
 
-.PHONY: all deps check demo bench install clean unit integration tui-tests stress \
+.PHONY: all deps check-deps install-pkgs check demo bench install clean unit integration tui-tests stress \
         fuzz-smoke soak
 
 all: $(B)/ymtop $(B)/libymagent.so
 
 deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS)"
+
+check-deps:
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(CHECK_PKGS)"
+
+install-pkgs:
+	@missing=""; for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' \
 	    || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -207,7 +218,7 @@ else
 	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
 endif
 
-check: deps
+check: check-deps
 	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(STRESS_BIN) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 

@@ -7,10 +7,12 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -350,24 +352,86 @@ def click_to_zoom(svg, d):
     assert after == {"reset": "none", "hidden": 0}, after
 
 
+def read_png(path):
+    """(width, height, rows of (r, g, b)) of an 8-bit RGB or RGBA PNG."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
+    pos, idat, ihdr = 8, b"", None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h, depth, ctype, _, _, interlace = ihdr
+    assert depth == 8 and ctype in (2, 6) and interlace == 0, ihdr
+    bpp = 3 if ctype == 2 else 4
+    raw = zlib.decompress(idat)
+    rows, prev, stride = [], bytearray(w * bpp), w * bpp
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pr = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pr) & 255
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
+        prev = line
+    return w, h, rows
+
+
 def screenshot(svg, d):
-    """Headless Chromium renders the flame graph: the picture is not blank."""
+    """Headless Chromium renders the flame graph: inside every frame wide
+    enough to see, the picture has that frame's colour."""
     chromium = "/usr/bin/chromium"
     if not os.path.exists(chromium):
         print("skip: no %s, the SVG was not rendered in a browser" % chromium)
         return
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.parse(svg).getroot()
+    width, height = int(root.get("width")), int(root.get("height"))
     png = os.path.join(d, "shot.png")
     r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--screenshot=" + png, "--window-size=1200,400",
-                        "file://" + svg], capture_output=True, timeout=120)
+                        "--hide-scrollbars", "--force-device-scale-factor=1",
+                        "--screenshot=" + png,
+                        "--window-size=%d,%d" % (width, height),
+                        "file://" + svg], capture_output=True, timeout=120,
+                       cwd=d)
     if r.returncode != 0 or not os.path.exists(png):
         print("skip: chromium could not start: %s" %
               r.stderr.decode(errors="replace").strip().splitlines()[-1:])
         return
-    data = open(png, "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
-    # A flame graph compresses worse than an empty page.
-    assert len(data) > 5000, len(data)
+    w, h, rows = read_png(png)
+    assert (w, h) == (width, height), (w, h, width, height)
+    seen = []
+    for g in root.iter(ns + "g"):
+        if g.get("class") != "f":
+            continue
+        rect = g.find(ns + "rect")
+        x, y = float(rect.get("x")), float(rect.get("y"))
+        rw, rh = float(rect.get("width")), float(rect.get("height"))
+        if rw < 40:
+            continue
+        want = tuple(int(v) for v in rect.get("fill")[4:-1].split(","))
+        # Left of the label text, away from the rounded corners.
+        px, py = int(x + 1.5), int(y + rh / 2)
+        got = rows[py][px]
+        assert all(abs(a - b) <= 12 for a, b in zip(got, want)), \
+            (g.get("data-n"), (px, py), got, want)
+        seen.append(g.get("data-n"))
+    assert "hold_base" in seen and "main" in seen, seen
 
 
 def test_text_report_has_every_section():
