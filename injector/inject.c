@@ -875,6 +875,12 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 	let_go(&t);
 	res->pause_ms = now_ms() - t0;
 	rc = lr == 0 ? 0 : -1;
+	if (lr != 0 && ps.seccomp == 2) {
+		size_t used = strlen(err);
+		snprintf(err + used, errlen - used, " (process %ld runs under a seccomp "
+			 "filter, which may forbid what loading the agent needs; start it "
+			 "with LD_PRELOAD instead)", (long)pid);
+	}
 out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(t.mem);

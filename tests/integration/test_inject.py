@@ -281,6 +281,22 @@ def test_statically_linked_target_refused():
         shutil.rmtree(d)
 
 
+def test_seccomp_filter_forbidding_open_fails_cleanly():
+    t = Plain([prog("inject_seccomp")])
+    try:
+        line = one_line_failure(["-b", "-n", "1", "-p", t.pid], "seccomp")
+        assert "Operation not permitted" in line, line
+        assert not t.agent_maps()
+        assert not os.path.exists("/dev/shm/ymtop-%d" % t.pid)
+        t.send("after\n")
+        t.expect("got after")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 5 and lines == ["ready", "got after"], (rc, lines, err)
+    assert err == "", err
+
+
 def test_already_traced_target_refused():
     strace = shutil.which("strace")
     if not strace:
