@@ -84,6 +84,10 @@ static void check_agent_visible(pid_t pid, const char *agent)
 	if (agent[0] != '/')
 		cli_die(1, "YM_AGENT must be an absolute path (%s)", agent);
 	if (stat(there, &in) != 0) {
+		if (errno == EACCES || errno == EPERM)
+			cli_die(1, "ptrace of process %ld refused: ymtop may not look into it "
+			       "(the process is not dumpable, or another user's); run ymtop "
+			       "as root or with CAP_SYS_PTRACE", (long)pid);
 		if (stat(agent, &out) == 0)
 			cli_die(1, "process %ld runs in another mount namespace (a container?) "
 			       "where %s does not exist; copy libymagent.so into it and set "

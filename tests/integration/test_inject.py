@@ -297,6 +297,58 @@ def test_seccomp_filter_forbidding_open_fails_cleanly():
     assert err == "", err
 
 
+def as_nobody():
+    """argv prefix running a command as user nobody, or None (not root)."""
+    setpriv = shutil.which("setpriv")
+    if os.getuid() != 0 or not setpriv:
+        print("skip: needs root and setpriv to change user")
+        return None
+    return [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def test_another_users_process_refused():
+    pre = as_nobody()
+    if pre is None:
+        return
+    t = Plain([prog("inject_read")])   # root's
+    try:
+        r = subprocess.run(pre + [YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and "another user" in r.stderr, r.stderr
+        assert not t.agent_maps()
+        t.send("x\n")
+        t.expect("got x")
+    finally:
+        t.kill()
+
+
+def test_ptrace_refused_for_a_non_dumpable_process():
+    # Same user, but the process made itself non-dumpable: without
+    # CAP_SYS_PTRACE the kernel refuses ptrace and /proc/PID/root.
+    pre = as_nobody()
+    if pre is None:
+        return
+    code = ("import ctypes, sys\n"
+            "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"   # PR_SET_DUMPABLE
+            "print('ready', flush=True)\n"
+            "print('got ' + sys.stdin.readline().strip(), flush=True)\n")
+    t = Plain(pre + ["/usr/bin/python3", "-c", code])
+    try:
+        r = subprocess.run(pre + [YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert "ptrace of process %d refused" % t.pid in r.stderr, r.stderr
+        assert "CAP_SYS_PTRACE" in r.stderr, r.stderr
+        t.send("y\n")
+        t.expect("got y")
+        rc, _, _ = t.finish()
+        assert rc == 0
+    finally:
+        t.kill()
+
+
 def test_already_traced_target_refused():
     strace = shutil.which("strace")
     if not strace:
