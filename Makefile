@@ -230,6 +230,7 @@ bench: all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks
 	@tests/bench/run.sh $(B)
 	@tests/bench/tui_cost.sh $(B) 30
+	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

@@ -378,37 +378,5 @@ def test_already_traced_target_refused():
     assert rc == 3
 
 
-def timings(argv, runs):
-    pauses, walls = [], []
-    for _ in range(runs):
-        t = Plain(argv)
-        try:
-            _, pause, wall = inject(t)
-            pauses.append(pause)
-            walls.append(wall * 1000)
-            t.send("x\n")
-            t.finish()
-        finally:
-            t.kill()
-    pauses.sort()
-    walls.sort()
-    return pauses[runs // 2], pauses[-1], walls[runs // 2], walls[-1]
-
-
-def test_injection_timing():
-    """The target's pause (goal < 100 ms) and ymtop -p to the first report
-    (goal < 1 s), medians of 5 runs, into a quiet process (asserted) and
-    into 9 threads allocating flat out (printed only: on a loaded machine it
-    measures the scheduler).  Printed for BENCHMARKS.md."""
-    quiet = timings([prog("inject_read")], 5)
-    print("injection into a quiet process: pause median %.1f ms (max %.1f), "
-          "ymtop -p to first report median %.0f ms (max %.0f)" % quiet)
-    busy = timings([prog("inject_threads")], 5)
-    print("injection into 9 allocating threads: pause median %.1f ms (max "
-          "%.1f), ymtop -p to first report median %.0f ms (max %.0f)" % busy)
-    assert quiet[0] < 100, quiet
-    assert quiet[2] < 1000, quiet
-
-
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))
