@@ -227,7 +227,8 @@ demo: deps
 	@tests/demo.sh $(B)
 
 bench: all
-	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks
+	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
+	  $(B)/progs/inject_read $(B)/progs/inject_threads
 	@tests/bench/run.sh $(B)
 	@tests/bench/tui_cost.sh $(B) 30
 	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
