@@ -228,10 +228,11 @@ demo: deps
 
 bench: all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
-	  $(B)/progs/inject_read $(B)/progs/inject_threads
+	  $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites
 	@tests/bench/run.sh $(B)
 	@tests/bench/tui_cost.sh $(B) 30
 	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
+	@YM_BUILD=$(B) python3 tests/bench/sym_speed.py
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

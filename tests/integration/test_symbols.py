@@ -352,12 +352,11 @@ def test_post_mortem_changed_file_is_reported_not_misnamed():
             assert "grow_vector" not in text and "hold_" not in text
 
 
-# ---- speed ----
+# ---- many stacks (the speed is measured by make bench) ----
 
-def test_thousands_of_stacks_symbolize_fast():
-    """4096 stacks through 2048 distinct sites: a whole JSON report, from
-    the start of ymtop to its exit, takes well under a second here (about
-    0.4 s); the bound is wide for loaded machines and sanitizers."""
+def many_sites_report():
+    """ymtop's JSON of manysites (4096 stacks through 2048 distinct sites)
+    and the seconds from ymtop's start to its exit."""
     t = Target([MANYSITES], env=EXACT)
     try:
         t0 = time.time()
@@ -366,16 +365,17 @@ def test_thousands_of_stacks_symbolize_fast():
     finally:
         rc, _, _ = t.finish()
     assert rc == 0
-    rep = json.loads(r.stdout)
+    return json.loads(r.stdout), took
+
+
+def test_thousands_of_stacks_each_named():
+    rep, _ = many_sites_report()
     sites = [s for s in rep["stacks"]
              if re.fullmatch(r"void\* site<\d+>\(\)", display(s)["function"])]
     assert len(sites) == 4096, len(sites)
     names = {(display(s)["function"], s["frames"][s["display_frame"] + 1]
               ["function"].split("(")[0]) for s in sites}
     assert len(names) == 4096, len(names)
-    bound = 10.0 if "address" in BUILD or "thread" in BUILD else 3.0
-    print("# 4096 stacks symbolized and written in %.2f s" % took)
-    assert took < bound, "%.2f s for 4096 stacks" % took
 
 
 if __name__ == "__main__":
