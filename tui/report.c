@@ -463,7 +463,9 @@ static int save_sqlite(struct outfile *of, struct model *m, struct sym *s,
 {
 	fclose(of->f);
 	of->f = NULL;
-	if (sqlout_write(of->tmp, m, s, o, err, errlen) != 0) {
+	char why[512];
+	if (sqlout_write(of->tmp, m, s, o, why, sizeof why) != 0) {
+		snprintf(err, errlen, "cannot write %s: %s", of->path, why);
 		outfile_abort(of);
 		return -1;
 	}

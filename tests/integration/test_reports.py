@@ -556,5 +556,36 @@ def test_unwritable_output_fails_cleanly():
             t.finish()
 
 
+def test_full_file_system_fails_cleanly():
+    """-o on a file system that is full: one line, exit 1, and neither the
+    report nor its temporary file is left behind."""
+    unshare = shutil.which("unshare")
+    if os.getuid() != 0 or not unshare:
+        print("skip: needs root and unshare to mount a small tmpfs")
+        return
+    with Dir() as d:
+        t = start()
+        try:
+            for fmt in ("text", "json", "folded", "pprof", "sqlite", "svg"):
+                script = ('mount -t tmpfs -o size=16k ymtop-full "$1" && '
+                          'head -c 1M /dev/zero > "$1/filler" 2>/dev/null; '
+                          '"$2" -b -n 1 -p "$3" -f "$4" -o "$1/r"; '
+                          'rc=$?; ls -A "$1" >&2; exit $rc')
+                r = subprocess.run([unshare, "-m", "sh", "-c", script, "sh", d,
+                                    YMTOP, str(t.pid), fmt],
+                                   capture_output=True, text=True, timeout=60)
+                assert r.returncode == 1, (fmt, r.returncode, r.stderr)
+                lines = r.stderr.splitlines()
+                # ymtop's one line, then ls: nothing but the filler.
+                assert len(lines) == 2 and lines[0].startswith("ymtop: "), \
+                    (fmt, r.stderr)
+                assert "%s/r" % d in lines[0], (fmt, lines)
+                assert ("No space left" in lines[0] or
+                        "disk is full" in lines[0]), (fmt, lines)
+                assert lines[1] == "filler", (fmt, lines)
+        finally:
+            t.finish()
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(dict(globals())))
