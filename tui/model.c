@@ -243,7 +243,10 @@ const char *model_state(const struct model *m)
 		return "exited";
 	if (f & YM_FLAG_PASSIVE)
 		return "passive";
-	if (f & YM_FLAG_PAUSED)
+	/* The control block says what the agent does from its next sample
+	 * on; its PAUSED flag only acknowledges it at a sample, which a quiet
+	 * process may not take for a long time. */
+	if (m->snap.ctl.pause)
 		return "paused";
 	return "sampling";
 }

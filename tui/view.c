@@ -532,7 +532,7 @@ static int act_pause(struct view *v, int key)
 		view_set_status(v, "the process has exited");
 		return REACT_REDRAW;
 	}
-	int want = !(v->m->snap.hdr.flags & YM_FLAG_PAUSED);
+	int want = !v->m->snap.ctl.pause;
 	if (shm_control_pause(v->reader, want) != 0) {
 		view_set_status(v, "cannot write the control block (read-only segment)");
 		return REACT_REDRAW;

@@ -2,6 +2,7 @@
  * tuiprog: a target for the terminal tests.  Holds memory at two sites,
  * prints "ready", then obeys lines on stdin:
  *   grow     hold 16 MiB more at grow_site, print "grown"
+ *   giant    hold one 24 MiB block from giant_site, print "giant"
  *   exit     exit 0 (so does EOF)
  */
 #include <stdio.h>
@@ -40,6 +41,14 @@ NOINLINE static void grow_site(void)
 		keep(malloc(65536));   /* 16 MiB */
 }
 
+NOINLINE static void giant_site(void)
+{
+	char *p = malloc(24 << 20);
+	if (p)
+		memset(p, 1, 4096);
+	keep(p);
+}
+
 int main(void)
 {
 	big_site();
@@ -51,6 +60,10 @@ int main(void)
 		if (!strncmp(line, "grow", 4)) {
 			grow_site();
 			printf("grown\n");
+			fflush(stdout);
+		} else if (!strncmp(line, "giant", 5)) {
+			giant_site();
+			printf("giant\n");
 			fflush(stdout);
 		} else if (!strncmp(line, "exit", 4)) {
 			break;

@@ -145,6 +145,93 @@ def test_mark_then_growth():
         t.finish()
 
 
+def say(t, cmd, reply):
+    t.p.stdin.write(cmd + "\n")
+    t.p.stdin.flush()
+    t.wait_for(reply)
+
+
+def test_pause_stops_sampling_and_resume_restarts_it():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        s.keys("p")
+        s.wait(r"sampling paused in the agent")
+        s.wait(r"pid %d tuiprog +up \S+ +paused" % t.pid)
+        say(t, "grow", "grown")          # not sampled: no grow_site row
+        time.sleep(1)
+        assert "grow_site" not in s.text(), s.text()
+        s.keys("p")
+        s.wait(r"sampling resumed")
+        s.wait(r"pid %d tuiprog +up \S+ +sampling" % t.pid)
+        say(t, "grow", "grown")
+        s.wait(r"grow_site")
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_alarm_banner_then_dismiss_and_alarms_view():
+    t = started({"YM_GIANT_BYTES": "16777216"})
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        assert "ALARM" not in s.text()
+        say(t, "giant", "giant")
+        s.wait(r"ALARM 24\.0 MiB in giant_site\(\) \S+ ago")
+        s.keys("a")
+        end = time.time() + 5
+        while "ALARM" in s.text():
+            assert time.time() < end, s.text()
+            time.sleep(0.1)
+        for _ in range(4):
+            s.keys("Tab")
+        text = s.wait(r"giant_site")
+        assert "24.0 MiB" in text and "reported" in text, text
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_sort_keys_change_the_order():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        s.keys("m")
+        s.wait(r"mark set")
+        say(t, "grow", "grown")
+        s.wait(r"grow_site")
+        rows = rows_of(s.text())
+        assert "big_site" in rows[0], rows          # by retained
+        s.keys("G")                                 # by growth
+        s.wait(r"sort: growth|GROWTH")
+        end = time.time() + 5
+        while "grow_site" not in rows_of(s.text())[0]:
+            assert time.time() < end, s.text()
+            time.sleep(0.1)
+        s.keys("F6")                                # the sort menu
+        s.wait(r"(?i)sort by")
+        s.keys("Escape")
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_sigint_restores_terminal():
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        subprocess.run(["pkill", "-INT", "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
+        text = s.wait(r"EXIT=\d+")
+        assert "RETAINED" not in text, text
+    finally:
+        s.close()
+        t.finish()
+
+
 def test_s_and_f_write_files():
     d = tempfile.mkdtemp()
     t = started()
