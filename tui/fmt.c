@@ -71,30 +71,6 @@ const char *fmt_duration(double s, char *buf, size_t len)
 	return buf;
 }
 
-void fmt_json_string(FILE *f, const char *s)
-{
-	if (!s) {
-		fputs("null", f);
-		return;
-	}
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':  fputs("\\\"", f); break;
-		case '\\': fputs("\\\\", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\t': fputs("\\t", f); break;
-		case '\r': fputs("\\r", f); break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
-		}
-	}
-	fputc('"', f);
-}
-
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 (also for
  * overlong forms, surrogates and code points above U+10FFFF). */
 static int utf8_len(const unsigned char *p)
@@ -121,6 +97,41 @@ static int utf8_len(const unsigned char *p)
 	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
 		return 0;
 	return n;
+}
+
+/* JSON must be UTF-8: a byte that does not start a valid sequence (names
+ * and paths come from files we do not control) becomes U+FFFD. */
+void fmt_json_string(FILE *f, const char *s)
+{
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		switch (*p) {
+		case '"':  fputs("\\\"", f); p++; continue;
+		case '\\': fputs("\\\\", f); p++; continue;
+		case '\n': fputs("\\n", f); p++; continue;
+		case '\t': fputs("\\t", f); p++; continue;
+		case '\r': fputs("\\r", f); p++; continue;
+		default: break;
+		}
+		if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p);
+			p++;
+			continue;
+		}
+		int n = utf8_len(p);
+		if (n == 0) {
+			fputs("\\ufffd", f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
+	}
+	fputc('"', f);
 }
 
 void fmt_xml_string(FILE *f, const char *s)

@@ -112,6 +112,29 @@ static void xml_escaping(void **state)
 	assert_string_equal(xml(NULL), "");
 }
 
+static char *json(const char *s)
+{
+	static char out[256];
+	memset(out, 0, sizeof out);
+	FILE *f = fmemopen(out, sizeof out, "w");
+	assert_non_null(f);
+	fmt_json_string(f, s);
+	fclose(f);
+	return out;
+}
+
+static void json_escaping(void **state)
+{
+	(void)state;
+	assert_string_equal(json("a\"b\\c\nd\te\x01"), "\"a\\\"b\\\\c\\nd\\te\\u0001\"");
+	/* Valid UTF-8 stays; every byte that does not start a valid sequence
+	 * becomes U+FFFD, so a JSON parser never sees invalid UTF-8. */
+	assert_string_equal(json("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+	assert_string_equal(json("\xff|\xed\xa0\x80|\xe2\x82"),
+			    "\"\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
+	assert_string_equal(json(NULL), "null");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -119,6 +142,7 @@ int main(void)
 		cmocka_unit_test(fields),
 		cmocka_unit_test(nested),
 		cmocka_unit_test(xml_escaping),
+		cmocka_unit_test(json_escaping),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
