@@ -145,9 +145,10 @@ static void configure(void)
 			     1ULL << 40);
 	agent.max_depth = (uint32_t)env_num("YM_MAX_DEPTH", YM_DEFAULT_MAX_DEPTH,
 					    1, YM_LIMIT_DEPTH);
+	/* The segment holds one more record: the overflow stack. */
 	agent.max_stacks = (uint32_t)env_num("YM_MAX_STACKS",
 					     YM_DEFAULT_MAX_STACKS, 16,
-					     YM_LIMIT_STACKS);
+					     YM_LIMIT_STACKS - 1);
 	agent.max_live = (uint32_t)env_num("YM_MAX_LIVE",
 					   agent.rate == 1 ? YM_DEFAULT_MAX_LIVE_EXACT
 							   : YM_DEFAULT_MAX_LIVE,
@@ -400,7 +401,7 @@ static int segment_create(void)
 {
 	struct shm_caps caps = {
 		.max_depth = agent.max_depth,
-		.max_stacks = agent.max_stacks,
+		.max_stacks = agent.max_stacks + 1,   /* + the overflow record */
 		.max_live = agent.max_live,
 		.max_threads = agent.max_threads,
 	};

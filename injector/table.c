@@ -56,7 +56,9 @@ int table_lock(uint32_t spins)
 		if (__atomic_load_n(&agent.lock, __ATOMIC_RELAXED) == 0 &&
 		    !__atomic_exchange_n(&agent.lock, 1, __ATOMIC_ACQUIRE))
 			return 1;
-		if (i < 64)
+		/* Holders stay a few hundred ns: spin well past that before
+		 * a yield (a system call, dear on a virtual machine). */
+		if (i < 1024)
 			__builtin_ia32_pause();
 		else
 			sched_yield();
@@ -172,7 +174,8 @@ uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 	found = probe(h, f, depth, &slot);   /* raced with another insert? */
 	if (found == UINT32_MAX) {
 		uint64_t used = agent.hdr->stacks_used;
-		if (slot == UINT32_MAX || used >= agent.max_stacks) {
+		if (slot == UINT32_MAX ||
+		    used >= agent.hdr->sections[YM_SEC_STACKS].capacity) {
 			found = YM_STACK_OVERFLOW;
 			__atomic_fetch_add(&agent.hdr->drop_stacks, 1,
 					   __ATOMIC_RELAXED);
