@@ -37,7 +37,7 @@ DEB_PKGS := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
             libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
             libcmocka-dev tmux sqlite3 python3 procps golang-go
 
-.PHONY: all deps check demo bench install clean unit integration tui-tests stress \
+.PHONY: all deps check demo bench bench-deps install clean unit integration tui-tests stress \
         fuzz-smoke soak
 
 all: $(B)/ymtop $(B)/libymagent.so
@@ -215,7 +215,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all $(B)/progs/demo
 	@tests/demo.sh $(B)
 
-bench: all
+# The peers and programs make bench compares with (not needed by check).
+BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time
+
+bench-deps:
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(BENCH_DEB_PKGS)"
+
+bench: deps bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks
 	@tests/bench/run.sh $(B)
 	@tests/bench/tui_cost.sh $(B) 30
