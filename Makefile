@@ -42,7 +42,8 @@ DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium
 
-.PHONY: all deps check-deps install-pkgs check demo bench install clean unit integration tui-tests stress \
+.PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
+        integration tui-tests stress \
         fuzz-smoke soak
 
 all: $(B)/ymtop $(B)/libymagent.so
@@ -226,7 +227,14 @@ demo: deps
 	@$(MAKE) --no-print-directory all $(B)/progs/demo
 	@tests/demo.sh $(B)
 
-bench: all
+# The peers and programs make bench compares with (not needed by check),
+# and tmux for ymtop's own cost on screen.
+BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3
+
+bench-deps:
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
+
+bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites
 	@tests/bench/run.sh $(B)

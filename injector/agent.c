@@ -145,9 +145,10 @@ static void configure(void)
 			     1ULL << 40);
 	agent.max_depth = (uint32_t)env_num("YM_MAX_DEPTH", YM_DEFAULT_MAX_DEPTH,
 					    1, YM_LIMIT_DEPTH);
+	/* The segment holds one more record: the overflow stack. */
 	agent.max_stacks = (uint32_t)env_num("YM_MAX_STACKS",
 					     YM_DEFAULT_MAX_STACKS, 16,
-					     YM_LIMIT_STACKS);
+					     YM_LIMIT_STACKS - 1);
 	agent.max_live = (uint32_t)env_num("YM_MAX_LIVE",
 					   agent.rate == 1 ? YM_DEFAULT_MAX_LIVE_EXACT
 							   : YM_DEFAULT_MAX_LIVE,
@@ -400,7 +401,7 @@ static int segment_create(void)
 {
 	struct shm_caps caps = {
 		.max_depth = agent.max_depth,
-		.max_stacks = agent.max_stacks,
+		.max_stacks = agent.max_stacks + 1,   /* + the overflow record */
 		.max_live = agent.max_live,
 		.max_threads = agent.max_threads,
 	};
@@ -511,6 +512,9 @@ static void activate(void)
 	if (agent.disabled)
 		goto passive;
 	agent.pid = getpid();
+	/* Exact mode: nearly every free is a sample.  Another allocator:
+	 * its usable size is a call, made on free's slow path. */
+	agent.filter_all = agent.rate <= 1 || !agent.glibc_usable;
 	if (table_init_private() != 0) {
 		warn("cannot map private tables; ", "profiling off", NULL);
 		goto passive;
@@ -584,14 +588,15 @@ static void thread_exit(void *arg)
 {
 	(void)arg;
 	struct agent_tls *t = &agent_tls;
-	t->guard++;
+	agent_guard_enter(t);
 	if (t->state == TLS_OWN && t->slot && t->epoch == agent.epoch) {
 		prctl(PR_GET_NAME, t->slot->name, 0, 0, 0);
 		__atomic_store_n(&t->slot->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
 	}
 	t->slot = NULL;
+	t->fast = NULL;
 	t->state = TLS_DEAD;
-	t->guard--;
+	agent_guard_leave(t);
 }
 
 /* Slow-path entry: make sure the agent is initialized and this thread has
@@ -602,6 +607,7 @@ void agent_enter(struct agent_tls *t)
 		activate();
 	if (t->epoch != agent.epoch) {   /* TLS of a pre-fork thread */
 		t->slot = NULL;
+		t->fast = NULL;
 		t->state = TLS_NEW;
 		t->epoch = agent.epoch;
 	}
@@ -669,7 +675,7 @@ static void poll_control(void)
 
 void agent_sample(struct agent_tls *t, void *p, size_t n)
 {
-	t->guard++;
+	agent_guard_enter(t);
 	t->countdown = sample_next_gap(&t->rng, agent.rate);
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		goto out;
@@ -705,7 +711,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 				  __ATOMIC_RELAXED);
 	}
 out:
-	t->guard--;
+	agent_guard_leave(t);
 }
 
 /* The filter said this address may be a live sample. */
@@ -713,9 +719,11 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		return;
-	if (!table_live_has((uint64_t)(uintptr_t)p))
-		return;   /* a filter false positive, settled without the lock */
-	t->guard++;
+	/* A filter false positive is settled without the lock; in exact mode
+	 * nearly every free is a sample, so the probe would be wasted. */
+	if (agent.rate > 1 && !table_live_has((uint64_t)(uintptr_t)p))
+		return;
+	agent_guard_enter(t);
 	struct ym_live e;
 	int found = 0;
 	/* Must not give up easily: a missed removal leaves a stale entry
@@ -726,7 +734,7 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	}
 	if (found)
 		table_count_free(&e, agent_now_ns());
-	t->guard--;
+	agent_guard_leave(t);
 }
 
 int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
@@ -734,18 +742,18 @@ int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		return 0;
 	int found = 0;
-	t->guard++;
+	agent_guard_enter(t);
 	if (table_lock(1000000)) {
 		found = table_live_remove((uint64_t)(uintptr_t)p, e);
 		table_unlock();
 	}
-	t->guard--;
+	agent_guard_leave(t);
 	return found;
 }
 
 void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n)
 {
-	t->guard++;
+	agent_guard_enter(t);
 	if (q == NULL) {
 		table_count_free(e, agent_now_ns());
 		goto out;
@@ -770,7 +778,7 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 		__atomic_fetch_add(&agent.hdr->drop_live, 1, __ATOMIC_RELAXED);
 	}
 out:
-	t->guard--;
+	agent_guard_leave(t);
 }
 
 /* ---- Giant allocations ---- */
@@ -779,7 +787,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		return;
-	t->guard++;
+	agent_guard_enter(t);
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = capture(frames);
 	struct ym_header *h = agent.hdr;
@@ -797,7 +805,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	memcpy(a->frames, frames, depth * sizeof *frames);
 	__atomic_store_n(&a->seq, pos + 1, __ATOMIC_RELEASE);
 	modules_check(a->mono_ns);
-	t->guard--;
+	agent_guard_leave(t);
 }
 
 /* ---- Process life ---- */
@@ -818,6 +826,7 @@ static void fork_child(void)
 	agent.epoch++;
 	agent.seen_reset = 0;
 	t->slot = NULL;
+	t->fast = NULL;
 	t->state = TLS_NEW;
 	t->epoch = agent.epoch;
 	__atomic_store_n(&agent.seg_state,
@@ -840,7 +849,7 @@ static int detect_injected(void)
 __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
-	t->guard++;
+	agent_guard_enter(t);
 	configure();
 	agent.injected = detect_injected();
 	/* Injected: the real functions are taken before the first patch. */
@@ -851,7 +860,7 @@ __attribute__((constructor)) static void agent_init(void)
 		    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE)
 			got_patch_all();
 	}
-	t->guard--;
+	agent_guard_leave(t);
 }
 
 /* The process is leaving (exit, or _exit which runs no destructors).

@@ -41,17 +41,38 @@ struct agent_real {
 enum { TLS_NEW = 0, TLS_OWN, TLS_SHARED, TLS_DEAD };
 
 struct agent_tls {
+	/* The one word the fast paths test: the own slot while this thread
+	 * may take them (registered, guard 0), else NULL.  Invariant:
+	 * fast == (guard == 0 && state == TLS_OWN ? slot : NULL); only
+	 * agent_guard_enter/leave, registration, thread exit and fork
+	 * change it. */
+	struct ym_thread *fast;
 	int64_t countdown;          /* bytes to the next sample; < 0: due */
-	struct ym_thread *slot;     /* own slot; non-NULL enables fast paths */
+	struct ym_thread *slot;     /* own slot (TLS_OWN) */
 	uint64_t rng;
 	uint32_t guard;             /* > 0 while inside the agent */
 	uint32_t state;             /* TLS_* */
 	uint32_t tid;
 	uint32_t epoch;             /* agent.epoch at registration */
+	uint64_t pending;           /* malloc's request, while in the call */
 };
 
 extern __thread struct agent_tls agent_tls
 	__attribute__((tls_model("initial-exec"))) AGENT_HIDDEN;
+
+/* Inside the agent (or a call it makes) this thread's allocations pass
+ * straight through: no fast path, no sample, no recursion. */
+static inline void agent_guard_enter(struct agent_tls *t)
+{
+	t->guard++;
+	t->fast = NULL;
+}
+
+static inline void agent_guard_leave(struct agent_tls *t)
+{
+	if (--t->guard == 0 && t->state == TLS_OWN)
+		t->fast = t->slot;
+}
 
 enum { SEG_NONE = 0, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE };
 
@@ -98,6 +119,8 @@ struct agent {
 	uintptr_t unw_lo, unw_hi;   /* libunwind's */
 
 	uint32_t lock;              /* the agent's one lock (bounded spins) */
+	int      filter_all;        /* every free takes the slow path: exact
+				     * mode, or usable size is a call */
 
 	/* Module publication: the loader's counters at the last scan. */
 	unsigned long long mod_adds, mod_subs;
@@ -107,26 +130,59 @@ struct agent {
 
 extern struct agent agent AGENT_HIDDEN;
 
-/* Filter in front of the live table: a saturating counter per address
- * hash, non-zero when some live sample may hash there.  Read on every
- * free, so it is small enough (64 KiB) to stay in cache and TLB; a false
+/* Filters in front of the live table, one bit per address hash
+ * ((p >> 4) mod 2^15: no multiply, allocator addresses are 16-aligned).
+ *
+ *   agent_filter_live: set while some live sample hashes there (table.c
+ *   keeps the exact count per bit under the lock).
+ *   agent_filter: what free's fast path reads: live | pinned, where the
+ *   pinned bits are NULL and the bootstrap allocations, so that one bit
+ *   test sends NULL, bootstrap blocks and possible samples to the slow
+ *   path.  All ones when every free must go there (agent.filter_all).
+ *
+ * 4 KiB each, static: they stay in L1 and cost no pointer load.  A false
  * positive costs a lock-free probe of the live table (table_live_has). */
-#define AGENT_FILTER_BITS 16
-extern uint8_t *agent_filter AGENT_HIDDEN;
+#define AGENT_FILTER_BITS 15
+#define AGENT_FILTER_WORDS ((1u << AGENT_FILTER_BITS) / 64)
+extern uint64_t agent_filter[AGENT_FILTER_WORDS] AGENT_HIDDEN;
+extern uint64_t agent_filter_live[AGENT_FILTER_WORDS] AGENT_HIDDEN;
 
 static inline uint32_t agent_filter_slot(const void *p)
 {
-	return (uint32_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL >>
-			  (64 - AGENT_FILTER_BITS));
+	return (uint32_t)((uintptr_t)p >> 4) & ((1u << AGENT_FILTER_BITS) - 1);
 }
 
-/* The allocator's usable size of a live block. */
+static inline int filter_test(const uint64_t *f, const void *p)
+{
+	uint32_t i = agent_filter_slot(p);
+	return (int)(__atomic_load_n(&f[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1;
+}
+
+/* free's gate: 0 = certainly neither a sample, NULL nor bootstrap. */
+static inline int agent_filter_maybe(const void *p)
+{
+	return filter_test(agent_filter, p);
+}
+
+/* 0 = certainly not a live sample. */
+static inline int agent_filter_live_maybe(const void *p)
+{
+	return filter_test(agent_filter_live, p);
+}
+
+/* The allocator's usable size of a live block.  glibc: the chunk size
+ * minus the size field, or minus the whole header when mmapped (bit 2):
+ * one load and four ALU operations, no branch. */
+static inline size_t agent_usable_glibc(const void *p)
+{
+	size_t sz = ((const size_t *)p)[-1];
+	return (sz & ~(size_t)7) - 8 - ((sz & 2) << 2);
+}
+
 static inline size_t agent_usable(void *p)
 {
-	if (likely(agent.glibc_usable)) {
-		size_t sz = ((const size_t *)p)[-1];
-		return (sz & ~(size_t)7) - ((sz & 2) ? 16 : 8);
-	}
+	if (likely(agent.glibc_usable))
+		return agent_usable_glibc(p);
 	return agent.real.usable(p);
 }
 
@@ -154,6 +210,7 @@ int  table_lock(uint32_t spins) AGENT_HIDDEN;  /* 1 if taken */
 void table_unlock(void) AGENT_HIDDEN;
 int  table_init_private(void) AGENT_HIDDEN;
 void table_reset_private(void) AGENT_HIDDEN;
+void table_filter_pin(const void *p) AGENT_HIDDEN;  /* bootstrap blocks */
 void table_init_segment(void) AGENT_HIDDEN;
 uint32_t table_intern(const uint64_t *frames, uint32_t depth, uint32_t tid,
 		      uint64_t now) AGENT_HIDDEN;

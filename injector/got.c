@@ -319,9 +319,9 @@ static void *hook_dlopen(const char *file, int mode)
 	void *h = real_dlopen(file, mode);
 	if (h) {
 		struct agent_tls *t = &agent_tls;
-		t->guard++;
+		agent_guard_enter(t);
 		got_patch_all();
-		t->guard--;
+		agent_guard_leave(t);
 	}
 	return h;
 }
@@ -331,9 +331,9 @@ static void *hook_dlmopen(Lmid_t ns, const char *file, int mode)
 	void *h = real_dlmopen(ns, file, mode);
 	if (h) {
 		struct agent_tls *t = &agent_tls;
-		t->guard++;
+		agent_guard_enter(t);
 		got_patch_all();   /* the base namespace's new objects only */
-		t->guard--;
+		agent_guard_leave(t);
 	}
 	return h;
 }

@@ -1,15 +1,19 @@
 /*
  * The malloc family, interposed.  Each entry point is a fast path:
  *
- *   malloc: one TLS block load, three compares (slot, guard, giant),
- *   the real call, usable size, three relaxed counter bumps in this
- *   thread's own cache line and the byte countdown.  No lock, no atomic
- *   read-modify-write, no syscall.
- *   free:   the same counters and one relaxed load of the sample filter.
+ *   malloc: one TLS load (t->fast: own slot, NULL when the thread must
+ *   take the slow path), the giant compare, the real call, the usable
+ *   size (one load of the header glibc just wrote), three counter bumps
+ *   in this thread's own cache line and the byte countdown: about 20
+ *   instructions around the real call.
+ *   free:   the TLS load, NULL and bootstrap compares, two counter bumps,
+ *   one bit of the 4 KiB sample filter, then a tail call: about 25
+ *   instructions.
  *
- * Anything else (first call, nested call, no slot yet, due sample, giant
- * request) goes to a noinline slow path.  Pointers and usable sizes are
- * never changed: we only observe.
+ * No lock, no atomic read-modify-write, no syscall.  Anything else (first
+ * call, nested call, no slot yet, due sample, giant request, filter hit)
+ * goes to a noinline slow path.  Pointers and usable sizes are never
+ * changed: we only observe.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -47,6 +51,8 @@ static void *boot_alloc(size_t n, size_t align)
 		if (__atomic_compare_exchange_n(&boot_used, &cur, end, 0,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			((size_t *)start)[-1] = n;   /* size, for realloc */
+			/* free's fast path sends it to free_other. */
+			table_filter_pin((void *)start);
 			return (void *)start;   /* static storage: zeroed */
 		}
 	}
@@ -59,44 +65,92 @@ static inline int is_boot(const void *p)
 
 /* ---- Accounting ---- */
 
-/* Single writer per slot: a relaxed load and store, no RMW. */
+/* Single writer per slot, no atomic read-modify-write: on x86-64 one
+ * plain add to memory (an aligned 8-byte store: readers never see it
+ * torn), elsewhere a relaxed load and store. */
 static inline void bump(uint64_t *c, uint64_t v)
 {
+#if defined(__x86_64__)
+	__asm__("addq %1, %0" : "+m"(*c) : "er"(v));
+#else
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v,
 			 __ATOMIC_RELAXED);
+#endif
 }
 
-static inline void own_alloc(struct agent_tls *t, void *p, size_t n)
+static inline void own_alloc(struct ym_thread *s, void *p, size_t n)
 {
-	struct ym_thread *s = t->slot;
 	bump(&s->t.alloc_objects, 1);
 	bump(&s->t.alloc_bytes, agent_usable(p));
 	bump(&s->t.req_bytes, n);
 }
 
-static inline void own_free(struct agent_tls *t, void *p)
+static inline void own_free(struct ym_thread *s, void *p)
 {
-	struct ym_thread *s = t->slot;
 	bump(&s->t.free_objects, 1);
 	bump(&s->t.free_bytes, agent_usable(p));
 }
 
 static inline int filter_maybe(const void *p)
 {
-	return __atomic_load_n(&agent_filter[agent_filter_slot(p)],
-			       __ATOMIC_RELAXED) != 0;
+	return agent_filter_live_maybe(p);
 }
 
-static inline int fast_ok(const struct agent_tls *t, size_t n)
+/* The thread's slot when this call may take the fast path, else NULL. */
+static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 {
-	return (t->slot != NULL) & (t->guard == 0) & (n < agent_giant_limit);
+	struct ym_thread *s = t->fast;
+	return likely(n < agent_giant_limit) ? s : NULL;
 }
 
-static inline void after_alloc(struct agent_tls *t, void *p, size_t n)
+static inline void after_alloc(struct agent_tls *t, struct ym_thread *s,
+			       void *p, size_t n)
 {
-	own_alloc(t, p, n);
+	own_alloc(s, p, n);
 	if (unlikely((t->countdown -= (int64_t)n) < 0))
 		agent_sample(t, p, n);
+}
+
+/* Fast-path allocation whose countdown ran out: the sample is taken after
+ * the real call.  The countdown was already charged; agent_sample draws
+ * the next one (a failed call leaves it due for the next allocation). */
+typedef void *(*alloc2_fn)(size_t, size_t);
+
+static void *call_malloc(size_t n, size_t unused)
+{
+	(void)unused;
+	return agent.real.malloc(n);
+}
+
+static void *call_calloc(size_t a, size_t b)
+{
+	return agent.real.calloc(a, b);
+}
+
+/* The real malloc failed after the fast path counted the call. */
+static NOINLINE void *alloc_failed(struct ym_thread *s)
+{
+	bump(&s->t.alloc_objects, (uint64_t)-1);
+	bump(&s->t.req_bytes, -(uint64_t)agent_tls.pending);
+	return NULL;
+}
+
+/* Another allocator than glibc's: its usable size is a call. */
+static NOINLINE void *alloc_usable_call(struct ym_thread *s, void *p)
+{
+	bump(&s->t.alloc_bytes, agent.real.usable(p));
+	return p;
+}
+
+static NOINLINE void *alloc_sampled(struct agent_tls *t, struct ym_thread *s,
+				    alloc2_fn fn, size_t a, size_t b, size_t n)
+{
+	void *p = fn(a, b);
+	if (p != NULL) {
+		own_alloc(s, p, n);
+		agent_sample(t, p, n);
+	}
+	return p;
 }
 
 enum { PASS, PROFILE, REFUSE, BOOT };
@@ -107,17 +161,17 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 	if (!__atomic_load_n(&agent.resolved, __ATOMIC_ACQUIRE)) {
 		if (t->guard)
 			return BOOT;
-		t->guard++;
+		agent_guard_enter(t);
 		int ok = agent_resolve();
-		t->guard--;
+		agent_guard_leave(t);
 		if (!ok)
 			return BOOT;
 	}
 	if (t->guard)
 		return PASS;
-	t->guard++;
+	agent_guard_enter(t);
 	agent_enter(t);
-	t->guard--;
+	agent_guard_leave(t);
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
 	    t->state == TLS_NEW)
 		return PASS;
@@ -145,7 +199,7 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 	if (!p)
 		return;
 	if (t->slot) {
-		after_alloc(t, p, n);
+		after_alloc(t, t->slot, p, n);
 		return;
 	}
 	slow_alloc_count(p, n);
@@ -169,7 +223,7 @@ static void count_freed(struct agent_tls *t, size_t bytes)
 static void slow_free_count(struct agent_tls *t, void *p)
 {
 	count_freed(t, agent_usable(p));
-	if (filter_maybe(p))
+	if (agent.rate <= 1 || agent_filter_live_maybe(p))
 		agent_free_sampled(t, p);
 }
 
@@ -193,19 +247,41 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 EXPORT void *malloc(size_t n)
 {
 	struct agent_tls *t = &agent_tls;
-	if (unlikely(!fast_ok(t, n)))
+	struct ym_thread *s = fast_slot(t, n);
+	if (unlikely(s == NULL))
 		return malloc_slow(t, n);
+	if (unlikely((t->countdown -= (int64_t)n) < 0))
+		return alloc_sampled(t, s, call_malloc, n, 0, n);
+	/* Counted before the call, so that only s lives across it. */
+	bump(&s->t.alloc_objects, 1);
+	bump(&s->t.req_bytes, n);
+	t->pending = n;
 	void *p = agent.real.malloc(n);
-	if (likely(p != NULL))
-		after_alloc(t, p, n);
+	if (unlikely(p == NULL))
+		return alloc_failed(s);
+	if (unlikely(!agent.glibc_usable))
+		return alloc_usable_call(s, p);
+	bump(&s->t.alloc_bytes, agent_usable_glibc(p));
 	return p;
 }
 
 /* ---- free ---- */
 
+/* The gate bit was set: NULL, a bootstrap block, a possible sample, or
+ * every free comes here (exact mode, usable size is a call). */
+static NOINLINE void free_other(struct ym_thread *s, void *p)
+{
+	if (p == NULL || is_boot(p))
+		return;   /* bootstrap memory is static; never freed */
+	own_free(s, p);
+	if (agent.rate <= 1 || agent_filter_live_maybe(p))
+		agent_free_sampled(&agent_tls, p);
+	agent.real.free(p);
+}
+
 static NOINLINE void free_slow(struct agent_tls *t, void *p)
 {
-	if (is_boot(p) || !agent.resolved)
+	if (p == NULL || is_boot(p) || !agent.resolved)
 		return;   /* bootstrap memory is static; never freed */
 	if (slow_begin(t, 0) == PROFILE)
 		slow_free_count(t, p);
@@ -215,15 +291,17 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 EXPORT void free(void *p)
 {
 	struct agent_tls *t = &agent_tls;
-	if (unlikely(p == NULL))
-		return;
-	if (unlikely(!fast_ok(t, 0) || is_boot(p))) {
+	struct ym_thread *s = t->fast;
+	if (unlikely(s == NULL)) {
 		free_slow(t, p);
 		return;
 	}
-	own_free(t, p);
-	if (unlikely(filter_maybe(p)))
-		agent_free_sampled(t, p);
+	if (unlikely(agent_filter_maybe(p))) {
+		free_other(s, p);
+		return;
+	}
+	bump(&s->t.free_objects, 1);
+	bump(&s->t.free_bytes, agent_usable_glibc(p));
 	agent.real.free(p);
 }
 
@@ -260,11 +338,14 @@ EXPORT void *calloc(size_t a, size_t b)
 	size_t n;
 	if (__builtin_mul_overflow(a, b, &n))
 		n = SIZE_MAX;   /* the real calloc fails it; giant path sees it */
-	if (unlikely(!fast_ok(t, n)))
+	struct ym_thread *s = fast_slot(t, n);
+	if (unlikely(s == NULL))
 		return calloc_slow(t, a, b, n);
+	if (unlikely((t->countdown -= (int64_t)n) < 0))
+		return alloc_sampled(t, s, call_calloc, a, b, n);
 	void *p = agent.real.calloc(a, b);
 	if (likely(p != NULL))
-		after_alloc(t, p, n);
+		own_alloc(s, p, n);
 	return p;
 }
 
@@ -282,7 +363,7 @@ EXPORT void *realloc(void *p, size_t n)
 			memcpy(q, p, old < n ? old : n);
 		return q;
 	}
-	int mode = fast_ok(t, n) ? PROFILE : slow_begin(t, n);
+	int mode = fast_slot(t, n) ? PROFILE : slow_begin(t, n);
 	if (mode == REFUSE)
 		return NULL;
 	if (mode != PROFILE)
@@ -309,7 +390,7 @@ EXPORT void *realloc(void *p, size_t n)
 	/* One free and one allocation, in exact totals. */
 	count_freed(t, old);
 	if (t->slot)
-		own_alloc(t, q, n);
+		own_alloc(t->slot, q, n);
 	else
 		slow_alloc_count(q, n);
 	if (sampled)   /* keeps its stack and birth: one long-lived block */
@@ -339,7 +420,7 @@ static int bad_align(size_t align)
 EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
-	int mode = fast_ok(t, n) ? PROFILE : slow_begin(t, n);
+	int mode = fast_slot(t, n) ? PROFILE : slow_begin(t, n);
 	if (mode == BOOT) {
 		if (bad_align(align) || align % sizeof(void *))
 			return EINVAL;
@@ -376,7 +457,7 @@ static void *memalign_fn(size_t align, size_t n)
 static void *aligned_common(align_fn fn, size_t align, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
-	int mode = fast_ok(t, n) ? PROFILE : slow_begin(t, n);
+	int mode = fast_slot(t, n) ? PROFILE : slow_begin(t, n);
 	if (mode == BOOT) {
 		if (bad_align(align)) {
 			errno = EINVAL;

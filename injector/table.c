@@ -14,7 +14,41 @@
 #include "agent.h"
 #include "sample.h"
 
-uint8_t *agent_filter;
+uint64_t agent_filter[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
+uint64_t agent_filter_live[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
+/* Bits that stay set in agent_filter: NULL and bootstrap blocks (those
+ * are pinned before the agent is resolved, so before any sample). */
+static uint64_t filter_pin[AGENT_FILTER_WORDS];
+/* Live samples per bit (lock held); the bit is set while non-zero.  A
+ * saturated count stays set until a reset. */
+static uint16_t filter_count[1u << AGENT_FILTER_BITS];
+
+/* One word of the gate from the live and pinned bits.  Its writers are
+ * serialized (the lock, or a single thread at start-up and after fork);
+ * frees read it concurrently. */
+static void gate_update(uint32_t w)
+{
+	uint64_t v = agent.filter_all ? ~0ULL : agent_filter_live[w] | filter_pin[w];
+	__atomic_store_n(&agent_filter[w], v, __ATOMIC_RELEASE);
+}
+
+void table_filter_pin(const void *p)
+{
+	uint32_t i = agent_filter_slot(p);
+	__atomic_fetch_or(&filter_pin[i / 64], 1ULL << (i % 64), __ATOMIC_RELAXED);
+	__atomic_fetch_or(&agent_filter[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
+}
+
+/* No live sample: the gate holds the pins only (or all ones). */
+static void filter_clear(void)
+{
+	filter_pin[0] |= 1;   /* NULL */
+	for (uint32_t w = 0; w < AGENT_FILTER_WORDS; w++) {
+		__atomic_store_n(&agent_filter_live[w], 0, __ATOMIC_RELAXED);
+		gate_update(w);
+	}
+	memset(filter_count, 0, sizeof filter_count);
+}
 
 int table_lock(uint32_t spins)
 {
@@ -22,7 +56,9 @@ int table_lock(uint32_t spins)
 		if (__atomic_load_n(&agent.lock, __ATOMIC_RELAXED) == 0 &&
 		    !__atomic_exchange_n(&agent.lock, 1, __ATOMIC_ACQUIRE))
 			return 1;
-		if (i < 64)
+		/* Holders stay a few hundred ns: spin well past that before
+		 * a yield (a system call, dear on a virtual machine). */
+		if (i < 1024)
 			__builtin_ia32_pause();
 		else
 			sched_yield();
@@ -55,9 +91,7 @@ int table_init_private(void)
 	agent.index_mask = n - 1;
 	if (!agent.index && !(agent.index = map_private(index_bytes())))
 		return -1;
-	if (!agent_filter &&
-	    !(agent_filter = map_private(sizeof(uint8_t) << AGENT_FILTER_BITS)))
-		return -1;
+	filter_clear();
 	return 0;
 }
 
@@ -66,9 +100,7 @@ void table_reset_private(void)
 {
 	if (agent.index)
 		madvise(agent.index, index_bytes(), MADV_DONTNEED);
-	if (agent_filter)
-		madvise(agent_filter, sizeof(uint8_t) << AGENT_FILTER_BITS,
-			MADV_DONTNEED);
+	filter_clear();
 	agent.lock = 0;
 }
 
@@ -142,7 +174,8 @@ uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 	found = probe(h, f, depth, &slot);   /* raced with another insert? */
 	if (found == UINT32_MAX) {
 		uint64_t used = agent.hdr->stacks_used;
-		if (slot == UINT32_MAX || used >= agent.max_stacks) {
+		if (slot == UINT32_MAX ||
+		    used >= agent.hdr->sections[YM_SEC_STACKS].capacity) {
 			found = YM_STACK_OVERFLOW;
 			__atomic_fetch_add(&agent.hdr->drop_stacks, 1,
 					   __ATOMIC_RELAXED);
@@ -229,20 +262,32 @@ static void seq_end(void)
 			 __ATOMIC_RELEASE);
 }
 
+/* Lock held: the bitmap words have one writer at a time. */
+static void filter_set(uint32_t i, int on)
+{
+	uint64_t *w = &agent_filter_live[i / 64];
+	uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+	v = on ? v | 1ULL << (i % 64) : v & ~(1ULL << (i % 64));
+	__atomic_store_n(w, v, __ATOMIC_RELEASE);
+	gate_update(i / 64);
+}
+
 static void filter_inc(uint64_t addr)
 {
-	uint8_t *c = &agent_filter[agent_filter_slot((void *)addr)];
-	uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
-	if (v != UINT8_MAX)   /* saturated counters stay "maybe" */
-		__atomic_store_n(c, (uint8_t)(v + 1), __ATOMIC_RELAXED);
+	uint32_t i = agent_filter_slot((void *)addr);
+	if (filter_count[i] == UINT16_MAX)
+		return;
+	if (filter_count[i]++ == 0)
+		filter_set(i, 1);
 }
 
 static void filter_dec(uint64_t addr)
 {
-	uint8_t *c = &agent_filter[agent_filter_slot((void *)addr)];
-	uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
-	if (v != 0 && v != UINT8_MAX)
-		__atomic_store_n(c, (uint8_t)(v - 1), __ATOMIC_RELAXED);
+	uint32_t i = agent_filter_slot((void *)addr);
+	if (filter_count[i] == 0 || filter_count[i] == UINT16_MAX)
+		return;
+	if (--filter_count[i] == 0)
+		filter_set(i, 0);
 }
 
 int table_live_has(uint64_t addr)
@@ -344,7 +389,7 @@ void table_reset_counters(void)
 	memset(agent.live, 0, ((size_t)agent.live_mask + 1) * sizeof *agent.live);
 	agent.hdr->live_count = 0;
 	seq_end();
-	madvise(agent_filter, sizeof(uint8_t) << AGENT_FILTER_BITS, MADV_DONTNEED);
+	filter_clear();
 	uint64_t used = agent.hdr->stacks_used;
 	for (uint64_t i = 0; i < used; i++) {
 		struct ym_stack *s = stack_at((uint32_t)i);

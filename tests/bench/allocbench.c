@@ -1,11 +1,13 @@
 /*
  * allocbench: an allocation-heavy multi-threaded benchmark.
  *
- *   allocbench THREADS CALLS_PER_THREAD [MIN MAX]
+ *   allocbench THREADS CALLS_PER_THREAD [MIN MAX [realloc]]
  *
  * Each thread keeps a window of 4096 live blocks and replaces a random one
  * at each step: malloc of a size uniform in [MIN, MAX] (default 16..1040)
- * and free of the block it replaces.  Prints the elapsed seconds.
+ * and free of the block it replaces.  With "realloc", the step resizes the
+ * block instead (realloc to a new size in [MIN, MAX]).  Prints the elapsed
+ * seconds.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 
 static long calls;
 static size_t lo = 16, hi = 1040;
+static int use_realloc;
 
 static void *worker(void *arg)
 {
@@ -28,8 +31,14 @@ static void *worker(void *arg)
 		x ^= x << 17;
 		size_t k = x % WINDOW;
 		size_t n = lo + (x >> 20) % (hi - lo + 1);
-		free(w[k]);
-		w[k] = malloc(n);
+		if (use_realloc) {
+			void *q = realloc(w[k], n);
+			if (q)
+				w[k] = q;
+		} else {
+			free(w[k]);
+			w[k] = malloc(n);
+		}
 		((char *)w[k])[0] = (char)i;
 	}
 	for (int k = 0; k < WINDOW; k++)
@@ -50,6 +59,7 @@ int main(int argc, char **argv)
 		lo = (size_t)atol(argv[3]);
 		hi = (size_t)atol(argv[4]);
 	}
+	use_realloc = argc >= 6 && !strcmp(argv[5], "realloc");
 	if (n < 1 || n > 256 || calls < 1 || lo < 1 || hi < lo)
 		return 2;
 	pthread_t t[256];

@@ -1,36 +1,139 @@
 #!/usr/bin/env bash
-# make bench: the allocation-heavy benchmark without the agent, with it at
-# the default rate, at 64 KiB and in exact mode.  Runs are interleaved
-# (one of each configuration per round), the figure is the median of the
-# rounds, and ratios are against the no-agent run of the same rounds.
-#   ROUNDS=N THREADS=N CALLS=N tests/bench/run.sh [BUILD]
+# make bench: every workload without an agent, under ymtop's agent (default
+# rate, 64 KiB, exact mode) and, where installed, under heaptrack, valgrind
+# massif, and jemalloc with and without its profiler.  Runs are interleaved
+# (one run of each configuration per round, in a fresh order each round),
+# the figures are medians over the rounds, and ratios are to the no-agent
+# run of the same rounds (jemalloc prof also to plain jemalloc).
+#
+#   ROUNDS=N CALLS=N WORKLOADS="alloc2 sqlite" CONFIGS="none default" \
+#     tests/bench/run.sh [BUILD]
+#
+# Columns: wall seconds (median), ratio of medians, CPU seconds (user+sys,
+# median) and its ratio, peak RSS over the no-agent run (median of the
+# per-round differences, MiB).  heaptrack and massif run on a subset of the
+# workloads only (SLOW_WORKLOADS): they are 30-50x slower.
 set -eu
-B=${1:-build}
-ROUNDS=${ROUNDS:-7}
-THREADS=${THREADS:-2}
-CALLS=${CALLS:-10000000}
-AGENT="$PWD/$B/libymagent.so"
+B=$(cd "${1:-build}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROUNDS=${ROUNDS:-5}
+CALLS=${CALLS:-2000000}
+WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx"}
+SLOW_WORKLOADS=${SLOW_WORKLOADS:-"alloc2 sqlite"}
+CONFIGS=${CONFIGS:-"none default 64k exact heaptrack massif jemalloc jeprof"}
+AGENT="$B/libymagent.so"
 BENCH="$B/bench/allocbench"
-configs=("none" "default" "64k" "exact")
-declare -A times
-run() {   # $1 config
+JEMALLOC=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
+TMP=$(mktemp -d /tmp/ymbench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+have() {
 	case $1 in
-	none)    env -u LD_PRELOAD "$BENCH" "$THREADS" "$CALLS" ;;
-	default) LD_PRELOAD="$AGENT" "$BENCH" "$THREADS" "$CALLS" ;;
-	64k)     LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=65536 "$BENCH" "$THREADS" "$CALLS" ;;
-	exact)   LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1 "$BENCH" "$THREADS" "$CALLS" ;;
+	heaptrack) command -v heaptrack >/dev/null ;;
+	massif)    command -v valgrind >/dev/null ;;
+	jemalloc|jeprof) [ -e "$JEMALLOC" ] ;;
+	sqlite)    command -v sqlite3 >/dev/null ;;
+	gxx)       command -v g++ >/dev/null ;;
+	python)    [ -x /usr/bin/python3 ] ;;
+	*)         true ;;
 	esac
 }
-for r in $(seq "$ROUNDS"); do
-	for c in "${configs[@]}"; do
-		times[$c]+="$(run "$c") "
+
+python3 "$HERE/gensql.py" 60000 > "$TMP/bench.sql"
+
+# The workload's command line.
+workload() {
+	local c2=$((CALLS / 2)) c8=$((CALLS / 8))
+	case $1 in
+	alloc1)   echo "$BENCH 1 $CALLS" ;;
+	alloc2)   echo "$BENCH 2 $CALLS" ;;
+	alloc4)   echo "$BENCH 4 $c2" ;;
+	mixed2)   echo "$BENCH 2 $c8 16 262144" ;;
+	realloc2) echo "$BENCH 2 $c2 16 4096 realloc" ;;
+	sqlite)   echo "sqlite3 :memory: -init $TMP/bench.sql .quit" ;;
+	python)   echo "/usr/bin/python3 $HERE/pywork.py 8" ;;
+	gxx)      echo "g++ -std=c++17 -O1 -c $HERE/cxxwork.cc -o $TMP/cxxwork.o" ;;
+	esac
+}
+
+# Run workload $1 under configuration $2; prints "wall cpu maxrss_kib".
+run1() {
+	local cmd out t0 t1
+	cmd=$(workload "$1")
+	out="$TMP/time.out"
+	local -a pre=(env -u LD_PRELOAD -u MALLOC_CONF)
+	case $2 in
+	none)      ;;
+	default)   pre+=(LD_PRELOAD="$AGENT") ;;
+	64k)       pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=65536) ;;
+	exact)     pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1) ;;
+	jemalloc)  pre+=(LD_PRELOAD="$JEMALLOC") ;;
+	jeprof)    pre+=(LD_PRELOAD="$JEMALLOC" MALLOC_CONF=prof:true,lg_prof_sample:19,prof_prefix:$TMP/jeprof) ;;
+	heaptrack) pre+=(heaptrack -o "$TMP/heaptrack") ;;
+	massif)    pre+=(valgrind -q --tool=massif --massif-out-file=/dev/null) ;;
+	esac
+	t0=$(date +%s%N)
+	/usr/bin/time -o "$out" -f "%U %S %M" "${pre[@]}" $cmd >/dev/null 2>"$TMP/err" </dev/null ||
+		{ echo "bench: $1 under $2 failed:" >&2; tail -3 "$TMP/err" >&2; exit 1; }
+	t1=$(date +%s%N)
+	rm -f "$TMP"/heaptrack* "$TMP"/jeprof*
+	awk -v w=$(( (t1 - t0) / 1000 )) 'END {printf "%.4f %.2f %d\n", w / 1e6, $1 + $2, $3}' "$out"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# The segment each agent configuration creates (kept once, measured).
+segment_mib() {
+	local rate=$1 pid
+	YM_KEEP_SEGMENT=1 YM_SAMPLE_RATE=$rate LD_PRELOAD="$AGENT" "$BENCH" 1 1000 >/dev/null &
+	pid=$!
+	wait $pid
+	local f=/dev/shm/ymtop-$pid
+	[ -e "$f" ] && { awk -v s=$(stat -c %s "$f") 'BEGIN {printf "%.1f", s / 1048576}'; rm -f "$f"; }
+}
+
+declare -A W C R
+configs_for() {   # the configurations that run on workload $1
+	local c
+	for c in $CONFIGS; do
+		have "$c" || continue
+		case $c in heaptrack|massif)
+			[[ " $SLOW_WORKLOADS " == *" $1 "* ]] || continue ;;
+		esac
+		echo "$c"
+	done
+}
+
+echo "ymtop bench: $ROUNDS interleaved rounds, CALLS=$CALLS; $(nproc) CPUs, $(uname -r)"
+for w in $WORKLOADS; do
+	have "$w" || { echo "($w skipped: not installed)"; continue; }
+	mapfile -t cs < <(configs_for "$w")
+	for r in $(seq "$ROUNDS"); do
+		# A fresh order each round: no configuration always follows another.
+		for c in $(printf '%s\n' "${cs[@]}" | shuf); do
+			read -r wall cpu rss < <(run1 "$w" "$c")
+			W[$w.$c]+="$wall "
+			C[$w.$c]+="$cpu "
+			R[$w.$c.$r]=$rss
+		done
+	done
+	printf '\n%s: %s\n' "$w" "$(workload "$w" | sed "s|$B/||; s|$HERE/||; s|$TMP/||g")"
+	printf '  %-10s %9s %7s %8s %7s %9s\n' config wall ratio cpu ratio "+rss MiB"
+	bw=$(tr ' ' '\n' <<<"${W[$w.none]}" | grep . | median)
+	bc=$(tr ' ' '\n' <<<"${C[$w.none]}" | grep . | median)
+	for c in "${cs[@]}"; do
+		mw=$(tr ' ' '\n' <<<"${W[$w.$c]}" | grep . | median)
+		mc=$(tr ' ' '\n' <<<"${C[$w.$c]}" | grep . | median)
+		dr=$(for r in $(seq "$ROUNDS"); do
+			echo $(( ${R[$w.$c.$r]} - ${R[$w.none.$r]} )); done | median)
+		extra=""
+		if [ "$c" = jeprof ] && [ -n "${W[$w.jemalloc]:-}" ]; then
+			jw=$(tr ' ' '\n' <<<"${W[$w.jemalloc]}" | grep . | median)
+			extra=$(awk -v a="$mw" -v b="$jw" 'BEGIN {printf "  (%.2fx over jemalloc)", a / b}')
+		fi
+		awk -v c="$c" -v mw="$mw" -v bw="$bw" -v mc="$mc" -v bc="$bc" -v dr="$dr" -v x="$extra" \
+			'BEGIN {printf "  %-10s %9.3f %6.2fx %8.2f %6.2fx %9.1f%s\n", c, mw, mw / bw, mc, mc / (bc > 0 ? bc : 0.01), dr / 1024, x}'
 	done
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-base=$(echo "${times[none]}" | median)
-echo "allocbench: $THREADS threads x $CALLS malloc/free pairs, sizes 16-1040 B, median of $ROUNDS interleaved rounds"
-printf '%-22s %10s %8s\n' configuration seconds ratio
-for c in "${configs[@]}"; do
-	m=$(echo "${times[$c]}" | median)
-	printf '%-22s %10.3f %7.2fx\n' "$c" "$m" "$(echo "$m $base" | awk '{print $1/$2}')"
-done
+echo
+echo "segment: default $(segment_mib 524288) MiB, 64k $(segment_mib 65536) MiB, exact $(segment_mib 1) MiB"
