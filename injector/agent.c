@@ -596,7 +596,7 @@ static void thread_exit(void *arg)
 
 /* Slow-path entry: make sure the agent is initialized and this thread has
  * a slot (or knows it shares slot 0).  Guard held by the caller. */
-void agent_enter(struct agent_tls *t)
+static void enter(struct agent_tls *t)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
 		activate();
@@ -627,6 +627,16 @@ void agent_enter(struct agent_tls *t)
 	/* For the exit destructor; may allocate (guard held). */
 	if (thread_key_ok)
 		pthread_setspecific(thread_key, (void *)1);
+}
+
+/* The host's errno is the host's: a successful malloc leaves it as it was
+ * (shm_open, libunwind's mincore and friends would otherwise leak EAGAIN,
+ * ENOENT... into it; found by tests/stress, stress_misc edges). */
+void agent_enter(struct agent_tls *t)
+{
+	int saved = errno;
+	enter(t);
+	errno = saved;
 }
 
 /* ---- Sampling ---- */
@@ -669,6 +679,7 @@ static void poll_control(void)
 
 void agent_sample(struct agent_tls *t, void *p, size_t n)
 {
+	int saved = errno;
 	t->guard++;
 	t->countdown = sample_next_gap(&t->rng, agent.rate);
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
@@ -706,6 +717,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 	}
 out:
 	t->guard--;
+	errno = saved;
 }
 
 /* The filter said this address may be a live sample. */
@@ -779,6 +791,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		return;
+	int saved = errno;
 	t->guard++;
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = capture(frames);
@@ -798,6 +811,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	__atomic_store_n(&a->seq, pos + 1, __ATOMIC_RELEASE);
 	modules_check(a->mono_ns);
 	t->guard--;
+	errno = saved;
 }
 
 /* ---- Process life ---- */
