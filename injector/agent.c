@@ -15,6 +15,7 @@
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -641,12 +642,43 @@ void agent_enter(struct agent_tls *t)
 
 /* ---- Sampling ---- */
 
+/* libunwind takes mutexes of its own.  A fork while another thread holds
+ * one leaves it locked for ever in the child, whose first sample then
+ * deadlocks (found by tests/stress: stress_fork threads).  So a fork waits
+ * (bounded) for the unwinds in flight, and unwinds do not start while a
+ * fork is pending; if one was still in flight at the fork, the child never
+ * unwinds (its samples have empty stacks).  Sampled path only: the
+ * read-modify-writes cost nothing on the fast path. */
+static int unw_inflight, fork_pending, fork_unsafe, unw_off;
+
+static void fork_prepare(void)
+{
+	__atomic_store_n(&fork_pending, 1, __ATOMIC_SEQ_CST);
+	/* An unwind takes microseconds; 20000 yields is a bound for a thread
+	 * preempted mid-unwind, or for a signal handler forking on top of
+	 * its own thread's unwind (which can never finish meanwhile). */
+	for (int i = 0; i < 20000 &&
+	     __atomic_load_n(&unw_inflight, __ATOMIC_SEQ_CST); i++)
+		sched_yield();
+	fork_unsafe = __atomic_load_n(&unw_inflight, __ATOMIC_SEQ_CST) != 0;
+}
+
+static void fork_parent(void)
+{
+	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
+}
+
 /* Capture return addresses, innermost first, without our own frames. */
 static uint32_t capture(uint64_t *out)
 {
 	void *buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent.max_depth + 16;
-	int n = unw_backtrace(buf, want);
+	/* Announce first, then look: fork_prepare does the opposite. */
+	__atomic_fetch_add(&unw_inflight, 1, __ATOMIC_SEQ_CST);
+	int n = 0;
+	if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST) && !unw_off)
+		n = unw_backtrace(buf, want);
+	__atomic_fetch_sub(&unw_inflight, 1, __ATOMIC_SEQ_CST);
 	int i = 0;
 	while (i < n) {
 		uintptr_t ip = (uintptr_t)buf[i];
@@ -831,6 +863,10 @@ static void fork_child(void)
 	agent.mod_checked_ns = 0;
 	agent.epoch++;
 	agent.seen_reset = 0;
+	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
+	unw_inflight = 0;
+	if (fork_unsafe)
+		unw_off = 1;   /* a libunwind lock may be held for ever */
 	t->slot = NULL;
 	t->state = TLS_NEW;
 	t->epoch = agent.epoch;
@@ -859,7 +895,7 @@ __attribute__((constructor)) static void agent_init(void)
 	agent.injected = detect_injected();
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent.injected || got_init() == 0) && agent_resolve()) {
-		pthread_atfork(NULL, NULL, fork_child);
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
 		agent_enter(t);
 		if (agent.injected &&
 		    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE)
