@@ -863,6 +863,11 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 		goto out;
 	}
 	t.xlen = iov.iov_len;
+	/* Test hook (tests/integration/test_faults.py): ymtop killed with a
+	 * thread stopped and examined, before anything is written. */
+	const char *fault = getenv("YM_TEST_FAULT");
+	if (fault && !strcmp(fault, "inject-seized"))
+		raise(SIGKILL);
 	restart_eintr_wait(&t);
 	int lr = load_agent(&t, &s, agent, err, errlen);
 	if (lr == -2)
