@@ -93,14 +93,20 @@ struct pstatus {
 	int   seccomp;
 };
 
+/* -errno of a failed call, never 0 (which callers take for success). */
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
 static int read_status(pid_t pid, struct pstatus *ps)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	memset(ps, 0, sizeof *ps);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -errno;
-	memset(ps, 0, sizeof *ps);
+		return neg_errno();
 	while (fgets(line, sizeof line, f)) {
 		if (!strncmp(line, "Name:", 5)) {
 			sscanf(line + 5, " %63[^\n]", ps->name);
@@ -138,10 +144,10 @@ static int read_maps(pid_t pid, struct tmaps *m)
 {
 	char path[64], line[PATH_MAX + 128];
 	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	memset(m, 0, sizeof *m);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -errno;
-	memset(m, 0, sizeof *m);
+		return neg_errno();
 	m->ldso.lo = UINTPTR_MAX;
 	while (fgets(line, sizeof line, f)) {
 		unsigned long lo, hi, off;
@@ -617,7 +623,7 @@ static int list_tids(pid_t pid, pid_t *tids, int max)
 	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
 	DIR *d = opendir(path);
 	if (!d)
-		return -errno;
+		return neg_errno();
 	int n = 0;
 	tids[n++] = pid;   /* the main thread first: usually blocked, idle */
 	struct dirent *e;

@@ -14,7 +14,7 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
+		return errno ? -errno : -EIO;   /* never 0: that is success */
 	ssize_t n = read(fd, buf, len - 1);
 	int e = errno;
 	close(fd);
