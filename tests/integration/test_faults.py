@@ -57,7 +57,8 @@ def test_killed_at_any_moment_every_report_is_whole():
                               "sqlite", "-o", os.path.join(d, "r-%n.db"),
                               "-p", str(t.pid)], stderr=subprocess.DEVNULL)
         end = time.time() + 30
-        while len(os.listdir(d)) < 5 and time.time() < end:
+        while (len([f for f in os.listdir(d) if f.endswith(".db")]) < 5 and
+               time.time() < end):
             time.sleep(0.05)
         assert p.poll() is None, "ymtop ended before it was killed"
         p.send_signal(signal.SIGKILL)
