@@ -5,6 +5,8 @@
 #   make check      deps, build, then every test; ends "N passed, N failed"
 #   make demo       deps, build, run the demo program under the agent
 #   make bench      benchmarks (not part of check)
+#   make analyze    clang static analyzer (scan-build), fails on findings
+#   make soak       the segment fuzzer for FUZZ_SECONDS (default 600)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 #   SANITIZER=address|undefined|thread   builds ymtop and the tests with it
@@ -35,10 +37,11 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # ---- Debian packages ----
 DEB_PKGS := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
             libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-            libcmocka-dev tmux sqlite3 python3 procps golang-go
+            libcmocka-dev tmux sqlite3 python3 procps golang-go \
+            git redis-server util-linux
 
 .PHONY: all deps check demo bench install clean unit integration tui-tests stress \
-        fuzz-smoke soak
+        fuzz-smoke soak analyze
 
 all: $(B)/ymtop $(B)/libymagent.so
 
@@ -144,6 +147,18 @@ $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] inc
 
 unit: $(UNIT_BIN)
 
+# ThreadSanitizer: the agent's tables with concurrent writer threads and a
+# concurrent segment reader (tests/tsan; the agent itself cannot run under
+# TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
+# whatever SANITIZER says; tests/run.sh runs it with the unit tests.
+TSAN_SRC := tests/tsan/test_tsan_tables.c injector/table.c shm/layout.c shm/reader.c
+TSAN_BIN := $(B)/unit/test_tsan_tables
+$(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/*.h include/ymtop/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -Iinjector \
+	  -fsanitize=thread -Wno-tsan -o $@ $(TSAN_SRC) \
+	  $(shell $(PKG_CONFIG) --libs cmocka) -lpthread
+
 # ---- Torture suite (tests/stress): programs run with and without the agent
 # by tests/stress/test_stress.py (never sanitized: they host the agent).
 STRESS_C    := $(wildcard tests/stress/*.c)
@@ -207,8 +222,17 @@ else
 	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
 endif
 
+# clang's static analyzer over ymtop, the agent and the torture programs,
+# in a tree of its own; fails on any finding (report in $(B)-analyze/report).
+# vfork is what stress_fork tests, on purpose.
+analyze:
+	rm -rf $(B)-analyze
+	scan-build --status-bugs -o $(B)-analyze/report \
+	  -disable-checker security.insecureAPI.vfork \
+	  $(MAKE) --no-print-directory B=$(B)-analyze all $(STRESS_BIN:$(B)/%=$(B)-analyze/%)
+
 check: deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(STRESS_BIN) fuzz-smoke
+	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 
 demo: deps
