@@ -116,6 +116,50 @@ def test_killed_while_choosing_a_thread_leaves_target_untouched():
     assert rc == 0, (rc, err)
 
 
+def test_killed_while_the_target_runs_dlopen_target_resumes_itself():
+    """SIGKILL while the borrowed thread runs dlopen, the worst moment: the
+    thread finds no tracer when done, returns to its own code by itself
+    with every register (vector registers checked by inject_spin), and the
+    agent it loaded is active: a later ymtop attaches without injecting."""
+    t = Plain([INJECT_SPIN])
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True,
+                           env=fault_env("inject-call"), timeout=60)
+        assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
+        t.wait_segment()
+        rep = report(t.pid)
+        assert rep["pid"] == t.pid and rep["attached"] is True, rep
+        with open("/proc/%d/status" % t.pid) as f:
+            assert "TracerPid:\t0\n" in f.read()
+        os.kill(t.pid, signal.SIGUSR1)   # ends the spin, checks registers
+        t.wait_for("registers ok")
+    finally:
+        rc, lines, err = t.finish()
+    assert rc == 0, (rc, err)
+
+
+def test_killed_during_dlopen_blocked_read_restarts():
+    """The same with the thread borrowed out of a blocking read(): the
+    call restarts as the kernel would have restarted it, and the line sent
+    afterwards is read whole."""
+    t = Plain([os.path.join(BUILD, "progs", "inject_read")])
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True,
+                           env=fault_env("inject-call"), timeout=60)
+        assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
+        t.wait_segment()
+        t.p.stdin.write("hello\n")
+        t.p.stdin.flush()
+        t.wait_for("got hello")
+        t.wait_for("early ok")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 3, (rc, err)
+
+
 # ---- the target killed while ymtop watches ----
 
 def test_target_killed_while_batch_watches_gives_final_report():
