@@ -170,25 +170,35 @@ def test_ymtop_refuses_group_writable_segment():
         t.finish()
 
 
+def real_segment():
+    """The bytes of a real segment, kept by a workload that has exited."""
+    t = Target([WORKLOAD], env={"YM_KEEP_SEGMENT": "1"})
+    try:
+        with open(seg(t.pid), "rb") as f:
+            return bytearray(f.read())
+    finally:
+        t.finish()
+        os.unlink(seg(t.pid))
+
+
+def plant_segment(data, pid, start):
+    """data as the segment of pid, recorded with start time start."""
+    struct.pack_into("<I", data, OFF_PID, pid)
+    struct.pack_into("<Q", data, OFF_START, start)
+    fd = os.open(seg(pid), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data)
+    os.close(fd)
+
+
 def test_reused_pid_is_detected():
     """A segment naming a live pid but another start time (left by an
     earlier process with the same pid) is refused with -p, and never
     offered when ymtop looks for agents itself."""
-    t = Target([WORKLOAD], env={"YM_KEEP_SEGMENT": "1"})
-    try:
-        with open(seg(t.pid), "rb") as f:
-            data = bytearray(f.read())
-    finally:
-        t.finish()
-        os.unlink(seg(t.pid))
+    data = real_segment()
     other = subprocess.Popen(["sleep", "60"])
     path = seg(other.pid)
     try:
-        struct.pack_into("<I", data, OFF_PID, other.pid)
-        struct.pack_into("<Q", data, OFF_START, start_ticks(other.pid) + 1000)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, data)
-        os.close(fd)
+        plant_segment(data, other.pid, start_ticks(other.pid) + 1000)
         r = ymtop("-b", "-n", "1", "-p", other.pid, check=False)
         one_line_error(r, 1)
         assert "earlier process" in r.stderr, r.stderr
@@ -271,25 +281,15 @@ def test_root_report_skips_planted_temporary_names():
 def test_exe_name_from_the_segment_cannot_climb_directories():
     """%e comes from the segment, which the watched user writes: a forged
     exe path never leads outside the -o directory."""
-    t = Target([WORKLOAD], env={"YM_KEEP_SEGMENT": "1"})
-    try:
-        with open(seg(t.pid), "rb") as f:
-            data = bytearray(f.read())
-    finally:
-        t.finish()
-        os.unlink(seg(t.pid))
+    data = real_segment()
     other = subprocess.Popen(["sleep", "60"])
     path = seg(other.pid)
     d = tempfile.mkdtemp()
     try:
-        struct.pack_into("<I", data, OFF_PID, other.pid)
-        struct.pack_into("<Q", data, OFF_START, start_ticks(other.pid))
         exe_off = 88                  # struct ym_header: exe[512]
         forged = b"/x/..\x01/../../etc/cron.d/evil\n"
         data[exe_off:exe_off + 512] = forged + bytes(512 - len(forged))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, data)
-        os.close(fd)
+        plant_segment(data, other.pid, start_ticks(other.pid))
         sub = os.path.join(d, "sub")
         os.mkdir(sub)
         r = ymtop("-b", "-n", "1", "-p", other.pid, "-o",
