@@ -189,10 +189,14 @@ def test_target_killed_while_batch_watches_gives_final_report():
 
 # ---- /dev/shm full when the agent starts ----
 
-def in_small_shm(cmd, size="64k"):
-    """cmd in a private mount namespace whose /dev/shm is a tiny tmpfs."""
+def in_small_shm(cmd, agent=False, size="64k"):
+    """cmd in a private mount namespace whose /dev/shm is a tiny tmpfs;
+    only cmd runs under the agent (not mount, whose segment would go to
+    the real /dev/shm and be hidden by the new mount)."""
+    pre = "LD_PRELOAD=%s " % AGENT if agent else ""
     return ["unshare", "-m", "sh", "-c",
-            "mount -t tmpfs -o size=%s tmpfs /dev/shm && exec %s" % (size, cmd)]
+            "mount -t tmpfs -o size=%s tmpfs /dev/shm && %sexec %s" %
+            (size, pre, cmd)]
 
 
 def test_dev_shm_full_agent_passive_with_one_warning():
@@ -205,8 +209,8 @@ def test_dev_shm_full_agent_passive_with_one_warning():
             if k != "LD_PRELOAD" and not k.startswith("YM_")}
     a = subprocess.run(in_small_shm(prog), capture_output=True, env=base,
                        timeout=120)
-    b = subprocess.run(in_small_shm(prog), capture_output=True, timeout=120,
-                       env=dict(base, LD_PRELOAD=AGENT))
+    b = subprocess.run(in_small_shm(prog, agent=True), capture_output=True,
+                       timeout=120, env=base)
     assert a.returncode == b.returncode == 0, (a.returncode, b.returncode, b.stderr)
     assert a.stdout == b.stdout, (a.stdout, b.stdout)
     # One line from the process itself; each forked child (an agent of its
@@ -221,9 +225,9 @@ def test_dev_shm_full_agent_passive_with_one_warning():
 def test_dev_shm_full_one_warning_for_a_simple_program():
     base = {k: v for k, v in os.environ.items()
             if k != "LD_PRELOAD" and not k.startswith("YM_")}
-    r = subprocess.run(in_small_shm("%s count:10000:100 nowait" % WORKLOAD),
-                       capture_output=True, text=True, timeout=60,
-                       env=dict(base, LD_PRELOAD=AGENT))
+    r = subprocess.run(in_small_shm("%s count:10000:100 nowait" % WORKLOAD,
+                                    agent=True),
+                       capture_output=True, text=True, timeout=60, env=base)
     assert r.returncode == 0 and r.stdout == "ready\n", (r.returncode, r.stderr)
     assert r.stderr.count("\n") == 1 and "No space left" in r.stderr, r.stderr
 
