@@ -5,6 +5,8 @@
 #   make check      deps, build, then every test; ends "N passed, N failed"
 #   make demo       deps, build, run the demo program under the agent
 #   make bench      benchmarks (not part of check)
+#   make analyze    clang static analyzer (scan-build), fails on findings
+#   make soak       the segment fuzzer for FUZZ_SECONDS (default 600)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 #   SANITIZER=address|undefined|thread   builds ymtop and the tests with it
@@ -35,16 +37,17 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # ---- Debian packages ----
 # Building and the demo need DEB_PKGS; make check also the readers and
 # drivers the tests use (CHECK_PKGS): cmocka, tmux, sqlite3, go tool pprof,
-# clang with libFuzzer, and chromium for the flame graph screenshot.
+# clang with libFuzzer, chromium for the flame graph screenshot, and the
+# real programs run under the agent (git, redis-server; unshare and
+# setpriv from util-linux).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
               procps
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
-              libclang-rt-14-dev chromium
+              libclang-rt-14-dev chromium git redis-server util-linux
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
-        integration tui-tests stress \
-        fuzz-smoke soak
+        integration tui-tests stress fuzz-smoke soak analyze
 
 all: $(B)/ymtop $(B)/libymagent.so
 
@@ -71,7 +74,7 @@ install-pkgs:
 
 # ---- The agent ----
 AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/got.c \
-             shm/layout.c shm/create.c
+             injector/resume.c shm/layout.c shm/create.c
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
@@ -156,6 +159,21 @@ $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] inc
 
 unit: $(UNIT_BIN)
 
+# ThreadSanitizer: the agent's tables with concurrent writer threads and a
+# concurrent segment reader (tests/tsan; the agent itself cannot run under
+# TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
+# whatever SANITIZER says; tests/run.sh runs it with the unit tests.
+TSAN_SRC := tests/tsan/test_tsan_tables.c injector/table.c shm/layout.c shm/reader.c
+TSAN_BIN := $(B)/unit/test_tsan_tables
+# gcc warns that TSan does not model atomic_thread_fence (the live table's
+# seqcount); clang has no such warning (nor the option).
+TSAN_WNO := $(shell $(CC) -Werror -Wno-tsan -fsyntax-only -x c /dev/null 2>/dev/null && echo -Wno-tsan)
+$(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/*.h include/ymtop/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -Iinjector \
+	  -fsanitize=thread $(TSAN_WNO) -o $@ $(TSAN_SRC) \
+	  $(shell $(PKG_CONFIG) --libs cmocka) -lpthread
+
 # ---- Torture suite (tests/stress): programs run with and without the agent
 # by tests/stress/test_stress.py (never sanitized: they host the agent).
 STRESS_C    := $(wildcard tests/stress/*.c)
@@ -219,8 +237,17 @@ else
 	$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
 endif
 
+# clang's static analyzer over ymtop, the agent and the torture programs,
+# in a tree of its own; fails on any finding (report in $(B)-analyze/report).
+# vfork is what stress_fork tests, on purpose.
+analyze:
+	rm -rf $(B)-analyze
+	scan-build --status-bugs -o $(B)-analyze/report \
+	  -disable-checker security.insecureAPI.vfork \
+	  $(MAKE) --no-print-directory B=$(B)-analyze all $(STRESS_BIN:$(B)/%=$(B)-analyze/%)
+
 check: check-deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(STRESS_BIN) fuzz-smoke
+	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 
 demo: deps

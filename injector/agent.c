@@ -15,6 +15,7 @@
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -601,7 +602,7 @@ static void thread_exit(void *arg)
 
 /* Slow-path entry: make sure the agent is initialized and this thread has
  * a slot (or knows it shares slot 0).  Guard held by the caller. */
-void agent_enter(struct agent_tls *t)
+static void enter(struct agent_tls *t)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
 		activate();
@@ -635,14 +636,55 @@ void agent_enter(struct agent_tls *t)
 		pthread_setspecific(thread_key, (void *)1);
 }
 
+/* The host's errno is the host's: a successful malloc leaves it as it was
+ * (shm_open, libunwind's mincore and friends would otherwise leak EAGAIN,
+ * ENOENT... into it; found by tests/stress, stress_misc edges). */
+void agent_enter(struct agent_tls *t)
+{
+	int saved = errno;
+	enter(t);
+	errno = saved;
+}
+
 /* ---- Sampling ---- */
+
+/* libunwind takes mutexes of its own.  A fork while another thread holds
+ * one leaves it locked for ever in the child, whose first sample then
+ * deadlocks (found by tests/stress: stress_fork threads).  So a fork waits
+ * (bounded) for the unwinds in flight, and unwinds do not start while a
+ * fork is pending; if one was still in flight at the fork, the child never
+ * unwinds (its samples have empty stacks).  Sampled path only: the
+ * read-modify-writes cost nothing on the fast path. */
+static int unw_inflight, fork_pending, fork_unsafe, unw_off;
+
+static void fork_prepare(void)
+{
+	__atomic_store_n(&fork_pending, 1, __ATOMIC_SEQ_CST);
+	/* An unwind takes microseconds; 20000 yields is a bound for a thread
+	 * preempted mid-unwind, or for a signal handler forking on top of
+	 * its own thread's unwind (which can never finish meanwhile). */
+	for (int i = 0; i < 20000 &&
+	     __atomic_load_n(&unw_inflight, __ATOMIC_SEQ_CST); i++)
+		sched_yield();
+	fork_unsafe = __atomic_load_n(&unw_inflight, __ATOMIC_SEQ_CST) != 0;
+}
+
+static void fork_parent(void)
+{
+	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
+}
 
 /* Capture return addresses, innermost first, without our own frames. */
 static uint32_t capture(uint64_t *out)
 {
 	void *buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent.max_depth + 16;
-	int n = unw_backtrace(buf, want);
+	/* Announce first, then look: fork_prepare does the opposite. */
+	__atomic_fetch_add(&unw_inflight, 1, __ATOMIC_SEQ_CST);
+	int n = 0;
+	if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST) && !unw_off)
+		n = unw_backtrace(buf, want);
+	__atomic_fetch_sub(&unw_inflight, 1, __ATOMIC_SEQ_CST);
 	int i = 0;
 	while (i < n) {
 		uintptr_t ip = (uintptr_t)buf[i];
@@ -675,6 +717,7 @@ static void poll_control(void)
 
 void agent_sample(struct agent_tls *t, void *p, size_t n)
 {
+	int saved = errno;
 	agent_guard_enter(t);
 	t->countdown = sample_next_gap(&t->rng, agent.rate);
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
@@ -712,6 +755,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 	}
 out:
 	agent_guard_leave(t);
+	errno = saved;
 }
 
 /* The filter said this address may be a live sample. */
@@ -787,6 +831,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		return;
+	int saved = errno;
 	agent_guard_enter(t);
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = capture(frames);
@@ -806,6 +851,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	__atomic_store_n(&a->seq, pos + 1, __ATOMIC_RELEASE);
 	modules_check(a->mono_ns);
 	agent_guard_leave(t);
+	errno = saved;
 }
 
 /* ---- Process life ---- */
@@ -825,6 +871,10 @@ static void fork_child(void)
 	agent.mod_checked_ns = 0;
 	agent.epoch++;
 	agent.seen_reset = 0;
+	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
+	unw_inflight = 0;
+	if (fork_unsafe)
+		unw_off = 1;   /* a libunwind lock may be held for ever */
 	t->slot = NULL;
 	t->fast = NULL;
 	t->state = TLS_NEW;
@@ -854,7 +904,7 @@ __attribute__((constructor)) static void agent_init(void)
 	agent.injected = detect_injected();
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent.injected || got_init() == 0) && agent_resolve()) {
-		pthread_atfork(NULL, NULL, fork_child);
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
 		agent_enter(t);
 		if (agent.injected &&
 		    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE)

@@ -21,6 +21,7 @@
  */
 #include <dirent.h>
 #include <elf.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -38,9 +39,11 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "inject.h"
+#include "resume.h"
 
 #ifndef NT_X86_XSTATE
 #define NT_X86_XSTATE 0x202
@@ -59,6 +62,25 @@
 #define RTLD_NOW_FLAG  2                 /* RTLD_NOW, as the target's glibc */
 
 static const unsigned char stub[3] = { 0xff, 0xd0, 0xcc };  /* call *%rax; int3 */
+
+/* The dlopen stub (resume.h): survives ymtop's death.  rax = dlopen,
+ * rdi = path, rsi = flags, rbx = struct ym_resume, r13 = its symbol name,
+ * r14 = dlsym.  27 bytes: libc's entry function (which prints the banner
+ * and exits) is longer. */
+static const unsigned char resume_stub[] = {
+	0xff, 0xd0,             /* call *%rax          dlopen(path, flags) */
+	0x48, 0x85, 0xc0,       /* test %rax,%rax                          */
+	0x74, 0x13,             /* je   trap           failed: dlerror     */
+	0x48, 0x89, 0xc7,       /* mov  %rax,%rdi                          */
+	0x4c, 0x89, 0xee,       /* mov  %r13,%rsi                          */
+	0x41, 0xff, 0xd6,       /* call *%r14          dlsym(h, symbol)    */
+	0x48, 0x85, 0xc0,       /* test %rax,%rax                          */
+	0x74, 0x05,             /* je   trap                               */
+	0x48, 0x89, 0xdf,       /* mov  %rbx,%rdi                          */
+	0xff, 0xd0,             /* call *%rax          never returns       */
+	0xcc,                   /* trap: int3                              */
+};
+#define CODE_MAX sizeof resume_stub
 
 static void fail(char *err, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -93,14 +115,20 @@ struct pstatus {
 	int   seccomp;
 };
 
+/* -errno of a failed call, never 0 (which callers take for success). */
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
 static int read_status(pid_t pid, struct pstatus *ps)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	memset(ps, 0, sizeof *ps);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -errno;
-	memset(ps, 0, sizeof *ps);
+		return neg_errno();
 	while (fgets(line, sizeof line, f)) {
 		if (!strncmp(line, "Name:", 5)) {
 			sscanf(line + 5, " %63[^\n]", ps->name);
@@ -138,10 +166,10 @@ static int read_maps(pid_t pid, struct tmaps *m)
 {
 	char path[64], line[PATH_MAX + 128];
 	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	memset(m, 0, sizeof *m);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -errno;
-	memset(m, 0, sizeof *m);
+		return neg_errno();
 	m->ldso.lo = UINTPTR_MAX;
 	while (fgets(line, sizeof line, f)) {
 		unsigned long lo, hi, off;
@@ -201,7 +229,7 @@ static int exe_machine(pid_t pid)
 /* ---- libc's dynamic symbols, from its file ---- */
 
 struct libc_syms {
-	uintptr_t dlopen, dlerror, entry;
+	uintptr_t dlopen, dlerror, dlsym, entry;
 	struct range malloc_text;   /* libc's allocator, conservatively */
 };
 
@@ -295,6 +323,8 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 			libc_dlopen = sym[i].st_value;
 		} else if (!strcmp(n, "dlerror") && !hidden) {
 			s->dlerror = sym[i].st_value;
+		} else if (!strcmp(n, "dlsym") && !hidden) {
+			s->dlsym = sym[i].st_value;
 		}
 		if (is_malloc_family(n)) {
 			if (sym[i].st_value < mlo)
@@ -331,6 +361,8 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 	s->dlopen += m->libc_base;
 	if (s->dlerror)
 		s->dlerror += m->libc_base;
+	if (s->dlsym)
+		s->dlsym += m->libc_base;
 	s->entry = m->libc_base + eh->e_entry;
 	rc = 0;
 out:
@@ -351,7 +383,7 @@ struct borrow {
 	int    npending;
 	int    code_saved;
 	double stopped_at;               /* ms, when it stopped */
-	unsigned char code[sizeof stub];
+	unsigned char code[CODE_MAX];
 	uintptr_t code_at;
 };
 
@@ -458,22 +490,49 @@ static void restart_eintr_wait(struct borrow *t)
 	r->rip -= 2;
 }
 
-/* Call fn(a0, a1) in the thread; its return value in *ret.  0 done; -1
- * with err set (the thread is stopped again, or gone: *gone). */
-static int remote_call(struct borrow *t, uintptr_t fn, uint64_t a0, uint64_t a1,
-		       uint64_t *ret, int *gone, char *err, size_t len)
+/* One call made in the borrowed thread. */
+struct call {
+	const unsigned char *code;   /* the stub written at t->code_at */
+	size_t    code_len;          /* its last byte is the int3 */
+	uintptr_t fn;                /* in rax */
+	uint64_t  a0, a1;            /* rdi, rsi */
+	uint64_t  sp;                /* 16-byte aligned at the call */
+	uint64_t  rbx, r13, r14;     /* for resume_stub */
+	uintptr_t resume;            /* the struct ym_resume, or 0 */
+};
+
+/* Has the agent's resume function marked the block (so the thread stands
+ * in ym_inject_resume, dlopen done)? */
+static int resumed(struct borrow *t, const struct call *c)
+{
+	uint64_t state = 0;
+	return c->resume &&
+	       mem_read(t, c->resume + offsetof(struct ym_resume, state), &state,
+			sizeof state) == 0 && state == 1;
+}
+
+/* Make call c in the thread; the int3's rax in *ret, or 1 when the agent
+ * resumed (resume.h).  0 done; -1 with err set (the thread is stopped
+ * again, or gone: *gone). */
+static int remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
+		       int *gone, char *err, size_t len)
 {
 	struct user_regs_struct r = t->regs;
-	/* Below the red zone and the path, 16-byte aligned at the call. */
-	uint64_t sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15;
 	r.rip = t->code_at;
-	r.rax = fn;
-	r.rdi = a0;
-	r.rsi = a1;
-	r.rsp = sp;
+	r.rax = c->fn;
+	r.rdi = c->a0;
+	r.rsi = c->a1;
+	r.rbx = c->rbx;
+	r.r13 = c->r13;
+	r.r14 = c->r14;
+	r.rsp = c->sp;
 	r.orig_rax = (uint64_t)-1;   /* no syscall restart into our code */
 	r.eflags &= ~(uint64_t)0x400;   /* DF clear, as the ABI wants */
 	*gone = 0;
+	if (mem_write(t, t->code_at, c->code, c->code_len) != 0) {
+		fail(err, len, "cannot write the target's memory: %s", strerror(errno));
+		return -1;
+	}
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r) != 0 ||
 	    ptrace(PTRACE_CONT, t->tid, 0, 0) != 0) {
 		fail(err, len, "ptrace: cannot run the call in thread %ld: %s",
@@ -481,6 +540,11 @@ static int remote_call(struct borrow *t, uintptr_t fn, uint64_t a0, uint64_t a1,
 		return -1;
 	}
 	t->in_sigstop = 0;
+	/* Test hook (tests/integration/test_faults.py): ymtop killed while
+	 * the thread runs dlopen; it must get back by itself (resume.h). */
+	const char *fault = getenv("YM_TEST_FAULT");
+	if (fault && !strcmp(fault, "inject-call") && c->resume)
+		raise(SIGKILL);
 	double end = now_ms() + CALL_WAIT_MS;
 	for (;;) {
 		int st;
@@ -504,10 +568,16 @@ static int remote_call(struct borrow *t, uintptr_t fn, uint64_t a0, uint64_t a1,
 			continue;
 		}
 		t->in_sigstop = 1;
+		/* The agent's own SIGURG (or trap) once dlopen is done: the
+		 * signal is ours, not to be delivered. */
+		if ((sig == SIGURG || sig == SIGTRAP) && resumed(t, c)) {
+			*ret = 1;
+			return 0;
+		}
 		if (sig == SIGTRAP) {
 			struct user_regs_struct now;
 			if (ptrace(PTRACE_GETREGS, t->tid, 0, &now) == 0 &&
-			    now.rip == t->code_at + sizeof stub) {
+			    now.rip == t->code_at + c->code_len) {
 				*ret = now.rax;
 				return 0;
 			}
@@ -554,7 +624,71 @@ static int read_string(struct borrow *t, uintptr_t at, char *buf, size_t len)
 	return (int)n;
 }
 
-/* Load the agent through the stopped thread t.  0 on success. */
+/* The registers the thread gets back when ymtop is gone (resume.h): its
+ * own, with an interrupted system call set up to restart as the kernel
+ * would have restarted it (rt_sigreturn restarts nothing). */
+static void fill_frame(const struct borrow *t, uint64_t xs_at, ucontext_t *uc)
+{
+	struct user_regs_struct r = t->regs;
+	if ((int64_t)r.orig_rax >= 0) {
+		switch ((int64_t)r.rax) {
+		case -512: case -513: case -514:   /* ERESTARTSYS, NOINTR, NOHAND */
+			r.rax = r.orig_rax;
+			r.rip -= 2;
+			break;
+		case -516:                         /* ERESTART_RESTARTBLOCK */
+			r.rax = SYS_restart_syscall;
+			r.rip -= 2;
+			break;
+		}
+	}
+	memset(uc, 0, sizeof *uc);
+	uc->uc_flags = 0x7;   /* UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS */
+	greg_t *g = uc->uc_mcontext.gregs;
+	g[REG_R8] = (greg_t)r.r8;    g[REG_R9] = (greg_t)r.r9;
+	g[REG_R10] = (greg_t)r.r10;  g[REG_R11] = (greg_t)r.r11;
+	g[REG_R12] = (greg_t)r.r12;  g[REG_R13] = (greg_t)r.r13;
+	g[REG_R14] = (greg_t)r.r14;  g[REG_R15] = (greg_t)r.r15;
+	g[REG_RDI] = (greg_t)r.rdi;  g[REG_RSI] = (greg_t)r.rsi;
+	g[REG_RBP] = (greg_t)r.rbp;  g[REG_RBX] = (greg_t)r.rbx;
+	g[REG_RDX] = (greg_t)r.rdx;  g[REG_RAX] = (greg_t)r.rax;
+	g[REG_RCX] = (greg_t)r.rcx;  g[REG_RSP] = (greg_t)r.rsp;
+	g[REG_RIP] = (greg_t)r.rip;  g[REG_EFL] = (greg_t)r.eflags;
+	g[REG_CSGSFS] = (greg_t)((r.cs & 0xffff) | (r.ss & 0xffff) << 48);
+	uc->uc_mcontext.fpregs = (fpregset_t)(uintptr_t)xs_at;
+}
+
+/* The XSAVE image as a signal frame carries it: the software bytes of the
+ * FXSAVE area describe it, and a second magic word follows it. */
+static void fill_xsave(const struct borrow *t, unsigned char *xs)
+{
+	memcpy(xs, t->xstate, t->xlen);
+	struct {
+		uint32_t magic1, extended_size;
+		uint64_t xfeatures;
+		uint32_t xstate_size, pad[7];
+	} sw;
+	memcpy(&sw, xs + 464, sizeof sw);
+	if (sw.magic1 != 0x46505853U) {   /* FP_XSTATE_MAGIC1 */
+		uint64_t bv;
+		memcpy(&bv, xs + 512, sizeof bv);
+		memset(&sw, 0, sizeof sw);
+		sw.magic1 = 0x46505853U;
+		sw.xfeatures = bv | 3;
+	}
+	sw.xstate_size = (uint32_t)t->xlen;
+	sw.extended_size = (uint32_t)t->xlen + 4;
+	memcpy(xs + 464, &sw, sizeof sw);
+	uint32_t magic2 = 0x46505845U;   /* FP_XSTATE_MAGIC2 */
+	memcpy(xs + t->xlen, &magic2, sizeof magic2);
+}
+
+/* Load the agent through the stopped thread t.  0 on success.
+ *
+ * Below the thread's red zone: the agent's path, then (when the C library
+ * has dlsym) the struct ym_resume, the XSAVE image and the signal frame
+ * that let the thread return by itself should ymtop die meanwhile
+ * (resume.h), then the stack of the call. */
 static int load_agent(struct borrow *t, const struct libc_syms *s,
 		      const char *agent, char *err, size_t len)
 {
@@ -563,31 +697,66 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 		fail(err, len, "agent path too long: %s", agent);
 		return -1;
 	}
-	/* The path goes just below the red zone; the call's stack starts
-	 * below the path (remote_call: rsp - 128 - PATH_GAP). */
 	uint64_t path_at = (t->regs.rsp - 128 - plen) & ~(uint64_t)15;
+	struct call c = {
+		.code = stub, .code_len = sizeof stub, .fn = s->dlopen,
+		.a0 = path_at, .a1 = RTLD_NOW_FLAG,
+		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+	};
 	t->code_at = s->entry;
 	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
 		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
 		return -1;
 	}
 	t->code_saved = 1;
-	if (mem_write(t, t->code_at, stub, sizeof stub) != 0 ||
-	    mem_write(t, path_at, agent, plen) != 0) {
+	if (mem_write(t, path_at, agent, plen) != 0) {
 		fail(err, len, "cannot write the target's memory: %s", strerror(errno));
 		return -1;
 	}
+	if (s->dlsym && t->xlen >= 576 && t->xlen <= XSTATE_MAX - 64) {
+		struct ym_resume b = { .magic = YM_RESUME_MAGIC };
+		uint64_t block_at = (path_at - sizeof b) & ~(uint64_t)15;
+		uint64_t xs_at = (block_at - t->xlen - 4) & ~(uint64_t)63;
+		size_t frame_len = 8 + sizeof(ucontext_t) + 128;   /* + siginfo */
+		uint64_t frame_at = (xs_at - frame_len) & ~(uint64_t)15;
+		unsigned char *xs = calloc(1, t->xlen + 4);
+		unsigned char *frame = calloc(1, frame_len);
+		int ok = xs && frame;
+		if (ok) {
+			b.frame = frame_at;
+			b.ucontext = frame_at + 8;
+			snprintf(b.symbol, sizeof b.symbol, "%s", YM_RESUME_SYMBOL);
+			fill_xsave(t, xs);
+			ucontext_t uc;
+			fill_frame(t, xs_at, &uc);
+			memcpy(frame + 8, &uc, sizeof uc);
+			ok = mem_write(t, block_at, &b, sizeof b) == 0 &&
+			     mem_write(t, xs_at, xs, t->xlen + 4) == 0 &&
+			     mem_write(t, frame_at, frame, frame_len) == 0;
+		}
+		free(xs);
+		free(frame);
+		if (ok) {
+			c.code = resume_stub;
+			c.code_len = sizeof resume_stub;
+			c.rbx = block_at;
+			c.r13 = block_at + offsetof(struct ym_resume, symbol);
+			c.r14 = s->dlsym;
+			c.resume = block_at;
+			c.sp = (frame_at - 64) & ~(uint64_t)15;
+		}
+	}
 	uint64_t handle = 0;
 	int gone = 0;
-	if (remote_call(t, s->dlopen, path_at, RTLD_NOW_FLAG, &handle, &gone,
-			err, len) != 0)
+	if (remote_call(t, &c, &handle, &gone, err, len) != 0)
 		return gone ? -2 : -1;
 	if (handle != 0)
 		return 0;
 	char why[256] = "unknown reason";
 	uint64_t msg = 0;
-	if (s->dlerror && remote_call(t, s->dlerror, 0, 0, &msg, &gone, err, len) == 0 &&
-	    msg)
+	struct call e = { .code = stub, .code_len = sizeof stub, .fn = s->dlerror,
+			  .sp = c.sp };
+	if (s->dlerror && remote_call(t, &e, &msg, &gone, err, len) == 0 && msg)
 		read_string(t, msg, why, sizeof why);
 	fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
 	return gone ? -2 : -1;
@@ -617,7 +786,7 @@ static int list_tids(pid_t pid, pid_t *tids, int max)
 	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
 	DIR *d = opendir(path);
 	if (!d)
-		return -errno;
+		return neg_errno();
 	int n = 0;
 	tids[n++] = pid;   /* the main thread first: usually blocked, idle */
 	struct dirent *e;
@@ -863,6 +1032,11 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 		goto out;
 	}
 	t.xlen = iov.iov_len;
+	/* Test hook (tests/integration/test_faults.py): ymtop killed with a
+	 * thread stopped and examined, before anything is written. */
+	const char *fault = getenv("YM_TEST_FAULT");
+	if (fault && !strcmp(fault, "inject-seized"))
+		raise(SIGKILL);
 	restart_eintr_wait(&t);
 	int lr = load_agent(&t, &s, agent, err, errlen);
 	if (lr == -2)

@@ -4,11 +4,14 @@
  *
  * One thread of the target is stopped (PTRACE_SEIZE + PTRACE_INTERRUPT),
  * its registers and full extended state saved, and made to call
- * dlopen(agent, RTLD_NOW) from a three-byte stub written over libc's ELF
- * entry point (code that never runs after start-up); an int3 returns
- * control.  Then memory, registers and extended state are restored exactly
- * and the thread detached: a system call it was blocked in resumes as if
- * nothing happened.  The other threads keep running throughout.
+ * dlopen(agent, RTLD_NOW) from a small stub written over libc's ELF entry
+ * point (code that never runs after start-up); the agent's resume function
+ * (resume.h) then returns control with a signal, or an int3.  Then memory,
+ * registers and extended state are restored exactly and the thread
+ * detached: a system call it was blocked in resumes as if nothing
+ * happened.  The other threads keep running throughout.  Should ymtop die
+ * meanwhile, the agent restores the thread itself from a signal frame
+ * ymtop left on its stack.
  *
  * The agent's constructor (running in that thread, inside dlopen) creates
  * the segment and rewrites the GOT slots of the malloc family (got.c).

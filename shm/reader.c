@@ -26,6 +26,13 @@ static int fail(char *err, size_t len, int code, const char *fmt, ...)
 	return code;
 }
 
+/* -errno of a failed call, never 0 (a caller would take 0 for success
+ * and use a buffer that was never filled; scan-build). */
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
 static uint64_t now_ns(clockid_t c)
 {
 	struct timespec ts;
@@ -44,7 +51,7 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return n < 0 ? -errno : -ENODATA;
+			return n < 0 ? neg_errno() : -ENODATA;
 		done += (size_t)n;
 	}
 	return 0;
@@ -220,12 +227,13 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 {
 	uint32_t cap = h->sections[YM_SEC_LIVE].capacity;
 	size_t bytes = (size_t)cap * sizeof(struct ym_live);
-	struct ym_live *tab = malloc(bytes);
+	/* calloc: large, so fresh zero pages, and never read unset. */
+	struct ym_live *tab = calloc(cap, sizeof *tab);
 	if (!tab)
 		return -ENOMEM;
 	uint64_t seq_off = __builtin_offsetof(struct ym_header, live_seq);
 	for (int tries = 0;; tries++) {
-		uint64_t s1, s2;
+		uint64_t s1 = 0, s2 = 0;   /* set by read_at when rc == 0 */
 		int rc = read_at(r->fd, &s1, sizeof s1, seq_off);
 		if (rc == 0)
 			rc = read_at(r->fd, tab, bytes, h->sections[YM_SEC_LIVE].offset);
@@ -260,6 +268,15 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 static int check_records(struct shm_snapshot *s, char *err, size_t len)
 {
 	uint32_t maxd = s->hdr.max_depth;
+	/* A section of no bytes was not copied (copy_section). */
+	if (!s->stacks)
+		s->nstacks = 0;
+	if (!s->alarms)
+		s->nalarms = 0;
+	if (!s->modules)
+		s->nmodules = 0;
+	if (!s->threads)
+		s->nthreads = 0;
 	for (uint32_t i = 0; i < s->nstacks; i++) {
 		const struct ym_stack *st = shm_stack(s, i);
 		if (st->depth > maxd)
@@ -423,6 +440,7 @@ int shm_control_reset(struct shm_reader *r)
 {
 	struct ym_header h;
 	struct ym_control c;
+	memset(&c, 0, sizeof c);
 	int rc = read_at(r->fd, &h, sizeof h, 0);
 	if (rc == 0 && shm_header_check(&h, r->size, NULL, 0) < 0)
 		rc = -EPROTO;

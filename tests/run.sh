@@ -3,6 +3,7 @@
 #   unit:        build/unit/test_* (cmocka; each test case counts)
 #   integration: tests/integration/*.py (each "ok"/"FAIL" line counts)
 #   terminal:    tests/tui/*.py (tmux; the same)
+#   stress:      tests/stress/test_stress.py (the torture programs, the same)
 set -u
 B=${YM_BUILD:-build}
 export YM_BUILD=$B
@@ -31,7 +32,7 @@ for t in "$B"/unit/test_*; do
 	grep -q '\[  FAILED  \]' <<<"$out" && failed+=("$(basename "$t")")
 done
 
-for t in tests/integration/*.py tests/tui/*.py; do
+for t in tests/integration/test_*.py tests/tui/test_*.py tests/stress/test_*.py; do
 	[ -f "$t" ] || continue
 	out=$(timeout 900 python3 "$t" 2>&1)
 	rc=$?

@@ -129,6 +129,7 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	m->norder = 0;
 
 	m->alive = proc_read((pid_t)m->snap.hdr.pid, &m->proc) == 0 &&
+		   !proc_gone(&m->proc) &&
 		   (m->snap.hdr.start_ticks == 0 ||
 		    m->proc.start_ticks == m->snap.hdr.start_ticks);
 	if (m->snap.hdr.flags & YM_FLAG_EXITED)

@@ -14,7 +14,7 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
+		return errno ? -errno : -EIO;   /* never 0: that is success */
 	ssize_t n = read(fd, buf, len - 1);
 	int e = errno;
 	close(fd);
@@ -59,6 +59,8 @@ int proc_read(pid_t pid, struct proc_info *o)
 	for (int f = 3; f <= 24 && *p; f++) {
 		while (*p == ' ')
 			p++;
+		if (f == 3)
+			o->state = *p;
 		if (f == 22) {
 			o->start_ticks = parse_u64(&p);
 			continue;
@@ -83,10 +85,17 @@ int proc_read(pid_t pid, struct proc_info *o)
 	return 0;
 }
 
+/* A zombie has exited: its /proc entry stays until its parent reaps it
+ * (a SIGKILLed target whose parent is busy, or does not wait). */
+int proc_gone(const struct proc_info *pi)
+{
+	return pi->state == 'Z' || pi->state == 'X' || pi->state == 'x';
+}
+
 int proc_same(pid_t pid, uint64_t start_ticks)
 {
 	struct proc_info pi;
-	if (proc_read(pid, &pi) != 0)
+	if (proc_read(pid, &pi) != 0 || proc_gone(&pi))
 		return 0;
 	return start_ticks == 0 || pi.start_ticks == start_ticks;
 }

@@ -15,11 +15,15 @@ struct proc_info {
 	uid_t    uid;           /* real uid of the process */
 	uint64_t start_ticks;   /* field 22 of /proc/pid/stat */
 	uint64_t rss_bytes;
+	char     state;         /* field 3: R, S, D, Z (zombie), X... */
 	char     comm[64];
 };
 
 /* 0 on success; -ENOENT when there is no such process. */
 int proc_read(pid_t pid, struct proc_info *out);
+
+/* 1 when the process has exited (a zombie not yet reaped). */
+int proc_gone(const struct proc_info *pi);
 
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);

@@ -1,0 +1,270 @@
+/*
+ * The agent's tables under ThreadSanitizer, with a concurrent reader.
+ *
+ * The agent itself cannot run under TSan (it replaces malloc, which the
+ * TSan runtime owns), so this program links injector/table.c with the
+ * segment layout and the reader, builds a segment in a memfd the way
+ * agent.c does, and runs what the agent's sampled path runs — table_intern
+ * (lock-free probe, locked insert, release publication), live insert and
+ * remove under table_lock, the per-stack counters, the single-writer
+ * per-thread slots — from several writer threads at once, while a reader
+ * thread takes validated snapshots through shm_snapshot_take, as ymtop
+ * does.  TSan checks every access made by the writers against each other;
+ * the reader copies with pread, which TSan does not see, so on that side
+ * the check is that every snapshot validates and is consistent.
+ *
+ * Built with -fsanitize=thread whatever SANITIZER says (make check builds
+ * it as $(B)/unit/test_tsan_tables); a TSan report makes it fail.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "shm.h"
+
+/* table.c's collaborators, normally in agent.c. */
+struct agent agent;
+__thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
+size_t agent_giant_limit = SIZE_MAX;
+
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+	return "halt_on_error=1:exitcode=66";
+}
+
+#define WRITERS   4
+#define ROUNDS    50000
+#define SITES     48          /* distinct stacks per writer */
+#define HELD      32          /* live samples a writer keeps at most */
+
+static int seg_fd = -1;
+static int writers_done;
+static int thread_failures;
+
+/* cmocka's asserts longjmp, which only works on the test's own thread:
+ * the other threads count failures, which the test then asserts on. */
+#define CHECK(cond)                                                        \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "%s:%d: check failed: %s\n",       \
+				__FILE__, __LINE__, #cond);                \
+			__atomic_fetch_add(&thread_failures, 1,            \
+					   __ATOMIC_RELAXED);              \
+		}                                                          \
+	} while (0)
+
+static void make_segment(void)
+{
+	memset(&agent, 0, sizeof agent);
+	agent.max_depth = 8;
+	agent.max_stacks = 4096;
+	agent.max_live = 1024;
+	agent.max_threads = WRITERS + 1;
+	struct shm_caps caps = { 8, 4096, 1024, WRITERS + 1 };
+	struct ym_section sec[YM_SEC_COUNT];
+	uint64_t size;
+	assert_int_equal(shm_layout(&caps, sec, &size), 0);
+	seg_fd = memfd_create("ymtop-tsan", MFD_CLOEXEC);
+	assert_true(seg_fd >= 0);
+	assert_int_equal(fchmod(seg_fd, 0600), 0);   /* memfds are 0777 */
+	assert_int_equal(ftruncate(seg_fd, (off_t)size), 0);
+	uint8_t *b = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
+	assert_true(b != MAP_FAILED);
+	struct ym_header *h = (struct ym_header *)b;
+	h->abi_version = YM_ABI_VERSION;
+	h->header_size = YM_HEADER_SIZE;
+	h->total_size = size;
+	h->pid = (uint32_t)getpid();
+	h->sample_rate = 4096;
+	h->max_depth = agent.max_depth;
+	memcpy(h->sections, sec, sizeof sec);
+	h->threads_used = WRITERS + 1;
+	agent.base = b;
+	agent.size = size;
+	agent.hdr = h;
+	agent.threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
+	agent.stacks = b + sec[YM_SEC_STACKS].offset;
+	agent.stack_stride = sec[YM_SEC_STACKS].stride;
+	agent.live = (struct ym_live *)(b + sec[YM_SEC_LIVE].offset);
+	agent.live_mask = caps.max_live - 1;
+	assert_int_equal(table_init_private(), 0);
+	table_reset_private();
+	table_init_segment();
+	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* Single writer per slot, as hooks.c: a relaxed load and store. */
+static void bump(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v,
+			 __ATOMIC_RELAXED);
+}
+
+static void *writer(void *arg)
+{
+	uint32_t id = (uint32_t)(uintptr_t)arg;
+	struct ym_thread *slot = &agent.threads[id + 1];
+	struct ym_live held[HELD];
+	int nheld = 0;
+	uint64_t next_addr = ((uint64_t)id + 1) << 40;
+	for (uint32_t i = 0; i < ROUNDS; i++) {
+		/* Half the sites are shared by every writer: they race to
+		 * insert the same stack. */
+		uint32_t site = (i * 7u) % SITES;
+		uint64_t frames[4] = { 0x400000 + site, 0x500000,
+				       site % 2 ? 0x600000 + id : 0x600000, 0x700000 };
+		struct ym_live e = {
+			.addr = next_addr += 64,
+			.size = 100 + site,
+			.weight_bytes = 4096,
+			.weight_fx = 1u << 16,
+			.birth_mono_ns = i,
+			.tid = id + 100,
+		};
+		e.stack = table_intern(frames, 4, e.tid, i);
+		CHECK(e.stack != UINT32_MAX);
+		bump(&slot->t.alloc_objects, 1);
+		bump(&slot->t.alloc_bytes, e.size);
+		int ok = 0;
+		if (table_lock(1000000)) {
+			ok = table_live_insert(&e);
+			table_unlock();
+		}
+		if (ok)
+			table_count_alloc(&e);
+		if (ok && nheld < HELD) {
+			held[nheld++] = e;
+			continue;
+		}
+		/* Free the oldest held sample. */
+		if (nheld > 0) {
+			struct ym_live out;
+			int found = 0;
+			if (table_lock(1000000)) {
+				found = table_live_remove(held[0].addr, &out);
+				table_unlock();
+			}
+			CHECK(found);
+			table_count_free(&out, i + 1);
+			bump(&slot->t.free_objects, 1);
+			bump(&slot->t.free_bytes, out.size);
+			memmove(held, held + 1, (size_t)(nheld - 1) * sizeof *held);
+			nheld--;
+		}
+		if (ok) {
+			held[nheld++] = e;
+		}
+	}
+	for (int k = 0; k < nheld; k++) {
+		struct ym_live out;
+		CHECK(table_lock(1000000));
+		CHECK(table_live_remove(held[k].addr, &out));
+		table_unlock();
+		table_count_free(&out, ROUNDS + 1);
+		bump(&slot->t.free_objects, 1);
+		bump(&slot->t.free_bytes, out.size);
+	}
+	return NULL;
+}
+
+static void check_snapshot(const struct shm_snapshot *s)
+{
+	CHECK(s->nstacks <= 4096);
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		const struct ym_stack *st = shm_stack(s, i);
+		CHECK(st->depth <= 8);
+		/* A published record is complete: its frames are there. */
+		if (i > 0 && st->depth == 4)
+			CHECK((st->frames[1]) == (0x500000));
+	}
+	CHECK(s->nlive <= 1024);
+	for (uint32_t i = 0; i < s->nlive; i++)
+		CHECK(s->live[i].stack < s->nstacks);
+}
+
+static void *reader(void *arg)
+{
+	long *snaps = arg;
+	struct shm_reader r;
+	char err[256];
+	/* Our own descriptor, closed below. */
+	if (shm_reader_open_fd(&r, dup(seg_fd), 0, (uid_t)-1, err, sizeof err)) {
+		fprintf(stderr, "open failed: %s\n", err);
+		CHECK(0);
+		return NULL;
+	}
+	for (;;) {
+		int last = __atomic_load_n(&writers_done, __ATOMIC_ACQUIRE);
+		struct shm_snapshot s;
+		int rc = shm_snapshot_take(&r, &s, err, sizeof err);
+		if (rc != 0) {
+			fprintf(stderr, "snapshot failed: %s\n", err);
+			CHECK(rc == 0);
+			break;
+		}
+		check_snapshot(&s);
+		shm_snapshot_free(&s);
+		++*snaps;
+		if (last)
+			break;
+	}
+	shm_reader_close(&r);
+	return NULL;
+}
+
+static void writers_and_reader(void **state)
+{
+	(void)state;
+	make_segment();
+	pthread_t w[WRITERS], rd;
+	long snaps = 0;
+	assert_int_equal(pthread_create(&rd, NULL, reader, &snaps), 0);
+	for (uintptr_t i = 0; i < WRITERS; i++)
+		assert_int_equal(pthread_create(&w[i], NULL, writer, (void *)i), 0);
+	for (int i = 0; i < WRITERS; i++)
+		pthread_join(w[i], NULL);
+	__atomic_store_n(&writers_done, 1, __ATOMIC_RELEASE);
+	pthread_join(rd, NULL);
+	assert_int_equal(thread_failures, 0);
+	assert_true(snaps >= 1);
+	printf("reader: %ld snapshots during the writes\n", snaps);
+
+	/* The final state is exact: every stack once, nothing live, and as
+	 * many samples freed as taken on every stack. */
+	struct shm_reader r;
+	struct shm_snapshot s;
+	char err[256];
+	assert_int_equal(shm_reader_open_fd(&r, dup(seg_fd), 0, (uid_t)-1, err,
+					    sizeof err), 0);
+	assert_int_equal(shm_snapshot_take(&r, &s, err, sizeof err), 0);
+	/* Overflow record + SITES/2 shared + SITES/2 per writer. */
+	assert_int_equal(s.nstacks, 1 + SITES / 2 + (SITES / 2) * WRITERS);
+	assert_int_equal(s.nlive, 0);
+	for (uint32_t i = 0; i < s.nstacks; i++) {
+		const struct ym_stack *st = shm_stack(&s, i);
+		assert_int_equal(st->alloc_samples, st->free_samples);
+	}
+	assert_int_equal(s.totals.alloc_objects, s.totals.free_objects);
+	assert_int_equal(s.totals.alloc_objects, (uint64_t)WRITERS * ROUNDS);
+	shm_snapshot_free(&s);
+	shm_reader_close(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(writers_and_reader),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
