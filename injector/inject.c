@@ -758,7 +758,12 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 			  .sp = c.sp };
 	if (s->dlerror && remote_call(t, &e, &msg, &gone, err, len) == 0 && msg)
 		read_string(t, msg, why, sizeof why);
-	fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
+	if (strstr(why, YM_RESUME_SYMBOL))
+		fail(err, len, "%s loaded in the target but is not ymtop's agent of this "
+		     "version (no %s); set YM_AGENT to this ymtop's libymagent.so",
+		     agent, YM_RESUME_SYMBOL);
+	else
+		fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
 	return gone ? -2 : -1;
 }
 

@@ -261,7 +261,7 @@ def test_address_space_too_small_for_the_segment():
     base = clean_env()
     a = run(["sh", "-c", cmd], base)
     b = run(["sh", "-c", cmd], dict(base, LD_PRELOAD=AGENT,
-                                    YM_MAX_STACKS="4194304"))
+                                    YM_MAX_STACKS="4194303"))
     assert a[0] == b[0] == 0 and a[1] == b[1], (a[0], b[0])
     assert a[2] == b"", a[2]
     assert b[2].count(b"\n") == 1 and b[2].startswith(b"ymagent: cannot create"), b[2]

@@ -18,6 +18,16 @@
 
 #define LIBZ "/lib/x86_64-linux-gnu/libz.so.1"
 
+/* The agent of this build (the injector calls its resume function). */
+static const char *agent_path(void)
+{
+	static char path[4096];
+	const char *b = getenv("YM_BUILD");
+	snprintf(path, sizeof path, "%s/%s/libymagent.so",
+		 getenv("PWD") ? getenv("PWD") : ".", b && *b ? b : "build");
+	return path;
+}
+
 struct child {
 	pid_t pid;
 	int in, out;   /* its stdin (we write), its stdout (we read) */
@@ -77,20 +87,37 @@ static void finish(struct child *c)
 static void loads_a_library_into_a_blocked_reader(void **state)
 {
 	(void)state;
-	if (access(LIBZ, R_OK) != 0)
+	const char *agent = agent_path();
+	if (access(agent, R_OK) != 0)
 		skip();
 	struct child c;
 	spawn_cat(&c);
-	assert_false(maps_has(c.pid, "libz.so"));
+	assert_false(maps_has(c.pid, "libymagent.so"));
 	struct inject_result res;
 	char err[512] = "";
-	int rc = inject_agent(c.pid, LIBZ, &res, err, sizeof err);
+	int rc = inject_agent(c.pid, agent, &res, err, sizeof err);
 	if (rc != 0)
 		print_error("inject: %s\n", err);
 	assert_int_equal(rc, 0);
 	assert_int_equal(res.tid, c.pid);
-	assert_true(res.pause_ms >= 0 && res.pause_ms < 1000);
-	assert_true(maps_has(c.pid, "libz.so"));
+	assert_true(res.pause_ms >= 0);
+	assert_true(maps_has(c.pid, "libymagent.so"));
+	finish(&c);
+}
+
+/* A library that is not the agent loads, but has no resume function: an
+ * error that says so, and the process carries on. */
+static void library_without_resume_function_is_refused(void **state)
+{
+	(void)state;
+	if (access(LIBZ, R_OK) != 0)
+		skip();
+	struct child c;
+	spawn_cat(&c);
+	struct inject_result res;
+	char err[512] = "";
+	assert_int_equal(inject_agent(c.pid, LIBZ, &res, err, sizeof err), -1);
+	assert_non_null(strstr(err, "ym_inject_resume"));
 	finish(&c);
 }
 
@@ -143,6 +170,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(loads_a_library_into_a_blocked_reader),
+		cmocka_unit_test(library_without_resume_function_is_refused),
 		cmocka_unit_test(dlopen_failure_is_reported_and_harmless),
 		cmocka_unit_test(refuses_a_missing_process),
 		cmocka_unit_test(refuses_a_stopped_process),
