@@ -758,9 +758,12 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 		table_count_free(e, agent_now_ns());
 		goto out;
 	}
-	/* Re-weigh at the new size: a block that keeps growing is sampled
-	 * with near certainty by the time it is large, so this converges to
-	 * the true size where it matters (1/p(n) for the new size n). */
+	/* Stays sampled with the probability that keeps the sampled share of
+	 * blocks of n bytes at p(n) (sample.h); then it is re-weighed at 1/p(n). */
+	if (!sample_keep(&t->rng, agent.rate, e->size, n)) {
+		table_count_drop(e);
+		goto out;
+	}
 	uint64_t w, wfx;
 	sample_weight(agent.rate, n, &w, &wfx);
 	table_count_resize(e, w, wfx);

@@ -198,7 +198,7 @@ void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
 void agent_giant(struct agent_tls *t, size_t n, int failed) AGENT_HIDDEN;
 /* realloc of a possibly sampled block: take its live entry out before the
  * real call (1 if it was sampled); put it back at q with size n after (q
- * NULL: the block was freed). */
+ * NULL: the block was freed), or let it leave the sample (sample_keep). */
 int  agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e) AGENT_HIDDEN;
 void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
 		       size_t n) AGENT_HIDDEN;
@@ -224,6 +224,7 @@ void table_reset_counters(void) AGENT_HIDDEN;
 /* Counters (no lock): */
 void table_count_alloc(const struct ym_live *e) AGENT_HIDDEN;
 void table_count_free(const struct ym_live *e, uint64_t now) AGENT_HIDDEN;
+void table_count_drop(const struct ym_live *e) AGENT_HIDDEN;
 void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx) AGENT_HIDDEN;
 
 #endif

@@ -393,9 +393,14 @@ EXPORT void *realloc(void *p, size_t n)
 		own_alloc(t->slot, q, n);
 	else
 		slow_alloc_count(q, n);
-	if (sampled)   /* keeps its stack and birth: one long-lived block */
+	/* A sampled block keeps its stack and birth: one long-lived block.
+	 * An unsampled one is charged its growth only: the bytes it had were
+	 * charged when they were allocated (sample_keep in sample.h).  The
+	 * old usable size may exceed the old request by the allocator's
+	 * slack, which lowers the chance by at most slack/R per move. */
+	if (sampled)
 		agent_realloc_put(t, &e, q, n);
-	else if ((t->countdown -= (int64_t)n) < 0)
+	else if ((t->countdown -= (int64_t)(n > old ? n - old : 0)) < 0)
 		agent_sample(t, q, n);
 	return q;
 }

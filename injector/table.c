@@ -225,6 +225,16 @@ void table_count_free(const struct ym_live *e, uint64_t now)
 	add(&s->life[b].bytes, e->weight_bytes);
 }
 
+/* A sampled block left the sample without being freed (realloc thinned
+ * it): its estimate goes, no lifetime is recorded. */
+void table_count_drop(const struct ym_live *e)
+{
+	struct ym_stack *s = stack_at(e->stack);
+	add(&s->free_samples, 1);
+	add(&s->free_bytes, e->weight_bytes);
+	add(&s->free_objects_fx, e->weight_fx);
+}
+
 /* A sampled block changed size in realloc: move its stack's retained
  * estimate from the old weights to the new ones. */
 void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx)
