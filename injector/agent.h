@@ -110,7 +110,7 @@ struct agent {
 	uint32_t stack_stride, alarm_stride, live_mask;
 
 	/* Private memory (never in the segment). */
-	uint32_t *index;            /* stack hash -> stack + 1 */
+	uint64_t *index;            /* stack hash -> stack + 1 | tag (table.c) */
 	uint32_t  index_mask;
 	uint32_t  thread_cursor;    /* where to look for an exited slot */
 	uint32_t  seen_reset;
@@ -118,7 +118,12 @@ struct agent {
 	uintptr_t self_lo, self_hi; /* our own text: frames to drop */
 	uintptr_t unw_lo, unw_hi;   /* libunwind's */
 
-	uint32_t lock;              /* the agent's one lock (bounded spins) */
+	/* The agent's one lock (bounded spins), alone in its line: the
+	 * fields around it are read on every sample. */
+	_Alignas(64) uint32_t lock;
+	char     lock_pad[60];
+	int      live_probe;        /* free probes the live table before the
+				     * lock (table.c, live_probe_update) */
 	int      filter_all;        /* every free takes the slow path: exact
 				     * mode, or usable size is a call */
 
