@@ -139,7 +139,8 @@ extern struct agent agent AGENT_HIDDEN;
  * ((p >> 4) mod 2^15: no multiply, allocator addresses are 16-aligned).
  *
  *   agent_filter_live: set while some live sample hashes there (table.c
- *   keeps the exact count per bit under the lock).
+ *   keeps the exact count per bit under the lock).  Not kept in exact
+ *   mode, where every free and realloc asks the live table.
  *   agent_filter: what free's fast path reads: live | pinned, where the
  *   pinned bits are NULL and the bootstrap allocations, so that one bit
  *   test sends NULL, bootstrap blocks and possible samples to the slow

@@ -374,7 +374,8 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	struct ym_live e;
 	/* A sampled block leaves the live table before the allocator may
 	 * hand its address to another thread. */
-	int sampled = filter_maybe(p) && agent_realloc_take(t, p, &e);
+	int sampled = (agent.rate <= 1 || filter_maybe(p)) &&
+		      agent_realloc_take(t, p, &e);
 	void *q = agent.real.realloc(p, n);
 	if (q == NULL) {
 		if (n != 0) {   /* failed: p is untouched */

@@ -306,8 +306,19 @@ static void filter_set(uint32_t i, int on)
 	gate_update(i / 64);
 }
 
+/* Exact mode: every free and realloc asks the live table itself (the gate
+ * is all ones, agent_filter_live is not read), so the live filter is not
+ * kept: its words and counts were lines that every sample of every
+ * thread wrote. */
+static int live_filter_off(void)
+{
+	return agent.rate <= 1 && agent.filter_all;
+}
+
 static void filter_inc(uint64_t addr)
 {
+	if (live_filter_off())
+		return;
 	uint32_t i = agent_filter_slot((void *)addr);
 	if (filter_count[i] == UINT16_MAX)
 		return;
@@ -317,6 +328,8 @@ static void filter_inc(uint64_t addr)
 
 static void filter_dec(uint64_t addr)
 {
+	if (live_filter_off())
+		return;
 	uint32_t i = agent_filter_slot((void *)addr);
 	if (filter_count[i] == 0 || filter_count[i] == UINT16_MAX)
 		return;
