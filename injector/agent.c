@@ -674,8 +674,10 @@ static void fork_parent(void)
 	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
 }
 
-/* Capture return addresses, innermost first, without our own frames. */
-static uint32_t capture(uint64_t *out)
+/* Capture return addresses, innermost first, without our own frames.
+ * Inlined: one frame less for libunwind to step through (~80
+ * instructions a sample). */
+static inline __attribute__((always_inline)) uint32_t capture(uint64_t *out)
 {
 	void *buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent.max_depth + 16;
@@ -763,9 +765,11 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 {
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		return;
-	/* A filter false positive is settled without the lock; in exact mode
-	 * nearly every free is a sample, so the probe would be wasted. */
-	if (agent.rate > 1 && !table_live_has((uint64_t)(uintptr_t)p))
+	/* With many live samples a filter false positive is settled without
+	 * the lock; with few (and in exact mode, where nearly every free is a
+	 * sample) the probe would be wasted. */
+	if (agent.rate > 1 && __atomic_load_n(&agent.live_probe, __ATOMIC_RELAXED) &&
+	    !table_live_has((uint64_t)(uintptr_t)p))
 		return;
 	agent_guard_enter(t);
 	struct ym_live e;
@@ -802,9 +806,12 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 		table_count_free(e, agent_now_ns());
 		goto out;
 	}
-	/* Re-weigh at the new size: a block that keeps growing is sampled
-	 * with near certainty by the time it is large, so this converges to
-	 * the true size where it matters (1/p(n) for the new size n). */
+	/* Stays sampled with the probability that keeps the sampled share of
+	 * blocks of n bytes at p(n) (sample.h); then it is re-weighed at 1/p(n). */
+	if (!sample_keep(&t->rng, agent.rate, e->size, n)) {
+		table_count_drop(e);
+		goto out;
+	}
 	uint64_t w, wfx;
 	sample_weight(agent.rate, n, &w, &wfx);
 	table_count_resize(e, w, wfx);

@@ -110,7 +110,7 @@ struct agent {
 	uint32_t stack_stride, alarm_stride, live_mask;
 
 	/* Private memory (never in the segment). */
-	uint32_t *index;            /* stack hash -> stack + 1 */
+	uint64_t *index;            /* stack hash -> stack + 1 | tag (table.c) */
 	uint32_t  index_mask;
 	uint32_t  thread_cursor;    /* where to look for an exited slot */
 	uint32_t  seen_reset;
@@ -118,7 +118,12 @@ struct agent {
 	uintptr_t self_lo, self_hi; /* our own text: frames to drop */
 	uintptr_t unw_lo, unw_hi;   /* libunwind's */
 
-	uint32_t lock;              /* the agent's one lock (bounded spins) */
+	/* The agent's one lock (bounded spins), alone in its line: the
+	 * fields around it are read on every sample. */
+	_Alignas(64) uint32_t lock;
+	char     lock_pad[60];
+	int      live_probe;        /* free probes the live table before the
+				     * lock (table.c, live_probe_update) */
 	int      filter_all;        /* every free takes the slow path: exact
 				     * mode, or usable size is a call */
 
@@ -134,7 +139,8 @@ extern struct agent agent AGENT_HIDDEN;
  * ((p >> 4) mod 2^15: no multiply, allocator addresses are 16-aligned).
  *
  *   agent_filter_live: set while some live sample hashes there (table.c
- *   keeps the exact count per bit under the lock).
+ *   keeps the exact count per bit under the lock).  Not kept in exact
+ *   mode, where every free and realloc asks the live table.
  *   agent_filter: what free's fast path reads: live | pinned, where the
  *   pinned bits are NULL and the bootstrap allocations, so that one bit
  *   test sends NULL, bootstrap blocks and possible samples to the slow
@@ -198,7 +204,7 @@ void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
 void agent_giant(struct agent_tls *t, size_t n, int failed) AGENT_HIDDEN;
 /* realloc of a possibly sampled block: take its live entry out before the
  * real call (1 if it was sampled); put it back at q with size n after (q
- * NULL: the block was freed). */
+ * NULL: the block was freed), or let it leave the sample (sample_keep). */
 int  agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e) AGENT_HIDDEN;
 void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
 		       size_t n) AGENT_HIDDEN;
@@ -224,6 +230,7 @@ void table_reset_counters(void) AGENT_HIDDEN;
 /* Counters (no lock): */
 void table_count_alloc(const struct ym_live *e) AGENT_HIDDEN;
 void table_count_free(const struct ym_live *e, uint64_t now) AGENT_HIDDEN;
+void table_count_drop(const struct ym_live *e) AGENT_HIDDEN;
 void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx) AGENT_HIDDEN;
 
 #endif

@@ -351,9 +351,10 @@ EXPORT void *calloc(size_t a, size_t b)
 
 /* ---- realloc ---- */
 
-EXPORT void *realloc(void *p, size_t n)
+/* Everything the fast path does not take: NULL, bootstrap blocks, possible
+ * samples, a due sample, filter_all, no own slot, giant requests. */
+static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 {
-	struct agent_tls *t = &agent_tls;
 	if (p == NULL)
 		return hook_malloc(n);
 	if (is_boot(p)) {
@@ -373,7 +374,8 @@ EXPORT void *realloc(void *p, size_t n)
 	struct ym_live e;
 	/* A sampled block leaves the live table before the allocator may
 	 * hand its address to another thread. */
-	int sampled = filter_maybe(p) && agent_realloc_take(t, p, &e);
+	int sampled = (agent.rate <= 1 || filter_maybe(p)) &&
+		      agent_realloc_take(t, p, &e);
 	void *q = agent.real.realloc(p, n);
 	if (q == NULL) {
 		if (n != 0) {   /* failed: p is untouched */
@@ -393,10 +395,58 @@ EXPORT void *realloc(void *p, size_t n)
 		own_alloc(t->slot, q, n);
 	else
 		slow_alloc_count(q, n);
-	if (sampled)   /* keeps its stack and birth: one long-lived block */
+	/* A sampled block keeps its stack and birth: one long-lived block.
+	 * An unsampled one is charged its growth only: the bytes it had were
+	 * charged when they were allocated (sample_keep in sample.h).  The
+	 * old usable size may exceed the old request by the allocator's
+	 * slack, which lowers the chance by at most slack/R per move. */
+	if (sampled)
 		agent_realloc_put(t, &e, q, n);
-	else if ((t->countdown -= (int64_t)n) < 0)
+	else if ((t->countdown -= (int64_t)(n > old ? n - old : 0)) < 0)
 		agent_sample(t, q, n);
+	return q;
+}
+
+/* The fast path's realloc returned NULL after it counted a free of p and
+ * an allocation of n. */
+static NOINLINE void *realloc_failed(struct ym_thread *s, void *p, size_t n)
+{
+	bump(&s->t.alloc_objects, (uint64_t)-1);
+	bump(&s->t.req_bytes, -(uint64_t)n);
+	if (n != 0) {   /* failed: p is untouched (n == 0: glibc freed it) */
+		bump(&s->t.free_objects, (uint64_t)-1);
+		bump(&s->t.free_bytes, -(uint64_t)agent_usable_glibc(p));
+	}
+	return NULL;
+}
+
+/* Fast path (about 55 instructions in all, 90 before it existed): the
+ * TLS gate word, one bit of the filter (which is set for
+ * NULL, bootstrap blocks and possible samples, and everywhere when
+ * filter_all: so the block is glibc's and not sampled), the old usable
+ * size, the countdown charged with the growth only (sample.h,
+ * sample_keep), five counter bumps, the real call and the new usable
+ * size. */
+EXPORT void *realloc(void *p, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	struct ym_thread *s = fast_slot(t, n);
+	if (unlikely(s == NULL || agent_filter_maybe(p)))
+		return realloc_slow(t, p, n);
+	size_t old = agent_usable_glibc(p);
+	uint64_t grow = n > old ? n - old : 0;
+	int64_t c = t->countdown;
+	if (unlikely(c < 0 || grow > (uint64_t)c))
+		return realloc_slow(t, p, n);   /* a sample is due */
+	t->countdown = c - (int64_t)grow;
+	bump(&s->t.free_objects, 1);
+	bump(&s->t.free_bytes, old);
+	bump(&s->t.alloc_objects, 1);
+	bump(&s->t.req_bytes, n);
+	void *q = agent.real.realloc(p, n);
+	if (unlikely(q == NULL))
+		return realloc_failed(s, p, n);
+	bump(&s->t.alloc_bytes, agent_usable_glibc(q));
 	return q;
 }
 

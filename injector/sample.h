@@ -66,6 +66,31 @@ static inline void sample_weight(uint64_t rate, uint64_t size,
 	*weight_fx = (uint64_t)((double)YM_FX_ONE / p + 0.5);
 }
 
+/* realloc of a sampled block from old to new bytes: 1 if it stays sampled.
+ *
+ * Invariant: a live block of s bytes is sampled with probability
+ * p(s) = 1 - exp(-s/R), which is what makes its weight 1/p(s) unbiased.
+ * After the resize it must be p(new).  Growing (p(new) >= p(old)): a
+ * sampled block stays; an unsampled one is sampled when the countdown runs
+ * out within the new - old bytes, probability (p(new) - p(old)) /
+ * (1 - p(old)) by memorylessness (the caller charges the countdown with the
+ * growth only).  Shrinking: the unsampled stay unsampled and a sampled one
+ * stays with probability p(new)/p(old).  Keeping every sampled block would
+ * ratchet the sampled share towards 1 over repeated reallocs (and every
+ * one of them would then take the lock). */
+static inline int sample_keep(uint64_t *state, uint64_t rate, uint64_t old,
+			      uint64_t new)
+{
+	if (rate <= 1 || new >= old)
+		return 1;
+	if (new == 0)
+		return 0;
+	double keep = expm1(-(double)new / (double)rate) /
+		      expm1(-(double)old / (double)rate);
+	double u = (double)(sample_rand(state) >> 11) * 0x1.0p-53;   /* [0, 1) */
+	return u < keep;
+}
+
 /* The lifetime bucket of a duration in ns. */
 static inline unsigned sample_life_bucket(uint64_t ns)
 {

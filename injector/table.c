@@ -29,7 +29,10 @@ static uint16_t filter_count[1u << AGENT_FILTER_BITS];
 static void gate_update(uint32_t w)
 {
 	uint64_t v = agent.filter_all ? ~0ULL : agent_filter_live[w] | filter_pin[w];
-	__atomic_store_n(&agent_filter[w], v, __ATOMIC_RELEASE);
+	/* Every free reads these words: a store of the same value (always,
+	 * when filter_all) would still take the line from the other CPUs. */
+	if (__atomic_load_n(&agent_filter[w], __ATOMIC_RELAXED) != v)
+		__atomic_store_n(&agent_filter[w], v, __ATOMIC_RELEASE);
 }
 
 void table_filter_pin(const void *p)
@@ -80,7 +83,7 @@ static void *map_private(size_t len)
 
 static size_t index_bytes(void)
 {
-	return ((size_t)agent.index_mask + 1) * sizeof(uint32_t);
+	return ((size_t)agent.index_mask + 1) * sizeof *agent.index;
 }
 
 int table_init_private(void)
@@ -102,6 +105,7 @@ void table_reset_private(void)
 		madvise(agent.index, index_bytes(), MADV_DONTNEED);
 	filter_clear();
 	agent.lock = 0;
+	agent.live_probe = 0;
 }
 
 static struct ym_stack *stack_at(uint32_t i)
@@ -130,11 +134,15 @@ static uint64_t hash_frames(const uint64_t *f, uint32_t depth)
 	return h < 2 ? h + 2 : h;   /* 0: unpublished, 1: overflow */
 }
 
-static int same_stack(const struct ym_stack *s, uint64_t h,
-		      const uint64_t *f, uint32_t depth)
+/* An index entry: stack + 1 in the low 32 bits, then the depth and 16
+ * more bits of the hash, so that a lookup compares the record's frames
+ * (never written after publication) and never reads the record's first
+ * line, which every sample of that stack writes (its counters): with
+ * threads sampling the same stack that line is usually in another CPU's
+ * cache. */
+static uint64_t index_entry(uint32_t stack, uint64_t h, uint32_t depth)
 {
-	return s->hash == h && s->depth == depth &&
-	       memcmp(s->frames, f, depth * sizeof *f) == 0;
+	return (uint64_t)(stack + 1) | (uint64_t)depth << 32 | (h >> 48) << 48;
 }
 
 /* Probe the index; returns the stack or UINT32_MAX with *slot the empty
@@ -144,14 +152,17 @@ static uint32_t probe(uint64_t h, const uint64_t *f, uint32_t depth,
 {
 	uint32_t mask = agent.index_mask;
 	uint32_t i = (uint32_t)h & mask;
+	uint64_t tag = index_entry(0, h, depth) & ~0xffffffffULL;
 	for (uint32_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
-		uint32_t v = __atomic_load_n(&agent.index[i], __ATOMIC_ACQUIRE);
+		uint64_t v = __atomic_load_n(&agent.index[i], __ATOMIC_ACQUIRE);
 		if (v == 0) {
 			*slot = i;
 			return UINT32_MAX;
 		}
-		if (same_stack(stack_at(v - 1), h, f, depth))
-			return v - 1;
+		uint32_t st = (uint32_t)v - 1;
+		if ((v & ~0xffffffffULL) == tag &&
+		    memcmp(stack_at(st)->frames, f, depth * sizeof *f) == 0)
+			return st;
 	}
 	*slot = UINT32_MAX;
 	return UINT32_MAX;
@@ -190,7 +201,8 @@ uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 			s->hash = h;
 			found = (uint32_t)used;
 			/* Record complete before anyone can find it. */
-			__atomic_store_n(&agent.index[slot], found + 1,
+			__atomic_store_n(&agent.index[slot],
+					 index_entry(found, h, depth),
 					 __ATOMIC_RELEASE);
 			__atomic_store_n(&agent.hdr->stacks_used, used + 1,
 					 __ATOMIC_RELEASE);
@@ -223,6 +235,16 @@ void table_count_free(const struct ym_live *e, uint64_t now)
 	add(&s->free_objects_fx, e->weight_fx);
 	add(&s->life[b].objects_fx, e->weight_fx);
 	add(&s->life[b].bytes, e->weight_bytes);
+}
+
+/* A sampled block left the sample without being freed (realloc thinned
+ * it): its estimate goes, no lifetime is recorded. */
+void table_count_drop(const struct ym_live *e)
+{
+	struct ym_stack *s = stack_at(e->stack);
+	add(&s->free_samples, 1);
+	add(&s->free_bytes, e->weight_bytes);
+	add(&s->free_objects_fx, e->weight_fx);
 }
 
 /* A sampled block changed size in realloc: move its stack's retained
@@ -262,6 +284,18 @@ static void seq_end(void)
 			 __ATOMIC_RELEASE);
 }
 
+/* free's lock-free probe pays off once filter false positives are
+ * frequent (live samples / 2^15 filter bits); below that it reads the
+ * seqcount line that the lock holder writes, for nothing.  Hysteresis:
+ * every sampled free reads the flag, it should rarely change.  Lock held. */
+static void live_probe_update(void)
+{
+	uint64_t n = agent.hdr->live_count;
+	int on = agent.live_probe ? n > 512 : n > 1024;
+	if (on != agent.live_probe)
+		__atomic_store_n(&agent.live_probe, on, __ATOMIC_RELAXED);
+}
+
 /* Lock held: the bitmap words have one writer at a time. */
 static void filter_set(uint32_t i, int on)
 {
@@ -272,8 +306,19 @@ static void filter_set(uint32_t i, int on)
 	gate_update(i / 64);
 }
 
+/* Exact mode: every free and realloc asks the live table itself (the gate
+ * is all ones, agent_filter_live is not read), so the live filter is not
+ * kept: its words and counts were lines that every sample of every
+ * thread wrote. */
+static int live_filter_off(void)
+{
+	return agent.rate <= 1 && agent.filter_all;
+}
+
 static void filter_inc(uint64_t addr)
 {
+	if (live_filter_off())
+		return;
 	uint32_t i = agent_filter_slot((void *)addr);
 	if (filter_count[i] == UINT16_MAX)
 		return;
@@ -283,6 +328,8 @@ static void filter_inc(uint64_t addr)
 
 static void filter_dec(uint64_t addr)
 {
+	if (live_filter_off())
+		return;
 	uint32_t i = agent_filter_slot((void *)addr);
 	if (filter_count[i] == 0 || filter_count[i] == UINT16_MAX)
 		return;
@@ -356,6 +403,7 @@ int table_live_remove(uint64_t addr, struct ym_live *out)
 	live_delete_at(i);
 	seq_end();
 	filter_dec(addr);
+	live_probe_update();
 	return 1;
 }
 
@@ -363,21 +411,29 @@ int table_live_remove(uint64_t addr, struct ym_live *out)
  * probes stay short). */
 int table_live_insert(const struct ym_live *e)
 {
-	struct ym_live old;
-	/* A stale entry at this address means we missed its free: count it
-	 * freed now rather than leave it retained forever. */
-	if (table_live_remove(e->addr, &old))
-		table_count_free(&old, e->birth_mono_ns);
+	/* One walk: to the entry of this address, or to the empty bucket
+	 * where it goes (there is one: the table stays under 3/4). */
+	uint32_t i = live_home(e->addr);
+	while (agent.live[i].addr != 0 && agent.live[i].addr != e->addr)
+		i = (i + 1) & agent.live_mask;
+	if (agent.live[i].addr == e->addr) {
+		/* A stale entry: we missed its free.  Count it freed now
+		 * rather than leave it retained forever; the new entry takes
+		 * its bucket (same address: same filter bit). */
+		table_count_free(&agent.live[i], e->birth_mono_ns);
+		seq_begin();
+		agent.live[i] = *e;
+		seq_end();
+		return 1;
+	}
 	if (agent.hdr->live_count >= (uint64_t)(agent.live_mask + 1) / 4 * 3)
 		return 0;
-	uint32_t i = live_home(e->addr);
-	while (agent.live[i].addr != 0)
-		i = (i + 1) & agent.live_mask;
 	seq_begin();
 	agent.live[i] = *e;
 	agent.hdr->live_count++;
 	seq_end();
 	filter_inc(e->addr);
+	live_probe_update();
 	return 1;
 }
 
@@ -390,6 +446,7 @@ void table_reset_counters(void)
 	agent.hdr->live_count = 0;
 	seq_end();
 	filter_clear();
+	live_probe_update();
 	uint64_t used = agent.hdr->stacks_used;
 	for (uint64_t i = 0; i < used; i++) {
 		struct ym_stack *s = stack_at((uint32_t)i);

@@ -9,6 +9,10 @@
 #   ROUNDS=N CALLS=N WORKLOADS="alloc2 sqlite" CONFIGS="none default" \
 #     tests/bench/run.sh [BUILD]
 #
+# BASE=path/to/libymagent.so adds the configurations "base" and "base-exact":
+# that agent at the default rate and in exact mode (a before/after
+# comparison within the same rounds).
+#
 # Columns: wall seconds (median), ratio of medians, CPU seconds (user+sys,
 # median) and its ratio, peak RSS over the no-agent run (median of the
 # per-round differences, MiB).  heaptrack and massif run on a subset of the
@@ -20,7 +24,7 @@ ROUNDS=${ROUNDS:-5}
 CALLS=${CALLS:-2000000}
 WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx"}
 SLOW_WORKLOADS=${SLOW_WORKLOADS:-"alloc2 sqlite"}
-CONFIGS=${CONFIGS:-"none default 64k exact heaptrack massif jemalloc jeprof"}
+CONFIGS=${CONFIGS:-"none default 64k exact heaptrack massif jemalloc jeprof base base-exact"}
 AGENT="$B/libymagent.so"
 BENCH="$B/bench/allocbench"
 JEMALLOC=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
@@ -35,6 +39,7 @@ have() {
 	sqlite)    command -v sqlite3 >/dev/null ;;
 	gxx)       command -v g++ >/dev/null ;;
 	python)    [ -x /usr/bin/python3 ] ;;
+	base|base-exact) [ -n "${BASE:-}" ] && [ -e "$BASE" ] ;;
 	*)         true ;;
 	esac
 }
@@ -65,6 +70,8 @@ run1() {
 	case $2 in
 	none)      ;;
 	default)   pre+=(LD_PRELOAD="$AGENT") ;;
+	base)      pre+=(LD_PRELOAD="$BASE") ;;
+	base-exact) pre+=(LD_PRELOAD="$BASE" YM_SAMPLE_RATE=1) ;;
 	64k)       pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=65536) ;;
 	exact)     pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1) ;;
 	jemalloc)  pre+=(LD_PRELOAD="$JEMALLOC") ;;

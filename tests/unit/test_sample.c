@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <string.h>
 
 #include "sample.h"
 
@@ -102,6 +103,56 @@ static void estimator_unbiased(void **state)
 	}
 }
 
+/* The agent's realloc, simulated: a window of blocks resized at random
+ * again and again.  A sampled block stays with sample_keep, an unsampled
+ * one is sampled when the countdown runs out within its growth.  The sum
+ * of the sampled blocks' weights estimates the bytes held without bias, and
+ * the sampled share stays near p(size) instead of ratcheting up. */
+static void realloc_estimate_unbiased(void **state)
+{
+	(void)state;
+	enum { WINDOW = 4096, STEPS = 200000, RUNS = 30 };
+	static uint64_t size[WINDOW];
+	static uint8_t sampled[WINDOW];
+	const uint64_t R = 65536;
+	double mean = 0, truth = 0, share = 0;
+	for (int r = 0; r < RUNS; r++) {
+		uint64_t rng = sample_seed(500 + (uint64_t)r), pick = sample_seed(900 + (uint64_t)r);
+		int64_t countdown = sample_next_gap(&rng, R);
+		memset(size, 0, sizeof size);
+		memset(sampled, 0, sizeof sampled);
+		for (int i = 0; i < STEPS; i++) {
+			uint64_t x = sample_rand(&pick);
+			uint32_t k = (uint32_t)(x % WINDOW);
+			uint64_t n = 16 + (x >> 20) % 8192;
+			if (sampled[k]) {
+				sampled[k] = (uint8_t)sample_keep(&rng, R, size[k], n);
+			} else if (n > size[k] &&
+				   (countdown -= (int64_t)(n - size[k])) < 0) {
+				sampled[k] = 1;
+				countdown = sample_next_gap(&rng, R);
+			}
+			size[k] = n;
+		}
+		double est = 0, held = 0, ns = 0;
+		for (int k = 0; k < WINDOW; k++) {
+			uint64_t w, fx;
+			sample_weight(R, size[k], &w, &fx);
+			held += (double)size[k];
+			if (sampled[k]) {
+				est += (double)w;
+				ns++;
+			}
+		}
+		mean += est / RUNS;
+		truth += held / RUNS;
+		share += ns / WINDOW / RUNS;
+	}
+	assert_true(fabs(mean - truth) < 0.03 * truth);
+	/* Mean size ~4 KiB: p ~ 0.06; keeping every sampled block gives ~1. */
+	assert_true(share < 0.1);
+}
+
 static void life_buckets(void **state)
 {
 	(void)state;
@@ -121,6 +172,7 @@ int main(void)
 		cmocka_unit_test(exact_mode_always_due),
 		cmocka_unit_test(weight_formula),
 		cmocka_unit_test(estimator_unbiased),
+		cmocka_unit_test(realloc_estimate_unbiased),
 		cmocka_unit_test(life_buckets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
