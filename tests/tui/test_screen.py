@@ -1,9 +1,9 @@
 """The live screen in a real terminal: tmux runs ymtop, send-keys types,
 capture-pane reads what a person would see."""
+import contextlib
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +60,18 @@ def started(env=None):
     return Target([PROG], env=e)
 
 
+@contextlib.contextmanager
+def watching(env=None, **screen):
+    """tuiprog under the agent and ymtop's screen on it, both ended after."""
+    t = started(env)
+    s = Screen(t.pid, **screen)
+    try:
+        yield t, s
+    finally:
+        s.close()
+        t.finish()
+
+
 def rows_of(text):
     """Table rows: lines that start with a size, in screen order."""
     return [l for l in text.splitlines()
@@ -67,9 +79,7 @@ def rows_of(text):
 
 
 def test_sites_in_retained_order_and_enter_shows_stack():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         text = s.wait(r"small_site")
         rows = rows_of(text)
         assert "big_site" in rows[0] and "small_site" in rows[1], rows
@@ -81,15 +91,10 @@ def test_sites_in_retained_order_and_enter_shows_stack():
         assert "lifetimes of this stack" in text
         s.keys("Escape")
         s.wait(r"FUNCTION \(FILE:LINE\)")
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_each_view_renders():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("big_site")
         s.keys("Tab")
         s.wait(r"\[stacks\]")                 # Functions
@@ -105,15 +110,10 @@ def test_each_view_renders():
         s.keys("?")
         s.wait(r"ymtop keys")
         s.keys("?")
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_filter_keeps_matching_rows():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         s.keys("/", "small", "Enter")
         text = s.wait(r"filter: small")
@@ -121,15 +121,10 @@ def test_filter_keeps_matching_rows():
         assert len(rows) == 1 and "small_site" in rows[0], rows
         s.keys("Escape")
         text = s.wait(r"big_site")
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_mark_then_growth():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         s.keys("m")
         s.wait(r"mark set")
@@ -140,9 +135,6 @@ def test_mark_then_growth():
         text = s.wait(r"\+1[0-9.]+ MiB.*grow_site")
         rows = rows_of(text)
         assert "grow_site" in rows[0], rows
-    finally:
-        s.close()
-        t.finish()
 
 
 def say(t, cmd, reply):
@@ -152,9 +144,7 @@ def say(t, cmd, reply):
 
 
 def test_pause_stops_sampling_and_resume_restarts_it():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         s.keys("p")
         s.wait(r"sampling paused in the agent")
@@ -167,15 +157,10 @@ def test_pause_stops_sampling_and_resume_restarts_it():
         s.wait(r"pid %d tuiprog +up \S+ +sampling" % t.pid)
         say(t, "grow", "grown")
         s.wait(r"grow_site")
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_alarm_banner_then_dismiss_and_alarms_view():
-    t = started({"YM_GIANT_BYTES": "16777216"})
-    s = Screen(t.pid)
-    try:
+    with watching({"YM_GIANT_BYTES": "16777216"}) as (t, s):
         s.wait("small_site")
         assert "ALARM" not in s.text()
         say(t, "giant", "giant")
@@ -189,15 +174,10 @@ def test_alarm_banner_then_dismiss_and_alarms_view():
             s.keys("Tab")
         text = s.wait(r"giant_site")
         assert "24.0 MiB" in text and "reported" in text, text
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_sort_keys_change_the_order():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         s.keys("m")
         s.wait(r"mark set")
@@ -214,29 +194,18 @@ def test_sort_keys_change_the_order():
         s.keys("F6")                                # the sort menu
         s.wait(r"(?i)sort by")
         s.keys("Escape")
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_sigint_restores_terminal():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         subprocess.run(["pkill", "-INT", "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
         text = s.wait(r"EXIT=\d+")
         assert "RETAINED" not in text, text
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_s_and_f_write_files():
-    d = tempfile.mkdtemp()
-    t = started()
-    s = Screen(t.pid, cwd=d)
-    try:
+    with tempfile.TemporaryDirectory() as d, watching(cwd=d) as (t, s):
         s.wait("small_site")
         s.keys("s")
         s.wait(r"wrote \./ymtop-%d-tuiprog-.*\.txt" % t.pid)
@@ -255,16 +224,10 @@ def test_s_and_f_write_files():
         s.keys("s")
         time.sleep(0.5)
         assert len(glob.glob(os.path.join(d, "*.txt"))) == 2
-    finally:
-        s.close()
-        t.finish()
-        shutil.rmtree(d)
 
 
 def test_resize_to_80x24_stays_sane():
-    t = started()
-    s = Screen(t.pid, cols=132, rows=40)
-    try:
+    with watching(cols=132, rows=40) as (t, s):
         s.wait("small_site")
         tmux("resize-window", "-t", s.name, "-x", "80", "-y", "24")
         time.sleep(0.8)
@@ -272,37 +235,24 @@ def test_resize_to_80x24_stays_sane():
         lines = text.splitlines()
         assert len(lines) <= 24 and all(len(l) <= 80 for l in lines), lines
         assert re.search(r"RETAINED", text) and re.search(r"q:quit", text)
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_q_exits_0_and_restores_terminal():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         s.keys("q")
         text = s.wait(r"EXIT=\d+")
         assert "EXIT=0" in text, text
         assert "RETAINED" not in text, "the screen was not restored:\n" + text
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_sigterm_restores_terminal():
-    t = started()
-    s = Screen(t.pid)
-    try:
+    with watching() as (t, s):
         s.wait("small_site")
         # Anchored: the shell around ymtop has the same words later on.
         subprocess.run(["pkill", "-TERM", "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
         text = s.wait(r"EXIT=\d+")
         assert "RETAINED" not in text, text
-    finally:
-        s.close()
-        t.finish()
 
 
 def test_target_exit_is_shown_and_data_kept():
