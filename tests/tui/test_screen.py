@@ -196,14 +196,6 @@ def test_sort_keys_change_the_order():
         s.keys("Escape")
 
 
-def test_sigint_restores_terminal():
-    with watching() as (t, s):
-        s.wait("small_site")
-        subprocess.run(["pkill", "-INT", "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
-        text = s.wait(r"EXIT=\d+")
-        assert "RETAINED" not in text, text
-
-
 def test_s_and_f_write_files():
     with tempfile.TemporaryDirectory() as d, watching(cwd=d) as (t, s):
         s.wait("small_site")
@@ -246,13 +238,21 @@ def test_q_exits_0_and_restores_terminal():
         assert "RETAINED" not in text, "the screen was not restored:\n" + text
 
 
-def test_sigterm_restores_terminal():
+def signal_restores_terminal(sig):
     with watching() as (t, s):
         s.wait("small_site")
         # Anchored: the shell around ymtop has the same words later on.
-        subprocess.run(["pkill", "-TERM", "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
+        subprocess.run(["pkill", "-" + sig, "-f", "^%s -d 0.3 -p %d" % (YMTOP, t.pid)])
         text = s.wait(r"EXIT=\d+")
         assert "RETAINED" not in text, text
+
+
+def test_sigterm_restores_terminal():
+    signal_restores_terminal("TERM")
+
+
+def test_sigint_restores_terminal():
+    signal_restores_terminal("INT")
 
 
 def test_target_exit_is_shown_and_data_kept():

@@ -87,15 +87,26 @@ static void nested(void **state)
 	pb_free(&b);
 }
 
-static char *xml(const char *s)
+/* What an escaping function writes for s. */
+static char *escaped(void (*put)(FILE *, const char *), const char *s)
 {
 	static char out[256];
 	memset(out, 0, sizeof out);
 	FILE *f = fmemopen(out, sizeof out, "w");
 	assert_non_null(f);
-	fmt_xml_string(f, s);
+	put(f, s);
 	fclose(f);
 	return out;
+}
+
+static char *xml(const char *s)
+{
+	return escaped(fmt_xml_string, s);
+}
+
+static char *json(const char *s)
+{
+	return escaped(fmt_json_string, s);
 }
 
 static void xml_escaping(void **state)
@@ -110,17 +121,6 @@ static void xml_escaping(void **state)
 	assert_string_equal(xml("\xff\xc0\xaf|\xed\xa0\x80|\xe2\x82"), "???|???|??");
 	assert_string_equal(xml(""), "");
 	assert_string_equal(xml(NULL), "");
-}
-
-static char *json(const char *s)
-{
-	static char out[256];
-	memset(out, 0, sizeof out);
-	FILE *f = fmemopen(out, sizeof out, "w");
-	assert_non_null(f);
-	fmt_json_string(f, s);
-	fclose(f);
-	return out;
 }
 
 static void json_escaping(void **state)
