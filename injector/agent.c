@@ -441,10 +441,7 @@ static int segment_create(void)
 	agent.hdr = h;
 	agent.ctl = (struct ym_control *)(b + sec[YM_SEC_CONTROL].offset);
 	agent.threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
-	agent.stacks = b + sec[YM_SEC_STACKS].offset;
-	agent.stack_stride = sec[YM_SEC_STACKS].stride;
-	agent.live = (struct ym_live *)(b + sec[YM_SEC_LIVE].offset);
-	agent.live_mask = caps.max_live - 1;
+	table_map_segment(b, sec);
 	agent.alarms = b + sec[YM_SEC_ALARMS].offset;
 	agent.alarm_stride = sec[YM_SEC_ALARMS].stride;
 	agent.modules = (struct ym_module *)(b + sec[YM_SEC_MODULES].offset);
@@ -655,7 +652,23 @@ void agent_enter(struct agent_tls *t)
  * fork is pending; if one was still in flight at the fork, the child never
  * unwinds (its samples have empty stacks).  Sampled path only: the
  * read-modify-writes cost nothing on the fast path. */
-static int unw_inflight, fork_pending, fork_unsafe, unw_off;
+static int fork_pending, fork_unsafe, unw_off;
+
+/* Unwinds in flight, counted in stripes by thread (a single counter was a
+ * line that every sample of every thread wrote): fork sums them. */
+#define UNW_STRIPES 16
+static struct {
+	int n;
+	char pad[60];
+} unw_inflight[UNW_STRIPES] __attribute__((aligned(64)));
+
+static int unw_busy(void)
+{
+	int sum = 0;
+	for (int i = 0; i < UNW_STRIPES; i++)
+		sum += __atomic_load_n(&unw_inflight[i].n, __ATOMIC_SEQ_CST);
+	return sum;
+}
 
 static void fork_prepare(void)
 {
@@ -663,10 +676,9 @@ static void fork_prepare(void)
 	/* An unwind takes microseconds; 20000 yields is a bound for a thread
 	 * preempted mid-unwind, or for a signal handler forking on top of
 	 * its own thread's unwind (which can never finish meanwhile). */
-	for (int i = 0; i < 20000 &&
-	     __atomic_load_n(&unw_inflight, __ATOMIC_SEQ_CST); i++)
+	for (int i = 0; i < 20000 && unw_busy(); i++)
 		sched_yield();
-	fork_unsafe = __atomic_load_n(&unw_inflight, __ATOMIC_SEQ_CST) != 0;
+	fork_unsafe = unw_busy() != 0;
 }
 
 static void fork_parent(void)
@@ -677,16 +689,18 @@ static void fork_parent(void)
 /* Capture return addresses, innermost first, without our own frames.
  * Inlined: one frame less for libunwind to step through (~80
  * instructions a sample). */
-static inline __attribute__((always_inline)) uint32_t capture(uint64_t *out)
+static inline __attribute__((always_inline)) uint32_t
+capture(const struct agent_tls *t, uint64_t *out)
 {
 	void *buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent.max_depth + 16;
+	int *busy = &unw_inflight[t->tid % UNW_STRIPES].n;
 	/* Announce first, then look: fork_prepare does the opposite. */
-	__atomic_fetch_add(&unw_inflight, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(busy, 1, __ATOMIC_SEQ_CST);
 	int n = 0;
 	if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST) && !unw_off)
 		n = unw_backtrace(buf, want);
-	__atomic_fetch_sub(&unw_inflight, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_sub(busy, 1, __ATOMIC_SEQ_CST);
 	int i = 0;
 	while (i < n) {
 		uintptr_t ip = (uintptr_t)buf[i];
@@ -711,8 +725,8 @@ static void poll_control(void)
 		__atomic_fetch_and(&agent.hdr->flags, ~YM_FLAG_PAUSED, __ATOMIC_RELAXED);
 	uint32_t reset = __atomic_load_n(&agent.ctl->reset_seq, __ATOMIC_ACQUIRE);
 	if (reset != agent.seen_reset && table_lock(100000)) {
-		agent.seen_reset = reset;
-		table_reset_counters();
+		if (table_reset_counters())
+			agent.seen_reset = reset;
 		table_unlock();
 	}
 }
@@ -729,7 +743,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 		goto out;
 
 	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = capture(frames);
+	uint32_t depth = capture(t, frames);
 	uint64_t now = agent_now_ns();
 	modules_check(now);
 	struct ym_live e = {
@@ -742,14 +756,11 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 	e.stack = table_intern(frames, depth, t->tid, now);
 	if (e.stack == UINT32_MAX)
 		goto out;
-	if (!table_lock(100000)) {
-		__atomic_fetch_add(&agent.hdr->drop_busy, 1, __ATOMIC_RELAXED);
-		goto out;
-	}
-	int ok = table_live_insert(&e);
-	table_unlock();
-	if (ok) {
+	int ok = table_live_insert(&e, 100000);
+	if (ok > 0) {
 		table_count_alloc(&e);
+	} else if (ok < 0) {
+		__atomic_fetch_add(&agent.hdr->drop_busy, 1, __ATOMIC_RELAXED);
 	} else {
 		__atomic_fetch_add(&agent.hdr->drop_live, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_OVERFLOWED,
@@ -776,10 +787,7 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	int found = 0;
 	/* Must not give up easily: a missed removal leaves a stale entry
 	 * (repaired when the address is sampled again). */
-	if (table_lock(1000000)) {
-		found = table_live_remove((uint64_t)(uintptr_t)p, &e);
-		table_unlock();
-	}
+	found = table_live_remove((uint64_t)(uintptr_t)p, &e, 1000000);
 	if (found)
 		table_count_free(&e, agent_now_ns());
 	agent_guard_leave(t);
@@ -791,10 +799,7 @@ int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
 		return 0;
 	int found = 0;
 	agent_guard_enter(t);
-	if (table_lock(1000000)) {
-		found = table_live_remove((uint64_t)(uintptr_t)p, e);
-		table_unlock();
-	}
+	found = table_live_remove((uint64_t)(uintptr_t)p, e, 1000000);
 	agent_guard_leave(t);
 	return found;
 }
@@ -819,12 +824,8 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 	e->addr = (uint64_t)(uintptr_t)q;
 	e->size = n;
 	e->weight_bytes = w;
-	int ok = 0;
-	if (table_lock(1000000)) {
-		ok = table_live_insert(e);
-		table_unlock();
-	}
-	if (!ok) {   /* cannot track it any more: count it gone */
+	int ok = table_live_insert(e, 1000000);
+	if (ok <= 0) {   /* cannot track it any more: count it gone */
 		table_count_free(e, agent_now_ns());
 		__atomic_fetch_add(&agent.hdr->drop_live, 1, __ATOMIC_RELAXED);
 	}
@@ -841,7 +842,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	int saved = errno;
 	agent_guard_enter(t);
 	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = capture(frames);
+	uint32_t depth = capture(t, frames);
 	struct ym_header *h = agent.hdr;
 	uint32_t cap = h->sections[YM_SEC_ALARMS].capacity;
 	uint64_t pos = __atomic_fetch_add(&h->alarms_written, 1, __ATOMIC_ACQ_REL);
@@ -879,7 +880,7 @@ static void fork_child(void)
 	agent.epoch++;
 	agent.seen_reset = 0;
 	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
-	unw_inflight = 0;
+	memset(unw_inflight, 0, sizeof unw_inflight);
 	if (fork_unsafe)
 		unw_off = 1;   /* a libunwind lock may be held for ever */
 	t->slot = NULL;

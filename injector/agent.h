@@ -105,9 +105,13 @@ struct agent {
 	struct ym_thread  *threads;
 	uint8_t           *stacks;
 	struct ym_live    *live;
+	struct ym_stripe  *stripes;
 	uint8_t           *alarms;
 	struct ym_module  *modules;
-	uint32_t stack_stride, alarm_stride, live_mask;
+	uint32_t stack_stride, alarm_stride;
+	/* The live table: 2^stripe_log stripes of 2^per_log entries; a
+	 * filter slot (agent_filter_slot) >> stripe_shift is the stripe. */
+	uint32_t stripe_log, per_log, stripe_shift;
 
 	/* Private memory (never in the segment). */
 	uint64_t *index;            /* stack hash -> stack + 1 | tag (table.c) */
@@ -118,8 +122,9 @@ struct agent {
 	uintptr_t self_lo, self_hi; /* our own text: frames to drop */
 	uintptr_t unw_lo, unw_hi;   /* libunwind's */
 
-	/* The agent's one lock (bounded spins), alone in its line: the
-	 * fields around it are read on every sample. */
+	/* The agent's lock for stacks, thread slots, modules and resets
+	 * (bounded spins; the live table's stripes have their own), alone in
+	 * its line: the fields around it are read on every sample. */
 	_Alignas(64) uint32_t lock;
 	char     lock_pad[60];
 	int      live_probe;        /* free probes the live table before the
@@ -217,16 +222,21 @@ void table_unlock(void) AGENT_HIDDEN;
 int  table_init_private(void) AGENT_HIDDEN;
 void table_reset_private(void) AGENT_HIDDEN;
 void table_filter_pin(const void *p) AGENT_HIDDEN;  /* bootstrap blocks */
+/* Point the tables at a segment laid out by shm_layout (sections[]). */
+void table_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN;
 void table_init_segment(void) AGENT_HIDDEN;
 uint32_t table_intern(const uint64_t *frames, uint32_t depth, uint32_t tid,
 		      uint64_t now) AGENT_HIDDEN;
-/* Lock held: */
-int  table_live_insert(const struct ym_live *e) AGENT_HIDDEN;
-int  table_live_remove(uint64_t addr, struct ym_live *out) AGENT_HIDDEN;
+/* The live table: each call takes the address's stripe lock, trying
+ * `spins` times.  insert: 1 inserted, 0 table full, -1 busy; remove: 1
+ * found (copied to *out), 0 not found or busy. */
+int  table_live_insert(const struct ym_live *e, uint32_t spins) AGENT_HIDDEN;
+int  table_live_remove(uint64_t addr, struct ym_live *out, uint32_t spins) AGENT_HIDDEN;
 /* No lock: 0 when addr is certainly not in the live table, 1 when it may
  * be (found, or the table changed during the probe). */
 int  table_live_has(uint64_t addr) AGENT_HIDDEN;
-void table_reset_counters(void) AGENT_HIDDEN;
+/* Agent lock held; 0 when a stripe stayed busy (nothing was reset). */
+int  table_reset_counters(void) AGENT_HIDDEN;
 /* Counters (no lock): */
 void table_count_alloc(const struct ym_live *e) AGENT_HIDDEN;
 void table_count_free(const struct ym_live *e, uint64_t now) AGENT_HIDDEN;

@@ -113,6 +113,18 @@ static struct ym_stack *stack_at(uint32_t i)
 	return (struct ym_stack *)(agent.stacks + (size_t)i * agent.stack_stride);
 }
 
+void table_map_segment(uint8_t *base, const struct ym_section *sec)
+{
+	agent.stacks = base + sec[YM_SEC_STACKS].offset;
+	agent.stack_stride = sec[YM_SEC_STACKS].stride;
+	agent.live = (struct ym_live *)(base + sec[YM_SEC_LIVE].offset);
+	agent.stripes = (struct ym_stripe *)(base + sec[YM_SEC_STRIPES].offset);
+	agent.stripe_log = (uint32_t)__builtin_ctz(sec[YM_SEC_STRIPES].capacity);
+	agent.per_log = (uint32_t)__builtin_ctz(sec[YM_SEC_LIVE].capacity) -
+			agent.stripe_log;
+	agent.stripe_shift = AGENT_FILTER_BITS - agent.stripe_log;
+}
+
 /* The overflow stack, record 0, receives samples that found the table
  * full; it has no frames. */
 void table_init_segment(void)
@@ -262,41 +274,79 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx)
 		add(&s->free_objects_fx, e->weight_fx - wfx);
 }
 
-/* ---- Live table: linear probing with backward-shift deletion, every
- * change inside the live_seq seqcount, lock held. ---- */
+/* ---- Live table: stripes of linear probing with backward-shift
+ * deletion.  Each stripe's seq is its lock and its seqcount (segment.h):
+ * threads sampling at different addresses never share a line.  A stripe
+ * owns its filter words (the stripe is the filter slot's high bits), so
+ * filter_count, agent_filter_live and the gate have one writer per word. */
 
-static uint32_t live_home(uint64_t addr)
+static struct ym_stripe *stripe_of(uint64_t addr)
 {
-	return (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32) &
-	       agent.live_mask;
+	return &agent.stripes[agent_filter_slot((void *)addr) >> agent.stripe_shift];
 }
 
-static void seq_begin(void)
+static uint32_t stripe_base(const struct ym_stripe *st)
 {
-	__atomic_store_n(&agent.hdr->live_seq, agent.hdr->live_seq + 1,
-			 __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return (uint32_t)(st - agent.stripes) << agent.per_log;
 }
 
-static void seq_end(void)
+static uint32_t live_home(const struct ym_stripe *st, uint64_t addr)
 {
-	__atomic_store_n(&agent.hdr->live_seq, agent.hdr->live_seq + 1,
-			 __ATOMIC_RELEASE);
+	uint32_t h = (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
+	return stripe_base(st) | (h & ((1u << agent.per_log) - 1));
+}
+
+static uint32_t live_next(uint32_t i)
+{
+	uint32_t m = (1u << agent.per_log) - 1;
+	return (i & ~m) | ((i + 1) & m);
+}
+
+/* Take the stripe: seq from even to odd.  Returns the odd value (for
+ * stripe_unlock), 0 when still busy after `spins` tries. */
+static uint64_t stripe_lock(struct ym_stripe *st, uint32_t spins)
+{
+	for (uint32_t i = 0; i < spins; i++) {
+		uint64_t v = __atomic_load_n(&st->seq, __ATOMIC_RELAXED);
+		if (!(v & 1) &&
+		    __atomic_compare_exchange_n(&st->seq, &v, v + 1, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			/* Readers must see seq odd before any entry we change. */
+			__atomic_thread_fence(__ATOMIC_RELEASE);
+			return v + 1;
+		}
+		if (i < 1024)
+			__builtin_ia32_pause();
+		else
+			sched_yield();
+	}
+	return 0;
+}
+
+static void stripe_unlock(struct ym_stripe *st, uint64_t odd)
+{
+	__atomic_store_n(&st->seq, odd + 1, __ATOMIC_RELEASE);
+}
+
+static uint32_t stripe_capacity(void)
+{
+	return 1u << agent.per_log;
 }
 
 /* free's lock-free probe pays off once filter false positives are
- * frequent (live samples / 2^15 filter bits); below that it reads the
- * seqcount line that the lock holder writes, for nothing.  Hysteresis:
- * every sampled free reads the flag, it should rarely change.  Lock held. */
-static void live_probe_update(void)
+ * frequent (live samples / 2^15 filter bits); below that it reads a
+ * stripe line that the lock holder writes, for nothing.  Hysteresis:
+ * every sampled free reads the flag, it should rarely change.  The
+ * stripe's count times the stripes estimates the total.  Stripe held. */
+static void live_probe_update(const struct ym_stripe *st)
 {
-	uint64_t n = agent.hdr->live_count;
+	uint64_t n = st->count << agent.stripe_log;
 	int on = agent.live_probe ? n > 512 : n > 1024;
-	if (on != agent.live_probe)
+	if (on != __atomic_load_n(&agent.live_probe, __ATOMIC_RELAXED))
 		__atomic_store_n(&agent.live_probe, on, __ATOMIC_RELAXED);
 }
 
-/* Lock held: the bitmap words have one writer at a time. */
+/* Stripe held: the bitmap words have one writer at a time. */
 static void filter_set(uint32_t i, int on)
 {
 	uint64_t *w = &agent_filter_live[i / 64];
@@ -339,11 +389,12 @@ static void filter_dec(uint64_t addr)
 
 int table_live_has(uint64_t addr)
 {
-	uint64_t s1 = __atomic_load_n(&agent.hdr->live_seq, __ATOMIC_ACQUIRE);
+	struct ym_stripe *st = stripe_of(addr);
+	uint64_t s1 = __atomic_load_n(&st->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
 		return 1;
-	uint32_t i = live_home(addr), found = 0;
-	for (uint32_t n = 0; n <= agent.live_mask; n++) {
+	uint32_t i = live_home(st, addr), found = 0;
+	for (uint32_t n = 0; n < stripe_capacity(); n++) {
 		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
 		if (a == 0)
 			break;
@@ -351,102 +402,129 @@ int table_live_has(uint64_t addr)
 			found = 1;
 			break;
 		}
-		i = (i + 1) & agent.live_mask;
+		i = live_next(i);
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	/* A concurrent deletion may have shifted the entry past us. */
-	return found || __atomic_load_n(&agent.hdr->live_seq, __ATOMIC_RELAXED) != s1;
+	return found || __atomic_load_n(&st->seq, __ATOMIC_RELAXED) != s1;
 }
 
-static uint32_t live_find(uint64_t addr)
+static uint32_t live_find(const struct ym_stripe *st, uint64_t addr)
 {
-	uint32_t i = live_home(addr);
-	for (uint32_t n = 0; n <= agent.live_mask; n++) {
+	uint32_t i = live_home(st, addr);
+	for (uint32_t n = 0; n < stripe_capacity(); n++) {
 		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
 		if (a == 0)
 			return UINT32_MAX;
 		if (a == addr)
 			return i;
-		i = (i + 1) & agent.live_mask;
+		i = live_next(i);
 	}
 	return UINT32_MAX;
 }
 
-static void live_delete_at(uint32_t i)
+/* Stripe held.  A reader may copy the entry meanwhile: it checks the
+ * stripe's seq afterwards and copies again. */
+static void live_put(uint32_t i, const struct ym_live *e)
 {
-	uint32_t mask = agent.live_mask;
+	agent.live[i] = *e;
+}
+
+static void live_delete_at(struct ym_stripe *st, uint32_t i)
+{
 	uint32_t j = i;
+	uint32_t m = (1u << agent.per_log) - 1;
 	for (;;) {
-		j = (j + 1) & mask;
+		j = live_next(j);
 		uint64_t a = agent.live[j].addr;
 		if (a == 0)
 			break;
-		uint32_t k = live_home(a);
+		uint32_t k = live_home(st, a) & m;
+		uint32_t ii = i & m, jj = j & m;
 		/* Move j back to i unless its home lies cyclically in (i, j]. */
-		int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+		int stays = (ii <= jj) ? (ii < k && k <= jj) : (ii < k || k <= jj);
 		if (!stays) {
-			agent.live[i] = agent.live[j];
+			live_put(i, &agent.live[j]);
 			i = j;
 		}
 	}
 	agent.live[i].addr = 0;
-	agent.hdr->live_count--;
+	__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
 }
 
-int table_live_remove(uint64_t addr, struct ym_live *out)
+int table_live_remove(uint64_t addr, struct ym_live *out, uint32_t spins)
 {
-	uint32_t i = live_find(addr);
-	if (i == UINT32_MAX)
+	struct ym_stripe *st = stripe_of(addr);
+	uint64_t seq = stripe_lock(st, spins);
+	if (!seq)
 		return 0;
-	*out = agent.live[i];
-	seq_begin();
-	live_delete_at(i);
-	seq_end();
-	filter_dec(addr);
-	live_probe_update();
-	return 1;
+	uint32_t i = live_find(st, addr);
+	if (i != UINT32_MAX) {
+		*out = agent.live[i];
+		live_delete_at(st, i);
+		filter_dec(addr);
+		live_probe_update(st);
+	}
+	stripe_unlock(st, seq);
+	return i != UINT32_MAX;
 }
 
-/* Returns 1 when inserted; 0 when the table is full (kept under 3/4 so that
- * probes stay short). */
-int table_live_insert(const struct ym_live *e)
+/* Returns 1 when inserted, 0 when the stripe is full (kept under 3/4 so
+ * that probes stay short), -1 when the stripe stayed busy. */
+int table_live_insert(const struct ym_live *e, uint32_t spins)
 {
+	struct ym_stripe *st = stripe_of(e->addr);
+	uint64_t seq = stripe_lock(st, spins);
+	if (!seq)
+		return -1;
 	/* One walk: to the entry of this address, or to the empty bucket
-	 * where it goes (there is one: the table stays under 3/4). */
-	uint32_t i = live_home(e->addr);
+	 * where it goes (there is one: the stripe stays under 3/4). */
+	uint32_t i = live_home(st, e->addr);
 	while (agent.live[i].addr != 0 && agent.live[i].addr != e->addr)
-		i = (i + 1) & agent.live_mask;
+		i = live_next(i);
+	int ok = 1;
 	if (agent.live[i].addr == e->addr) {
 		/* A stale entry: we missed its free.  Count it freed now
 		 * rather than leave it retained forever; the new entry takes
 		 * its bucket (same address: same filter bit). */
 		table_count_free(&agent.live[i], e->birth_mono_ns);
-		seq_begin();
-		agent.live[i] = *e;
-		seq_end();
-		return 1;
+		live_put(i, e);
+	} else if (st->count >= (uint64_t)stripe_capacity() / 4 * 3) {
+		ok = 0;
+	} else {
+		live_put(i, e);
+		__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
+		filter_inc(e->addr);
+		live_probe_update(st);
 	}
-	if (agent.hdr->live_count >= (uint64_t)(agent.live_mask + 1) / 4 * 3)
-		return 0;
-	seq_begin();
-	agent.live[i] = *e;
-	agent.hdr->live_count++;
-	seq_end();
-	filter_inc(e->addr);
-	live_probe_update();
-	return 1;
+	stripe_unlock(st, seq);
+	return ok;
 }
 
 /* ymtop asked to forget every sample: empty the live table and zero the
- * counters (frames stay, so stacks keep their indexes). */
-void table_reset_counters(void)
+ * counters (frames stay, so stacks keep their indexes).  Every stripe is
+ * taken, in order (their holders never wait for anything). */
+int table_reset_counters(void)
 {
-	seq_begin();
-	memset(agent.live, 0, ((size_t)agent.live_mask + 1) * sizeof *agent.live);
-	agent.hdr->live_count = 0;
-	seq_end();
-	filter_clear();
-	live_probe_update();
+	uint32_t n = 1u << agent.stripe_log, taken;
+	uint64_t seq[YM_LIMIT_STRIPES];
+	for (taken = 0; taken < n; taken++)
+		if (!(seq[taken] = stripe_lock(&agent.stripes[taken], 1000000)))
+			break;
+	int all = taken == n;
+	if (all) {
+		memset(agent.live, 0, ((size_t)n << agent.per_log) * sizeof *agent.live);
+		for (uint32_t i = 0; i < n; i++)
+			__atomic_store_n(&agent.stripes[i].count, 0, __ATOMIC_RELAXED);
+		filter_clear();
+		live_probe_update(&agent.stripes[0]);
+	}
+	while (taken > 0) {
+		taken--;
+		stripe_unlock(&agent.stripes[taken], seq[taken]);
+	}
+	if (!all)
+		return 0;
 	uint64_t used = agent.hdr->stacks_used;
 	for (uint64_t i = 0; i < used; i++) {
 		struct ym_stack *s = stack_at((uint32_t)i);
@@ -455,4 +533,5 @@ void table_reset_counters(void)
 		       __builtin_offsetof(struct ym_stack, frames) - off);
 	}
 	__atomic_fetch_add(&agent.hdr->reset_count, 1, __ATOMIC_RELEASE);
+	return 1;
 }

@@ -26,6 +26,12 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 	    caps->max_threads < 2 || caps->max_threads > YM_LIMIT_THREADS)
 		return -EINVAL;
 	caps->max_live = pow2_at_least(caps->max_live);
+	/* Stripes of at least 64 entries: a small table is one stripe. */
+	uint32_t stripes = caps->max_live / 64;
+	if (stripes > YM_LIVE_STRIPES)
+		stripes = YM_LIVE_STRIPES;
+	if (stripes == 0)
+		stripes = 1;
 
 	uint64_t off = YM_HEADER_SIZE;
 	const struct {
@@ -37,6 +43,7 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 		[YM_SEC_LIVE]    = { caps->max_live, sizeof(struct ym_live) },
 		[YM_SEC_ALARMS]  = { YM_MAX_ALARMS, shm_alarm_stride(caps->max_depth) },
 		[YM_SEC_MODULES] = { YM_MAX_MODULES, sizeof(struct ym_module) },
+		[YM_SEC_STRIPES] = { stripes, sizeof(struct ym_stripe) },
 	};
 	for (int i = 0; i < YM_SEC_COUNT; i++) {
 		sec[i].offset = off;

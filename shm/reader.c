@@ -87,6 +87,7 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		[YM_SEC_LIVE]    = { 1, YM_LIMIT_LIVE },
 		[YM_SEC_ALARMS]  = { 1, 1u << 16 },
 		[YM_SEC_MODULES] = { 1, 1u << 16 },
+		[YM_SEC_STRIPES] = { 1, YM_LIMIT_STRIPES },
 	};
 	const uint32_t stride[YM_SEC_COUNT] = {
 		[YM_SEC_CONTROL] = sizeof(struct ym_control),
@@ -95,6 +96,7 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		[YM_SEC_LIVE]    = sizeof(struct ym_live),
 		[YM_SEC_ALARMS]  = shm_alarm_stride(h->max_depth),
 		[YM_SEC_MODULES] = sizeof(struct ym_module),
+		[YM_SEC_STRIPES] = sizeof(struct ym_stripe),
 	};
 	for (int i = 0; i < YM_SEC_COUNT; i++) {
 		const struct ym_section *s = &h->sections[i];
@@ -108,6 +110,9 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 	uint32_t live_cap = h->sections[YM_SEC_LIVE].capacity;
 	if (live_cap & (live_cap - 1))
 		return fail(err, len, -EPROTO, "live table size not a power of two");
+	uint32_t stripes = h->sections[YM_SEC_STRIPES].capacity;
+	if ((stripes & (stripes - 1)) || stripes > live_cap)
+		return fail(err, len, -EPROTO, "bad live table stripes (%u)", stripes);
 
 	uint64_t threads = __atomic_load_n(&h->threads_used, __ATOMIC_ACQUIRE);
 	uint64_t stacks = __atomic_load_n(&h->stacks_used, __ATOMIC_ACQUIRE);
@@ -221,35 +226,69 @@ static int copy_section(struct shm_reader *r, const struct ym_header *h,
 	return 0;
 }
 
-/* Copy the live table consistently (seqcount), keeping used entries only. */
+/* The stripes' seqs and counts (YM_LIMIT_STRIPES at most: on the stack). */
+static int read_stripes(struct shm_reader *r, const struct ym_header *h,
+			struct ym_stripe *out)
+{
+	const struct ym_section *sec = &h->sections[YM_SEC_STRIPES];
+	return read_at(r->fd, out, (size_t)sec->capacity * sizeof *out, sec->offset);
+}
+
+static uint64_t stripes_count(const struct ym_stripe *st, uint32_t n)
+{
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < n; i++)
+		sum += st[i].count;
+	return sum;
+}
+
+/* Copy the live table stripe by stripe consistently (each stripe's seq),
+ * keeping used entries only. */
 static int copy_live(struct shm_reader *r, const struct ym_header *h,
 		     struct shm_snapshot *s)
 {
 	uint32_t cap = h->sections[YM_SEC_LIVE].capacity;
+	uint32_t nst = h->sections[YM_SEC_STRIPES].capacity;
+	uint32_t per = cap / nst;   /* both powers of two, nst <= cap */
+	uint64_t off = h->sections[YM_SEC_LIVE].offset;
 	size_t bytes = (size_t)cap * sizeof(struct ym_live);
+	struct ym_stripe before[YM_LIMIT_STRIPES], after[YM_LIMIT_STRIPES];
 	/* calloc: large, so fresh zero pages, and never read unset. */
 	struct ym_live *tab = calloc(cap, sizeof *tab);
 	if (!tab)
 		return -ENOMEM;
-	uint64_t seq_off = __builtin_offsetof(struct ym_header, live_seq);
-	for (int tries = 0;; tries++) {
-		uint64_t s1 = 0, s2 = 0;   /* set by read_at when rc == 0 */
-		int rc = read_at(r->fd, &s1, sizeof s1, seq_off);
-		if (rc == 0)
-			rc = read_at(r->fd, tab, bytes, h->sections[YM_SEC_LIVE].offset);
-		if (rc == 0)
-			rc = read_at(r->fd, &s2, sizeof s2, seq_off);
-		if (rc < 0) {
-			free(tab);
-			return rc;
+	int rc = read_stripes(r, h, before);
+	if (rc == 0)
+		rc = read_at(r->fd, tab, bytes, off);
+	if (rc == 0)
+		rc = read_stripes(r, h, after);
+	/* Stripes that a writer was in or changed: again, alone.  After a
+	 * few tries accept a slightly torn copy: entries are validated one
+	 * by one below anyway. */
+	for (uint32_t i = 0; i < nst && rc == 0; i++) {
+		for (int tries = 0; tries < 8; tries++) {
+			if (before[i].seq == after[i].seq && !(before[i].seq & 1))
+				break;
+			struct timespec ts = { 0, 100000 };
+			nanosleep(&ts, NULL);
+			uint64_t o = off + (uint64_t)i * per * sizeof *tab;
+			rc = read_at(r->fd, &before[i], sizeof before[i],
+				     h->sections[YM_SEC_STRIPES].offset + i * sizeof before[i]);
+			if (rc == 0)
+				rc = read_at(r->fd, tab + (size_t)i * per,
+					     per * sizeof *tab, o);
+			if (rc == 0)
+				rc = read_at(r->fd, &after[i], sizeof after[i],
+					     h->sections[YM_SEC_STRIPES].offset + i * sizeof after[i]);
+			if (rc < 0)
+				break;
 		}
-		/* After a few tries accept a slightly torn copy: entries
-		 * are validated one by one below anyway. */
-		if ((s1 == s2 && !(s1 & 1)) || tries >= 8)
-			break;
-		struct timespec ts = { 0, 200000 };
-		nanosleep(&ts, NULL);
 	}
+	if (rc < 0) {
+		free(tab);
+		return rc;
+	}
+	s->live_count = stripes_count(after, nst);
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < cap; i++) {
 		if (tab[i].addr == 0)
@@ -382,7 +421,13 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 			break;
 		}
 	if (r->skip_live) {
+		struct ym_stripe stripes[YM_LIMIT_STRIPES];
 		s->live_skipped = 1;
+		rc = read_stripes(r, &s->hdr, stripes);
+		if (rc < 0)
+			goto out;
+		s->live_count = stripes_count(stripes,
+					      s->hdr.sections[YM_SEC_STRIPES].capacity);
 	} else {
 		rc = copy_live(r, &s->hdr, s);
 		if (rc < 0)

@@ -79,6 +79,7 @@ struct shm_snapshot {
 	uint8_t  *stacks;           uint32_t nstacks;  uint32_t stack_stride;
 	struct ym_live   *live;     uint32_t nlive;    /* compacted: used only */
 	int               live_skipped;  /* reader asked not to copy it */
+	uint64_t          live_count;    /* entries the stripes count */
 	uint8_t  *alarms;           uint32_t nalarms;  uint32_t alarm_stride;
 	struct ym_module *modules;  uint32_t nmodules;
 	struct ym_totals  totals;   /* exact: retired + every slot */

@@ -249,7 +249,7 @@ static int write_text(FILE *f, struct model *m, struct sym *s,
 		fmt_sbytes(inuse, d, sizeof d));
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
-		(unsigned long long)h->live_count);
+		(unsigned long long)m->snap.live_count);
 	fprintf(f, "stacks %llu / %u, samples %llu, dropped: %llu stack-table, "
 		"%llu live-table, %llu busy\n",
 		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
@@ -364,7 +364,7 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		"\"dropped_live\":%llu,\"dropped_busy\":%llu,\"dropped_threads\":%llu},",
 		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
 		h->sections[YM_SEC_STACKS].capacity - 1,
-		(unsigned long long)m->samples, (unsigned long long)h->live_count,
+		(unsigned long long)m->samples, (unsigned long long)m->snap.live_count,
 		(unsigned long long)h->drop_stacks, (unsigned long long)h->drop_live,
 		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads);
 

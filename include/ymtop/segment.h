@@ -13,6 +13,7 @@
  *   sections[THREADS]   struct ym_thread   x cap  (one cache line each)
  *   sections[STACKS]    struct ym_stack    x cap  (+ frames, see stride)
  *   sections[LIVE]      struct ym_live     x cap  (open-addressed by address)
+ *   sections[STRIPES]   struct ym_stripe   x cap  (one per part of LIVE)
  *   sections[ALARMS]    struct ym_alarm    x cap  (+ frames, ring)
  *   sections[MODULES]   struct ym_module   x cap
  *
@@ -38,9 +39,13 @@
  *    a reader that loads stacks_used with acquire may read records below it.
  *    A record's frames never change after publication; its counters are
  *    monotonic atomic adds.  Retained = alloc - freed.
- *  - Live table: written only under the agent's lock, inside the seqcount
- *    header.live_seq (odd while a writer is inside).  A reader copies the
- *    table and retries while the seqcount was odd or moved.
+ *  - Live table: cut into STRIPES.capacity stripes (a power of two) of
+ *    LIVE.capacity / stripes consecutive entries each; an address lives in
+ *    one stripe (ym_live_stripe_of), in an open-addressed table of its own.
+ *    A stripe's seq is its lock and its seqcount at once: a writer makes it
+ *    odd (compare-and-swap from even), changes entries, and stores the next
+ *    even value with release.  A reader copies a stripe and retries while
+ *    its seq was odd or moved.  count is the stripe's entries.
  *  - Alarms: a ring.  The writer claims position n = alarms_written++, writes
  *    record n % cap with seq = 0, fills it, then stores seq = n + 1 with
  *    release.  A reader accepts a record whose seq is non-zero and
@@ -59,7 +64,7 @@
 #include <stdint.h>
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
-#define YM_ABI_VERSION  1u
+#define YM_ABI_VERSION  2u
 #define YM_HEADER_SIZE  4096u
 #define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid */
 #define YM_SHM_DIR      "/dev/shm"
@@ -74,6 +79,7 @@
 #define YM_DEFAULT_GIANT_BYTES  (1ULL << 30)
 #define YM_MAX_ALARMS           256u
 #define YM_MAX_MODULES          1024u
+#define YM_LIVE_STRIPES         64u         /* at most; fewer for small tables */
 
 /* Hard bounds a reader enforces whatever the header says. */
 #define YM_LIMIT_DEPTH          256u
@@ -81,6 +87,7 @@
 #define YM_LIMIT_LIVE           (1u << 26)
 #define YM_LIMIT_THREADS        (1u << 20)
 #define YM_LIMIT_SEGMENT        (8ULL << 30)
+#define YM_LIMIT_STRIPES        512u        /* ym_live_stripe_of needs <= 2^9 */
 
 /* Fixed-point unit of estimated object counts: weights are fractions. */
 #define YM_FX_SHIFT  16
@@ -108,6 +115,7 @@ enum ym_section_id {
 	YM_SEC_LIVE,
 	YM_SEC_ALARMS,
 	YM_SEC_MODULES,
+	YM_SEC_STRIPES,
 	YM_SEC_COUNT
 };
 
@@ -160,8 +168,6 @@ struct ym_header {
 	uint64_t stacks_used;      /* published stack records */
 	uint64_t modules_used;
 	uint64_t alarms_written;   /* total alarms ever; ring index = n % cap */
-	uint64_t live_seq;         /* seqcount over the live table */
-	uint64_t live_count;       /* entries in the live table */
 
 	/* Loss accounting: never a silent loss.  (Sample counts, sampled
 	 * bytes and the global lifetime histogram are sums over the stacks:
@@ -235,6 +241,23 @@ struct ym_live {
 	uint32_t tid;
 };
 _Static_assert(sizeof(struct ym_live) == 48, "live size");
+
+/* A stripe of the live table: its lock and seqcount (odd: a writer is
+ * inside) and its number of entries, alone in a cache line. */
+struct ym_stripe {
+	uint64_t seq;
+	uint64_t count;
+	uint64_t reserved[6];
+};
+_Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
+
+/* The stripe of an address in a table of `stripes` (a power of two <=
+ * YM_LIMIT_STRIPES) stripes: bits 4.. of the address, as the agent's free
+ * filter, so that one filter word belongs to one stripe. */
+static inline uint32_t ym_live_stripe_of(uint64_t addr, uint32_t stripes)
+{
+	return ((uint32_t)(addr >> 4) & 0x7fffu) / (0x8000u / stripes);
+}
 
 #define YM_ALARM_FAILED 0x1u   /* the call was made to fail (ENOMEM) */
 

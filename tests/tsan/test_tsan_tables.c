@@ -6,7 +6,7 @@
  * segment layout and the reader, builds a segment in a memfd the way
  * agent.c does, and runs what the agent's sampled path runs — table_intern
  * (lock-free probe, locked insert, release publication), live insert and
- * remove under table_lock, the per-stack counters, the single-writer
+ * remove under their stripes' locks, the per-stack counters, the single-writer
  * per-thread slots — from several writer threads at once, while a reader
  * thread takes validated snapshots through shm_snapshot_take, as ymtop
  * does.  TSan checks every access made by the writers against each other;
@@ -94,10 +94,7 @@ static void make_segment(void)
 	agent.size = size;
 	agent.hdr = h;
 	agent.threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
-	agent.stacks = b + sec[YM_SEC_STACKS].offset;
-	agent.stack_stride = sec[YM_SEC_STACKS].stride;
-	agent.live = (struct ym_live *)(b + sec[YM_SEC_LIVE].offset);
-	agent.live_mask = caps.max_live - 1;
+	table_map_segment(b, sec);
 	assert_int_equal(table_init_private(), 0);
 	table_reset_private();
 	table_init_segment();
@@ -117,15 +114,18 @@ static void *writer(void *arg)
 	struct ym_thread *slot = &agent.threads[id + 1];
 	struct ym_live held[HELD];
 	int nheld = 0;
-	uint64_t next_addr = ((uint64_t)id + 1) << 40;
+	uint64_t base = ((uint64_t)id + 1) << 40;
 	for (uint32_t i = 0; i < ROUNDS; i++) {
 		/* Half the sites are shared by every writer: they race to
 		 * insert the same stack. */
 		uint32_t site = (i * 7u) % SITES;
 		uint64_t frames[4] = { 0x400000 + site, 0x500000,
 				       site % 2 ? 0x600000 + id : 0x600000, 0x700000 };
+		/* Distinct addresses spread over the live table's stripes
+		 * (i * odd is a bijection mod 2^32), every writer in all of
+		 * them: the stripes' locks are contended too. */
 		struct ym_live e = {
-			.addr = next_addr += 64,
+			.addr = base + ((uint64_t)(i * 2654435761u) << 4),
 			.size = 100 + site,
 			.weight_bytes = 4096,
 			.weight_fx = 1u << 16,
@@ -136,11 +136,7 @@ static void *writer(void *arg)
 		CHECK(e.stack != UINT32_MAX);
 		bump(&slot->t.alloc_objects, 1);
 		bump(&slot->t.alloc_bytes, e.size);
-		int ok = 0;
-		if (table_lock(1000000)) {
-			ok = table_live_insert(&e);
-			table_unlock();
-		}
+		int ok = table_live_insert(&e, 1000000) > 0;
 		if (ok)
 			table_count_alloc(&e);
 		if (ok && nheld < HELD) {
@@ -150,12 +146,7 @@ static void *writer(void *arg)
 		/* Free the oldest held sample. */
 		if (nheld > 0) {
 			struct ym_live out;
-			int found = 0;
-			if (table_lock(1000000)) {
-				found = table_live_remove(held[0].addr, &out);
-				table_unlock();
-			}
-			CHECK(found);
+			CHECK(table_live_remove(held[0].addr, &out, 1000000));
 			table_count_free(&out, i + 1);
 			bump(&slot->t.free_objects, 1);
 			bump(&slot->t.free_bytes, out.size);
@@ -168,9 +159,7 @@ static void *writer(void *arg)
 	}
 	for (int k = 0; k < nheld; k++) {
 		struct ym_live out;
-		CHECK(table_lock(1000000));
-		CHECK(table_live_remove(held[k].addr, &out));
-		table_unlock();
+		CHECK(table_live_remove(held[k].addr, &out, 1000000));
 		table_count_free(&out, ROUNDS + 1);
 		bump(&slot->t.free_objects, 1);
 		bump(&slot->t.free_bytes, out.size);

@@ -18,15 +18,17 @@ size_t agent_giant_limit = SIZE_MAX;
 
 static uint8_t *seg;
 
+static uint32_t max_live = 64;
+
 static int setup(void **state)
 {
 	(void)state;
 	memset(&agent, 0, sizeof agent);
 	agent.max_depth = 8;
 	agent.max_stacks = 16;
-	agent.max_live = 64;
+	agent.max_live = max_live;
 	agent.max_threads = 4;
-	struct shm_caps caps = { 8, 16, 64, 4 };
+	struct shm_caps caps = { 8, 16, max_live, 4 };
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
 	assert_int_equal(shm_layout(&caps, sec, &size), 0);
@@ -34,13 +36,19 @@ static int setup(void **state)
 	agent.base = seg;
 	agent.hdr = (struct ym_header *)seg;
 	memcpy(agent.hdr->sections, sec, sizeof sec);
-	agent.stacks = seg + sec[YM_SEC_STACKS].offset;
-	agent.stack_stride = sec[YM_SEC_STACKS].stride;
-	agent.live = (struct ym_live *)(seg + sec[YM_SEC_LIVE].offset);
-	agent.live_mask = caps.max_live - 1;
+	table_map_segment(seg, sec);
 	assert_int_equal(table_init_private(), 0);
 	table_reset_private();
 	table_init_segment();
+	return 0;
+}
+
+/* 1024 entries: 16 stripes of 64. */
+static int setup_striped(void **state)
+{
+	max_live = 1024;
+	setup(state);
+	max_live = 64;
 	return 0;
 }
 
@@ -49,6 +57,27 @@ static int teardown(void **state)
 	(void)state;
 	free(seg);
 	return 0;
+}
+
+static uint32_t stripes(void)
+{
+	return agent.hdr->sections[YM_SEC_STRIPES].capacity;
+}
+
+static uint64_t live_count(void)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < stripes(); i++)
+		n += agent.stripes[i].count;
+	return n;
+}
+
+static int seqs_even(void)
+{
+	for (uint32_t i = 0; i < stripes(); i++)
+		if (agent.stripes[i].seq % 2)
+			return 0;
+	return 1;
 }
 
 static void intern_finds_and_adds(void **state)
@@ -101,24 +130,24 @@ static void live_insert_remove_with_collisions(void **state)
 	for (int i = 0; i < 40; i++) {
 		addr[i] = 0x10000 + (uint64_t)i * 0x100000;
 		struct ym_live e = entry(addr[i], st);
-		assert_int_equal(table_live_insert(&e), 1);
+		assert_int_equal(table_live_insert(&e, 10), 1);
 		table_count_alloc(&e);
 		assert_true(agent_filter_maybe((void *)addr[i]));
 	}
-	assert_int_equal(agent.hdr->live_count, 40);
+	assert_int_equal(live_count(), 40);
 	/* Remove every other one; the rest must still be found. */
 	for (int i = 0; i < 40; i += 2) {
 		struct ym_live out;
-		assert_int_equal(table_live_remove(addr[i], &out), 1);
+		assert_int_equal(table_live_remove(addr[i], &out, 10), 1);
 		assert_int_equal(out.addr, addr[i]);
 		table_count_free(&out, 5000);
 	}
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(table_live_has(addr[i]), i % 2);
 	struct ym_live out;
-	assert_int_equal(table_live_remove(0xdead0, &out), 0);
-	assert_int_equal(agent.hdr->live_count, 20);
-	assert_int_equal(agent.hdr->live_seq % 2, 0);
+	assert_int_equal(table_live_remove(0xdead0, &out, 10), 0);
+	assert_int_equal(live_count(), 20);
+	assert_true(seqs_even());
 	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
 							       st * agent.stack_stride);
 	assert_int_equal(s->alloc_samples, 40);
@@ -134,7 +163,7 @@ static void live_table_bounded(void **state)
 	int ok = 0;
 	for (uint64_t i = 1; i <= 100; i++) {
 		struct ym_live e = entry(i * 16, 1);
-		ok += table_live_insert(&e);
+		ok += table_live_insert(&e, 10);
 	}
 	assert_int_equal(ok, 48);   /* 3/4 of 64 */
 }
@@ -145,12 +174,12 @@ static void reinserting_an_address_repairs(void **state)
 	uint64_t f[1] = { 0x77 };
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live e = entry(0x9990, st);
-	assert_int_equal(table_live_insert(&e), 1);
+	assert_int_equal(table_live_insert(&e, 10), 1);
 	table_count_alloc(&e);
 	/* A missed free: the same address sampled again. */
-	assert_int_equal(table_live_insert(&e), 1);
+	assert_int_equal(table_live_insert(&e, 10), 1);
 	table_count_alloc(&e);
-	assert_int_equal(agent.hdr->live_count, 1);
+	assert_int_equal(live_count(), 1);
 	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
 							       st * agent.stack_stride);
 	assert_int_equal(s->alloc_bytes - s->free_bytes, 1000);
@@ -162,19 +191,66 @@ static void resize_and_reset(void **state)
 	uint64_t f[1] = { 0x88 };
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live e = entry(0x4440, st);
-	table_live_insert(&e);
+	table_live_insert(&e, 10);
 	table_count_alloc(&e);
 	table_count_resize(&e, 3000, 2 * YM_FX_ONE);
 	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
 							       st * agent.stack_stride);
 	assert_int_equal(s->alloc_bytes - s->free_bytes, 3000);
 	assert_int_equal(s->alloc_objects_fx - s->free_objects_fx, 2 * YM_FX_ONE);
-	table_reset_counters();
-	assert_int_equal(agent.hdr->live_count, 0);
+	assert_int_equal(table_reset_counters(), 1);
+	assert_int_equal(live_count(), 0);
 	assert_int_equal(s->alloc_bytes, 0);
 	assert_int_equal(s->frames[0], 0x88);   /* frames survive */
 	assert_int_equal(table_live_has(0x4440), 0);
 	assert_int_equal(agent.hdr->reset_count, 1);
+}
+
+/* Addresses spread over the stripes by their filter slot: each stripe is
+ * a table of its own (bounded at 3/4 of its 64 entries), and a stripe a
+ * writer holds refuses (busy) without touching the others. */
+static void stripes_are_independent(void **state)
+{
+	(void)state;
+	assert_int_equal(stripes(), 16);
+	uint64_t f[1] = { 0x99 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	/* Stripe k: filter slot (addr >> 4) & 0x7fff in [k * 2048, (k+1) * 2048). */
+	for (uint64_t k = 0; k < 16; k++) {
+		uint64_t a = (k * 2048 + 1) << 4;
+		assert_int_equal(ym_live_stripe_of(a, 16), k);
+		struct ym_live e = entry(a, st);
+		assert_int_equal(table_live_insert(&e, 10), 1);
+		assert_int_equal(agent.stripes[k].count, 1);
+	}
+	/* Fill stripe 3: 48 entries at most, the others still accept. */
+	int ok = 1;
+	for (uint64_t i = 2; i < 200; i++) {
+		struct ym_live e = entry((3 * 2048 + i % 2048) << 4, st);
+		ok += table_live_insert(&e, 10) == 1;
+	}
+	assert_int_equal(ok, 48);
+	assert_int_equal(agent.stripes[3].count, 48);
+	struct ym_live e5 = entry((5 * 2048 + 7) << 4, st);
+	assert_int_equal(table_live_insert(&e5, 10), 1);
+	/* Stripe 5 held by another writer: busy, found "maybe" by the
+	 * lock-free probe; stripe 6 unaffected; reset gives up. */
+	agent.stripes[5].seq |= 1;
+	struct ym_live e5b = entry((5 * 2048 + 9) << 4, st);
+	assert_int_equal(table_live_insert(&e5b, 10), -1);
+	struct ym_live out;
+	assert_int_equal(table_live_remove(e5.addr, &out, 10), 0);
+	assert_int_equal(table_live_has(e5b.addr), 1);
+	struct ym_live e6 = entry((6 * 2048 + 9) << 4, st);
+	assert_int_equal(table_live_insert(&e6, 10), 1);
+	assert_int_equal(table_live_remove(e6.addr, &out, 10), 1);
+	assert_int_equal(table_reset_counters(), 0);
+	assert_int_equal(live_count(), 16 + 47 + 1);
+	agent.stripes[5].seq++;   /* released */
+	assert_int_equal(table_live_remove(e5.addr, &out, 10), 1);
+	assert_true(seqs_even());
+	assert_int_equal(table_reset_counters(), 1);
+	assert_int_equal(live_count(), 0);
 }
 
 static void lock_is_bounded(void **state)
@@ -196,6 +272,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(live_table_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(reinserting_an_address_repairs, setup, teardown),
 		cmocka_unit_test_setup_teardown(resize_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(stripes_are_independent, setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
