@@ -6,11 +6,16 @@
  * allocation is recorded with weight s bytes and one object.
  *
  * Pure functions, no state: shared by the agent and the unit tests.
+ *
+ * No libm: at the default rate every sample finds the cache cold, and log
+ * and expm1 are more code and lookup tables to miss.  sample_neg_log and
+ * sample_expm1 below are short branch-free approximations instead, with a
+ * relative error under 1e-11 (tests/unit/test_sample.c measures it against
+ * libm), far below the estimates' statistical noise.
  */
 #ifndef YMTOP_SAMPLE_H
 #define YMTOP_SAMPLE_H
 
-#include <math.h>
 #include <stdint.h>
 
 #include "ymtop/segment.h"
@@ -36,6 +41,64 @@ static inline uint64_t sample_seed(uint64_t seed)
 	return z ? z : 0x9E3779B97F4A7C15ULL;
 }
 
+/* A double and its bits (C11 allows reading the other member). */
+union sample_bits {
+	double d;
+	uint64_t u;
+};
+
+#define SAMPLE_LN2 0.6931471805599453   /* ln 2 rounded to double */
+
+/* -log(u) for u in (0, 1], finite and normal.  u = 2^e m with m in
+ * [sqrt(1/2), sqrt(2)), read off the bits: those of u less those of
+ * sqrt(1/2) hold e in the exponent field (borrowing one from it when u's
+ * significand is below sqrt 2's), and u less e in the exponent is m.  Then
+ * log m = 2 atanh(s) with s = (m - 1)/(m + 1), |s| <= 3 - 2 sqrt 2,
+ * and 2 atanh(s) = 2s + s z R(z), z = s^2, where R is a cubic fitted to the
+ * series 2/3 + 2z/5 + 2z^2/7 + ... (Remez, least maximum relative error of
+ * log m on the range).  Relative error below 5e-12, also as u -> 1, where
+ * log m ~ 2s keeps its precision. */
+static inline double sample_neg_log(double u)
+{
+	union sample_bits b = { .d = u };
+	/* e = (bits - bits(sqrt(1/2))) >> 52, kept unsigned: bias by 2^62. */
+	int64_t e = (int64_t)((b.u - 0x3FE6A09E667F3BCDULL + (1ULL << 62)) >> 52) -
+		    1024;
+	b.u -= (uint64_t)e << 52;
+	double f = b.d - 1.0;                   /* exact: m within 2x of 1 */
+	double s = f / (2.0 + f);
+	double z = s * s;
+	double r = (0.66666665648232684 + 0.40000334636840563 * z) +
+		   z * z * (0.28537339969764513 + 0.23581613653490958 * z);
+	return (double)-e * SAMPLE_LN2 - (2.0 * s + s * (z * r));
+}
+
+/* expm1(x) = exp(x) - 1 for x <= 0.  x is clamped at -40, where exp(x) is
+ * far below half an ulp of 1: the result is then -1, as libm's (which is -1
+ * from about -37.4 on).  x = k ln2 + r with k the nearest integer (the
+ * conversion truncates towards zero) and |r| <= ln2/2; expm1(r) = r +
+ * r^2 P(r) with P a degree-6 fit to the series 1/2 + r/6 + r^2/24 + ...
+ * (Remez, least maximum relative error of expm1(r)).  Then expm1(x) =
+ * 2^k expm1(r) + (2^k - 1), which is expm1(r) itself when k = 0, so tiny x
+ * lose nothing to a 1 - exp cancellation, and for k < 0 the result is at
+ * least 1 - exp(-ln2/2) = 0.29 in magnitude, so no cancellation either.
+ * Relative error below 6e-12 (k ln2 in one double costs at most a few ulps
+ * for |k| <= 58). */
+static inline double sample_expm1(double x)
+{
+	x = x < -40.0 ? -40.0 : x;
+	int k = (int)(x * 1.4426950408889634 - 0.5);   /* rounds: x <= 0 */
+	double r = x - (double)k * SAMPLE_LN2;
+	double r2 = r * r;
+	double p = (0.50000000001049806 + 0.16666666753924082 * r) +
+		   r2 * (0.041666665954562852 + 0.0083332891248823467 * r) +
+		   r2 * r2 * ((0.0013888985126612624 + 0.00019904858285901458 * r) +
+			      r2 * 2.4796382370886381e-05);
+	double q = r + r2 * p;
+	union sample_bits t = { .u = (uint64_t)(k + 1023) << 52 };   /* 2^k */
+	return t.d * q + (t.d - 1.0);
+}
+
 /* Bytes until the next sample: exponential with mean rate, at least 1.
  * In exact mode (rate 1) the countdown is always "already due". */
 static inline int64_t sample_next_gap(uint64_t *state, uint64_t rate)
@@ -44,7 +107,7 @@ static inline int64_t sample_next_gap(uint64_t *state, uint64_t rate)
 		return -1;
 	/* u in (0, 1]: 53 random bits, never zero. */
 	double u = (double)((sample_rand(state) >> 11) + 1) * 0x1.0p-53;
-	double gap = -log(u) * (double)rate;
+	double gap = sample_neg_log(u) * (double)rate;
 	if (gap < 1.0)
 		return 1;
 	if (gap > 9.0e18)
@@ -61,7 +124,7 @@ static inline void sample_weight(uint64_t rate, uint64_t size,
 		*weight_fx = YM_FX_ONE;
 		return;
 	}
-	double p = -expm1(-(double)size / (double)rate);
+	double p = -sample_expm1(-(double)size / (double)rate);
 	*weight_bytes = (uint64_t)((double)size / p + 0.5);
 	*weight_fx = (uint64_t)((double)YM_FX_ONE / p + 0.5);
 }
@@ -85,8 +148,8 @@ static inline int sample_keep(uint64_t *state, uint64_t rate, uint64_t old,
 		return 1;
 	if (new == 0)
 		return 0;
-	double keep = expm1(-(double)new / (double)rate) /
-		      expm1(-(double)old / (double)rate);
+	double keep = sample_expm1(-(double)new / (double)rate) /
+		      sample_expm1(-(double)old / (double)rate);
 	double u = (double)(sample_rand(state) >> 11) * 0x1.0p-53;   /* [0, 1) */
 	return u < keep;
 }
