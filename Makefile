@@ -85,7 +85,7 @@ $(B)/agent/%.o: %.c
 
 $(B)/libymagent.so: $(AGENT_OBJ)
 	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ \
-	  -lunwind -lm -ldl -lpthread
+	  -lunwind -ldl -lpthread
 
 # ---- ymtop ----
 # ymtop also links the ptrace injector (injector/inject*.c); the agent's
