@@ -263,7 +263,7 @@ bench-deps:
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
-	  $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites
+	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites
 	@tests/bench/run.sh $(B)
 	@tests/bench/tui_cost.sh $(B) 30
 	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
@@ -272,6 +272,17 @@ bench: bench-deps all
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -o $@ $< -lpthread
+
+# The floor under the agent's cost (tests/bench/shim.c): libshim.so only
+# forwards malloc/free/calloc/realloc to glibc, libshimcount.so also keeps
+# exact per-thread totals (-DSHIM_COUNT).  Built like the agent: initial-exec
+# TLS, no PLT, bound at load.
+SHIM_LIBS := $(B)/bench/libshim.so $(B)/bench/libshimcount.so
+
+$(SHIM_LIBS): $(B)/bench/lib%.so: tests/bench/shim.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec -fno-plt \
+	  $(if $(filter shimcount,$*),-DSHIM_COUNT) -Wl,-z,now -o $@ $<
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ymtop \

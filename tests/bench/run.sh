@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # make bench: every workload without an agent, under ymtop's agent (default
 # rate, 64 KiB, exact mode) and, where installed, under heaptrack, valgrind
-# massif, and jemalloc with and without its profiler.  Runs are interleaved
+# massif, and jemalloc with and without its profiler.  On the allocbench
+# workloads also the floor under the agent's cost (FLOOR_WORKLOADS):
+#   shim        tests/bench/shim.c forwarding malloc/free/calloc/realloc to
+#               glibc and nothing else: the cost of interposition itself;
+#   shim-count  the same plus exact per-thread totals as the agent's fast
+#               path keeps them (TLS slot, countdown, counter adds, usable
+#               size from glibc's chunk header), no sampling;
+#   nosample    the agent with YM_SAMPLE_RATE=1024g: its exact totals and
+#               fast paths, no samples.
+# So none -> shim -> shim-count -> nosample -> default splits the agent's
+# cost into interposition, exact counting, the rest of its fast paths, and
+# sampling.  Runs are interleaved
 # (one run of each configuration per round, in a fresh order each round),
 # the figures are medians over the rounds, and ratios are to the no-agent
 # run of the same rounds (jemalloc prof also to plain jemalloc).
@@ -16,7 +27,10 @@
 # Columns: wall seconds (median), ratio of medians, CPU seconds (user+sys,
 # median) and its ratio, peak RSS over the no-agent run (median of the
 # per-round differences, MiB).  heaptrack and massif run on a subset of the
-# workloads only (SLOW_WORKLOADS): they are 30-50x slower.
+# workloads only (SLOW_WORKLOADS): they are 30-50x slower.  shim, shim-count
+# and nosample run on FLOOR_WORKLOADS only (the shims are built by make
+# bench as BUILD/bench/libshim.so and libshimcount.so; without them those
+# two configurations are skipped).
 set -eu
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -24,8 +38,11 @@ ROUNDS=${ROUNDS:-5}
 CALLS=${CALLS:-2000000}
 WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx"}
 SLOW_WORKLOADS=${SLOW_WORKLOADS:-"alloc2 sqlite"}
-CONFIGS=${CONFIGS:-"none default 64k exact heaptrack massif jemalloc jeprof base base-exact"}
+FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2"}
+CONFIGS=${CONFIGS:-"none shim shim-count nosample default 64k exact heaptrack massif jemalloc jeprof base base-exact"}
 AGENT="$B/libymagent.so"
+SHIM="$B/bench/libshim.so"
+SHIMCOUNT="$B/bench/libshimcount.so"
 BENCH="$B/bench/allocbench"
 JEMALLOC=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
 TMP=$(mktemp -d /tmp/ymbench.XXXXXX)
@@ -40,6 +57,8 @@ have() {
 	gxx)       command -v g++ >/dev/null ;;
 	python)    [ -x /usr/bin/python3 ] ;;
 	base|base-exact) [ -n "${BASE:-}" ] && [ -e "$BASE" ] ;;
+	shim)      [ -e "$SHIM" ] ;;
+	shim-count) [ -e "$SHIMCOUNT" ] ;;
 	*)         true ;;
 	esac
 }
@@ -74,6 +93,9 @@ run1() {
 	base-exact) pre+=(LD_PRELOAD="$BASE" YM_SAMPLE_RATE=1) ;;
 	64k)       pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=65536) ;;
 	exact)     pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1) ;;
+	nosample)  pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1024g) ;;
+	shim)      pre+=(LD_PRELOAD="$SHIM") ;;
+	shim-count) pre+=(LD_PRELOAD="$SHIMCOUNT") ;;
 	jemalloc)  pre+=(LD_PRELOAD="$JEMALLOC") ;;
 	jeprof)    pre+=(LD_PRELOAD="$JEMALLOC" MALLOC_CONF=prof:true,lg_prof_sample:19,prof_prefix:$TMP/jeprof) ;;
 	heaptrack) pre+=(heaptrack -o "$TMP/heaptrack") ;;
@@ -104,8 +126,11 @@ configs_for() {   # the configurations that run on workload $1
 	local c
 	for c in $CONFIGS; do
 		have "$c" || continue
-		case $c in heaptrack|massif)
+		case $c in
+		heaptrack|massif)
 			[[ " $SLOW_WORKLOADS " == *" $1 "* ]] || continue ;;
+		shim|shim-count|nosample)
+			[[ " $FLOOR_WORKLOADS " == *" $1 "* ]] || continue ;;
 		esac
 		echo "$c"
 	done
