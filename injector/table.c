@@ -53,18 +53,24 @@ static void filter_clear(void)
 	memset(filter_count, 0, sizeof filter_count);
 }
 
+/* The i-th failed try at a lock.  Holders stay a few hundred ns: spin
+ * well past that before a yield (a system call, dear on a virtual
+ * machine). */
+static void backoff(uint32_t i)
+{
+	if (i < 1024)
+		__builtin_ia32_pause();
+	else
+		sched_yield();
+}
+
 int table_lock(uint32_t spins)
 {
 	for (uint32_t i = 0; i < spins; i++) {
 		if (__atomic_load_n(&agent.lock, __ATOMIC_RELAXED) == 0 &&
 		    !__atomic_exchange_n(&agent.lock, 1, __ATOMIC_ACQUIRE))
 			return 1;
-		/* Holders stay a few hundred ns: spin well past that before
-		 * a yield (a system call, dear on a virtual machine). */
-		if (i < 1024)
-			__builtin_ia32_pause();
-		else
-			sched_yield();
+		backoff(i);
 	}
 	return 0;
 }
@@ -290,16 +296,21 @@ static uint32_t stripe_base(const struct ym_stripe *st)
 	return (uint32_t)(st - agent.stripes) << agent.per_log;
 }
 
+/* Entries per stripe - 1: positions within a stripe. */
+static uint32_t per_mask(void)
+{
+	return (1u << agent.per_log) - 1;
+}
+
 static uint32_t live_home(const struct ym_stripe *st, uint64_t addr)
 {
 	uint32_t h = (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
-	return stripe_base(st) | (h & ((1u << agent.per_log) - 1));
+	return stripe_base(st) | (h & per_mask());
 }
 
 static uint32_t live_next(uint32_t i)
 {
-	uint32_t m = (1u << agent.per_log) - 1;
-	return (i & ~m) | ((i + 1) & m);
+	return (i & ~per_mask()) | ((i + 1) & per_mask());
 }
 
 /* Take the stripe: seq from even to odd.  Returns the odd value (for
@@ -315,10 +326,7 @@ static uint64_t stripe_lock(struct ym_stripe *st, uint32_t spins)
 			__atomic_thread_fence(__ATOMIC_RELEASE);
 			return v + 1;
 		}
-		if (i < 1024)
-			__builtin_ia32_pause();
-		else
-			sched_yield();
+		backoff(i);
 	}
 	return 0;
 }
@@ -330,7 +338,7 @@ static void stripe_unlock(struct ym_stripe *st, uint64_t odd)
 
 static uint32_t stripe_capacity(void)
 {
-	return 1u << agent.per_log;
+	return per_mask() + 1;
 }
 
 /* free's lock-free probe pays off once filter false positives are
@@ -432,8 +440,7 @@ static void live_put(uint32_t i, const struct ym_live *e)
 
 static void live_delete_at(struct ym_stripe *st, uint32_t i)
 {
-	uint32_t j = i;
-	uint32_t m = (1u << agent.per_log) - 1;
+	uint32_t j = i, m = per_mask();
 	for (;;) {
 		j = live_next(j);
 		uint64_t a = agent.live[j].addr;

@@ -271,15 +271,14 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 				break;
 			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
-			uint64_t o = off + (uint64_t)i * per * sizeof *tab;
-			rc = read_at(r->fd, &before[i], sizeof before[i],
-				     h->sections[YM_SEC_STRIPES].offset + i * sizeof before[i]);
+			uint64_t seq_at = h->sections[YM_SEC_STRIPES].offset +
+					  (uint64_t)i * sizeof *before;
+			rc = read_at(r->fd, &before[i], sizeof *before, seq_at);
 			if (rc == 0)
-				rc = read_at(r->fd, tab + (size_t)i * per,
-					     per * sizeof *tab, o);
+				rc = read_at(r->fd, tab + (size_t)i * per, per * sizeof *tab,
+					     off + (uint64_t)i * per * sizeof *tab);
 			if (rc == 0)
-				rc = read_at(r->fd, &after[i], sizeof after[i],
-					     h->sections[YM_SEC_STRIPES].offset + i * sizeof after[i]);
+				rc = read_at(r->fd, &after[i], sizeof *after, seq_at);
 			if (rc < 0)
 				break;
 		}
