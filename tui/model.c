@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,4 +251,29 @@ const char *model_state(const struct model *m)
 	if (m->snap.ctl.pause)
 		return "paused";
 	return "sampling";
+}
+
+const char *model_thread_state(const struct ym_thread *t)
+{
+	return t->state == YM_THREAD_LIVE ? "live" :
+	       t->state == YM_THREAD_EXITED ? "exited" :
+	       t->state == YM_THREAD_SHARED ? "shared" : "free";
+}
+
+const char *model_thread_name(const struct model *m, const struct ym_thread *t,
+			      char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (t->name[0])
+		snprintf(buf, len, "%s", t->name);
+	else if (m->alive && t->tid)
+		proc_thread_name((pid_t)m->snap.hdr.pid, t->tid, buf, len);
+	return buf;
+}
+
+int model_thread_listed(const struct ym_thread *t)
+{
+	return t->state != YM_THREAD_FREE &&
+	       !(t->state == YM_THREAD_SHARED && t->t.alloc_objects == 0 &&
+		 t->t.free_objects == 0);
 }

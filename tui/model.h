@@ -106,4 +106,14 @@ double model_uptime(const struct model *m);
 /* Agent state word: "sampling", "paused", "exited", "passive". */
 const char *model_state(const struct model *m);
 
+/* A thread slot's state word: "live", "exited", "shared", "free". */
+const char *model_thread_state(const struct ym_thread *t);
+/* A thread's name into buf: the one kept at its exit, else /proc's while
+ * the target runs, else "".  Returns buf. */
+const char *model_thread_name(const struct model *m, const struct ym_thread *t,
+			      char *buf, size_t len);
+/* Reports list a slot unless it is free, or the shared slot 0 that
+ * counted nothing. */
+int model_thread_listed(const struct ym_thread *t);
+
 #endif

@@ -125,19 +125,6 @@ static double alarm_unix_time(const struct model *m, const struct ym_alarm *a)
 	return (double)h->start_real_ns / 1e9 + off;
 }
 
-static const char *thread_name(const struct model *m, const struct ym_thread *t,
-			       char *buf, size_t len)
-{
-	if (t->name[0]) {
-		snprintf(buf, len, "%s", t->name);
-		return buf;
-	}
-	buf[0] = '\0';
-	if (m->alive && t->tid)
-		proc_thread_name((pid_t)m->snap.hdr.pid, t->tid, buf, len);
-	return buf;
-}
-
 /* ---- text ---- */
 
 static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
@@ -199,20 +186,17 @@ static void text_threads(FILE *f, const struct model *m)
 	int first = 1;
 	for (uint32_t i = 0; i < m->snap.nthreads; i++) {
 		const struct ym_thread *th = &m->snap.threads[i];
-		if (th->state == YM_THREAD_FREE ||
-		    (th->state == YM_THREAD_SHARED && th->t.alloc_objects == 0 &&
-		     th->t.free_objects == 0))
+		if (!model_thread_listed(th))
 			continue;
 		if (first)
 			fprintf(f, "\nThreads (exact):\n  %8s %-16s %-7s %12s %12s %12s\n",
 				"TID", "NAME", "STATE", "ALLOCATED", "FREED", "CALLS");
 		first = 0;
 		const char *nm = th->state == YM_THREAD_SHARED ? "(shared)" :
-				 thread_name(m, th, name, sizeof name);
+				 model_thread_name(m, th, name, sizeof name);
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
 			*nm ? nm : "-",
-			th->state == YM_THREAD_LIVE ? "live" :
-			th->state == YM_THREAD_EXITED ? "exited" : "shared",
+			model_thread_state(th),
 			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
 			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
 			(unsigned long long)th->t.alloc_objects);
@@ -407,20 +391,17 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 	int first = 1;
 	for (uint32_t i = 0; i < m->snap.nthreads; i++) {
 		const struct ym_thread *th = &m->snap.threads[i];
-		if (th->state == YM_THREAD_FREE ||
-		    (th->state == YM_THREAD_SHARED && th->t.alloc_objects == 0 &&
-		     th->t.free_objects == 0))
+		if (!model_thread_listed(th))
 			continue;
 		char name[64];
 		fprintf(f, "%s{\"tid\":%u,\"name\":", first ? "" : ",", th->tid);
 		first = 0;
 		fmt_json_string(f, th->state == YM_THREAD_SHARED ? "(shared)" :
-				thread_name(m, th, name, sizeof name));
+				model_thread_name(m, th, name, sizeof name));
 		fprintf(f, ",\"state\":\"%s\",\"allocated_bytes\":%llu,"
 			"\"allocated_objects\":%llu,\"freed_bytes\":%llu,"
 			"\"freed_objects\":%llu}",
-			th->state == YM_THREAD_LIVE ? "live" :
-			th->state == YM_THREAD_EXITED ? "exited" : "shared",
+			model_thread_state(th),
 			(unsigned long long)th->t.alloc_bytes,
 			(unsigned long long)th->t.alloc_objects,
 			(unsigned long long)th->t.free_bytes,

@@ -128,12 +128,6 @@ static void frame_rows(struct db *d, sqlite3_stmt *st, struct sym *s,
 	frames_view_free(&v);
 }
 
-static const char *thread_state(uint32_t st)
-{
-	return st == YM_THREAD_LIVE ? "live" : st == YM_THREAD_EXITED ? "exited"
-	       : st == YM_THREAD_SHARED ? "shared" : "free";
-}
-
 static void fill(struct db *d, struct model *m, struct sym *s,
 		 const struct report_opts *o)
 {
@@ -203,18 +197,13 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	st = prep(d, "INSERT INTO threads VALUES(?,?,?,?,?,?,?)");
 	for (uint32_t i = 0; i < m->snap.nthreads && !d->failed; i++) {
 		const struct ym_thread *th = &m->snap.threads[i];
-		if (th->state == YM_THREAD_FREE ||
-		    (th->state == YM_THREAD_SHARED && th->t.alloc_objects == 0 &&
-		     th->t.free_objects == 0))
+		if (!model_thread_listed(th))
 			continue;
-		char name[64] = "";
-		if (th->state == YM_THREAD_SHARED)
-			snprintf(name, sizeof name, "(shared)");
-		else if (th->name[0])
-			snprintf(name, sizeof name, "%.16s", th->name);
-		else if (m->alive && th->tid)
-			proc_thread_name((pid_t)h->pid, th->tid, name, sizeof name);
-		row(d, st, "ittiiii", (int64_t)th->tid, name, thread_state(th->state),
+		char name[64];
+		row(d, st, "ittiiii", (int64_t)th->tid,
+		    th->state == YM_THREAD_SHARED ? "(shared)" :
+		    model_thread_name(m, th, name, sizeof name),
+		    model_thread_state(th),
 		    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
 		    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
 	}

@@ -386,19 +386,10 @@ static void draw_threads(struct view *v, int y0, int rows)
 		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
 		if (base)
 			fill_line(y0 + 1 + r, base);
-		const char *st = t->state == YM_THREAD_LIVE ? "live" :
-				 t->state == YM_THREAD_EXITED ? "exited" :
-				 t->state == YM_THREAD_SHARED ? "shared" : "free";
-		if (t->state == YM_THREAD_SHARED)
-			snprintf(name, sizeof name, "(other threads)");
-		else if (t->name[0])
-			snprintf(name, sizeof name, "%s", t->name);
-		else if (m->alive && t->tid)
-			proc_thread_name((pid_t)m->snap.hdr.pid, t->tid, name, sizeof name);
-		else
-			name[0] = '\0';
+		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
+				 model_thread_name(m, t, name, sizeof name);
 		put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
-		    name, st, fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
+		    nm, model_thread_state(t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
 		    fmt_bytes((double)t->t.free_bytes, b, sizeof b),
 		    fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c),
 		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
