@@ -73,8 +73,8 @@ install-pkgs:
 	fi
 
 # ---- The agent ----
-AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/got.c \
-             injector/resume.c shm/layout.c shm/create.c
+AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/backing.c \
+             injector/got.c injector/resume.c shm/layout.c shm/create.c
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
@@ -163,7 +163,7 @@ unit: $(UNIT_BIN)
 # concurrent segment reader (tests/tsan; the agent itself cannot run under
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
-TSAN_SRC := tests/tsan/test_tsan_tables.c injector/table.c shm/layout.c shm/reader.c
+TSAN_SRC := tests/tsan/test_tsan_tables.c injector/table.c injector/backing.c shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
 # gcc warns that TSan does not model atomic_thread_fence (the live table's
 # seqcount); clang has no such warning (nor the option).

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "backing.h"
 #include "got.h"
 #include "sample.h"
 #include "../shm/shm.h"
@@ -296,6 +297,10 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	}
 	struct ym_module *m = &agent.modules[used];
+	if (backing_get(m, sizeof *m) != 0) {
+		__atomic_fetch_add(&agent.hdr->drop_modules, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
 	memset(m, 0, sizeof *m);
 	m->base = info->dlpi_addr;
 	m->lo = lo;
@@ -417,6 +422,14 @@ static int segment_create(void)
 
 	uint8_t *b = map;
 	struct ym_header *h = map;
+	/* What is written now: the header (backed by shm_create), the
+	 * control block, slot 0 and the tables' first records
+	 * (table_init_segment).  The rest is backed when first used. */
+	backing_init(b, size, rc);
+	const struct ym_section *cs = &sec[YM_SEC_CONTROL], *ts = &sec[YM_SEC_THREADS];
+	if (backing_get(b + cs->offset, cs->stride) != 0 ||
+	    backing_get(b + ts->offset, ts->stride) != 0)
+		goto full;
 	h->abi_version = YM_ABI_VERSION;
 	h->header_size = YM_HEADER_SIZE;
 	h->total_size = size;
@@ -447,11 +460,19 @@ static int segment_create(void)
 	agent.modules = (struct ym_module *)(b + sec[YM_SEC_MODULES].offset);
 	agent.threads[0].state = YM_THREAD_SHARED;
 
-	table_init_segment();
+	if (table_init_segment() != 0)
+		goto full;
 	modules_scan(1);
 	/* The magic last: a reader seeing it sees a complete header. */
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
+	backing_created();
 	return 0;
+full:
+	munmap(map, size);
+	shm_unlink_pid(agent.pid);
+	agent.base = NULL;
+	agent.hdr = NULL;
+	return -ENOSPC;
 }
 
 static void thread_exit(void *arg);
@@ -558,7 +579,8 @@ static struct ym_thread *slot_claim(uint32_t tid)
 		return NULL;
 	uint64_t used = h->threads_used;
 	if (used < agent.max_threads) {
-		s = &agent.threads[used];
+		if (backing_get(&agent.threads[used], sizeof *s) == 0)
+			s = &agent.threads[used];
 	} else {
 		/* Every slot taken: reuse an exited one, keeping its totals. */
 		for (uint32_t n = 1; n < agent.max_threads && !s; n++) {
@@ -845,6 +867,8 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	uint32_t depth = capture(t, frames);
 	struct ym_header *h = agent.hdr;
 	uint32_t cap = h->sections[YM_SEC_ALARMS].capacity;
+	if (backing_get(agent.alarms, (size_t)cap * agent.alarm_stride) != 0)
+		goto out;
 	uint64_t pos = __atomic_fetch_add(&h->alarms_written, 1, __ATOMIC_ACQ_REL);
 	struct ym_alarm *a = (struct ym_alarm *)(agent.alarms +
 						 (size_t)(pos % cap) * agent.alarm_stride);
@@ -858,6 +882,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	memcpy(a->frames, frames, depth * sizeof *frames);
 	__atomic_store_n(&a->seq, pos + 1, __ATOMIC_RELEASE);
 	modules_check(a->mono_ns);
+out:
 	agent_guard_leave(t);
 	errno = saved;
 }

@@ -5,6 +5,7 @@
  *   agent.c    life cycle: configuration, segment, threads, fork, exit,
  *              modules, alarms, the sampled slow path
  *   table.c    the stack table, the live table and its filter, the lock
+ *   backing.c  memory behind the segment's pages, taken on first use
  *   got.c      injected mode: GOT slots rewritten to the hooks
  *
  * Everything here has hidden visibility; only hooks.c exports symbols.
@@ -222,9 +223,12 @@ void table_unlock(void) AGENT_HIDDEN;
 int  table_init_private(void) AGENT_HIDDEN;
 void table_reset_private(void) AGENT_HIDDEN;
 void table_filter_pin(const void *p) AGENT_HIDDEN;  /* bootstrap blocks */
-/* Point the tables at a segment laid out by shm_layout (sections[]). */
+/* Point the tables at a segment laid out by shm_layout (sections[]).  The
+ * tables write only segment memory they had backed (backing.h): the caller
+ * calls backing_init first. */
 void table_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN;
-void table_init_segment(void) AGENT_HIDDEN;
+/* The overflow stack and the stripes: 0, or -1 when /dev/shm is full. */
+int  table_init_segment(void) AGENT_HIDDEN;
 uint32_t table_intern(const uint64_t *frames, uint32_t depth, uint32_t tid,
 		      uint64_t now) AGENT_HIDDEN;
 /* The live table: each call takes the address's stripe lock, trying

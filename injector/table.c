@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "agent.h"
+#include "backing.h"
 #include "sample.h"
 
 uint64_t agent_filter[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
@@ -22,6 +23,11 @@ static uint64_t filter_pin[AGENT_FILTER_WORDS];
 /* Live samples per bit (lock held); the bit is set while non-zero.  A
  * saturated count stays set until a reset. */
 static uint16_t filter_count[1u << AGENT_FILTER_BITS];
+
+/* Stripes whose entries are backed (backing.h).  Until its first insert a
+ * stripe is a hole in the segment, which lookups must not read (a read
+ * fault on a tmpfs hole allocates): nothing was ever put there anyway. */
+static uint64_t stripe_backed[YM_LIMIT_STRIPES / 64];
 
 /* One word of the gate from the live and pinned bits.  Its writers are
  * serialized (the lock, or a single thread at start-up and after fork);
@@ -42,15 +48,23 @@ void table_filter_pin(const void *p)
 	__atomic_fetch_or(&agent_filter[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
 }
 
-/* No live sample: the gate holds the pins only (or all ones). */
+/* Whether filter_count may hold non-zero counts.  At start-up it is
+ * zero-filled .bss: clearing it would fault in 16 pages for nothing. */
+static int filter_dirty;
+
+/* No live sample: the gate holds the pins only (or all ones).  Stores
+ * only what changes, so that untouched pages stay untouched. */
 static void filter_clear(void)
 {
 	filter_pin[0] |= 1;   /* NULL */
 	for (uint32_t w = 0; w < AGENT_FILTER_WORDS; w++) {
-		__atomic_store_n(&agent_filter_live[w], 0, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&agent_filter_live[w], __ATOMIC_RELAXED))
+			__atomic_store_n(&agent_filter_live[w], 0, __ATOMIC_RELAXED);
 		gate_update(w);
 	}
-	memset(filter_count, 0, sizeof filter_count);
+	if (__atomic_load_n(&filter_dirty, __ATOMIC_RELAXED))
+		memset(filter_count, 0, sizeof filter_count);
+	__atomic_store_n(&filter_dirty, 0, __ATOMIC_RELAXED);
 }
 
 /* The i-th failed try at a lock.  Holders stay a few hundred ns: spin
@@ -109,6 +123,7 @@ void table_reset_private(void)
 {
 	if (agent.index)
 		madvise(agent.index, index_bytes(), MADV_DONTNEED);
+	memset(stripe_backed, 0, sizeof stripe_backed);
 	filter_clear();
 	agent.lock = 0;
 	agent.live_probe = 0;
@@ -132,13 +147,18 @@ void table_map_segment(uint8_t *base, const struct ym_section *sec)
 }
 
 /* The overflow stack, record 0, receives samples that found the table
- * full; it has no frames. */
-void table_init_segment(void)
+ * full; it has no frames.  It and the stripes (which every free that hits
+ * the filter reads) are backed now; -1 when /dev/shm has no room. */
+int table_init_segment(void)
 {
 	struct ym_stack *s = stack_at(YM_STACK_OVERFLOW);
+	if (backing_get(s, agent.stack_stride) != 0 ||
+	    backing_get(agent.stripes, sizeof *agent.stripes << agent.stripe_log) != 0)
+		return -1;
 	s->hash = 1;
 	s->depth = 0;
 	__atomic_store_n(&agent.hdr->stacks_used, 1, __ATOMIC_RELEASE);
+	return 0;
 }
 
 static uint64_t hash_frames(const uint64_t *f, uint32_t depth)
@@ -204,7 +224,8 @@ uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 	if (found == UINT32_MAX) {
 		uint64_t used = agent.hdr->stacks_used;
 		if (slot == UINT32_MAX ||
-		    used >= agent.hdr->sections[YM_SEC_STACKS].capacity) {
+		    used >= agent.hdr->sections[YM_SEC_STACKS].capacity ||
+		    backing_get(stack_at((uint32_t)used), agent.stack_stride) != 0) {
 			found = YM_STACK_OVERFLOW;
 			__atomic_fetch_add(&agent.hdr->drop_stacks, 1,
 					   __ATOMIC_RELAXED);
@@ -302,6 +323,31 @@ static uint32_t per_mask(void)
 	return (1u << agent.per_log) - 1;
 }
 
+static struct ym_live *stripe_entries(const struct ym_stripe *st)
+{
+	return &agent.live[stripe_base(st)];
+}
+
+static int stripe_is_backed(const struct ym_stripe *st)
+{
+	uint32_t n = (uint32_t)(st - agent.stripes);
+	return (int)(__atomic_load_n(&stripe_backed[n / 64], __ATOMIC_ACQUIRE) >>
+		     (n % 64)) & 1;
+}
+
+/* Stripe held: back its entries before the first insert. */
+static int stripe_back(const struct ym_stripe *st)
+{
+	if (stripe_is_backed(st))
+		return 1;
+	if (backing_get(stripe_entries(st),
+			(size_t)(per_mask() + 1) * sizeof *agent.live) != 0)
+		return 0;
+	uint32_t n = (uint32_t)(st - agent.stripes);
+	__atomic_fetch_or(&stripe_backed[n / 64], 1ULL << (n % 64), __ATOMIC_RELEASE);
+	return 1;
+}
+
 static uint32_t live_home(const struct ym_stripe *st, uint64_t addr)
 {
 	uint32_t h = (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
@@ -380,6 +426,8 @@ static void filter_inc(uint64_t addr)
 	uint32_t i = agent_filter_slot((void *)addr);
 	if (filter_count[i] == UINT16_MAX)
 		return;
+	if (!__atomic_load_n(&filter_dirty, __ATOMIC_RELAXED))
+		__atomic_store_n(&filter_dirty, 1, __ATOMIC_RELAXED);
 	if (filter_count[i]++ == 0)
 		filter_set(i, 1);
 }
@@ -398,6 +446,8 @@ static void filter_dec(uint64_t addr)
 int table_live_has(uint64_t addr)
 {
 	struct ym_stripe *st = stripe_of(addr);
+	if (!stripe_is_backed(st))
+		return 0;
 	uint64_t s1 = __atomic_load_n(&st->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
 		return 1;
@@ -419,6 +469,8 @@ int table_live_has(uint64_t addr)
 
 static uint32_t live_find(const struct ym_stripe *st, uint64_t addr)
 {
+	if (!stripe_is_backed(st))
+		return UINT32_MAX;
 	uint32_t i = live_home(st, addr);
 	for (uint32_t n = 0; n < stripe_capacity(); n++) {
 		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
@@ -484,6 +536,10 @@ int table_live_insert(const struct ym_live *e, uint32_t spins)
 	uint64_t seq = stripe_lock(st, spins);
 	if (!seq)
 		return -1;
+	if (!stripe_back(st)) {
+		stripe_unlock(st, seq);
+		return 0;
+	}
 	/* One walk: to the entry of this address, or to the empty bucket
 	 * where it goes (there is one: the stripe stays under 3/4). */
 	uint32_t i = live_home(st, e->addr);
@@ -520,9 +576,13 @@ int table_reset_counters(void)
 			break;
 	int all = taken == n;
 	if (all) {
-		memset(agent.live, 0, ((size_t)n << agent.per_log) * sizeof *agent.live);
-		for (uint32_t i = 0; i < n; i++)
-			__atomic_store_n(&agent.stripes[i].count, 0, __ATOMIC_RELAXED);
+		for (uint32_t i = 0; i < n; i++) {
+			struct ym_stripe *st = &agent.stripes[i];
+			if (stripe_is_backed(st))
+				memset(stripe_entries(st), 0,
+				       (size_t)(per_mask() + 1) * sizeof *agent.live);
+			__atomic_store_n(&st->count, 0, __ATOMIC_RELAXED);
+		}
 		filter_clear();
 		live_probe_update(&agent.stripes[0]);
 	}

@@ -11,6 +11,10 @@
 
 #include "shm.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+
 /* Mark a segment we are about to replace, so that a reader still holding it
  * shows the old image as gone instead of frozen. */
 static void mark_replaced(int fd, uint64_t size)
@@ -69,23 +73,36 @@ int shm_create(pid_t pid, uint64_t size, void **map)
 	if (fd < 0)
 		return -EEXIST;
 
-	/* Reserve every page now: tmpfs would otherwise deliver SIGBUS to the
-	 * host on first touch of a page it cannot supply. */
-	int rc = posix_fallocate(fd, 0, (off_t)size);
-	if (rc != 0) {
-		close(fd);
-		shm_unlink(name);
-		return -rc;
+	/* Sparse: pages get memory when the agent first needs them
+	 * (injector/backing.c), so that a small process holds a small part
+	 * of /dev/shm.  A write to a page tmpfs cannot supply would raise
+	 * SIGBUS in the host; MADV_POPULATE_WRITE reports it as an error
+	 * instead (EFAULT, or ENOMEM).  Kernels before 5.14 lack it (EINVAL;
+	 * a seccomp filter may say EPERM): there every page is reserved
+	 * now. */
+	int all = 0;
+	void *p = MAP_FAILED;
+	int rc = ftruncate(fd, (off_t)size) != 0 ? -errno : 0;
+	if (rc == 0) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			rc = -errno;
 	}
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	int saved = errno;
+	if (rc == 0 && madvise(p, YM_HEADER_SIZE, MADV_POPULATE_WRITE) != 0) {
+		if (errno == EFAULT || errno == ENOMEM)
+			rc = -ENOSPC;
+		else if ((rc = -posix_fallocate(fd, 0, (off_t)size)) == 0)
+			all = 1;
+	}
 	close(fd);
-	if (p == MAP_FAILED) {
+	if (rc < 0) {
+		if (p != MAP_FAILED)
+			munmap(p, size);
 		shm_unlink(name);
-		return -saved;
+		return rc;
 	}
 	*map = p;
-	return 0;
+	return all;
 }
 
 void shm_unlink_pid(pid_t pid)

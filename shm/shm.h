@@ -48,11 +48,14 @@ static inline uint32_t shm_alarm_stride(uint32_t depth)
 
 /*
  * Agent side.  Create /ymtop-<pid> of `size` bytes (0600, O_EXCL,
- * O_NOFOLLOW), with its pages reserved up front so that a full /dev/shm
- * fails here rather than with SIGBUS later.  A segment already bearing our
- * pid (a previous image of this process before exec, or a dead process whose
- * pid we reuse) and owned by us is marked exited and replaced.  Allocates no
- * heap memory.  On success *map is the shared mapping.
+ * O_NOFOLLOW), mapped at *map.  The file is sparse and only its header page
+ * is backed: the caller backs every other page before it touches it
+ * (injector/backing.h), so that a full /dev/shm is an error, never SIGBUS.
+ * On a kernel without MADV_POPULATE_WRITE every page is reserved here.  A
+ * segment already bearing our pid (a previous image of this process before
+ * exec, or a dead process whose pid we reuse) and owned by us is marked
+ * exited and replaced.  Allocates no heap memory.  Returns 0 (sparse), 1
+ * (every page backed) or -errno (-ENOSPC: /dev/shm is full).
  */
 int shm_create(pid_t pid, uint64_t size, void **map);
 void shm_unlink_pid(pid_t pid);

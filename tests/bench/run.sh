@@ -36,9 +36,9 @@ B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${ROUNDS:-5}
 CALLS=${CALLS:-2000000}
-WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx"}
+WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx spawn"}
 SLOW_WORKLOADS=${SLOW_WORKLOADS:-"alloc2 sqlite"}
-FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2"}
+FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 spawn"}
 CONFIGS=${CONFIGS:-"none shim shim-count nosample default 64k exact heaptrack massif jemalloc jeprof base base-exact"}
 AGENT="$B/libymagent.so"
 SHIM="$B/bench/libshim.so"
@@ -77,6 +77,7 @@ workload() {
 	sqlite)   echo "sqlite3 :memory: -init $TMP/bench.sql .quit" ;;
 	python)   echo "/usr/bin/python3 $HERE/pywork.py 8" ;;
 	gxx)      echo "g++ -std=c++17 -O1 -c $HERE/cxxwork.cc -o $TMP/cxxwork.o" ;;
+	spawn)    echo "sh $HERE/spawn.sh 200" ;;
 	esac
 }
 
@@ -111,14 +112,16 @@ run1() {
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-# The segment each agent configuration creates (kept once, measured).
+# The segment each agent configuration creates (kept once, measured): its
+# size, and the memory behind it (it is sparse) after a short run.
 segment_mib() {
 	local rate=$1 pid
-	YM_KEEP_SEGMENT=1 YM_SAMPLE_RATE=$rate LD_PRELOAD="$AGENT" "$BENCH" 1 1000 >/dev/null &
+	YM_KEEP_SEGMENT=1 YM_SAMPLE_RATE=$rate LD_PRELOAD="$AGENT" "$BENCH" 1 100000 >/dev/null &
 	pid=$!
 	wait $pid
 	local f=/dev/shm/ymtop-$pid
-	[ -e "$f" ] && { awk -v s=$(stat -c %s "$f") 'BEGIN {printf "%.1f", s / 1048576}'; rm -f "$f"; }
+	[ -e "$f" ] && { awk -v s=$(stat -c %s "$f") -v b=$(stat -c %b "$f") \
+		'BEGIN {printf "%.1f (%.2f backed)", s / 1048576, b * 512 / 1048576}'; rm -f "$f"; }
 }
 
 declare -A W C R

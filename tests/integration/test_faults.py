@@ -232,5 +232,54 @@ def test_dev_shm_full_one_warning_for_a_simple_program():
     assert r.stderr.count("\n") == 1 and "No space left" in r.stderr, r.stderr
 
 
+# ---- /dev/shm full later: the segment is sparse ----
+
+FULL_LATER = r"""
+import json, subprocess, sys
+agent, prog, ymtop = sys.argv[1:4]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs",
+                "/dev/shm"], check=True)
+env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": agent, "YM_SAMPLE_RATE": "1"}
+p = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, env=env, text=True)
+ready = p.stdout.readline()
+r = subprocess.run([ymtop, "-b", "-n", "1", "-f", "json", "-p", str(p.pid)],
+                   capture_output=True, text=True, env={"PATH": env["PATH"]})
+out, err = p.communicate("go\n", timeout=60)
+print(json.dumps({"ready": ready, "rc": p.returncode, "stdout": out,
+                  "stderr": err, "ymtop_rc": r.returncode,
+                  "ymtop_err": r.stderr, "report": r.stdout}))
+"""
+
+
+def test_dev_shm_full_later_drops_data_never_sigbus():
+    """The segment is sparse: it starts in a /dev/shm of 512 KiB, then runs
+    out of it while 4096 stacks are recorded in exact mode.  The program
+    runs on unchanged; the agent says so once; ymtop reads the segment and
+    shows the stacks that fit and the drops."""
+    probe = subprocess.run(in_small_shm("true"), capture_output=True)
+    if probe.returncode != 0:
+        raise AssertionError("cannot mount a tmpfs in a mount namespace "
+                             "(needs root): %r" % probe.stderr)
+    prog = os.path.join(BUILD, "progs", "manysites")
+    r = subprocess.run(["unshare", "-m", sys.executable, "-c", FULL_LATER,
+                        AGENT, prog, YMTOP],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    res = json.loads(r.stdout)
+    assert res["ready"] == "ready\n" and res["rc"] == 0, res
+    assert res["stdout"] == "", res
+    lines = res["stderr"].splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "ymagent: /dev/shm is full"), lines
+    assert res["ymtop_rc"] == 0, res["ymtop_err"]
+    rep = json.loads(res["report"])
+    table = rep["table"]
+    assert table["stacks_used"] > 50, table
+    assert table["dropped_stacks"] > 0, table
+    # Exact totals are per thread, not per stack: nothing of them is lost.
+    assert rep["totals"]["allocated_objects"] >= 4096, rep["totals"]
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(dict(globals())))

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "backing.h"
 #include "shm.h"
 
 /* table.c's collaborators, normally in agent.c. */
@@ -94,10 +95,12 @@ static void make_segment(void)
 	agent.size = size;
 	agent.hdr = h;
 	agent.threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
+	/* Sparse, as the agent's: the tables back what they touch. */
+	backing_init(b, size, 0);
 	table_map_segment(b, sec);
 	assert_int_equal(table_init_private(), 0);
 	table_reset_private();
-	table_init_segment();
+	assert_int_equal(table_init_segment(), 0);
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 }
 

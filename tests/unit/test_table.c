@@ -1,5 +1,6 @@
-/* The agent's tables (injector/table.c), white-box, on a segment laid out in
- * ordinary memory. */
+/* The agent's tables (injector/table.c), white-box, on a segment laid out
+ * as the agent's: a sparse shared file whose pages the tables back as they
+ * touch them (injector/backing.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,8 +8,12 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent.h"
+#include "backing.h"
 #include "shm.h"
 
 /* table.c's collaborators, normally in agent.c. */
@@ -17,6 +22,8 @@ __thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
 size_t agent_giant_limit = SIZE_MAX;
 
 static uint8_t *seg;
+static uint64_t seg_size;
+static int seg_fd = -1;
 
 static uint32_t max_live = 64;
 
@@ -32,14 +39,21 @@ static int setup(void **state)
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
 	assert_int_equal(shm_layout(&caps, sec, &size), 0);
-	seg = calloc(1, size);
+	seg_fd = memfd_create("ymtop-test-table", MFD_CLOEXEC);
+	assert_true(seg_fd >= 0);
+	assert_int_equal(ftruncate(seg_fd, (off_t)size), 0);
+	seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
+	assert_true(seg != MAP_FAILED);
+	seg_size = size;
+	backing_init(seg, size, 0);
+	assert_int_equal(backing_get(seg, YM_HEADER_SIZE), 0);
 	agent.base = seg;
 	agent.hdr = (struct ym_header *)seg;
 	memcpy(agent.hdr->sections, sec, sizeof sec);
 	table_map_segment(seg, sec);
 	assert_int_equal(table_init_private(), 0);
 	table_reset_private();
-	table_init_segment();
+	assert_int_equal(table_init_segment(), 0);
 	return 0;
 }
 
@@ -52,11 +66,29 @@ static int setup_striped(void **state)
 	return 0;
 }
 
+/* 65536 entries: 64 stripes of 1024 (48 KiB each), as the agent's. */
+static int setup_large(void **state)
+{
+	max_live = 65536;
+	setup(state);
+	max_live = 64;
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	(void)state;
-	free(seg);
+	munmap(seg, seg_size);
+	close(seg_fd);
 	return 0;
+}
+
+/* Bytes of the segment's file that have memory. */
+static uint64_t file_bytes(void)
+{
+	struct stat st;
+	assert_int_equal(fstat(seg_fd, &st), 0);
+	return (uint64_t)st.st_blocks * 512;
 }
 
 static uint32_t stripes(void)
@@ -253,6 +285,44 @@ static void stripes_are_independent(void **state)
 	assert_int_equal(live_count(), 0);
 }
 
+/* The segment gets memory where the tables write, and nowhere else: not
+ * where a lookup only looked (a read fault on a hole would allocate). */
+static void sparse_segment_backs_what_it_touches(void **state)
+{
+	(void)state;
+	uint64_t start = file_bytes();
+	assert_true(start > 0);
+	assert_true(start <= 4 * (1u << BACKING_CHUNK_LOG));
+	assert_int_equal(start, backing_bytes());
+	uint64_t f[1] = { 0x77 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	/* Lookups in stripes never inserted into: answered, nothing backed. */
+	struct ym_live out;
+	for (uint64_t k = 0; k < 64; k++) {
+		uint64_t a = (k * 512 + 3) << 4;
+		assert_int_equal(table_live_has(a), 0);
+		assert_int_equal(table_live_remove(a, &out, 10), 0);
+	}
+	assert_int_equal(file_bytes(), backing_bytes());
+	uint64_t before = file_bytes();
+	/* One insert: its stripe (48 KiB: one or two chunks), no more. */
+	uint64_t a9 = (9 * 512 + 5) << 4;
+	assert_int_equal(ym_live_stripe_of(a9, 64), 9);
+	struct ym_live e = entry(a9, st);
+	assert_int_equal(table_live_insert(&e, 10), 1);
+	uint64_t grown = file_bytes() - before;
+	assert_true(grown >= 48 * 1024);
+	assert_true(grown <= 2 * (1u << BACKING_CHUNK_LOG));
+	assert_int_equal(file_bytes(), backing_bytes());
+	assert_int_equal(table_live_has(a9), 1);
+	/* A reset clears the backed stripes only. */
+	assert_int_equal(table_reset_counters(), 1);
+	assert_int_equal(table_live_has(a9), 0);
+	assert_int_equal(file_bytes(), backing_bytes());
+	/* The whole live table is 3 MiB; a few stripes used, a few chunks. */
+	assert_true(backing_bytes() < seg_size / 8);
+}
+
 static void lock_is_bounded(void **state)
 {
 	(void)state;
@@ -274,6 +344,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(resize_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(stripes_are_independent, setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
+						setup_large, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

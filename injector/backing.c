@@ -1,0 +1,134 @@
+/*
+ * Memory behind the segment's pages (backing.h): a bitmap of 64 KiB
+ * chunks, set once a chunk is populated.  Bits are only ever set (until
+ * the next mapping), so a set bit seen with acquire means a backed chunk.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "ymtop/segment.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define CHUNK   ((uint64_t)1 << BACKING_CHUNK_LOG)
+#define CHUNKS  (YM_LIMIT_SEGMENT >> BACKING_CHUNK_LOG)
+
+static uint64_t done[CHUNKS / 64];
+static uint8_t *seg_base;
+static uint64_t seg_size;
+static int seg_all, warned;
+
+static uint64_t words(uint64_t size)
+{
+	return (((size + CHUNK - 1) >> BACKING_CHUNK_LOG) + 63) / 64;
+}
+
+void backing_init(uint8_t *base, uint64_t size, int all)
+{
+	if (size > YM_LIMIT_SEGMENT)
+		size = YM_LIMIT_SEGMENT;
+	/* Only the words a segment used were ever set: clear those. */
+	uint64_t n = words(size > seg_size ? size : seg_size);
+	memset(done, 0, n * sizeof *done);
+	seg_base = base;
+	seg_size = size;
+	seg_all = all;
+	warned = 1;   /* the creator reports its own failures */
+}
+
+void backing_created(void)
+{
+	__atomic_store_n(&warned, 0, __ATOMIC_RELAXED);
+}
+
+static int chunk_done(uint64_t c)
+{
+	return (int)(__atomic_load_n(&done[c / 64], __ATOMIC_ACQUIRE) >> (c % 64)) & 1;
+}
+
+/* Chunks [*lo, *hi) of the byte range, or 0 when it leaves the segment. */
+static int chunks_of(const void *p, size_t len, uint64_t *lo, uint64_t *hi)
+{
+	uintptr_t a = (uintptr_t)p, b = (uintptr_t)seg_base;
+	if (!seg_base || a < b || a - b > seg_size || len > seg_size - (a - b))
+		return 0;
+	*lo = (a - b) >> BACKING_CHUNK_LOG;
+	*hi = len ? ((a - b + len - 1) >> BACKING_CHUNK_LOG) + 1 : *lo;
+	return 1;
+}
+
+int backing_has(const void *p, size_t len)
+{
+	uint64_t lo, hi;
+	if (!chunks_of(p, len, &lo, &hi))
+		return 0;
+	if (seg_all)
+		return 1;
+	for (uint64_t c = lo; c < hi; c++)
+		if (!chunk_done(c))
+			return 0;
+	return 1;
+}
+
+static void warn_full(void)
+{
+	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		return;
+	static const char msg[] = "ymagent: /dev/shm is full; new stacks, "
+				  "samples and threads are counted as dropped\n";
+	ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+	(void)w;
+}
+
+int backing_get(const void *p, size_t len)
+{
+	uint64_t lo, hi;
+	if (!chunks_of(p, len, &lo, &hi))
+		return -1;
+	if (seg_all)
+		return 0;
+	int saved = errno;
+	uint64_t c = lo;
+	while (c < hi) {
+		if (chunk_done(c)) {
+			c++;
+			continue;
+		}
+		/* One call for the whole run of missing chunks. */
+		uint64_t end = c + 1;
+		while (end < hi && !chunk_done(end))
+			end++;
+		uint64_t off = c << BACKING_CHUNK_LOG;
+		uint64_t stop = end << BACKING_CHUNK_LOG;
+		if (stop > seg_size)
+			stop = seg_size;
+		if (madvise(seg_base + off, stop - off, MADV_POPULATE_WRITE) != 0) {
+			errno = saved;
+			warn_full();
+			return -1;
+		}
+		for (; c < end; c++)
+			__atomic_fetch_or(&done[c / 64], 1ULL << (c % 64),
+					  __ATOMIC_RELEASE);
+	}
+	errno = saved;
+	return 0;
+}
+
+uint64_t backing_bytes(void)
+{
+	if (seg_all)
+		return seg_size;
+	uint64_t n = 0, chunks = (seg_size + CHUNK - 1) >> BACKING_CHUNK_LOG;
+	for (uint64_t c = 0; c < chunks; c++)
+		if (chunk_done(c)) {
+			uint64_t end = (c + 1) << BACKING_CHUNK_LOG;
+			n += (end > seg_size ? seg_size : end) - (c << BACKING_CHUNK_LOG);
+		}
+	return n;
+}
