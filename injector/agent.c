@@ -917,14 +917,40 @@ static void fork_child(void)
 			 __ATOMIC_RELEASE);
 }
 
+/* 1 when we were loaded before libc (preloaded, or a dependency the
+ * program was linked with), 0 when after it (dlopen'ed), -1 unknown: the
+ * loader keeps its objects in load order. */
+static int loaded_before_libc(void)
+{
+	Dl_info info;
+	struct link_map *self = NULL;
+	if (!dladdr1((void *)hook_malloc, &info, (void **)&self, RTLD_DL_LINKMAP) ||
+	    !self)
+		return -1;
+	for (const struct link_map *m = self->l_prev; m; m = m->l_prev)
+		if (m->l_name && strstr(m->l_name, "/libc.so."))
+			return 0;
+	for (const struct link_map *m = self->l_next; m; m = m->l_next)
+		if (m->l_name && strstr(m->l_name, "/libc.so."))
+			return 1;
+	return -1;
+}
+
 /* Loaded by ymtop -p (dlopen through ptrace) rather than preloaded: our
- * exported malloc is not the process's.  A preloaded agent whose program
- * defines malloc itself is told apart by LD_PRELOAD. */
+ * exported malloc is not the process's.  The process's malloc is not ours
+ * either when the program defines it, or when it takes malloc's address
+ * from non-PIC code (python3: the executable's PLT entry stands for malloc
+ * then): the load order tells those apart, whatever the agent's file is
+ * called (taking RTLD_DEFAULT's answer for the next malloc there would
+ * make malloc call itself for ever). */
 static int detect_injected(void)
 {
 	void *def = dlsym(RTLD_DEFAULT, "malloc");
 	if (!def || def == (void *)hook_malloc)
 		return 0;
+	int before = loaded_before_libc();
+	if (before >= 0)
+		return !before;
 	const char *pre = getenv("LD_PRELOAD");
 	return !(pre && strstr(pre, "libymagent"));
 }

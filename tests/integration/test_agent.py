@@ -210,6 +210,41 @@ def test_python_unchanged():
                  "print(json.dumps(sorted(c.items()))); print(len(json.dumps(d)))"])
 
 
+def test_renamed_agent_preloaded_into_python():
+    """Debian's python3 takes malloc's address from non-PIC code, so its
+    executable's PLT entry is what the process calls malloc: the agent
+    must still know it was preloaded, whatever its file is called (it
+    once took that entry for the next malloc, which then called itself
+    for ever)."""
+    import shutil
+    import tempfile
+    py = "/usr/bin/python3"
+    d = tempfile.mkdtemp()
+    lib = os.path.join(d, "memprof.so")
+    shutil.copy(AGENT, lib)
+    env = dict(os.environ, LD_PRELOAD=lib, YM_KEEP_SEGMENT="1")
+    code = "import json; print(len(json.dumps([list(range(i)) for i in range(300)])))"
+    want = subprocess.run([py, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    p = subprocess.Popen([py, "-c", code], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("python3 hangs under the renamed agent")
+    try:
+        assert p.returncode == 0 and out == want.stdout and err == "", (
+            p.returncode, out, err)
+        rep = report(p.pid)
+        assert rep["attached"] is False, rep["attached"]
+        assert rep["totals"]["allocated_objects"] > 1000, rep["totals"]
+    finally:
+        shutil.rmtree(d)
+        if os.path.exists("/dev/shm/ymtop-%d" % p.pid):
+            os.unlink("/dev/shm/ymtop-%d" % p.pid)
+
+
 def test_bad_config_warns_and_runs():
     env = dict(os.environ, LD_PRELOAD=AGENT, YM_SAMPLE_RATE="abc")
     r = subprocess.run(["true"], env=env, capture_output=True, text=True)
