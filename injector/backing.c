@@ -22,6 +22,12 @@ static uint64_t done[CHUNKS / 64];
 static uint8_t *seg_base;
 static uint64_t seg_size;
 static int seg_all, warned;
+/* After a failure, the next requests for missing chunks fail at once
+ * (tmpfs rarely frees memory soon): a table that wants a new piece on
+ * every sample then costs no system call each time.  Retried after
+ * RETRY_AFTER of them. */
+#define RETRY_AFTER 4096u
+static unsigned skip;
 
 static uint64_t words(uint64_t size)
 {
@@ -38,6 +44,7 @@ void backing_init(uint8_t *base, uint64_t size, int all)
 	seg_base = base;
 	seg_size = size;
 	seg_all = all;
+	skip = 0;
 	warned = 1;   /* the creator reports its own failures */
 }
 
@@ -99,6 +106,11 @@ int backing_get(const void *p, size_t len)
 			c++;
 			continue;
 		}
+		unsigned k = __atomic_load_n(&skip, __ATOMIC_RELAXED);
+		if (k > 0) {
+			__atomic_store_n(&skip, k - 1, __ATOMIC_RELAXED);
+			return -1;
+		}
 		/* One call for the whole run of missing chunks. */
 		uint64_t end = c + 1;
 		while (end < hi && !chunk_done(end))
@@ -108,8 +120,11 @@ int backing_get(const void *p, size_t len)
 		if (stop > seg_size)
 			stop = seg_size;
 		if (madvise(seg_base + off, stop - off, MADV_POPULATE_WRITE) != 0) {
+			if (errno != EINTR) {   /* EINTR: a fatal signal */
+				__atomic_store_n(&skip, RETRY_AFTER, __ATOMIC_RELAXED);
+				warn_full();
+			}
 			errno = saved;
-			warn_full();
 			return -1;
 		}
 		for (; c < end; c++)

@@ -31,7 +31,8 @@ void backing_created(void);
 
 /* 0 when [p, p + len) is backed (populating what is not, one system call
  * a missing run of chunks), -1 when tmpfs has no memory for it: write
- * nothing there.  Safe from any thread, lock-free. */
+ * nothing there.  After a failure the next 4096 requests that need a new
+ * chunk fail without a system call.  Safe from any thread, lock-free. */
 int backing_get(const void *p, size_t len);
 
 /* 1 when [p, p + len) is backed already: no system call. */
