@@ -629,6 +629,7 @@ static void enter(struct agent_tls *t)
 		t->slot = NULL;
 		t->fast = NULL;
 		t->state = TLS_NEW;
+		t->plane = 0;
 		t->epoch = agent.epoch;
 	}
 	if (t->state != TLS_NEW ||
@@ -753,6 +754,53 @@ static void poll_control(void)
 	}
 }
 
+/* The calling thread's counters for `stack`: its entry in a counter plane
+ * of its own, or NULL for the stack record itself (segment.h).  The first
+ * thread that samples keeps the records, so a single-threaded program
+ * costs ymtop nothing more to read; the next YM_PLANES get a plane each,
+ * so that threads sampling the same stacks never write the same lines. */
+static struct ym_counts *own_counts(struct agent_tls *t, uint32_t stack)
+{
+	if (t->plane == PLANE_NONE)
+		return NULL;
+	struct ym_header *h = agent.hdr;
+	if (t->plane == 0) {
+		uint32_t n = __atomic_fetch_add(&agent.plane_next, 1, __ATOMIC_RELAXED);
+		if (n == 0 || n > YM_PLANES) {
+			t->plane = PLANE_NONE;
+			return NULL;
+		}
+		t->plane = n;   /* plane n - 1, zero-filled */
+		t->plane_backed = 0;
+		t->plane_reset = __atomic_load_n(&h->reset_count, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&h->plane_epoch[n - 1], t->plane_reset,
+				 __ATOMIC_RELEASE);
+		uint64_t u = __atomic_load_n(&h->planes_used, __ATOMIC_RELAXED);
+		while (u < n && !__atomic_compare_exchange_n(&h->planes_used, &u, n, 0,
+							     __ATOMIC_RELEASE,
+							     __ATOMIC_RELAXED))
+			;
+	}
+	uint32_t p = t->plane - 1;
+	uint64_t r = __atomic_load_n(&h->reset_count, __ATOMIC_ACQUIRE);
+	if (r != t->plane_reset) {
+		/* ymtop reset the counters: zero ours, then say whose they are
+		 * (readers skip the plane meanwhile). */
+		memset(table_plane_entry(p, 0), 0,
+		       (size_t)t->plane_backed * sizeof(struct ym_counts));
+		t->plane_reset = r;
+		__atomic_store_n(&h->plane_epoch[p], r, __ATOMIC_RELEASE);
+	}
+	if (stack >= t->plane_backed) {
+		if (backing_get(table_plane_entry(p, t->plane_backed),
+				(size_t)(stack + 1 - t->plane_backed) *
+				sizeof(struct ym_counts)) != 0)
+			return NULL;
+		t->plane_backed = stack + 1;
+	}
+	return table_plane_entry(p, stack);
+}
+
 void agent_sample(struct agent_tls *t, void *p, size_t n)
 {
 	int saved = errno;
@@ -780,7 +828,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 		goto out;
 	int ok = table_live_insert(&e, 100000);
 	if (ok > 0) {
-		table_count_alloc(&e);
+		table_count_alloc(&e, own_counts(t, e.stack));
 	} else if (ok < 0) {
 		__atomic_fetch_add(&agent.hdr->drop_busy, 1, __ATOMIC_RELAXED);
 	} else {
@@ -811,7 +859,7 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	 * (repaired when the address is sampled again). */
 	found = table_live_remove((uint64_t)(uintptr_t)p, &e, 1000000);
 	if (found)
-		table_count_free(&e, agent_now_ns());
+		table_count_free(&e, agent_now_ns(), own_counts(t, e.stack));
 	agent_guard_leave(t);
 }
 
@@ -829,26 +877,27 @@ int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
 void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n)
 {
 	agent_guard_enter(t);
+	struct ym_counts *own = own_counts(t, e->stack);
 	if (q == NULL) {
-		table_count_free(e, agent_now_ns());
+		table_count_free(e, agent_now_ns(), own);
 		goto out;
 	}
 	/* Stays sampled with the probability that keeps the sampled share of
 	 * blocks of n bytes at p(n) (sample.h); then it is re-weighed at 1/p(n). */
 	if (!sample_keep(&t->rng, agent.rate, e->size, n)) {
-		table_count_drop(e);
+		table_count_drop(e, own);
 		goto out;
 	}
 	uint64_t w, wfx;
 	sample_weight(agent.rate, n, &w, &wfx);
-	table_count_resize(e, w, wfx);
+	table_count_resize(e, w, wfx, own);
 	e->weight_fx = wfx;
 	e->addr = (uint64_t)(uintptr_t)q;
 	e->size = n;
 	e->weight_bytes = w;
 	int ok = table_live_insert(e, 1000000);
 	if (ok <= 0) {   /* cannot track it any more: count it gone */
-		table_count_free(e, agent_now_ns());
+		table_count_free(e, agent_now_ns(), own);
 		__atomic_fetch_add(&agent.hdr->drop_live, 1, __ATOMIC_RELAXED);
 	}
 out:
@@ -911,6 +960,8 @@ static void fork_child(void)
 	t->slot = NULL;
 	t->fast = NULL;
 	t->state = TLS_NEW;
+	t->plane = 0;
+	agent.plane_next = 0;
 	t->epoch = agent.epoch;
 	__atomic_store_n(&agent.seg_state,
 			 agent.follow_fork && !agent.disabled ? SEG_NONE : SEG_PASSIVE,

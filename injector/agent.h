@@ -56,7 +56,14 @@ struct agent_tls {
 	uint32_t tid;
 	uint32_t epoch;             /* agent.epoch at registration */
 	uint64_t pending;           /* malloc's request, while in the call */
+	/* Counter plane (segment.h): 0 not asked yet, p + 1 own plane p,
+	 * PLANE_NONE the stack records; stacks [0, plane_backed) of it are
+	 * backed; plane_reset is the reset_count its contents are of. */
+	uint32_t plane;
+	uint32_t plane_backed;
+	uint64_t plane_reset;
 };
+#define PLANE_NONE UINT32_MAX
 
 extern __thread struct agent_tls agent_tls
 	__attribute__((tls_model("initial-exec"))) AGENT_HIDDEN;
@@ -107,6 +114,7 @@ struct agent {
 	uint8_t           *stacks;
 	struct ym_live    *live;
 	struct ym_stripe  *stripes;
+	struct ym_counts  *planes;
 	uint8_t           *alarms;
 	struct ym_module  *modules;
 	uint32_t stack_stride, alarm_stride;
@@ -118,6 +126,7 @@ struct agent {
 	uint64_t *index;            /* stack hash -> stack + 1 | tag (table.c) */
 	uint32_t  index_mask;
 	uint32_t  thread_cursor;    /* where to look for an exited slot */
+	uint32_t  plane_next;       /* threads that asked for a counter plane */
 	uint32_t  seen_reset;
 
 	uintptr_t self_lo, self_hi; /* our own text: frames to drop */
@@ -241,10 +250,16 @@ int  table_live_remove(uint64_t addr, struct ym_live *out, uint32_t spins) AGENT
 int  table_live_has(uint64_t addr) AGENT_HIDDEN;
 /* Agent lock held; 0 when a stripe stayed busy (nothing was reset). */
 int  table_reset_counters(void) AGENT_HIDDEN;
-/* Counters (no lock): */
-void table_count_alloc(const struct ym_live *e) AGENT_HIDDEN;
-void table_count_free(const struct ym_live *e, uint64_t now) AGENT_HIDDEN;
-void table_count_drop(const struct ym_live *e) AGENT_HIDDEN;
-void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx) AGENT_HIDDEN;
+/* Counters (no lock), for the stack e->stack: into `own`, the calling
+ * thread's entry in its counter plane (agent_counts), or into the stack
+ * record with atomic adds when own is NULL. */
+void table_count_alloc(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
+void table_count_free(const struct ym_live *e, uint64_t now,
+		      struct ym_counts *own) AGENT_HIDDEN;
+void table_count_drop(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
+void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
+			struct ym_counts *own) AGENT_HIDDEN;
+/* Plane `plane`'s entry for `stack` (not necessarily backed). */
+struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack) AGENT_HIDDEN;
 
 #endif

@@ -140,6 +140,7 @@ void table_map_segment(uint8_t *base, const struct ym_section *sec)
 	agent.stack_stride = sec[YM_SEC_STACKS].stride;
 	agent.live = (struct ym_live *)(base + sec[YM_SEC_LIVE].offset);
 	agent.stripes = (struct ym_stripe *)(base + sec[YM_SEC_STRIPES].offset);
+	agent.planes = (struct ym_counts *)(base + sec[YM_SEC_PLANES].offset);
 	agent.stripe_log = (uint32_t)__builtin_ctz(sec[YM_SEC_STRIPES].capacity);
 	agent.per_log = (uint32_t)__builtin_ctz(sec[YM_SEC_LIVE].capacity) -
 			agent.stripe_log;
@@ -251,54 +252,76 @@ uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 	return found;
 }
 
-static void add(uint64_t *c, uint64_t v)
+/* Counting goes to the calling thread's plane entry (own: it is the only
+ * writer, relaxed load and store) or to the stack record (shared: atomic
+ * adds).  Either way the reader sums both (segment.h: counter planes). */
+static void add(uint64_t *c, uint64_t v, int own)
 {
-	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+	if (own)
+		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v,
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
 }
 
-void table_count_alloc(const struct ym_live *e)
+static struct ym_counts *counts(uint32_t stack, struct ym_counts *own)
 {
-	struct ym_stack *s = stack_at(e->stack);
-	add(&s->alloc_samples, 1);
-	add(&s->alloc_bytes, e->weight_bytes);
-	add(&s->alloc_objects_fx, e->weight_fx);
+	return own ? own : ym_stack_counts(stack_at(stack));
 }
 
-void table_count_free(const struct ym_live *e, uint64_t now)
+struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack)
 {
-	struct ym_stack *s = stack_at(e->stack);
-	unsigned b = sample_life_bucket(now > e->birth_mono_ns ?
-					now - e->birth_mono_ns : 0);
-	add(&s->free_samples, 1);
-	add(&s->free_bytes, e->weight_bytes);
-	add(&s->free_objects_fx, e->weight_fx);
-	add(&s->life[b].objects_fx, e->weight_fx);
-	add(&s->life[b].bytes, e->weight_bytes);
+	size_t cap = agent.hdr->sections[YM_SEC_STACKS].capacity;
+	return agent.planes + (size_t)plane * cap + stack;
+}
+
+void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
+{
+	struct ym_counts *c = counts(e->stack, own);
+	int o = own != NULL;
+	add(&c->alloc_samples, 1, o);
+	add(&c->alloc_bytes, e->weight_bytes, o);
+	add(&c->alloc_objects_fx, e->weight_fx, o);
 }
 
 /* A sampled block left the sample without being freed (realloc thinned
  * it): its estimate goes, no lifetime is recorded. */
-void table_count_drop(const struct ym_live *e)
+void table_count_drop(const struct ym_live *e, struct ym_counts *own)
 {
-	struct ym_stack *s = stack_at(e->stack);
-	add(&s->free_samples, 1);
-	add(&s->free_bytes, e->weight_bytes);
-	add(&s->free_objects_fx, e->weight_fx);
+	struct ym_counts *c = counts(e->stack, own);
+	int o = own != NULL;
+	add(&c->free_samples, 1, o);
+	add(&c->free_bytes, e->weight_bytes, o);
+	add(&c->free_objects_fx, e->weight_fx, o);
+}
+
+/* A sampled block was freed: gone, and its lifetime recorded. */
+void table_count_free(const struct ym_live *e, uint64_t now, struct ym_counts *own)
+{
+	table_count_drop(e, own);
+	struct ym_counts *c = counts(e->stack, own);
+	int o = own != NULL;
+	unsigned b = sample_life_bucket(now > e->birth_mono_ns ?
+					now - e->birth_mono_ns : 0);
+	add(&c->life[b].objects_fx, e->weight_fx, o);
+	add(&c->life[b].bytes, e->weight_bytes, o);
 }
 
 /* A sampled block changed size in realloc: move its stack's retained
  * estimate from the old weights to the new ones. */
-void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx)
+void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
+			struct ym_counts *own)
 {
-	struct ym_stack *s = stack_at(e->stack);
+	struct ym_counts *c = counts(e->stack, own);
+	int o = own != NULL;
 	if (w >= e->weight_bytes)
-		add(&s->alloc_bytes, w - e->weight_bytes);
+		add(&c->alloc_bytes, w - e->weight_bytes, o);
 	else
-		add(&s->free_bytes, e->weight_bytes - w);
+		add(&c->free_bytes, e->weight_bytes - w, o);
 	if (wfx >= e->weight_fx)
-		add(&s->alloc_objects_fx, wfx - e->weight_fx);
+		add(&c->alloc_objects_fx, wfx - e->weight_fx, o);
 	else
-		add(&s->free_objects_fx, e->weight_fx - wfx);
+		add(&c->free_objects_fx, e->weight_fx - wfx, o);
 }
 
 /* ---- Live table: stripes of linear probing with backward-shift
@@ -550,7 +573,7 @@ int table_live_insert(const struct ym_live *e, uint32_t spins)
 		/* A stale entry: we missed its free.  Count it freed now
 		 * rather than leave it retained forever; the new entry takes
 		 * its bucket (same address: same filter bit). */
-		table_count_free(&agent.live[i], e->birth_mono_ns);
+		table_count_free(&agent.live[i], e->birth_mono_ns, NULL);
 		live_put(i, e);
 	} else if (st->count >= (uint64_t)stripe_capacity() / 4 * 3) {
 		ok = 0;

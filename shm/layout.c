@@ -44,6 +44,7 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 		[YM_SEC_ALARMS]  = { YM_MAX_ALARMS, shm_alarm_stride(caps->max_depth) },
 		[YM_SEC_MODULES] = { YM_MAX_MODULES, sizeof(struct ym_module) },
 		[YM_SEC_STRIPES] = { stripes, sizeof(struct ym_stripe) },
+		[YM_SEC_PLANES]  = { YM_PLANES * caps->max_stacks, sizeof(struct ym_counts) },
 	};
 	for (int i = 0; i < YM_SEC_COUNT; i++) {
 		sec[i].offset = off;

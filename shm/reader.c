@@ -88,6 +88,7 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		[YM_SEC_ALARMS]  = { 1, 1u << 16 },
 		[YM_SEC_MODULES] = { 1, 1u << 16 },
 		[YM_SEC_STRIPES] = { 1, YM_LIMIT_STRIPES },
+		[YM_SEC_PLANES]  = { 1, YM_PLANES * YM_LIMIT_STACKS },
 	};
 	const uint32_t stride[YM_SEC_COUNT] = {
 		[YM_SEC_CONTROL] = sizeof(struct ym_control),
@@ -97,6 +98,7 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		[YM_SEC_ALARMS]  = shm_alarm_stride(h->max_depth),
 		[YM_SEC_MODULES] = sizeof(struct ym_module),
 		[YM_SEC_STRIPES] = sizeof(struct ym_stripe),
+		[YM_SEC_PLANES]  = sizeof(struct ym_counts),
 	};
 	for (int i = 0; i < YM_SEC_COUNT; i++) {
 		const struct ym_section *s = &h->sections[i];
@@ -114,12 +116,18 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 	if ((stripes & (stripes - 1)) || stripes > live_cap)
 		return fail(err, len, -EPROTO, "bad live table stripes (%u)", stripes);
 
+	if (h->sections[YM_SEC_PLANES].capacity !=
+	    YM_PLANES * h->sections[YM_SEC_STACKS].capacity)
+		return fail(err, len, -EPROTO, "bad counter planes (%u)",
+			    h->sections[YM_SEC_PLANES].capacity);
+
 	uint64_t threads = __atomic_load_n(&h->threads_used, __ATOMIC_ACQUIRE);
 	uint64_t stacks = __atomic_load_n(&h->stacks_used, __ATOMIC_ACQUIRE);
 	uint64_t modules = __atomic_load_n(&h->modules_used, __ATOMIC_ACQUIRE);
 	if (threads > h->sections[YM_SEC_THREADS].capacity ||
 	    stacks > h->sections[YM_SEC_STACKS].capacity ||
-	    modules > h->sections[YM_SEC_MODULES].capacity)
+	    modules > h->sections[YM_SEC_MODULES].capacity ||
+	    __atomic_load_n(&h->planes_used, __ATOMIC_ACQUIRE) > YM_PLANES)
 		return fail(err, len, -EPROTO, "segment counts exceed capacities");
 	return 0;
 }
@@ -303,6 +311,39 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 	return 0;
 }
 
+/* Add each plane in use, and of the current reset, to the stack records
+ * (segment.h: counter planes).  Single-threaded programs use none. */
+static int add_planes(struct shm_reader *r, const struct ym_header *h,
+		      struct shm_snapshot *s)
+{
+	uint64_t used = h->planes_used;   /* <= YM_PLANES: checked */
+	const struct ym_section *sec = &h->sections[YM_SEC_PLANES];
+	uint32_t cap = h->sections[YM_SEC_STACKS].capacity;
+	if (used == 0 || s->nstacks == 0)
+		return 0;
+	size_t bytes = (size_t)s->nstacks * sizeof(struct ym_counts);
+	uint64_t *buf = malloc(bytes);
+	if (!buf)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t p = 0; p < used && rc == 0; p++) {
+		if (h->plane_epoch[p] != h->reset_count)
+			continue;   /* its owner has not zeroed it since the reset */
+		rc = read_at(r->fd, buf, bytes,
+			     sec->offset + (p * cap) * sizeof(struct ym_counts));
+		for (uint32_t i = 0; rc == 0 && i < s->nstacks; i++) {
+			uint64_t *w = (uint64_t *)(void *)(s->stacks +
+				(size_t)i * s->stack_stride +
+				__builtin_offsetof(struct ym_stack, alloc_samples));
+			const uint64_t *v = buf + (size_t)i * YM_COUNT_WORDS;
+			for (size_t k = 0; k < YM_COUNT_WORDS; k++)
+				w[k] += v[k];
+		}
+	}
+	free(buf);
+	return rc;
+}
+
 static int check_records(struct shm_snapshot *s, char *err, size_t len)
 {
 	uint32_t maxd = s->hdr.max_depth;
@@ -419,6 +460,9 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 			s->nstacks = i;
 			break;
 		}
+	rc = add_planes(r, &s->hdr, s);
+	if (rc < 0)
+		goto out;
 	if (r->skip_live) {
 		struct ym_stripe stripes[YM_LIMIT_STRIPES];
 		s->live_skipped = 1;

@@ -16,6 +16,7 @@
  *   sections[STRIPES]   struct ym_stripe   x cap  (one per part of LIVE)
  *   sections[ALARMS]    struct ym_alarm    x cap  (+ frames, ring)
  *   sections[MODULES]   struct ym_module   x cap
+ *   sections[PLANES]    struct ym_counts   x cap  (cap = planes x STACKS.cap)
  *
  * Concurrency protocol
  * --------------------
@@ -39,6 +40,14 @@
  *    a reader that loads stacks_used with acquire may read records below it.
  *    A record's frames never change after publication; its counters are
  *    monotonic atomic adds.  Retained = alloc - freed.
+ *  - Counter planes: a stack's counters are the sum of its record's and of
+ *    its entry in each plane p < header.planes_used (entry p * STACKS.cap +
+ *    stack).  A plane has one writer, a thread that owns it for life, which
+ *    updates it with relaxed loads and stores, like a thread slot; so
+ *    threads that sample the same stacks do not share their lines.  After a
+ *    reset (header.reset_count moves) the owner zeroes its plane before it
+ *    next counts and then stores header.plane_epoch[p] = reset_count: a
+ *    reader adds plane p only while plane_epoch[p] == reset_count.
  *  - Live table: cut into STRIPES.capacity stripes (a power of two) of
  *    LIVE.capacity / stripes consecutive entries each; an address lives in
  *    one stripe (ym_live_stripe_of), in an open-addressed table of its own.
@@ -64,7 +73,7 @@
 #include <stdint.h>
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
-#define YM_ABI_VERSION  2u
+#define YM_ABI_VERSION  3u
 #define YM_HEADER_SIZE  4096u
 #define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid */
 #define YM_SHM_DIR      "/dev/shm"
@@ -116,8 +125,14 @@ enum ym_section_id {
 	YM_SEC_ALARMS,
 	YM_SEC_MODULES,
 	YM_SEC_STRIPES,
+	YM_SEC_PLANES,
 	YM_SEC_COUNT
 };
+
+/* Counter planes (see above): the first thread that samples counts into
+ * the stack records themselves, the next YM_PLANES into a plane each, any
+ * further ones into the records again (atomic adds). */
+#define YM_PLANES 8u
 
 struct ym_section {
 	uint64_t offset;    /* from the start of the segment, 64-byte aligned */
@@ -180,6 +195,8 @@ struct ym_header {
 
 	struct ym_totals retired;  /* folded from reused thread slots */
 	uint64_t reset_count;      /* resets the agent has carried out */
+	uint64_t planes_used;      /* counter planes handed out (<= planes) */
+	uint64_t plane_epoch[YM_PLANES];   /* reset_count a plane's data is of */
 };
 
 _Static_assert(sizeof(struct ym_header) <= YM_HEADER_SIZE, "header fits");
@@ -229,6 +246,32 @@ struct ym_stack {
 	uint64_t frames[];         /* depth entries used; stride from header */
 };
 _Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
+
+/* A stack's counters in a plane: the fields of struct ym_stack from
+ * alloc_samples to life[], in the same order, so that either is a run of
+ * YM_COUNT_WORDS 8-byte counters. */
+struct ym_counts {
+	uint64_t alloc_samples;
+	uint64_t alloc_bytes;
+	uint64_t alloc_objects_fx;
+	uint64_t free_samples;
+	uint64_t free_bytes;
+	uint64_t free_objects_fx;
+	struct ym_life_bucket life[YM_LIFE_BUCKETS];
+};
+#define YM_COUNT_WORDS (sizeof(struct ym_counts) / 8)
+_Static_assert(__builtin_offsetof(struct ym_stack, life) -
+	       __builtin_offsetof(struct ym_stack, alloc_samples) ==
+	       __builtin_offsetof(struct ym_counts, life), "counts mirror the record");
+_Static_assert(__builtin_offsetof(struct ym_stack, frames) -
+	       __builtin_offsetof(struct ym_stack, alloc_samples) ==
+	       sizeof(struct ym_counts), "counts mirror the record");
+
+/* The counters of a stack record, as a struct ym_counts. */
+static inline struct ym_counts *ym_stack_counts(struct ym_stack *s)
+{
+	return (struct ym_counts *)(void *)&s->alloc_samples;
+}
 
 /* One live sampled allocation.  addr == 0 marks an empty bucket. */
 struct ym_live {

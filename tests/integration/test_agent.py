@@ -72,6 +72,17 @@ def test_exact_mode_counts_each_allocation():
     assert c["allocated_objects"] == 5000 and c["retained_bytes"] == 0, c
 
 
+def test_exact_mode_threads_sharing_a_site():
+    """12 threads allocate at one site in exact mode: the first eight
+    after the main thread count into planes of their own, the rest into
+    the stack record with the main thread; the sums are exact."""
+    rep = held(["threads:12"], 1)
+    s = site(rep, "thread_site")
+    assert s["allocated_objects"] == 12 * 256, s
+    assert s["retained_objects"] == 12 * 256, s
+    assert s["retained_bytes"] == 12 * MiB, s["retained_bytes"]
+
+
 def test_churn_retains_nothing():
     rep = held(["churn"], 65536)
     s = site(rep, "churn_site")

@@ -101,6 +101,7 @@ static void make_segment(void)
 	assert_int_equal(table_init_private(), 0);
 	table_reset_private();
 	assert_int_equal(table_init_segment(), 0);
+	h->planes_used = WRITERS - 1;
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -111,6 +112,11 @@ static void bump(uint64_t *c, uint64_t v)
 			 __ATOMIC_RELAXED);
 }
 
+static struct ym_counts *own(uint32_t id, uint32_t stack)
+{
+	return id ? table_plane_entry(id - 1, stack) : NULL;
+}
+
 static void *writer(void *arg)
 {
 	uint32_t id = (uint32_t)(uintptr_t)arg;
@@ -118,6 +124,13 @@ static void *writer(void *arg)
 	struct ym_live held[HELD];
 	int nheld = 0;
 	uint64_t base = ((uint64_t)id + 1) << 40;
+	/* As in the agent: the first writer counts into the stack records
+	 * (atomic adds), the others each into a counter plane of their own
+	 * (plain stores), which the reader sums. */
+	uint32_t cap = agent.hdr->sections[YM_SEC_STACKS].capacity;
+	if (id > 0)
+		CHECK(backing_get(table_plane_entry(id - 1, 0),
+				  cap * sizeof(struct ym_counts)) == 0);
 	for (uint32_t i = 0; i < ROUNDS; i++) {
 		/* Half the sites are shared by every writer: they race to
 		 * insert the same stack. */
@@ -141,7 +154,7 @@ static void *writer(void *arg)
 		bump(&slot->t.alloc_bytes, e.size);
 		int ok = table_live_insert(&e, 1000000) > 0;
 		if (ok)
-			table_count_alloc(&e);
+			table_count_alloc(&e, own(id, e.stack));
 		if (ok && nheld < HELD) {
 			held[nheld++] = e;
 			continue;
@@ -150,7 +163,7 @@ static void *writer(void *arg)
 		if (nheld > 0) {
 			struct ym_live out;
 			CHECK(table_live_remove(held[0].addr, &out, 1000000));
-			table_count_free(&out, i + 1);
+			table_count_free(&out, i + 1, own(id, out.stack));
 			bump(&slot->t.free_objects, 1);
 			bump(&slot->t.free_bytes, out.size);
 			memmove(held, held + 1, (size_t)(nheld - 1) * sizeof *held);
@@ -163,7 +176,7 @@ static void *writer(void *arg)
 	for (int k = 0; k < nheld; k++) {
 		struct ym_live out;
 		CHECK(table_live_remove(held[k].addr, &out, 1000000));
-		table_count_free(&out, ROUNDS + 1);
+		table_count_free(&out, ROUNDS + 1, own(id, out.stack));
 		bump(&slot->t.free_objects, 1);
 		bump(&slot->t.free_bytes, out.size);
 	}
@@ -243,10 +256,17 @@ static void writers_and_reader(void **state)
 	/* Overflow record + SITES/2 shared + SITES/2 per writer. */
 	assert_int_equal(s.nstacks, 1 + SITES / 2 + (SITES / 2) * WRITERS);
 	assert_int_equal(s.nlive, 0);
+	uint64_t samples = 0, in_planes = 0;
 	for (uint32_t i = 0; i < s.nstacks; i++) {
 		const struct ym_stack *st = shm_stack(&s, i);
 		assert_int_equal(st->alloc_samples, st->free_samples);
+		samples += st->alloc_samples;
+		in_planes += table_plane_entry(1, i)->alloc_samples;
 	}
+	/* Every insert was counted once (none failed here), and a plane
+	 * really took its writer's share. */
+	assert_int_equal(samples, (uint64_t)WRITERS * ROUNDS);
+	assert_int_equal(in_planes, ROUNDS);
 	assert_int_equal(s.totals.alloc_objects, s.totals.free_objects);
 	assert_int_equal(s.totals.alloc_objects, (uint64_t)WRITERS * ROUNDS);
 	shm_snapshot_free(&s);

@@ -141,7 +141,7 @@ static void valid_segment_snapshots(void **state)
 static void corrupted_headers_rejected(void **state)
 {
 	(void)state;
-	for (int c = 0; c < 16; c++) {
+	for (int c = 0; c < 18; c++) {
 		struct seg s;
 		struct shm_snapshot snap;
 		char err[256] = "";
@@ -163,6 +163,8 @@ static void corrupted_headers_rejected(void **state)
 		case 12: h->sections[YM_SEC_THREADS].offset = 3; break;
 		case 14: h->sections[YM_SEC_STRIPES].capacity = 3; break;
 		case 15: h->sections[YM_SEC_STRIPES].capacity = 256; break; /* > live */
+		case 16: h->sections[YM_SEC_PLANES].capacity -= 1; break;
+		case 17: h->planes_used = YM_PLANES + 1; break;
 		case 13: { /* a published stack deeper than allowed */
 			struct ym_stack *st = (struct ym_stack *)(s.map +
 				h->sections[YM_SEC_STACKS].offset +
@@ -178,6 +180,44 @@ static void corrupted_headers_rejected(void **state)
 		assert_null(strchr(err, '\n'));
 		seg_free(&s);
 	}
+}
+
+/* A stack's counters are its record's plus its entry in each plane in use
+ * whose data is of the current reset. */
+static void planes_summed_until_a_reset(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_snapshot snap;
+	char err[256] = "";
+	seg_make(&s, 8);
+	const struct ym_section *ps = &s.h->sections[YM_SEC_PLANES];
+	uint32_t cap = s.h->sections[YM_SEC_STACKS].capacity;
+	struct ym_counts *pl = (struct ym_counts *)(s.map + ps->offset);
+	pl[0 * cap + 1].alloc_bytes = 300;
+	pl[0 * cap + 1].life[2].bytes = 7;
+	pl[2 * cap + 1].alloc_samples = 4;
+	pl[2 * cap + 1].free_bytes = 50;
+	pl[3 * cap + 1].alloc_bytes = 1u << 20;   /* beyond planes_used */
+	s.h->planes_used = 3;
+	assert_int_equal(open_snap(&s, &snap, err), 0);
+	const struct ym_stack *st = shm_stack(&snap, 1);
+	assert_int_equal(st->alloc_bytes, 5300);
+	assert_int_equal(st->free_bytes, 1050);
+	assert_int_equal(st->alloc_samples, 4);
+	assert_int_equal(st->life[2].bytes, 7);
+	assert_int_equal(st->frames[1], 0x2000);   /* frames untouched */
+	shm_snapshot_free(&snap);
+	/* A reset: plane 2's owner has zeroed it since, plane 0's not yet. */
+	s.h->reset_count = 1;
+	s.h->plane_epoch[2] = 1;
+	assert_int_equal(open_snap(&s, &snap, err), 0);
+	st = shm_stack(&snap, 1);
+	assert_int_equal(st->alloc_bytes, 5000);
+	assert_int_equal(st->life[2].bytes, 0);
+	assert_int_equal(st->alloc_samples, 4);
+	shm_snapshot_free(&snap);
+	seg_free(&s);
 }
 
 /* A stripe whose writer never leaves (odd seq: killed inside, or forged)
@@ -285,6 +325,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(layout_is_sane),
 		cmocka_unit_test(valid_segment_snapshots),
+		cmocka_unit_test(planes_summed_until_a_reset),
 		cmocka_unit_test(corrupted_headers_rejected),
 		cmocka_unit_test(held_stripe_does_not_block),
 		cmocka_unit_test(forged_alarm_skipped),

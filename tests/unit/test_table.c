@@ -14,6 +14,7 @@
 
 #include "agent.h"
 #include "backing.h"
+#include "sample.h"
 #include "shm.h"
 
 /* table.c's collaborators, normally in agent.c. */
@@ -163,7 +164,7 @@ static void live_insert_remove_with_collisions(void **state)
 		addr[i] = 0x10000 + (uint64_t)i * 0x100000;
 		struct ym_live e = entry(addr[i], st);
 		assert_int_equal(table_live_insert(&e, 10), 1);
-		table_count_alloc(&e);
+		table_count_alloc(&e, NULL);
 		assert_true(agent_filter_maybe((void *)addr[i]));
 	}
 	assert_int_equal(live_count(), 40);
@@ -172,7 +173,7 @@ static void live_insert_remove_with_collisions(void **state)
 		struct ym_live out;
 		assert_int_equal(table_live_remove(addr[i], &out, 10), 1);
 		assert_int_equal(out.addr, addr[i]);
-		table_count_free(&out, 5000);
+		table_count_free(&out, 5000, NULL);
 	}
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(table_live_has(addr[i]), i % 2);
@@ -207,10 +208,10 @@ static void reinserting_an_address_repairs(void **state)
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live e = entry(0x9990, st);
 	assert_int_equal(table_live_insert(&e, 10), 1);
-	table_count_alloc(&e);
+	table_count_alloc(&e, NULL);
 	/* A missed free: the same address sampled again. */
 	assert_int_equal(table_live_insert(&e, 10), 1);
-	table_count_alloc(&e);
+	table_count_alloc(&e, NULL);
 	assert_int_equal(live_count(), 1);
 	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
 							       st * agent.stack_stride);
@@ -224,8 +225,8 @@ static void resize_and_reset(void **state)
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live e = entry(0x4440, st);
 	table_live_insert(&e, 10);
-	table_count_alloc(&e);
-	table_count_resize(&e, 3000, 2 * YM_FX_ONE);
+	table_count_alloc(&e, NULL);
+	table_count_resize(&e, 3000, 2 * YM_FX_ONE, NULL);
 	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
 							       st * agent.stack_stride);
 	assert_int_equal(s->alloc_bytes - s->free_bytes, 3000);
@@ -323,6 +324,32 @@ static void sparse_segment_backs_what_it_touches(void **state)
 	assert_true(backing_bytes() < seg_size / 8);
 }
 
+/* A thread's counts go to its plane entry, plain stores, and leave the
+ * record alone; without a plane they go to the record. */
+static void counts_go_to_the_plane(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x55 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	struct ym_counts *own = table_plane_entry(2, st);
+	assert_int_equal(backing_get(own, sizeof *own), 0);
+	struct ym_live e = entry(0x9990, st);
+	table_count_alloc(&e, own);
+	table_count_free(&e, 5000, own);
+	table_count_alloc(&e, NULL);
+	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
+							       st * agent.stack_stride);
+	assert_int_equal(own->alloc_samples, 1);
+	assert_int_equal(own->alloc_bytes, 1000);
+	assert_int_equal(own->free_bytes, 1000);
+	assert_int_equal(own->life[sample_life_bucket(5000)].bytes, 1000);
+	assert_int_equal(s->alloc_samples, 1);
+	assert_int_equal(s->free_samples, 0);
+	/* Entries of one stack are STACKS.capacity apart, plane by plane. */
+	assert_ptr_equal(table_plane_entry(2, st) - table_plane_entry(1, st),
+			 agent.hdr->sections[YM_SEC_STACKS].capacity);
+}
+
 static void lock_is_bounded(void **state)
 {
 	(void)state;
@@ -344,6 +371,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(resize_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(stripes_are_independent, setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
 						setup_large, teardown),
 	};
