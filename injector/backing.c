@@ -69,19 +69,6 @@ static int chunks_of(const void *p, size_t len, uint64_t *lo, uint64_t *hi)
 	return 1;
 }
 
-int backing_has(const void *p, size_t len)
-{
-	uint64_t lo, hi;
-	if (!chunks_of(p, len, &lo, &hi))
-		return 0;
-	if (seg_all)
-		return 1;
-	for (uint64_t c = lo; c < hi; c++)
-		if (!chunk_done(c))
-			return 0;
-	return 1;
-}
-
 static void warn_full(void)
 {
 	if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))

@@ -35,9 +35,6 @@ void backing_created(void);
  * chunk fail without a system call.  Safe from any thread, lock-free. */
 int backing_get(const void *p, size_t len);
 
-/* 1 when [p, p + len) is backed already: no system call. */
-int backing_has(const void *p, size_t len);
-
 /* Bytes of the segment backed so far (tests, and ymagent's own memory). */
 uint64_t backing_bytes(void);
 
