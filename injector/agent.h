@@ -121,10 +121,13 @@ struct agent {
 	/* The live table: 2^stripe_log stripes of 2^per_log entries; a
 	 * filter slot (agent_filter_slot) >> stripe_shift is the stripe. */
 	uint32_t stripe_log, per_log, stripe_shift;
+	uint32_t heads_log;         /* 2^heads_log chain heads a stripe */
 
 	/* Private memory (never in the segment). */
 	uint64_t *index;            /* stack hash -> stack + 1 | tag (table.c) */
 	uint32_t  index_mask;
+	uint32_t *live_heads;       /* the live table's chains (table.c) */
+	uint32_t  live_heads_cap;
 	uint32_t  thread_cursor;    /* where to look for an exited slot */
 	uint32_t  plane_next;       /* threads that asked for a counter plane */
 	uint32_t  seen_reset;

@@ -1,7 +1,7 @@
 /*
  * The agent's tables: stacks (in the segment, found through a private hash
- * index), live sampled allocations (in the segment, open-addressed by
- * address, with a counting filter in front) and the one lock.
+ * index), live sampled allocations (in the segment, found through private
+ * hash chains, with a counting filter in front) and the one lock.
  *
  * Only the sampled slow paths come here, so a lock is fine; it is a spin
  * lock with a bounded number of tries, so that no path can ever wait
@@ -23,11 +23,6 @@ static uint64_t filter_pin[AGENT_FILTER_WORDS];
 /* Live samples per bit (lock held); the bit is set while non-zero.  A
  * saturated count stays set until a reset. */
 static uint16_t filter_count[1u << AGENT_FILTER_BITS];
-
-/* Stripes whose entries are backed (backing.h).  Until its first insert a
- * stripe is a hole in the segment, which lookups must not read (a read
- * fault on a tmpfs hole allocates): nothing was ever put there anyway. */
-static uint64_t stripe_backed[YM_LIMIT_STRIPES / 64];
 
 /* One word of the gate from the live and pinned bits.  Its writers are
  * serialized (the lock, or a single thread at start-up and after fork);
@@ -106,6 +101,11 @@ static size_t index_bytes(void)
 	return ((size_t)agent.index_mask + 1) * sizeof *agent.index;
 }
 
+static size_t heads_bytes(void)
+{
+	return (size_t)agent.live_heads_cap * sizeof *agent.live_heads;
+}
+
 int table_init_private(void)
 {
 	uint32_t n = 1;
@@ -114,6 +114,16 @@ int table_init_private(void)
 	agent.index_mask = n - 1;
 	if (!agent.index && !(agent.index = map_private(index_bytes())))
 		return -1;
+	/* A chain head for every two entries, as many as the segment's
+	 * table (shm_layout rounds max_live up to a power of two). */
+	n = 1;
+	while (n < agent.max_live && n < YM_LIMIT_LIVE)
+		n <<= 1;
+	if (!agent.live_heads) {
+		agent.live_heads_cap = n / 2 ? n / 2 : 1;
+		if (!(agent.live_heads = map_private(heads_bytes())))
+			return -1;
+	}
 	filter_clear();
 	return 0;
 }
@@ -123,7 +133,8 @@ void table_reset_private(void)
 {
 	if (agent.index)
 		madvise(agent.index, index_bytes(), MADV_DONTNEED);
-	memset(stripe_backed, 0, sizeof stripe_backed);
+	if (agent.live_heads)
+		madvise(agent.live_heads, heads_bytes(), MADV_DONTNEED);
 	filter_clear();
 	agent.lock = 0;
 	agent.live_probe = 0;
@@ -145,6 +156,12 @@ void table_map_segment(uint8_t *base, const struct ym_section *sec)
 	agent.per_log = (uint32_t)__builtin_ctz(sec[YM_SEC_LIVE].capacity) -
 			agent.stripe_log;
 	agent.stripe_shift = AGENT_FILTER_BITS - agent.stripe_log;
+	/* A head for every two entries, within what table_init_private
+	 * mapped for a table of max_live entries. */
+	agent.heads_log = agent.per_log ? agent.per_log - 1 : 0;
+	while (agent.heads_log > 0 &&
+	       ((size_t)1 << (agent.stripe_log + agent.heads_log)) > agent.live_heads_cap)
+		agent.heads_log--;
 }
 
 /* The overflow stack, record 0, receives samples that found the table
@@ -324,62 +341,57 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 		add(&c->free_objects_fx, e->weight_fx - wfx, o);
 }
 
-/* ---- Live table: stripes of linear probing with backward-shift
- * deletion.  Each stripe's seq is its lock and its seqcount (segment.h):
- * threads sampling at different addresses never share a line.  A stripe
- * owns its filter words (the stripe is the filter slot's high bits), so
- * filter_count, agent_filter_live and the gate have one writer per word. */
+/* ---- Live table: a pool of entries in the segment shared by stripes
+ * (segment.h), found through hash chains whose heads are private.  Each
+ * stripe's seq is its lock and its seqcount: threads sampling at
+ * different addresses never share a line.  A stripe hands out its
+ * entries in order and reuses freed ones first (its free list), so the
+ * pages the table touches follow the number of live samples, not the
+ * table's size: on a virtual machine the first touch of a page costs
+ * microseconds even when it is populated.  A stripe owns its filter words
+ * (the stripe is the filter slot's high bits), so filter_count,
+ * agent_filter_live and the gate have one writer per word.
+ *
+ * Chain links (heads and next) hold j + 1 for entry j of the stripe, 0
+ * for none.  Writers hold the stripe; table_live_has reads without it,
+ * so links and addresses are written with atomic stores. */
 
 static struct ym_stripe *stripe_of(uint64_t addr)
 {
 	return &agent.stripes[agent_filter_slot((void *)addr) >> agent.stripe_shift];
 }
 
-static uint32_t stripe_base(const struct ym_stripe *st)
+static uint32_t stripe_no(const struct ym_stripe *st)
 {
-	return (uint32_t)(st - agent.stripes) << agent.per_log;
+	return (uint32_t)(st - agent.stripes);
 }
 
-/* Entries per stripe - 1: positions within a stripe. */
-static uint32_t per_mask(void)
+static uint32_t stripe_capacity(void)
 {
-	return (1u << agent.per_log) - 1;
+	return 1u << agent.per_log;
 }
 
-static struct ym_live *stripe_entries(const struct ym_stripe *st)
+/* Entry j of stripe s. */
+static struct ym_live *live_at(uint32_t s, uint32_t j)
 {
-	return &agent.live[stripe_base(st)];
+	return &agent.live[ym_live_index(s, j, 1u << agent.stripe_log)];
 }
 
-static int stripe_is_backed(const struct ym_stripe *st)
-{
-	uint32_t n = (uint32_t)(st - agent.stripes);
-	return (int)(__atomic_load_n(&stripe_backed[n / 64], __ATOMIC_ACQUIRE) >>
-		     (n % 64)) & 1;
-}
-
-/* Stripe held: back its entries before the first insert. */
-static int stripe_back(const struct ym_stripe *st)
-{
-	if (stripe_is_backed(st))
-		return 1;
-	if (backing_get(stripe_entries(st),
-			(size_t)(per_mask() + 1) * sizeof *agent.live) != 0)
-		return 0;
-	uint32_t n = (uint32_t)(st - agent.stripes);
-	__atomic_fetch_or(&stripe_backed[n / 64], 1ULL << (n % 64), __ATOMIC_RELEASE);
-	return 1;
-}
-
-static uint32_t live_home(const struct ym_stripe *st, uint64_t addr)
+static uint32_t *live_head(uint32_t s, uint64_t addr)
 {
 	uint32_t h = (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
-	return stripe_base(st) | (h & per_mask());
+	return &agent.live_heads[((size_t)s << agent.heads_log) |
+				 (h & ((1u << agent.heads_log) - 1))];
 }
 
-static uint32_t live_next(uint32_t i)
+static uint32_t link_load(const uint32_t *l)
 {
-	return (i & ~per_mask()) | ((i + 1) & per_mask());
+	return __atomic_load_n(l, __ATOMIC_RELAXED);
+}
+
+static void link_store(uint32_t *l, uint32_t v)
+{
+	__atomic_store_n(l, v, __ATOMIC_RELAXED);
 }
 
 /* Take the stripe: seq from even to odd.  Returns the odd value (for
@@ -403,11 +415,6 @@ static uint64_t stripe_lock(struct ym_stripe *st, uint32_t spins)
 static void stripe_unlock(struct ym_stripe *st, uint64_t odd)
 {
 	__atomic_store_n(&st->seq, odd + 1, __ATOMIC_RELEASE);
-}
-
-static uint32_t stripe_capacity(void)
-{
-	return per_mask() + 1;
 }
 
 /* free's lock-free probe pays off once filter false positives are
@@ -469,119 +476,139 @@ static void filter_dec(uint64_t addr)
 int table_live_has(uint64_t addr)
 {
 	struct ym_stripe *st = stripe_of(addr);
-	if (!stripe_is_backed(st))
+	/* A stripe never used has no chains to read (nor pages to touch). */
+	uint32_t used = (uint32_t)__atomic_load_n(&st->used, __ATOMIC_ACQUIRE);
+	if (used == 0)
 		return 0;
 	uint64_t s1 = __atomic_load_n(&st->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
 		return 1;
-	uint32_t i = live_home(st, addr), found = 0;
-	for (uint32_t n = 0; n < stripe_capacity(); n++) {
-		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
-		if (a == 0)
-			break;
-		if (a == addr) {
+	uint32_t s = stripe_no(st), found = 0;
+	uint32_t j = link_load(live_head(s, addr));
+	/* Bounded: a concurrent writer may relink what we walk. */
+	for (uint32_t n = 0; j != 0 && j <= used && n < used; n++) {
+		const struct ym_live *e = live_at(s, j - 1);
+		if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) == addr) {
 			found = 1;
 			break;
 		}
-		i = live_next(i);
+		j = link_load(&e->next);
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	/* A concurrent deletion may have shifted the entry past us. */
+	/* A concurrent writer may have moved the chain under us. */
 	return found || __atomic_load_n(&st->seq, __ATOMIC_RELAXED) != s1;
 }
 
-static uint32_t live_find(const struct ym_stripe *st, uint64_t addr)
+/* Stripe held: the link that holds addr's entry (a head or an entry's
+ * next), or the 0 that ends its chain; NULL when the chain is longer
+ * than the stripe has entries (never, unless the segment was written by
+ * someone else: then the address is treated as not there). */
+static uint32_t *live_link(const struct ym_stripe *st, uint64_t addr)
 {
-	if (!stripe_is_backed(st))
-		return UINT32_MAX;
-	uint32_t i = live_home(st, addr);
-	for (uint32_t n = 0; n < stripe_capacity(); n++) {
-		uint64_t a = __atomic_load_n(&agent.live[i].addr, __ATOMIC_RELAXED);
-		if (a == 0)
-			return UINT32_MAX;
-		if (a == addr)
-			return i;
-		i = live_next(i);
+	uint32_t s = stripe_no(st), used = (uint32_t)st->used;
+	uint32_t *l = live_head(s, addr);
+	for (uint32_t n = 0; n <= used; n++) {
+		uint32_t j = *l;
+		if (j == 0)
+			return l;
+		if (j > used)
+			return NULL;
+		struct ym_live *e = live_at(s, j - 1);
+		if (e->addr == addr)
+			return l;
+		l = &e->next;
 	}
-	return UINT32_MAX;
+	return NULL;
+}
+
+/* Stripe held: a free entry's j + 1 (its own freed ones first, then the
+ * next it never used), 0 when none is left or /dev/shm is full. */
+static uint32_t live_take(struct ym_stripe *st)
+{
+	uint32_t s = stripe_no(st);
+	uint32_t j = (uint32_t)st->free;
+	if (j != 0 && j <= st->used) {
+		st->free = live_at(s, j - 1)->next;
+		return j;
+	}
+	st->free = 0;
+	if (st->used >= stripe_capacity())
+		return 0;
+	j = (uint32_t)st->used + 1;
+	if (backing_get(live_at(s, j - 1), sizeof(struct ym_live)) != 0)
+		return 0;
+	__atomic_store_n(&st->used, j, __ATOMIC_RELEASE);
+	return j;
 }
 
 /* Stripe held.  A reader may copy the entry meanwhile: it checks the
- * stripe's seq afterwards and copies again. */
-static void live_put(uint32_t i, const struct ym_live *e)
+ * stripe's seq afterwards and copies again.  The address goes last. */
+static void live_fill(struct ym_live *d, const struct ym_live *e)
 {
-	agent.live[i] = *e;
-}
-
-static void live_delete_at(struct ym_stripe *st, uint32_t i)
-{
-	uint32_t j = i, m = per_mask();
-	for (;;) {
-		j = live_next(j);
-		uint64_t a = agent.live[j].addr;
-		if (a == 0)
-			break;
-		uint32_t k = live_home(st, a) & m;
-		uint32_t ii = i & m, jj = j & m;
-		/* Move j back to i unless its home lies cyclically in (i, j]. */
-		int stays = (ii <= jj) ? (ii < k && k <= jj) : (ii < k || k <= jj);
-		if (!stays) {
-			live_put(i, &agent.live[j]);
-			i = j;
-		}
-	}
-	agent.live[i].addr = 0;
-	__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
+	d->size = e->size;
+	d->weight_bytes = e->weight_bytes;
+	d->weight_fx = e->weight_fx;
+	d->birth_mono_ns = e->birth_mono_ns;
+	d->stack = e->stack;
+	d->tid = e->tid;
+	__atomic_store_n(&d->addr, e->addr, __ATOMIC_RELAXED);
 }
 
 int table_live_remove(uint64_t addr, struct ym_live *out, uint32_t spins)
 {
 	struct ym_stripe *st = stripe_of(addr);
+	if (__atomic_load_n(&st->used, __ATOMIC_ACQUIRE) == 0)
+		return 0;   /* never inserted into: nothing to lock */
 	uint64_t seq = stripe_lock(st, spins);
 	if (!seq)
 		return 0;
-	uint32_t i = live_find(st, addr);
-	if (i != UINT32_MAX) {
-		*out = agent.live[i];
-		live_delete_at(st, i);
+	uint32_t *l = live_link(st, addr);
+	uint32_t j = l ? *l : 0;
+	if (j != 0) {
+		struct ym_live *e = live_at(stripe_no(st), j - 1);
+		*out = *e;
+		link_store(l, e->next);
+		__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+		link_store(&e->next, (uint32_t)st->free);
+		st->free = j;
+		__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
 		filter_dec(addr);
 		live_probe_update(st);
 	}
 	stripe_unlock(st, seq);
-	return i != UINT32_MAX;
+	return j != 0;
 }
 
-/* Returns 1 when inserted, 0 when the stripe is full (kept under 3/4 so
- * that probes stay short), -1 when the stripe stayed busy. */
+/* Returns 1 when inserted, 0 when the stripe is full, -1 when the stripe
+ * stayed busy. */
 int table_live_insert(const struct ym_live *e, uint32_t spins)
 {
 	struct ym_stripe *st = stripe_of(e->addr);
 	uint64_t seq = stripe_lock(st, spins);
 	if (!seq)
 		return -1;
-	if (!stripe_back(st)) {
-		stripe_unlock(st, seq);
-		return 0;
-	}
-	/* One walk: to the entry of this address, or to the empty bucket
-	 * where it goes (there is one: the stripe stays under 3/4). */
-	uint32_t i = live_home(st, e->addr);
-	while (agent.live[i].addr != 0 && agent.live[i].addr != e->addr)
-		i = live_next(i);
-	int ok = 1;
-	if (agent.live[i].addr == e->addr) {
+	uint32_t *l = live_link(st, e->addr);
+	int ok = l != NULL;
+	if (l && *l != 0) {
 		/* A stale entry: we missed its free.  Count it freed now
 		 * rather than leave it retained forever; the new entry takes
-		 * its bucket (same address: same filter bit). */
-		table_count_free(&agent.live[i], e->birth_mono_ns, NULL);
-		live_put(i, e);
-	} else if (st->count >= (uint64_t)stripe_capacity() / 4 * 3) {
-		ok = 0;
-	} else {
-		live_put(i, e);
-		__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
-		filter_inc(e->addr);
-		live_probe_update(st);
+		 * its place (same address: same filter bit). */
+		struct ym_live *old = live_at(stripe_no(st), *l - 1);
+		table_count_free(old, e->birth_mono_ns, NULL);
+		live_fill(old, e);
+	} else if (l) {
+		uint32_t j = live_take(st);
+		if (j == 0) {
+			ok = 0;
+		} else {
+			struct ym_live *d = live_at(stripe_no(st), j - 1);
+			link_store(&d->next, 0);
+			live_fill(d, e);
+			link_store(l, j);
+			__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
+			filter_inc(e->addr);
+			live_probe_update(st);
+		}
 	}
 	stripe_unlock(st, seq);
 	return ok;
@@ -601,10 +628,17 @@ int table_reset_counters(void)
 	if (all) {
 		for (uint32_t i = 0; i < n; i++) {
 			struct ym_stripe *st = &agent.stripes[i];
-			if (stripe_is_backed(st))
-				memset(stripe_entries(st), 0,
-				       (size_t)(per_mask() + 1) * sizeof *agent.live);
+			/* What the stripe used, and no more: the rest are
+			 * holes (entries) or untouched pages (heads). */
+			if (st->used == 0)
+				continue;
+			for (uint32_t j = 0; j < st->used; j++)
+				memset(live_at(i, j), 0, sizeof *agent.live);
+			memset(&agent.live_heads[(size_t)i << agent.heads_log], 0,
+			       sizeof *agent.live_heads << agent.heads_log);
 			__atomic_store_n(&st->count, 0, __ATOMIC_RELAXED);
+			st->free = 0;
+			__atomic_store_n(&st->used, 0, __ATOMIC_RELEASE);
 		}
 		filter_clear();
 		live_probe_update(&agent.stripes[0]);

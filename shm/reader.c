@@ -250,64 +250,102 @@ static uint64_t stripes_count(const struct ym_stripe *st, uint32_t n)
 	return sum;
 }
 
-/* Copy the live table stripe by stripe consistently (each stripe's seq),
- * keeping used entries only. */
+/* Entries stripe i handed out, as far as a reader may look. */
+static uint32_t stripe_used(const struct ym_stripe *st, uint32_t per)
+{
+	return st->used < per ? (uint32_t)st->used : per;
+}
+
+/* Copy the live table consistently, keeping used entries only.  Each
+ * round reads the stripes, the part of the pool they handed out (one
+ * read: their entries interleave) and the stripes again; a stripe whose
+ * seq was even and did not move is taken from that round.  Busy stripes
+ * wait for the next round; after a few, a slightly torn copy is
+ * accepted: entries are validated one by one anyway. */
 static int copy_live(struct shm_reader *r, const struct ym_header *h,
 		     struct shm_snapshot *s)
 {
+	enum { ROUNDS = 8 };
 	uint32_t cap = h->sections[YM_SEC_LIVE].capacity;
 	uint32_t nst = h->sections[YM_SEC_STRIPES].capacity;
 	uint32_t per = cap / nst;   /* both powers of two, nst <= cap */
 	uint64_t off = h->sections[YM_SEC_LIVE].offset;
-	size_t bytes = (size_t)cap * sizeof(struct ym_live);
 	struct ym_stripe before[YM_LIMIT_STRIPES], after[YM_LIMIT_STRIPES];
-	/* calloc: large, so fresh zero pages, and never read unset. */
-	struct ym_live *tab = calloc(cap, sizeof *tab);
-	if (!tab)
-		return -ENOMEM;
-	int rc = read_stripes(r, h, before);
-	if (rc == 0)
-		rc = read_at(r->fd, tab, bytes, off);
-	if (rc == 0)
-		rc = read_stripes(r, h, after);
-	/* Stripes that a writer was in or changed: again, alone.  After a
-	 * few tries accept a slightly torn copy: entries are validated one
-	 * by one below anyway. */
-	for (uint32_t i = 0; i < nst && rc == 0; i++) {
-		for (int tries = 0; tries < 8; tries++) {
-			if (before[i].seq == after[i].seq && !(before[i].seq & 1))
-				break;
+	uint8_t done[YM_LIMIT_STRIPES] = { 0 };
+	struct ym_live *buf = NULL, *out = NULL;
+	size_t nout = 0, out_cap = 0;
+	uint32_t pending = nst;
+	uint64_t count = 0;
+	int rc = 0;
+	for (int round = 0; round < ROUNDS && pending > 0; round++) {
+		if (round > 0) {
 			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
-			uint64_t seq_at = h->sections[YM_SEC_STRIPES].offset +
-					  (uint64_t)i * sizeof *before;
-			rc = read_at(r->fd, &before[i], sizeof *before, seq_at);
-			if (rc == 0)
-				rc = read_at(r->fd, tab + (size_t)i * per, per * sizeof *tab,
-					     off + (uint64_t)i * per * sizeof *tab);
-			if (rc == 0)
-				rc = read_at(r->fd, &after[i], sizeof *after, seq_at);
-			if (rc < 0)
+		}
+		if ((rc = read_stripes(r, h, before)) < 0)
+			break;
+		uint32_t top = 0;
+		size_t want = 0;
+		for (uint32_t i = 0; i < nst; i++) {
+			if (done[i])
+				continue;
+			uint32_t u = stripe_used(&before[i], per);
+			top = u > top ? u : top;
+			want += u;
+		}
+		/* Up to the last block with an entry handed out. */
+		size_t n = (size_t)(top + YM_LIVE_BLOCK - 1) / YM_LIVE_BLOCK *
+			   YM_LIVE_BLOCK * nst;
+		n = n < cap ? n : cap;
+		free(buf);
+		buf = n ? malloc(n * sizeof *buf) : NULL;
+		if (n && !buf) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (n && (rc = read_at(r->fd, buf, n * sizeof *buf, off)) < 0)
+			break;
+		if ((rc = read_stripes(r, h, after)) < 0)
+			break;
+		if (nout + want > out_cap) {
+			size_t c = nout + want;
+			struct ym_live *o = realloc(out, (c ? c : 1) * sizeof *out);
+			if (!o) {
+				rc = -ENOMEM;
 				break;
+			}
+			out = o;
+			out_cap = c;
+		}
+		for (uint32_t i = 0; i < nst; i++) {
+			if (done[i])
+				continue;
+			int stable = before[i].seq == after[i].seq && !(before[i].seq & 1);
+			if (!stable && round < ROUNDS - 1)
+				continue;
+			/* Entries past what the first read saw were not read. */
+			uint32_t u = stripe_used(&before[i], per);
+			for (uint32_t j = 0; j < u; j++) {
+				const struct ym_live *e = &buf[ym_live_index(i, j, nst)];
+				/* A live entry may name a stack published after
+				 * we read stacks_used, or be garbage: keep only
+				 * what resolves. */
+				if (e->addr != 0 && e->stack < s->nstacks)
+					out[nout++] = *e;
+			}
+			count += after[i].count;
+			done[i] = 1;
+			pending--;
 		}
 	}
+	free(buf);
 	if (rc < 0) {
-		free(tab);
+		free(out);
 		return rc;
 	}
-	s->live_count = stripes_count(after, nst);
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < cap; i++) {
-		if (tab[i].addr == 0)
-			continue;
-		/* A live entry may name a stack published after we read
-		 * stacks_used, or be garbage: keep only what resolves. */
-		if (tab[i].stack >= s->nstacks)
-			continue;
-		tab[n++] = tab[i];
-	}
-	s->live = tab;
-	s->nlive = n;
+	s->live_count = count;
+	s->live = out;
+	s->nlive = (uint32_t)nout;
 	return 0;
 }
 

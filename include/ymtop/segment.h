@@ -12,8 +12,8 @@
  *   sections[CONTROL]   struct ym_control         (the only part ymtop writes)
  *   sections[THREADS]   struct ym_thread   x cap  (one cache line each)
  *   sections[STACKS]    struct ym_stack    x cap  (+ frames, see stride)
- *   sections[LIVE]      struct ym_live     x cap  (open-addressed by address)
- *   sections[STRIPES]   struct ym_stripe   x cap  (one per part of LIVE)
+ *   sections[LIVE]      struct ym_live     x cap  (a pool, shared by stripes)
+ *   sections[STRIPES]   struct ym_stripe   x cap  (each owns a part of LIVE)
  *   sections[ALARMS]    struct ym_alarm    x cap  (+ frames, ring)
  *   sections[MODULES]   struct ym_module   x cap
  *   sections[PLANES]    struct ym_counts   x cap  (cap = planes x STACKS.cap)
@@ -48,13 +48,23 @@
  *    reset (header.reset_count moves) the owner zeroes its plane before it
  *    next counts and then stores header.plane_epoch[p] = reset_count: a
  *    reader adds plane p only while plane_epoch[p] == reset_count.
- *  - Live table: cut into STRIPES.capacity stripes (a power of two) of
- *    LIVE.capacity / stripes consecutive entries each; an address lives in
- *    one stripe (ym_live_stripe_of), in an open-addressed table of its own.
- *    A stripe's seq is its lock and its seqcount at once: a writer makes it
- *    odd (compare-and-swap from even), changes entries, and stores the next
- *    even value with release.  A reader copies a stripe and retries while
- *    its seq was odd or moved.  count is the stripe's entries.
+ *  - Live table: a pool of LIVE.capacity entries shared by STRIPES.capacity
+ *    stripes (both powers of two, S stripes of P = LIVE.capacity / S
+ *    entries each).  An address belongs to one stripe (ym_live_stripe_of),
+ *    and stripe s owns entries j < P at ym_live_index(s, j, S): blocks of
+ *    YM_LIVE_BLOCK entries, interleaved (block b of stripe s is pool block
+ *    b * S + s), so that the entries stripes take first share pages, and
+ *    the segment's memory grows with the live samples, not with the table.
+ *    A stripe hands out its entries in order: stripe.used is how many it
+ *    ever handed out, entries j >= used are untouched (holes: never read
+ *    them), and an entry j < used is free when its addr is 0.  A stripe's
+ *    seq is its lock and its seqcount at once: a writer makes it odd
+ *    (compare-and-swap from even), changes entries, and stores the next
+ *    even value with release.  A reader copies entries j < used and
+ *    retries while the seq was odd or moved.  count is the stripe's live
+ *    entries.  The agent finds entries through a hash of its own (chains
+ *    through ym_live.next, heads in its private memory); readers ignore
+ *    next and stripe.free.
  *  - Alarms: a ring.  The writer claims position n = alarms_written++, writes
  *    record n % cap with seq = 0, fills it, then stores seq = n + 1 with
  *    release.  A reader accepts a record whose seq is non-zero and
@@ -73,7 +83,7 @@
 #include <stdint.h>
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
-#define YM_ABI_VERSION  3u
+#define YM_ABI_VERSION  4u
 #define YM_HEADER_SIZE  4096u
 #define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid */
 #define YM_SHM_DIR      "/dev/shm"
@@ -273,7 +283,8 @@ static inline struct ym_counts *ym_stack_counts(struct ym_stack *s)
 	return (struct ym_counts *)(void *)&s->alloc_samples;
 }
 
-/* One live sampled allocation.  addr == 0 marks an empty bucket. */
+/* One live sampled allocation.  addr == 0 marks a free entry.  One cache
+ * line: stripes that write neighbouring entries share no line. */
 struct ym_live {
 	uint64_t addr;
 	uint64_t size;             /* requested size */
@@ -282,15 +293,21 @@ struct ym_live {
 	uint64_t birth_mono_ns;
 	uint32_t stack;
 	uint32_t tid;
+	uint32_t next;             /* the agent's: next in chain or free list */
+	uint32_t reserved0;
+	uint64_t reserved1;
 };
-_Static_assert(sizeof(struct ym_live) == 48, "live size");
+_Static_assert(sizeof(struct ym_live) == 64, "live size");
 
 /* A stripe of the live table: its lock and seqcount (odd: a writer is
- * inside) and its number of entries, alone in a cache line. */
+ * inside), its number of live entries, how many of its entries it ever
+ * handed out, and (the agent's) its free list, alone in a cache line. */
 struct ym_stripe {
 	uint64_t seq;
 	uint64_t count;
-	uint64_t reserved[6];
+	uint64_t used;
+	uint64_t free;             /* the agent's: first free entry j + 1 */
+	uint64_t reserved[4];
 };
 _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
 
@@ -300,6 +317,14 @@ _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
 static inline uint32_t ym_live_stripe_of(uint64_t addr, uint32_t stripes)
 {
 	return ((uint32_t)(addr >> 4) & 0x7fffu) / (0x8000u / stripes);
+}
+
+/* Entry j of stripe s in the pool of a table of `stripes` stripes (more
+ * than one only when each has at least 64 entries: whole blocks). */
+#define YM_LIVE_BLOCK 8u
+static inline uint64_t ym_live_index(uint32_t s, uint64_t j, uint32_t stripes)
+{
+	return ((j / YM_LIVE_BLOCK) * stripes + s) * YM_LIVE_BLOCK + j % YM_LIVE_BLOCK;
 }
 
 #define YM_ALARM_FAILED 0x1u   /* the call was made to fail (ENOMEM) */

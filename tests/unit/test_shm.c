@@ -57,13 +57,20 @@ static void seg_make(struct seg *s, uint32_t depth)
 	th[1].t.alloc_bytes = 777;
 	th[1].state = YM_THREAD_LIVE;
 	s->h->retired.alloc_bytes = 23;
+	/* 2 stripes of 64 entries.  Stripe 0 handed out 4 entries, two of
+	 * them live; stripe 1 none, so its first entry is never read. */
+	uint32_t nst = sec[YM_SEC_STRIPES].capacity;
+	assert_int_equal(nst, 2);
 	struct ym_live *lv = (struct ym_live *)(s->map + sec[YM_SEC_LIVE].offset);
-	lv[5].addr = 0xabc0;
-	lv[5].stack = 1;
-	lv[6].addr = 0xdef0;
-	lv[6].stack = 77;   /* unpublished stack: must be dropped */
+	lv[ym_live_index(0, 1, nst)].addr = 0xabc0;
+	lv[ym_live_index(0, 1, nst)].stack = 1;
+	lv[ym_live_index(0, 3, nst)].addr = 0xdef0;
+	lv[ym_live_index(0, 3, nst)].stack = 77;   /* unpublished: dropped */
+	lv[ym_live_index(1, 0, nst)].addr = 0x1110;  /* not handed out */
+	lv[ym_live_index(1, 0, nst)].stack = 1;
 	struct ym_stripe *sp = (struct ym_stripe *)(s->map + sec[YM_SEC_STRIPES].offset);
 	sp[0].count = 2;
+	sp[0].used = 4;
 	struct ym_module *m = (struct ym_module *)(s->map + sec[YM_SEC_MODULES].offset);
 	memset(m->path, 'x', sizeof m->path);   /* no NUL: must be cut */
 }
