@@ -426,6 +426,7 @@ static int segment_create(void)
 	 * control block, slot 0 and the tables' first records
 	 * (table_init_segment).  The rest is backed when first used. */
 	backing_init(b, size, rc);
+	backing_mark(b, YM_HEADER_SIZE);   /* shm_create populated it */
 	const struct ym_section *cs = &sec[YM_SEC_CONTROL], *ts = &sec[YM_SEC_THREADS];
 	if (backing_get(b + cs->offset, cs->stride) != 0 ||
 	    backing_get(b + ts->offset, ts->stride) != 0)
@@ -479,43 +480,51 @@ static void thread_exit(void *arg);
 
 /* Segments of processes that died without exiting (killed, exit_group)
  * stay in /dev/shm.  Remove those of our user whose pid is gone; bounded,
- * and never a segment kept on purpose (YM_KEEP_SEGMENT marks it exited). */
+ * and never a segment kept on purpose (YM_KEEP_SEGMENT marks it exited).
+ * getdents64 into a buffer on the stack, not opendir: opendir's 32 KiB
+ * buffer was often the process's first malloc (heap set-up, getrandom,
+ * brk, pages touched) in programs that never allocate, at every start. */
 static void collect_stale(void)
 {
-	DIR *d = opendir(YM_SHM_DIR);
-	if (!d)
+	int dfd = open(YM_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
 		return;
 	const char *pre = &YM_NAME_PREFIX[1];
 	size_t pl = strlen(pre);
 	int removed = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL && removed < 64) {
-		if (strncmp(e->d_name, pre, pl) != 0)
-			continue;
-		char *end;
-		long pid = strtol(e->d_name + pl, &end, 10);
-		if (*end || pid <= 0 || pid == agent.pid ||
-		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
-			continue;
-		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		uint32_t flags = 0;
-		ssize_t n = pread(fd, &flags, sizeof flags,
-				  __builtin_offsetof(struct ym_header, flags));
-		close(fd);
-		if (n == sizeof flags && (flags & YM_FLAG_EXITED))
-			continue;   /* exited normally and kept on purpose */
-		char name[64];
-		shm_name(name, sizeof name, (pid_t)pid);
-		if (shm_unlink(name) == 0)
-			removed++;
+	_Alignas(8) char buf[2048];
+	ssize_t got;
+	while (removed < 64 && (got = getdents64(dfd, buf, sizeof buf)) > 0) {
+		for (ssize_t off = 0; off < got && removed < 64;) {
+			struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
+			off += e->d_reclen;
+			if (strncmp(e->d_name, pre, pl) != 0)
+				continue;
+			char *end;
+			long pid = strtol(e->d_name + pl, &end, 10);
+			if (*end || pid <= 0 || pid == agent.pid ||
+			    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+				continue;
+			struct stat st;
+			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+				continue;
+			int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			uint32_t flags = 0;
+			ssize_t n = pread(fd, &flags, sizeof flags,
+					  __builtin_offsetof(struct ym_header, flags));
+			close(fd);
+			if (n == sizeof flags && (flags & YM_FLAG_EXITED))
+				continue;   /* exited normally and kept on purpose */
+			char name[64];
+			shm_name(name, sizeof name, (pid_t)pid);
+			if (shm_unlink(name) == 0)
+				removed++;
+		}
 	}
-	closedir(d);
+	close(dfd);
 }
 
 /* Create the segment once per process (and once per child after fork).
@@ -540,7 +549,6 @@ static void activate(void)
 	}
 	if (!thread_key_ok)
 		thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	rc = segment_create();
 	if (rc < 0) {
 		warn("cannot create the shared segment in /dev/shm (",
@@ -709,6 +717,23 @@ static void fork_parent(void)
 	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
 }
 
+/* libunwind's set-up (its caches, a pipe and mincore calls to validate
+ * addresses) waits for the first sample: many short processes never
+ * take one.  0: not done, 1: one thread doing it (others unwind with
+ * the default policy meanwhile), 2: done.  Inside the unwind window,
+ * since it takes libunwind's locks. */
+static int unw_ready;
+
+static void unw_prepare(void)
+{
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&unw_ready, &expect, 1, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	__atomic_store_n(&unw_ready, 2, __ATOMIC_RELEASE);
+}
+
 /* Capture return addresses, innermost first, without our own frames.
  * Inlined: one frame less for libunwind to step through (~80
  * instructions a sample). */
@@ -721,8 +746,11 @@ capture(const struct agent_tls *t, uint64_t *out)
 	/* Announce first, then look: fork_prepare does the opposite. */
 	__atomic_fetch_add(busy, 1, __ATOMIC_SEQ_CST);
 	int n = 0;
-	if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST) && !unw_off)
+	if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST) && !unw_off) {
+		if (__builtin_expect(__atomic_load_n(&unw_ready, __ATOMIC_ACQUIRE) != 2, 0))
+			unw_prepare();
 		n = unw_backtrace(buf, want);
+	}
 	__atomic_fetch_sub(busy, 1, __ATOMIC_SEQ_CST);
 	int i = 0;
 	while (i < n) {

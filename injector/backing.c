@@ -1,6 +1,6 @@
 /*
- * Memory behind the segment's pages (backing.h): a bitmap of 64 KiB
- * chunks, set once a chunk is populated.  Bits are only ever set (until
+ * Memory behind the segment's pages (backing.h): a bitmap of chunks
+ * (pages), set once a chunk is populated.  Bits are only ever set (until
  * the next mapping), so a set bit seen with acquire means a backed chunk.
  */
 #include <errno.h>
@@ -67,6 +67,18 @@ static int chunks_of(const void *p, size_t len, uint64_t *lo, uint64_t *hi)
 	*lo = (a - b) >> BACKING_CHUNK_LOG;
 	*hi = len ? ((a - b + len - 1) >> BACKING_CHUNK_LOG) + 1 : *lo;
 	return 1;
+}
+
+/* Only chunks wholly inside the range: the rest of a chunk was not. */
+void backing_mark(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p, b = (uintptr_t)seg_base;
+	if (!seg_base || a < b || a - b > seg_size || len > seg_size - (a - b))
+		return;
+	uint64_t lo = (a - b + CHUNK - 1) >> BACKING_CHUNK_LOG;
+	uint64_t hi = (a - b + len) >> BACKING_CHUNK_LOG;
+	for (uint64_t c = lo; c < hi; c++)
+		__atomic_fetch_or(&done[c / 64], 1ULL << (c % 64), __ATOMIC_RELEASE);
 }
 
 static void warn_full(void)

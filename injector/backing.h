@@ -7,7 +7,7 @@
  * supply raises SIGBUS in the host.  So the agent writes no part of the
  * segment before backing_get() said yes for it: it populates the range
  * with MADV_POPULATE_WRITE (Linux 5.14), which reports a full /dev/shm as
- * an error instead of a signal, and remembers the 64 KiB chunks done.
+ * an error instead of a signal, and remembers the pages done.
  * Reads need the same care: a read fault on a hole of a shared tmpfs
  * mapping allocates too, so callers read only what they had backed.
  *
@@ -20,10 +20,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BACKING_CHUNK_LOG 16   /* 64 KiB */
+/* Pages: populating more than is written costs about 2 us a page at
+ * start-up, which short-lived processes pay every time. */
+#define BACKING_CHUNK_LOG 12
 
 /* A new mapping of `size` bytes at base; all: every page already backed. */
 void backing_init(uint8_t *base, uint64_t size, int all);
+
+/* [p, p + len) was populated by the segment's creator (shm_create's
+ * header page): no second system call for it. */
+void backing_mark(const void *p, size_t len);
 
 /* The segment is complete: the first failure from now on prints one line
  * to stderr (before, the creator reports failures itself). */

@@ -264,6 +264,30 @@ def test_bad_config_warns_and_runs():
     assert r.stdout == ""
 
 
+def test_start_leaves_the_host_heap_alone():
+    """The agent starts (its segment is there) without a byte of the host's
+    malloc heap: a program that allocates nothing before main still has no
+    heap at main (opendir's buffer once created one at every start)."""
+    def start(env):
+        r = subprocess.run([WORKLOAD, "heap", "nowait"], capture_output=True,
+                           text=True, env=dict(os.environ, **env), timeout=30)
+        assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+        return r.stdout.splitlines()[0]
+    assert start({}) == "heap 0"
+    p = subprocess.Popen(["sh", "-c", 'exec "$0" heap nowait', WORKLOAD],
+                         env=dict(os.environ, LD_PRELOAD=AGENT,
+                                  YM_KEEP_SEGMENT="1"),
+                         stdout=subprocess.PIPE, text=True)
+    out, _ = p.communicate(timeout=30)
+    seg = "/dev/shm/ymtop-%d" % p.pid
+    try:
+        assert os.path.exists(seg), "the agent did not start"
+    finally:
+        if os.path.exists(seg):
+            os.unlink(seg)
+    assert out.splitlines()[0] == "heap 0", out
+
+
 def test_no_segment_left_after_exit():
     env = dict(os.environ, LD_PRELOAD=AGENT)
     p = subprocess.run(["sh", "-c", "echo $$"], env=env, capture_output=True,

@@ -189,8 +189,10 @@ def test_target_killed_while_batch_watches_gives_final_report():
 
 # ---- /dev/shm full when the agent starts ----
 
-def in_small_shm(cmd, agent=False, size="64k"):
-    """cmd in a private mount namespace whose /dev/shm is a tiny tmpfs;
+def in_small_shm(cmd, agent=False, size="8k"):
+    """cmd in a private mount namespace whose /dev/shm is a tiny tmpfs
+    (by default too small for what a segment writes at start: its header
+    and first records take a few pages);
     only cmd runs under the agent (not mount, whose segment would go to
     the real /dev/shm and be hidden by the new mount)."""
     pre = "LD_PRELOAD=%s " % AGENT if agent else ""

@@ -20,6 +20,8 @@
  *   exec         fork+exec "/bin/true"; waits for it
  *   plugin:PATH  dlopen PATH, call its plugin_alloc(): 8 MiB held inside
  *                the plugin (plugin_site); then dlclose it
+ *   heap         prints "heap N": bytes of the malloc heap so far (first
+ *                step: then N is what came before main)
  *   nowait       do not wait for stdin after "ready"
  */
 #include <dlfcn.h>
@@ -227,7 +229,10 @@ int main(int argc, char **argv)
 			do_exec();
 		else if (sscanf(a, "plugin:%4095s", path) == 1)
 			plugin(path);
-		else if (!strcmp(a, "nowait"))
+		else if (!strcmp(a, "heap")) {
+			size_t arena = mallinfo2().arena;   /* before printf's buffer */
+			printf("heap %zu\n", arena);
+		} else if (!strcmp(a, "nowait"))
 			nowait = 1;
 		else {
 			fprintf(stderr, "workload: unknown step %s\n", a);
