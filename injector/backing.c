@@ -58,27 +58,40 @@ static int chunk_done(uint64_t c)
 	return (int)(__atomic_load_n(&done[c / 64], __ATOMIC_ACQUIRE) >> (c % 64)) & 1;
 }
 
-/* Chunks [*lo, *hi) of the byte range, or 0 when it leaves the segment. */
-static int chunks_of(const void *p, size_t len, uint64_t *lo, uint64_t *hi)
+/* The offset of [p, p + len) in the segment, or 0 when it leaves it. */
+static int seg_offset(const void *p, size_t len, uint64_t *off)
 {
 	uintptr_t a = (uintptr_t)p, b = (uintptr_t)seg_base;
 	if (!seg_base || a < b || a - b > seg_size || len > seg_size - (a - b))
 		return 0;
-	*lo = (a - b) >> BACKING_CHUNK_LOG;
-	*hi = len ? ((a - b + len - 1) >> BACKING_CHUNK_LOG) + 1 : *lo;
+	*off = a - b;
 	return 1;
+}
+
+/* Chunks [*lo, *hi) of the byte range, or 0 when it leaves the segment. */
+static int chunks_of(const void *p, size_t len, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t off;
+	if (!seg_offset(p, len, &off))
+		return 0;
+	*lo = off >> BACKING_CHUNK_LOG;
+	*hi = len ? ((off + len - 1) >> BACKING_CHUNK_LOG) + 1 : *lo;
+	return 1;
+}
+
+static void set_done(uint64_t lo, uint64_t hi)
+{
+	for (uint64_t c = lo; c < hi; c++)
+		__atomic_fetch_or(&done[c / 64], 1ULL << (c % 64), __ATOMIC_RELEASE);
 }
 
 /* Only chunks wholly inside the range: the rest of a chunk was not. */
 void backing_mark(const void *p, size_t len)
 {
-	uintptr_t a = (uintptr_t)p, b = (uintptr_t)seg_base;
-	if (!seg_base || a < b || a - b > seg_size || len > seg_size - (a - b))
-		return;
-	uint64_t lo = (a - b + CHUNK - 1) >> BACKING_CHUNK_LOG;
-	uint64_t hi = (a - b + len) >> BACKING_CHUNK_LOG;
-	for (uint64_t c = lo; c < hi; c++)
-		__atomic_fetch_or(&done[c / 64], 1ULL << (c % 64), __ATOMIC_RELEASE);
+	uint64_t off;
+	if (seg_offset(p, len, &off))
+		set_done((off + CHUNK - 1) >> BACKING_CHUNK_LOG,
+			 (off + len) >> BACKING_CHUNK_LOG);
 }
 
 static void warn_full(void)
@@ -126,9 +139,8 @@ int backing_get(const void *p, size_t len)
 			errno = saved;
 			return -1;
 		}
-		for (; c < end; c++)
-			__atomic_fetch_or(&done[c / 64], 1ULL << (c % 64),
-					  __ATOMIC_RELEASE);
+		set_done(c, end);
+		c = end;
 	}
 	errno = saved;
 	return 0;

@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "backing.h"
 #include "sample.h"
+#include "shm.h"
 
 uint64_t agent_filter[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
 uint64_t agent_filter_live[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
@@ -114,11 +115,8 @@ int table_init_private(void)
 	agent.index_mask = n - 1;
 	if (!agent.index && !(agent.index = map_private(index_bytes())))
 		return -1;
-	/* A chain head for every two entries, as many as the segment's
-	 * table (shm_layout rounds max_live up to a power of two). */
-	n = 1;
-	while (n < agent.max_live && n < YM_LIMIT_LIVE)
-		n <<= 1;
+	/* A chain head for every two entries of the segment's table. */
+	n = shm_live_capacity(agent.max_live);
 	if (!agent.live_heads) {
 		agent.live_heads_cap = n / 2 ? n / 2 : 1;
 		if (!(agent.live_heads = map_private(heads_bytes())))

@@ -9,10 +9,10 @@ static uint64_t align64(uint64_t v)
 	return (v + 63u) & ~63ULL;
 }
 
-static uint32_t pow2_at_least(uint32_t v)
+uint32_t shm_live_capacity(uint32_t max_live)
 {
 	uint32_t p = 1;
-	while (p < v && p < (1u << 31))
+	while (p < max_live && p < (1u << 31))
 		p <<= 1;
 	return p;
 }
@@ -25,7 +25,7 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 	    caps->max_live == 0 || caps->max_live > YM_LIMIT_LIVE ||
 	    caps->max_threads < 2 || caps->max_threads > YM_LIMIT_THREADS)
 		return -EINVAL;
-	caps->max_live = pow2_at_least(caps->max_live);
+	caps->max_live = shm_live_capacity(caps->max_live);
 	/* Stripes of at least 64 entries: a small table is one stripe. */
 	uint32_t stripes = caps->max_live / 64;
 	if (stripes > YM_LIVE_STRIPES)

@@ -27,6 +27,10 @@ struct shm_caps {
 int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
 	       uint64_t *total);
 
+/* The live table's capacity that shm_layout gives max_live: the power of
+ * two at least as large. */
+uint32_t shm_live_capacity(uint32_t max_live);
+
 /* "/ymtop-<pid>" into buf (at least 32 bytes). */
 void shm_name(char *buf, size_t len, pid_t pid);
 
