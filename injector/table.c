@@ -519,24 +519,51 @@ static uint32_t *live_link(const struct ym_stripe *st, uint64_t addr)
 	return NULL;
 }
 
-/* Stripe held: a free entry's j + 1 (its own freed ones first, then the
- * next it never used), 0 when none is left or /dev/shm is full. */
+/* A stripe's free list is split in lanes, one per thread (mod the lanes):
+ * an entry a thread freed goes to its own lane, and it takes from there
+ * first.  Entries are cache lines; with one list, the entry a thread took
+ * was most often the one another thread had just written, and two threads
+ * in exact mode paid a line transfer per event. */
+static uint32_t lane_own(void)
+{
+	return agent_tls.tid & (YM_STRIPE_LANES - 1);
+}
+
+static uint32_t lane_pop(struct ym_stripe *st, uint32_t lane)
+{
+	uint32_t j = st->free[lane];
+	if (j == 0)
+		return 0;
+	if (j > st->used) {   /* not ours (a damaged segment): drop the list */
+		st->free[lane] = 0;
+		return 0;
+	}
+	st->free[lane] = live_at(stripe_no(st), j - 1)->next;
+	return j;
+}
+
+/* Stripe held: a free entry's j + 1, 0 when none is left or /dev/shm is
+ * full.  Its own lane first; then a new entry, unless more than half of
+ * what the stripe handed out lies free in other lanes (threads that
+ * exited, or that free what others allocate): then theirs. */
 static uint32_t live_take(struct ym_stripe *st)
 {
-	uint32_t s = stripe_no(st);
-	uint32_t j = (uint32_t)st->free;
-	if (j != 0 && j <= st->used) {
-		st->free = live_at(s, j - 1)->next;
+	uint32_t own = lane_own(), j = lane_pop(st, own);
+	if (j != 0)
 		return j;
+	uint32_t used = (uint32_t)st->used;
+	if (used < stripe_capacity() && (used - st->count) * 2 <= used) {
+		j = used + 1;
+		if (backing_get(live_at(stripe_no(st), j - 1),
+				sizeof(struct ym_live)) == 0) {
+			__atomic_store_n(&st->used, j, __ATOMIC_RELEASE);
+			return j;
+		}
 	}
-	st->free = 0;
-	if (st->used >= stripe_capacity())
-		return 0;
-	j = (uint32_t)st->used + 1;
-	if (backing_get(live_at(s, j - 1), sizeof(struct ym_live)) != 0)
-		return 0;
-	__atomic_store_n(&st->used, j, __ATOMIC_RELEASE);
-	return j;
+	for (uint32_t i = 1; i < YM_STRIPE_LANES; i++)
+		if ((j = lane_pop(st, (own + i) & (YM_STRIPE_LANES - 1))) != 0)
+			return j;
+	return 0;
 }
 
 /* Stripe held.  A reader may copy the entry meanwhile: it checks the
@@ -567,8 +594,9 @@ int table_live_remove(uint64_t addr, struct ym_live *out, uint32_t spins)
 		*out = *e;
 		link_store(l, e->next);
 		__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
-		link_store(&e->next, (uint32_t)st->free);
-		st->free = j;
+		uint32_t lane = lane_own();
+		link_store(&e->next, st->free[lane]);
+		st->free[lane] = j;
 		__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
 		filter_dec(addr);
 		live_probe_update(st);
@@ -635,7 +663,7 @@ int table_reset_counters(void)
 			memset(&agent.live_heads[(size_t)i << agent.heads_log], 0,
 			       sizeof *agent.live_heads << agent.heads_log);
 			__atomic_store_n(&st->count, 0, __ATOMIC_RELAXED);
-			st->free = 0;
+			memset(st->free, 0, sizeof st->free);
 			__atomic_store_n(&st->used, 0, __ATOMIC_RELEASE);
 		}
 		filter_clear();

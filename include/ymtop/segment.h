@@ -301,13 +301,16 @@ _Static_assert(sizeof(struct ym_live) == 64, "live size");
 
 /* A stripe of the live table: its lock and seqcount (odd: a writer is
  * inside), its number of live entries, how many of its entries it ever
- * handed out, and (the agent's) its free list, alone in a cache line. */
+ * handed out, and (the agent's) its free lists, alone in a cache line.
+ * Readers need only seq, count and used. */
+#define YM_STRIPE_LANES 8
 struct ym_stripe {
 	uint64_t seq;
 	uint64_t count;
 	uint64_t used;
-	uint64_t free;             /* the agent's: first free entry j + 1 */
-	uint64_t reserved[4];
+	uint32_t free[YM_STRIPE_LANES];  /* the agent's: first free entry
+					    j + 1 of each lane */
+	uint64_t reserved[1];
 };
 _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
 

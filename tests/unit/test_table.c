@@ -287,6 +287,75 @@ static void stripes_are_independent(void **state)
 	assert_int_equal(live_count(), 0);
 }
 
+/* Entry j of stripe k holding addr, -1 when none does. */
+static int entry_of(uint32_t k, uint64_t addr)
+{
+	for (uint32_t j = 0; j < agent.stripes[k].used; j++)
+		if (agent.live[ym_live_index(k, j, stripes())].addr == addr)
+			return (int)j;
+	return -1;
+}
+
+static void insert_as(uint32_t tid, uint64_t addr, uint32_t stack)
+{
+	agent_tls.tid = tid;
+	struct ym_live e = entry(addr, stack);
+	assert_int_equal(table_live_insert(&e, 10), 1);
+}
+
+static void remove_as(uint32_t tid, uint64_t addr)
+{
+	agent_tls.tid = tid;
+	struct ym_live out;
+	assert_int_equal(table_live_remove(addr, &out, 10), 1);
+}
+
+/* An entry a thread freed is taken again by that thread, not by the next
+ * thread that samples in the stripe (a cache line moving between CPUs at
+ * each event); the stripe's whole capacity stays usable by any thread. */
+static void free_entries_stay_with_their_thread(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x5a };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	uint64_t a = (3 * 2048) << 4;   /* stripe 3 */
+	for (uint64_t i = 0; i < 4; i++)
+		insert_as(1, a + 16 * i, st);
+	int j1 = entry_of(3, a + 16);
+	remove_as(1, a + 16);
+	insert_as(2, a + 16 * 10, st);   /* thread 2: a new entry */
+	assert_int_not_equal(entry_of(3, a + 16 * 10), j1);
+	assert_int_equal(agent.stripes[3].used, 5);
+	insert_as(1, a + 16 * 11, st);   /* thread 1: the one it freed */
+	assert_int_equal(entry_of(3, a + 16 * 11), j1);
+	assert_int_equal(agent.stripes[3].used, 5);
+	assert_int_equal(agent.stripes[3].count, 5);
+	/* Thread 1 exits and leaves 4 of 5 entries free: thread 2 takes
+	 * them while more than half the stripe is free (2 of them), then new
+	 * ones (2): a stripe holds at most twice its live entries, plus one. */
+	for (uint64_t i = 0; i < 4; i++)
+		remove_as(1, a + 16 * (i == 1 ? 11 : i));
+	for (uint64_t i = 0; i < 4; i++)
+		insert_as(2, a + 16 * (20 + i), st);
+	assert_int_equal(agent.stripes[3].count, 5);
+	assert_int_equal(agent.stripes[3].used, 7);
+	/* The stripe full, its entries all freed by thread 1: thread 2 still
+	 * gets all 64. */
+	for (uint64_t i = 0; i < 4; i++)
+		remove_as(2, a + 16 * (20 + i));
+	remove_as(2, a + 16 * 10);
+	for (uint64_t i = 0; i < 64; i++)
+		insert_as(1, a + 16 * (100 + i), st);
+	assert_int_equal(agent.stripes[3].used, 64);
+	for (uint64_t i = 0; i < 64; i++)
+		remove_as(1, a + 16 * (100 + i));
+	for (uint64_t i = 0; i < 64; i++)
+		insert_as(2, a + 16 * (200 + i), st);
+	assert_int_equal(agent.stripes[3].count, 64);
+	assert_int_equal(agent.stripes[3].used, 64);
+	agent_tls.tid = 0;
+}
+
 /* The segment gets memory where the tables write, and nowhere else: not
  * where a lookup only looked (a read fault on a hole would allocate). */
 static void sparse_segment_backs_what_it_touches(void **state)
@@ -394,6 +463,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reinserting_an_address_repairs, setup, teardown),
 		cmocka_unit_test_setup_teardown(resize_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(stripes_are_independent, setup_striped, teardown),
+		cmocka_unit_test_setup_teardown(free_entries_stay_with_their_thread,
+						setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
