@@ -121,7 +121,10 @@ struct agent {
 	/* The live table: 2^stripe_log stripes of 2^per_log entries; a
 	 * filter slot (agent_filter_slot) >> stripe_shift is the stripe. */
 	uint32_t stripe_log, per_log, stripe_shift;
-	uint32_t heads_log;         /* 2^heads_log chain heads a stripe */
+	uint32_t part_log;          /* exact mode: 2^part_log parts (table.c) */
+	uint32_t heads_log;         /* room for 2^heads_log chain heads a
+				     * stripe, of which it uses 2^hlog[s] */
+	uint8_t  hlog[YM_LIVE_STRIPES];
 
 	/* Private memory (never in the segment). */
 	uint64_t *index;            /* stack hash -> stack + 1 | tag (table.c) */

@@ -97,6 +97,11 @@ static void *map_private(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* Exact mode's regions of addresses and their parts (stripe_of). */
+enum { REGION_SHIFT = 26, REGION_SLOTS = 256, REGION_PROBES = 16 };
+static uint64_t region_map[REGION_SLOTS];   /* region + 1 << 8 | part */
+static uint32_t region_turn;
+
 static size_t index_bytes(void)
 {
 	return ((size_t)agent.index_mask + 1) * sizeof *agent.index;
@@ -105,6 +110,19 @@ static size_t index_bytes(void)
 static size_t heads_bytes(void)
 {
 	return (size_t)agent.live_heads_cap * sizeof *agent.live_heads;
+}
+
+/* A stripe's chains start with HLOG_MIN heads and double (stripe held)
+ * when it holds one entry for four heads, up to heads_log: the heads
+ * a stripe uses stay as dense as its live entries, in a few lines, rather
+ * than spread over a table sized for the most the stripe could hold (a
+ * cache miss at every event in exact mode). */
+enum { HLOG_MIN = 4 };
+
+static void heads_init(void)
+{
+	uint32_t min = agent.heads_log < HLOG_MIN ? agent.heads_log : HLOG_MIN;
+	memset(agent.hlog, (int)min, sizeof agent.hlog);
 }
 
 int table_init_private(void)
@@ -133,7 +151,10 @@ void table_reset_private(void)
 		madvise(agent.index, index_bytes(), MADV_DONTNEED);
 	if (agent.live_heads)
 		madvise(agent.live_heads, heads_bytes(), MADV_DONTNEED);
+	heads_init();
 	filter_clear();
+	memset(region_map, 0, sizeof region_map);
+	region_turn = 0;
 	agent.lock = 0;
 	agent.live_probe = 0;
 }
@@ -160,6 +181,11 @@ void table_map_segment(uint8_t *base, const struct ym_section *sec)
 	while (agent.heads_log > 0 &&
 	       ((size_t)1 << (agent.stripe_log + agent.heads_log)) > agent.live_heads_cap)
 		agent.heads_log--;
+	/* Parts of at least 4 stripes, in exact mode only: elsewhere a
+	 * stripe owns the filter words of its addresses (live_filter_off). */
+	agent.part_log = agent.rate <= 1 && agent.filter_all &&
+			 agent.stripe_log >= 4 ? 2 : 0;
+	heads_init();
 }
 
 /* The overflow stack, record 0, receives samples that found the table
@@ -354,9 +380,50 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
  * for none.  Writers hold the stripe; table_live_has reads without it,
  * so links and addresses are written with atomic stores. */
 
+/* Exact mode has no filter, and every event locks a stripe: with stripes
+ * by address bits, two threads would take turns on every stripe's line
+ * (and its entries and chain heads), a transfer between CPUs at each
+ * event.  There the stripes are in 2^part_log parts, and each 64 MiB
+ * region of addresses is given a part, in turn, the first time it is
+ * seen: glibc gives each thread's arena heaps of their own, 64 MiB
+ * aligned, so threads that free what they allocated keep to their own
+ * stripes.  The regions are remembered in a small private table, read
+ * without a lock; a region that finds it full takes a part by hash. */
+
+
+static uint32_t region_part(uint64_t addr)
+{
+	uint64_t r = addr >> REGION_SHIFT, key = r + 1;
+	uint32_t h = (uint32_t)(r * 0x9E3779B97F4A7C15ULL >> 32);
+	uint32_t mask = (1u << agent.part_log) - 1;
+	for (uint32_t i = 0; i < REGION_PROBES; i++) {
+		uint64_t *slot = &region_map[(h + i) & (REGION_SLOTS - 1)];
+		uint64_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (v == 0) {
+			uint32_t part = __atomic_fetch_add(&region_turn, 1,
+							   __ATOMIC_RELAXED) & mask;
+			uint64_t mine = key << 8 | part;
+			if (__atomic_compare_exchange_n(slot, &v, mine, 0,
+							__ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE))
+				return part;
+			/* v: what another thread put there first */
+		}
+		if (v >> 8 == key)
+			return (uint32_t)v & mask;
+	}
+	return h & mask;
+}
+
 static struct ym_stripe *stripe_of(uint64_t addr)
 {
-	return &agent.stripes[agent_filter_slot((void *)addr) >> agent.stripe_shift];
+	if (agent.part_log == 0)
+		return &agent.stripes[agent_filter_slot((void *)addr) >>
+				      agent.stripe_shift];
+	/* Within the part: the top bits of a hash that is not the chains'. */
+	uint32_t in = agent.stripe_log - agent.part_log;
+	uint32_t h = (uint32_t)((addr >> 4) * 0xC2B2AE3D27D4EB4FULL >> 32);
+	return &agent.stripes[region_part(addr) << in | h >> (32 - in)];
 }
 
 static uint32_t stripe_no(const struct ym_stripe *st)
@@ -375,11 +442,24 @@ static struct ym_live *live_at(uint32_t s, uint32_t j)
 	return &agent.live[ym_live_index(s, j, 1u << agent.stripe_log)];
 }
 
+static uint32_t live_hash(uint64_t addr)
+{
+	return (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
+}
+
+static uint32_t *heads_of(uint32_t s)
+{
+	return &agent.live_heads[(size_t)s << agent.heads_log];
+}
+
+static uint32_t hlog_load(uint32_t s)
+{
+	return __atomic_load_n(&agent.hlog[s], __ATOMIC_RELAXED);
+}
+
 static uint32_t *live_head(uint32_t s, uint64_t addr)
 {
-	uint32_t h = (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
-	return &agent.live_heads[((size_t)s << agent.heads_log) |
-				 (h & ((1u << agent.heads_log) - 1))];
+	return &heads_of(s)[live_hash(addr) & ((1u << hlog_load(s)) - 1)];
 }
 
 static uint32_t link_load(const uint32_t *l)
@@ -426,6 +506,38 @@ static void live_probe_update(const struct ym_stripe *st)
 	int on = agent.live_probe ? n > 512 : n > 1024;
 	if (on != __atomic_load_n(&agent.live_probe, __ATOMIC_RELAXED))
 		__atomic_store_n(&agent.live_probe, on, __ATOMIC_RELAXED);
+}
+
+/* Split every chain of stripe s in two: entries whose hash has bit hlog
+ * set move to the new head hlog + 2^hlog.  table_live_has may walk a
+ * chain meanwhile: the stripe's seq is odd, so it answers "maybe". */
+static void heads_grow(const struct ym_stripe *st)
+{
+	uint32_t s = stripe_no(st), lg = agent.hlog[s];
+	if (lg >= agent.heads_log || st->count << 2 < (1u << lg))
+		return;
+	uint32_t *heads = heads_of(s), half = 1u << lg, used = (uint32_t)st->used;
+	for (uint32_t b = 0; b < half; b++) {
+		uint32_t j = heads[b], lo = 0, hi = 0;
+		uint32_t *lo_end = &lo, *hi_end = &hi;
+		for (uint32_t n = 0; j != 0 && j <= used && n < used; n++) {
+			struct ym_live *e = live_at(s, j - 1);
+			uint32_t next = e->next;
+			if (live_hash(e->addr) & half) {
+				*hi_end = j;
+				hi_end = &e->next;
+			} else {
+				*lo_end = j;
+				lo_end = &e->next;
+			}
+			j = next;
+		}
+		link_store(lo_end, 0);
+		link_store(hi_end, 0);
+		link_store(&heads[b], lo);
+		link_store(&heads[b + half], hi);
+	}
+	__atomic_store_n(&agent.hlog[s], lg + 1, __ATOMIC_RELAXED);
 }
 
 /* Stripe held: the bitmap words have one writer at a time. */
@@ -634,6 +746,7 @@ int table_live_insert(const struct ym_live *e, uint32_t spins)
 			__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
 			filter_inc(e->addr);
 			live_probe_update(st);
+			heads_grow(st);
 		}
 	}
 	stripe_unlock(st, seq);
@@ -660,13 +773,14 @@ int table_reset_counters(void)
 				continue;
 			for (uint32_t j = 0; j < st->used; j++)
 				memset(live_at(i, j), 0, sizeof *agent.live);
-			memset(&agent.live_heads[(size_t)i << agent.heads_log], 0,
-			       sizeof *agent.live_heads << agent.heads_log);
+			memset(heads_of(i), 0,
+			       sizeof *agent.live_heads << agent.hlog[i]);
 			__atomic_store_n(&st->count, 0, __ATOMIC_RELAXED);
 			memset(st->free, 0, sizeof st->free);
 			__atomic_store_n(&st->used, 0, __ATOMIC_RELEASE);
 		}
 		filter_clear();
+		heads_init();
 		live_probe_update(&agent.stripes[0]);
 	}
 	while (taken > 0) {

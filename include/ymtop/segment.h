@@ -50,8 +50,8 @@
  *    reader adds plane p only while plane_epoch[p] == reset_count.
  *  - Live table: a pool of LIVE.capacity entries shared by STRIPES.capacity
  *    stripes (both powers of two, S stripes of P = LIVE.capacity / S
- *    entries each).  An address belongs to one stripe (ym_live_stripe_of),
- *    and stripe s owns entries j < P at ym_live_index(s, j, S): blocks of
+ *    entries each).  An address belongs to one stripe, chosen by the agent
+ *    (ym_live_stripe_of; readers need not know which), and stripe s owns entries j < P at ym_live_index(s, j, S): blocks of
  *    YM_LIVE_BLOCK entries, interleaved (block b of stripe s is pool block
  *    b * S + s), so that the entries stripes take first share pages, and
  *    the segment's memory grows with the live samples, not with the table.
@@ -93,7 +93,7 @@
 #define YM_DEFAULT_MAX_DEPTH    64u
 #define YM_DEFAULT_MAX_STACKS   16384u
 #define YM_DEFAULT_MAX_LIVE     65536u      /* sampling mode */
-#define YM_DEFAULT_MAX_LIVE_EXACT 1048576u  /* YM_SAMPLE_RATE=1 */
+#define YM_DEFAULT_MAX_LIVE_EXACT 4194304u  /* YM_SAMPLE_RATE=1: 4 parts */
 #define YM_DEFAULT_MAX_THREADS  4096u
 #define YM_DEFAULT_GIANT_BYTES  (1ULL << 30)
 #define YM_MAX_ALARMS           256u
@@ -314,9 +314,11 @@ struct ym_stripe {
 };
 _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
 
-/* The stripe of an address in a table of `stripes` (a power of two <=
- * YM_LIMIT_STRIPES) stripes: bits 4.. of the address, as the agent's free
- * filter, so that one filter word belongs to one stripe. */
+/* The agent's stripe of an address in a table of `stripes` (a power of two
+ * <= YM_LIMIT_STRIPES) stripes when it samples: bits 4.. of the address,
+ * as its free filter, so that one filter word belongs to one stripe.  In
+ * exact mode (no filter) it gives each 64 MiB region of addresses a
+ * quarter of the stripes instead (injector/table.c). */
 static inline uint32_t ym_live_stripe_of(uint64_t addr, uint32_t stripes)
 {
 	return ((uint32_t)(addr >> 4) & 0x7fffu) / (0x8000u / stripes);

@@ -65,9 +65,17 @@ static int thread_failures;
 		}                                                          \
 	} while (0)
 
+/* Exact mode: the live table in parts by address region (table.c), each
+ * writer's addresses in a 64 MiB region of their own. */
+static int exact;
+
 static void make_segment(void)
 {
 	memset(&agent, 0, sizeof agent);
+	agent.rate = exact ? 1 : 4096;
+	agent.filter_all = exact;
+	writers_done = 0;
+	thread_failures = 0;
 	agent.max_depth = 8;
 	agent.max_stacks = 4096;
 	agent.max_live = 1024;
@@ -124,6 +132,7 @@ static void *writer(void *arg)
 	struct ym_live held[HELD];
 	int nheld = 0;
 	uint64_t base = ((uint64_t)id + 1) << 40;
+	agent_tls.tid = id + 100;   /* free-list lanes: one each */
 	/* As in the agent: the first writer counts into the stack records
 	 * (atomic adds), the others each into a counter plane of their own
 	 * (plain stores), which the reader sums. */
@@ -140,8 +149,11 @@ static void *writer(void *arg)
 		/* Distinct addresses spread over the live table's stripes
 		 * (i * odd is a bijection mod 2^32), every writer in all of
 		 * them: the stripes' locks are contended too. */
+		uint64_t off = (uint64_t)(i * 2654435761u) << 4;
+		if (exact)
+			off &= (1u << 26) - 16;
 		struct ym_live e = {
-			.addr = base + ((uint64_t)(i * 2654435761u) << 4),
+			.addr = base + off,
 			.size = 100 + site,
 			.weight_bytes = 4096,
 			.weight_fx = 1u << 16,
@@ -273,10 +285,22 @@ static void writers_and_reader(void **state)
 	shm_reader_close(&r);
 }
 
+static void writers_and_reader_exact(void **state)
+{
+	exact = 1;
+	writers_and_reader(state);
+	exact = 0;
+	/* Four regions, four parts: every stripe had a writer. */
+	assert_int_equal(agent.part_log, 2);
+	for (uint32_t k = 0; k < 16; k++)
+		assert_true(agent.stripes[k].used > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(writers_and_reader),
+		cmocka_unit_test(writers_and_reader_exact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ static uint64_t seg_size;
 static int seg_fd = -1;
 
 static uint32_t max_live = 64;
+static int exact_mode;
 
 static int setup(void **state)
 {
@@ -36,6 +37,8 @@ static int setup(void **state)
 	agent.max_stacks = 16;
 	agent.max_live = max_live;
 	agent.max_threads = 4;
+	agent.rate = exact_mode ? 1 : 0;
+	agent.filter_all = exact_mode;
 	struct shm_caps caps = { 8, 16, max_live, 4 };
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
@@ -65,6 +68,17 @@ static int setup_striped(void **state)
 	max_live = 1024;
 	setup(state);
 	max_live = 64;
+	return 0;
+}
+
+/* 1024 entries in exact mode: 4 parts of 4 stripes of 64. */
+static int setup_exact(void **state)
+{
+	max_live = 1024;
+	exact_mode = 1;
+	setup(state);
+	max_live = 64;
+	exact_mode = 0;
 	return 0;
 }
 
@@ -356,6 +370,64 @@ static void free_entries_stay_with_their_thread(void **state)
 	agent_tls.tid = 0;
 }
 
+/* The part (of 4) whose stripes hold the live entries, -1 if several. */
+static int part_in_use(void)
+{
+	int part = -1;
+	for (uint32_t k = 0; k < 16; k++) {
+		if (agent.stripes[k].count == 0)
+			continue;
+		if (part >= 0 && part != (int)(k / 4))
+			return -1;
+		part = (int)(k / 4);
+	}
+	return part;
+}
+
+/* Exact mode: each 64 MiB region of addresses (a glibc arena's heap) is
+ * given a part of the stripes, in turn, so threads in arenas of their
+ * own never share a stripe; any address is still found, and a region
+ * fills at most its part. */
+static void exact_mode_gives_regions_parts(void **state)
+{
+	(void)state;
+	assert_int_equal(agent.part_log, 2);
+	uint64_t f[1] = { 0x66 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	struct ym_live out;
+	int part[6];
+	for (uint64_t r = 0; r < 6; r++) {
+		uint64_t base = (0x1000 + r) << 26;
+		for (uint64_t i = 0; i < 40; i++) {
+			struct ym_live e = entry(base + 4096 * i + 16, st);
+			assert_int_equal(table_live_insert(&e, 10), 1);
+		}
+		part[r] = part_in_use();
+		assert_true(part[r] >= 0);
+		for (uint64_t i = 0; i < 40; i++)
+			assert_int_equal(table_live_remove(base + 4096 * i + 16,
+							   &out, 10), 1);
+		assert_int_equal(live_count(), 0);
+	}
+	for (int r = 1; r < 4; r++)
+		for (int q = 0; q < r; q++)
+			assert_int_not_equal(part[r], part[q]);
+	assert_int_equal(part[4], part[0]);   /* the fifth: in turn */
+	assert_int_equal(part[5], part[1]);
+	/* A region fills its part: 4 stripes of 64. */
+	uint64_t base = (uint64_t)0x2000 << 26;
+	int ok = 0;
+	for (uint64_t i = 0; i < 2000; i++) {
+		struct ym_live e = entry(base + 16 * i, st);
+		ok += table_live_insert(&e, 10) == 1;
+	}
+	assert_int_equal(ok, 256);
+	assert_true(part_in_use() >= 0);
+	for (uint64_t i = 0; i < 2000; i++)
+		table_live_remove(base + 16 * i, &out, 10);
+	assert_int_equal(live_count(), 0);
+}
+
 /* The segment gets memory where the tables write, and nowhere else: not
  * where a lookup only looked (a read fault on a hole would allocate). */
 static void sparse_segment_backs_what_it_touches(void **state)
@@ -465,6 +537,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(stripes_are_independent, setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(free_entries_stay_with_their_thread,
 						setup_striped, teardown),
+		cmocka_unit_test_setup_teardown(exact_mode_gives_regions_parts,
+						setup_exact, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
