@@ -203,7 +203,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model.c tui/proc.c shm/layout.c shm/reader.c
 FUZZ_BIN     := $(B)/fuzz/fuzz_segment
 FUZZ_SEEDS   := $(B)/fuzz/seeds
-FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=65536 \
+FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
                 -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(B)/fuzz/ \
                 $(B)/fuzz/corpus $(FUZZ_SEEDS)
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
@@ -224,6 +224,8 @@ ifeq ($(HAVE_FUZZ_CC),)
 	@echo "fuzz-smoke: skipped ($(FUZZ_CC) not found)"
 else
 	@$(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_SEEDS)/.done
+	@$(FUZZ_BIN) tests/fuzz/regress/* 2>$(B)/fuzz/regress.log \
+	  || { tail -n 40 $(B)/fuzz/regress.log; echo "fuzz-smoke: a regression input FAILED"; exit 1; }
 	@$(FUZZ_RUN) -runs=20000 -max_total_time=20 2>$(B)/fuzz/smoke.log \
 	  && echo "fuzz-smoke: ok ($$(grep -o 'Done [0-9]* runs' $(B)/fuzz/smoke.log))" \
 	  || { tail -n 40 $(B)/fuzz/smoke.log; echo "fuzz-smoke: FAILED (see $(B)/fuzz/)"; exit 1; }

@@ -46,7 +46,16 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 		[YM_SEC_STRIPES] = { stripes, sizeof(struct ym_stripe) },
 		[YM_SEC_PLANES]  = { YM_PLANES * caps->max_stacks, sizeof(struct ym_counts) },
 	};
-	for (int i = 0; i < YM_SEC_COUNT; i++) {
+	/* In this order (readers follow the offsets): the modules, whose
+	 * first entries are written at start, last, so that a segment's
+	 * written bytes end a little after they begin, and the stripes next
+	 * to the entries they own. */
+	static const int order[YM_SEC_COUNT] = {
+		YM_SEC_CONTROL, YM_SEC_THREADS, YM_SEC_STACKS, YM_SEC_STRIPES,
+		YM_SEC_LIVE, YM_SEC_ALARMS, YM_SEC_PLANES, YM_SEC_MODULES,
+	};
+	for (int k = 0; k < YM_SEC_COUNT; k++) {
+		int i = order[k];
 		sec[i].offset = off;
 		sec[i].capacity = want[i].cap;
 		sec[i].stride = want[i].stride;

@@ -12,11 +12,11 @@
  *   sections[CONTROL]   struct ym_control         (the only part ymtop writes)
  *   sections[THREADS]   struct ym_thread   x cap  (one cache line each)
  *   sections[STACKS]    struct ym_stack    x cap  (+ frames, see stride)
- *   sections[LIVE]      struct ym_live     x cap  (a pool, shared by stripes)
  *   sections[STRIPES]   struct ym_stripe   x cap  (each owns a part of LIVE)
+ *   sections[LIVE]      struct ym_live     x cap  (a pool, shared by stripes)
  *   sections[ALARMS]    struct ym_alarm    x cap  (+ frames, ring)
- *   sections[MODULES]   struct ym_module   x cap
  *   sections[PLANES]    struct ym_counts   x cap  (cap = planes x STACKS.cap)
+ *   sections[MODULES]   struct ym_module   x cap
  *
  * Concurrency protocol
  * --------------------

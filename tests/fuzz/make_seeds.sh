@@ -5,7 +5,7 @@
 # accepts (YM_MAX_STACKS=16 YM_MAX_LIVE=64 YM_MAX_THREADS=16 YM_MAX_DEPTH=8:
 # a segment of a few hundred KiB instead of 16 MiB) and YM_KEEP_SEGMENT=1,
 # and copies /dev/shm/ymtop-<pid> once the process has exited (without its
-# trailing zeroes: about 44 KiB each).  Several
+# trailing zeroes: about 80 KiB each, under the fuzzer's -max_len).  Several
 # workloads give segments with threads, stacks, live entries, an overflowed
 # stack table, alarms and modules.
 set -eu

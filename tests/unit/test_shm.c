@@ -102,12 +102,22 @@ static void layout_is_sane(void **state)
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t total;
 	assert_int_equal(shm_layout(&caps, sec, &total), 0);
-	uint64_t end = YM_HEADER_SIZE;
-	for (int i = 0; i < YM_SEC_COUNT; i++) {
-		assert_true(sec[i].offset >= end);
-		assert_int_equal(sec[i].offset % 64, 0);
-		end = sec[i].offset + (uint64_t)sec[i].capacity * sec[i].stride;
+	/* Sections in any order (readers follow the offsets), after the
+	 * header, aligned, disjoint; the modules last (written at start:
+	 * the written part of a small segment ends soon after they begin). */
+	uint64_t end = YM_HEADER_SIZE, last = 0;
+	for (int k = 0; k < YM_SEC_COUNT; k++) {
+		int next = -1;
+		for (int i = 0; i < YM_SEC_COUNT; i++)
+			if (sec[i].offset >= end &&
+			    (next < 0 || sec[i].offset < sec[next].offset))
+				next = i;
+		assert_true(next >= 0);   /* else two overlap */
+		assert_int_equal(sec[next].offset % 64, 0);
+		end = sec[next].offset + (uint64_t)sec[next].capacity * sec[next].stride;
+		last = (uint64_t)next;
 	}
+	assert_int_equal(last, YM_SEC_MODULES);
 	assert_true(total >= end && total % 4096 == 0);
 	caps.max_depth = 0;
 	assert_int_equal(shm_layout(&caps, sec, &total), -EINVAL);
