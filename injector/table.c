@@ -372,9 +372,10 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
  * entries in order and reuses freed ones first (its free list), so the
  * pages the table touches follow the number of live samples, not the
  * table's size: on a virtual machine the first touch of a page costs
- * microseconds even when it is populated.  A stripe owns its filter words
- * (the stripe is the filter slot's high bits), so filter_count,
- * agent_filter_live and the gate have one writer per word.
+ * microseconds even when it is populated.  When sampling, a stripe owns
+ * its filter words (the stripe is the filter slot's high bits), so
+ * filter_count, agent_filter_live and the gate have one writer per word;
+ * exact mode keeps no filter and chooses stripes otherwise (stripe_of).
  *
  * Chain links (heads and next) hold j + 1 for entry j of the stripe, 0
  * for none.  Writers hold the stripe; table_live_has reads without it,
@@ -389,8 +390,6 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
  * aligned, so threads that free what they allocated keep to their own
  * stripes.  The regions are remembered in a small private table, read
  * without a lock; a region that finds it full takes a part by hash. */
-
-
 static uint32_t region_part(uint64_t addr)
 {
 	uint64_t r = addr >> REGION_SHIFT, key = r + 1;
