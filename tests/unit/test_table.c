@@ -62,33 +62,33 @@ static int setup(void **state)
 	return 0;
 }
 
-/* 1024 entries: 16 stripes of 64. */
-static int setup_striped(void **state)
+/* setup() with a live table of `live` entries, sampling or exact. */
+static int setup_sized(void **state, uint32_t live, int exact)
 {
-	max_live = 1024;
-	setup(state);
-	max_live = 64;
-	return 0;
-}
-
-/* 1024 entries in exact mode: 4 parts of 4 stripes of 64. */
-static int setup_exact(void **state)
-{
-	max_live = 1024;
-	exact_mode = 1;
+	max_live = live;
+	exact_mode = exact;
 	setup(state);
 	max_live = 64;
 	exact_mode = 0;
 	return 0;
 }
 
+/* 1024 entries: 16 stripes of 64. */
+static int setup_striped(void **state)
+{
+	return setup_sized(state, 1024, 0);
+}
+
+/* 1024 entries in exact mode: 4 parts of 4 stripes of 64. */
+static int setup_exact(void **state)
+{
+	return setup_sized(state, 1024, 1);
+}
+
 /* 65536 entries: 64 stripes of 1024 (64 KiB each), as the agent's. */
 static int setup_large(void **state)
 {
-	max_live = 65536;
-	setup(state);
-	max_live = 64;
-	return 0;
+	return setup_sized(state, 65536, 0);
 }
 
 static int teardown(void **state)
