@@ -56,6 +56,11 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 	};
 	for (int k = 0; k < YM_SEC_COUNT; k++) {
 		int i = order[k];
+		/* The live table on a page boundary: in exact mode one part
+		 * of the stripes uses a page-sized slice of each row of the
+		 * pool, which would otherwise touch three pages for two. */
+		if (i == YM_SEC_LIVE)
+			off = (off + 4095u) & ~4095ULL;
 		sec[i].offset = off;
 		sec[i].capacity = want[i].cap;
 		sec[i].stride = want[i].stride;

@@ -91,6 +91,12 @@ static int setup_large(void **state)
 	return setup_sized(state, 65536, 0);
 }
 
+/* The same in exact mode: 4 parts of 16 stripes. */
+static int setup_large_exact(void **state)
+{
+	return setup_sized(state, 65536, 1);
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -370,16 +376,17 @@ static void free_entries_stay_with_their_thread(void **state)
 	agent_tls.tid = 0;
 }
 
-/* The part (of 4) whose stripes hold the live entries, -1 if several. */
+/* The part whose stripes hold the live entries, -1 if several. */
 static int part_in_use(void)
 {
 	int part = -1;
-	for (uint32_t k = 0; k < 16; k++) {
+	uint32_t per_part = stripes() >> agent.part_log;
+	for (uint32_t k = 0; k < stripes(); k++) {
 		if (agent.stripes[k].count == 0)
 			continue;
-		if (part >= 0 && part != (int)(k / 4))
+		if (part >= 0 && part != (int)(k / per_part))
 			return -1;
-		part = (int)(k / 4);
+		part = (int)(k / per_part);
 	}
 	return part;
 }
@@ -426,6 +433,27 @@ static void exact_mode_gives_regions_parts(void **state)
 	for (uint64_t i = 0; i < 2000; i++)
 		table_live_remove(base + 16 * i, &out, 10);
 	assert_int_equal(live_count(), 0);
+}
+
+/* A part's stripes use one page-sized slice of each row of the pool (16
+ * stripes x 8 entries x 64 bytes), so a region's entries back their own
+ * size in the segment: the table starts on a page. */
+static void exact_part_backs_its_entries_only(void **state)
+{
+	(void)state;
+	assert_int_equal(agent.part_log, 2);
+	uint64_t f[1] = { 0x67 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	uint64_t before = file_bytes(), base = (uint64_t)0x3000 << 26;
+	for (uint64_t i = 0; i < 8192; i++) {
+		struct ym_live e = entry(base + 16 * i, st);
+		assert_int_equal(table_live_insert(&e, 10), 1);
+	}
+	assert_true(part_in_use() >= 0);
+	uint64_t grown = file_bytes() - before;
+	/* 8192 entries: 512 KiB, and a row or two more where the stripes'
+	 * shares differ.  Off a page boundary it would be 768 KiB. */
+	assert_true(grown >= 512 * 1024 && grown <= 512 * 1024 + 64 * 1024);
 }
 
 /* The segment gets memory where the tables write, and nowhere else: not
@@ -539,6 +567,8 @@ int main(void)
 						setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(exact_mode_gives_regions_parts,
 						setup_exact, teardown),
+		cmocka_unit_test_setup_teardown(exact_part_backs_its_entries_only,
+						setup_large_exact, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
