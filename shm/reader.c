@@ -113,7 +113,9 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 	if (live_cap & (live_cap - 1))
 		return fail(err, len, -EPROTO, "live table size not a power of two");
 	uint32_t stripes = h->sections[YM_SEC_STRIPES].capacity;
-	if ((stripes & (stripes - 1)) || stripes > live_cap)
+	/* Whole blocks (ym_live_index): a stripe has YM_LIVE_BLOCK entries
+	 * at least, so a copy of whole rows stays inside the section. */
+	if ((stripes & (stripes - 1)) || live_cap / stripes < YM_LIVE_BLOCK)
 		return fail(err, len, -EPROTO, "bad live table stripes (%u)", stripes);
 
 	if (h->sections[YM_SEC_PLANES].capacity !=
@@ -256,9 +258,47 @@ static uint32_t stripe_used(const struct ym_stripe *st, uint32_t per)
 	return st->used < per ? (uint32_t)st->used : per;
 }
 
+/* The part of the pool that stripes [lo, lo + width) handed out, up to
+ * row `rows` (a row is YM_LIVE_BLOCK entries of each stripe: segment.h,
+ * ym_live_index), row by row into rows x width blocks.  One read when the
+ * stripes span most of the row; one read a row when few do (in exact mode
+ * a single-threaded program uses a quarter of the stripes, and a whole-row
+ * read would copy four times what it needs). */
+struct pool_copy {
+	struct ym_live *buf;
+	uint32_t lo, width;
+};
+
+static const struct ym_live *pool_at(const struct pool_copy *c, uint32_t i,
+				     uint32_t j)
+{
+	return &c->buf[((size_t)(j / YM_LIVE_BLOCK) * c->width + (i - c->lo)) *
+		       YM_LIVE_BLOCK + j % YM_LIVE_BLOCK];
+}
+
+static int read_pool(struct shm_reader *r, uint64_t off, uint32_t nst,
+		     uint32_t rows, struct pool_copy *c)
+{
+	size_t row = (size_t)c->width * YM_LIVE_BLOCK;   /* entries */
+	size_t n = (size_t)rows * row;
+	c->buf = n ? malloc(n * sizeof *c->buf) : NULL;
+	if (n && !c->buf)
+		return -ENOMEM;
+	if (c->width == nst)
+		return n ? read_at(r->fd, c->buf, n * sizeof *c->buf, off) : 0;
+	for (uint32_t b = 0; b < rows; b++) {
+		uint64_t at = off + ((uint64_t)b * nst + c->lo) * YM_LIVE_BLOCK *
+				    sizeof(struct ym_live);
+		int rc = read_at(r->fd, c->buf + b * row, row * sizeof *c->buf, at);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Copy the live table consistently, keeping used entries only.  Each
- * round reads the stripes, the part of the pool they handed out (one
- * read: their entries interleave) and the stripes again; a stripe whose
+ * round reads the stripes, the part of the pool they handed out
+ * (read_pool) and the stripes again; a stripe whose
  * seq was even and did not move is taken from that round.  Busy stripes
  * wait for the next round; after a few, a slightly torn copy is
  * accepted: entries are validated one by one anyway. */
@@ -272,7 +312,8 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 	uint64_t off = h->sections[YM_SEC_LIVE].offset;
 	struct ym_stripe before[YM_LIMIT_STRIPES], after[YM_LIMIT_STRIPES];
 	uint8_t done[YM_LIMIT_STRIPES] = { 0 };
-	struct ym_live *buf = NULL, *out = NULL;
+	struct pool_copy pool = { NULL, 0, 0 };
+	struct ym_live *out = NULL;
 	size_t nout = 0, out_cap = 0;
 	uint32_t pending = nst;
 	uint64_t count = 0;
@@ -284,26 +325,29 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 		}
 		if ((rc = read_stripes(r, h, before)) < 0)
 			break;
-		uint32_t top = 0;
+		uint32_t top = 0, lo = nst, hi = 0;
 		size_t want = 0;
 		for (uint32_t i = 0; i < nst; i++) {
-			if (done[i])
+			uint32_t u = done[i] ? 0 : stripe_used(&before[i], per);
+			if (u == 0)
 				continue;
-			uint32_t u = stripe_used(&before[i], per);
 			top = u > top ? u : top;
 			want += u;
+			lo = i < lo ? i : lo;
+			hi = i;
 		}
-		/* Up to the last block with an entry handed out. */
-		size_t n = (size_t)(top + YM_LIVE_BLOCK - 1) / YM_LIVE_BLOCK *
-			   YM_LIVE_BLOCK * nst;
-		n = n < cap ? n : cap;
-		free(buf);
-		buf = n ? malloc(n * sizeof *buf) : NULL;
-		if (n && !buf) {
-			rc = -ENOMEM;
-			break;
+		/* Up to the last row with an entry handed out, of the
+		 * stripes that have any. */
+		free(pool.buf);
+		pool.buf = NULL;
+		pool.lo = 0;
+		pool.width = nst;
+		if (top > 0 && (hi - lo + 1) * 2 <= nst) {
+			pool.lo = lo;
+			pool.width = hi - lo + 1;
 		}
-		if (n && (rc = read_at(r->fd, buf, n * sizeof *buf, off)) < 0)
+		uint32_t rows = (top + YM_LIVE_BLOCK - 1) / YM_LIVE_BLOCK;
+		if ((rc = read_pool(r, off, nst, rows, &pool)) < 0)
 			break;
 		if ((rc = read_stripes(r, h, after)) < 0)
 			break;
@@ -326,7 +370,7 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 			/* Entries past what the first read saw were not read. */
 			uint32_t u = stripe_used(&before[i], per);
 			for (uint32_t j = 0; j < u; j++) {
-				const struct ym_live *e = &buf[ym_live_index(i, j, nst)];
+				const struct ym_live *e = pool_at(&pool, i, j);
 				/* A live entry may name a stack published after
 				 * we read stacks_used, or be garbage: keep only
 				 * what resolves. */
@@ -338,7 +382,7 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 			pending--;
 		}
 	}
-	free(buf);
+	free(pool.buf);
 	if (rc < 0) {
 		free(out);
 		return rc;

@@ -20,10 +20,11 @@ struct seg {
 	struct ym_header *h;
 };
 
-/* A valid segment as the agent lays it out, in a memfd. */
-static void seg_make(struct seg *s, uint32_t depth)
+/* A valid segment as the agent lays it out, in a memfd, with a live
+ * table of `live` entries that nothing handed out yet. */
+static void seg_init(struct seg *s, uint32_t depth, uint32_t live)
 {
-	struct shm_caps caps = { depth, 64, 128, 16 };
+	struct shm_caps caps = { depth, 64, live, 16 };
 	struct ym_section sec[YM_SEC_COUNT];
 	assert_int_equal(shm_layout(&caps, sec, &s->size), 0);
 	s->fd = memfd_create("seg", MFD_CLOEXEC);
@@ -57,22 +58,39 @@ static void seg_make(struct seg *s, uint32_t depth)
 	th[1].t.alloc_bytes = 777;
 	th[1].state = YM_THREAD_LIVE;
 	s->h->retired.alloc_bytes = 23;
+	struct ym_module *m = (struct ym_module *)(s->map + sec[YM_SEC_MODULES].offset);
+	memset(m->path, 'x', sizeof m->path);   /* no NUL: must be cut */
+}
+
+static struct ym_live *seg_live(struct seg *s)
+{
+	return (struct ym_live *)(s->map + s->h->sections[YM_SEC_LIVE].offset);
+}
+
+static struct ym_stripe *seg_stripes(struct seg *s)
+{
+	return (struct ym_stripe *)(s->map + s->h->sections[YM_SEC_STRIPES].offset);
+}
+
+/* seg_init, and a few live entries. */
+static void seg_make(struct seg *s, uint32_t depth)
+{
+	seg_init(s, depth, 128);
+	const struct ym_section *sec = s->h->sections;
 	/* 2 stripes of 64 entries.  Stripe 0 handed out 4 entries, two of
 	 * them live; stripe 1 none, so its first entry is never read. */
 	uint32_t nst = sec[YM_SEC_STRIPES].capacity;
 	assert_int_equal(nst, 2);
-	struct ym_live *lv = (struct ym_live *)(s->map + sec[YM_SEC_LIVE].offset);
+	struct ym_live *lv = seg_live(s);
 	lv[ym_live_index(0, 1, nst)].addr = 0xabc0;
 	lv[ym_live_index(0, 1, nst)].stack = 1;
 	lv[ym_live_index(0, 3, nst)].addr = 0xdef0;
 	lv[ym_live_index(0, 3, nst)].stack = 77;   /* unpublished: dropped */
 	lv[ym_live_index(1, 0, nst)].addr = 0x1110;  /* not handed out */
 	lv[ym_live_index(1, 0, nst)].stack = 1;
-	struct ym_stripe *sp = (struct ym_stripe *)(s->map + sec[YM_SEC_STRIPES].offset);
+	struct ym_stripe *sp = seg_stripes(s);
 	sp[0].count = 2;
 	sp[0].used = 4;
-	struct ym_module *m = (struct ym_module *)(s->map + sec[YM_SEC_MODULES].offset);
-	memset(m->path, 'x', sizeof m->path);   /* no NUL: must be cut */
 }
 
 static void seg_free(struct seg *s)
@@ -118,6 +136,7 @@ static void layout_is_sane(void **state)
 		last = (uint64_t)next;
 	}
 	assert_int_equal(last, YM_SEC_MODULES);
+	assert_int_equal(sec[YM_SEC_LIVE].offset % 4096, 0);
 	assert_true(total >= end && total % 4096 == 0);
 	caps.max_depth = 0;
 	assert_int_equal(shm_layout(&caps, sec, &total), -EINVAL);
@@ -155,10 +174,54 @@ static void valid_segment_snapshots(void **state)
 }
 
 /* Each corruption must fail with a message, never crash. */
+/* The reader copies the rows of the pool that the stripes in use span:
+ * a few neighbours (exact mode, one thread: a quarter of the stripes)
+ * row by row, stripes far apart in one read.  Either way every entry
+ * handed out is found where ym_live_index puts it, and no other. */
+static void live_copy_follows_the_stripes_in_use(void **state)
+{
+	(void)state;
+	for (int wide = 0; wide < 2; wide++) {
+		struct seg s;
+		seg_init(&s, 8, 1024);   /* 16 stripes of 64 */
+		uint32_t nst = s.h->sections[YM_SEC_STRIPES].capacity;
+		assert_int_equal(nst, 16);
+		struct ym_live *lv = seg_live(&s);
+		struct ym_stripe *sp = seg_stripes(&s);
+		/* Stripes 4-7 hand out 20 entries each (3 rows), stripe 15
+		 * 9 when wide; every entry of every stripe is filled, so an
+		 * entry read from the wrong place would show. */
+		for (uint32_t i = 0; i < nst; i++)
+			for (uint32_t j = 0; j < 64; j++) {
+				lv[ym_live_index(i, j, nst)].addr = 0x100000 * (i + 1) + 16 * j;
+				lv[ym_live_index(i, j, nst)].stack = 1;
+			}
+		uint32_t want = 0;
+		for (uint32_t i = 4; i < 8; i++)
+			want += (uint32_t)(sp[i].used = sp[i].count = 20);
+		if (wide)
+			want += (uint32_t)(sp[15].used = sp[15].count = 9);
+		struct shm_snapshot snap;
+		char err[256] = "";
+		assert_int_equal(open_snap(&s, &snap, err), 0);
+		assert_int_equal(snap.nlive, want);
+		assert_int_equal(snap.live_count, want);
+		uint8_t seen[16][64] = { { 0 } };
+		for (uint32_t k = 0; k < snap.nlive; k++) {
+			uint64_t a = snap.live[k].addr;
+			uint32_t i = (uint32_t)(a / 0x100000) - 1, j = (uint32_t)(a % 0x100000) / 16;
+			assert_true((i >= 4 && i < 8 && j < 20) || (wide && i == 15 && j < 9));
+			assert_int_equal(seen[i][j]++, 0);
+		}
+		shm_snapshot_free(&snap);
+		seg_free(&s);
+	}
+}
+
 static void corrupted_headers_rejected(void **state)
 {
 	(void)state;
-	for (int c = 0; c < 18; c++) {
+	for (int c = 0; c < 19; c++) {
 		struct seg s;
 		struct shm_snapshot snap;
 		char err[256] = "";
@@ -182,6 +245,7 @@ static void corrupted_headers_rejected(void **state)
 		case 15: h->sections[YM_SEC_STRIPES].capacity = 256; break; /* > live */
 		case 16: h->sections[YM_SEC_PLANES].capacity -= 1; break;
 		case 17: h->planes_used = YM_PLANES + 1; break;
+		case 18: h->sections[YM_SEC_STRIPES].capacity = 32; break; /* 4 each */
 		case 13: { /* a published stack deeper than allowed */
 			struct ym_stack *st = (struct ym_stack *)(s.map +
 				h->sections[YM_SEC_STACKS].offset +
@@ -342,6 +406,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(layout_is_sane),
 		cmocka_unit_test(valid_segment_snapshots),
+		cmocka_unit_test(live_copy_follows_the_stripes_in_use),
 		cmocka_unit_test(planes_summed_until_a_reset),
 		cmocka_unit_test(corrupted_headers_rejected),
 		cmocka_unit_test(held_stripe_does_not_block),
