@@ -66,8 +66,9 @@ static int thread_failures;
 	} while (0)
 
 /* Exact mode: the live table in parts by address region (table.c), each
- * writer's addresses in a 64 MiB region of their own. */
-static int exact;
+ * writer's addresses in a 64 MiB region of their own, or (shared) all of
+ * them in one region, whose part they race to be given. */
+static int exact, shared;
 
 static void make_segment(void)
 {
@@ -131,7 +132,8 @@ static void *writer(void *arg)
 	struct ym_thread *slot = &agent.threads[id + 1];
 	struct ym_live held[HELD];
 	int nheld = 0;
-	uint64_t base = ((uint64_t)id + 1) << 40;
+	uint64_t base = shared ? (1ULL << 40) + ((uint64_t)id << 24)
+			       : ((uint64_t)id + 1) << 40;
 	agent_tls.tid = id + 100;   /* free-list lanes: one each */
 	/* As in the agent: the first writer counts into the stack records
 	 * (atomic adds), the others each into a counter plane of their own
@@ -151,7 +153,7 @@ static void *writer(void *arg)
 		 * them: the stripes' locks are contended too. */
 		uint64_t off = (uint64_t)(i * 2654435761u) << 4;
 		if (exact)
-			off &= (1u << 26) - 16;
+			off &= (shared ? 1u << 24 : 1u << 26) - 16;
 		struct ym_live e = {
 			.addr = base + off,
 			.size = 100 + site,
@@ -296,11 +298,24 @@ static void writers_and_reader_exact(void **state)
 		assert_true(agent.stripes[k].used > 0);
 }
 
+static void writers_and_reader_exact_one_region(void **state)
+{
+	exact = shared = 1;
+	writers_and_reader(state);
+	exact = shared = 0;
+	/* One region, one part: the other stripes never had a writer. */
+	uint32_t in_use = 0;
+	for (uint32_t k = 0; k < 16; k++)
+		in_use += agent.stripes[k].used > 0;
+	assert_int_equal(in_use, 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(writers_and_reader),
 		cmocka_unit_test(writers_and_reader_exact),
+		cmocka_unit_test(writers_and_reader_exact_one_region),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
