@@ -390,10 +390,22 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
  * aligned, so threads that free what they allocated keep to their own
  * stripes.  The regions are remembered in a small private table, read
  * without a lock; a region that finds it full takes a part by hash. */
+/* Multiplicative hashing: the high half of v times an odd constant.
+ * HASH_CHAIN for the live chains and the regions; HASH_PART, another, for
+ * the stripe within a part, so that a stripe's entries still spread over
+ * all of its chains. */
+#define HASH_CHAIN 0x9E3779B97F4A7C15ULL
+#define HASH_PART  0xC2B2AE3D27D4EB4FULL
+
+static uint32_t mul_hash(uint64_t v, uint64_t k)
+{
+	return (uint32_t)(v * k >> 32);
+}
+
 static uint32_t region_part(uint64_t addr)
 {
 	uint64_t r = addr >> REGION_SHIFT, key = r + 1;
-	uint32_t h = (uint32_t)(r * 0x9E3779B97F4A7C15ULL >> 32);
+	uint32_t h = mul_hash(r, HASH_CHAIN);
 	uint32_t mask = (1u << agent.part_log) - 1;
 	for (uint32_t i = 0; i < REGION_PROBES; i++) {
 		uint64_t *slot = &region_map[(h + i) & (REGION_SLOTS - 1)];
@@ -421,7 +433,7 @@ static struct ym_stripe *stripe_of(uint64_t addr)
 				      agent.stripe_shift];
 	/* Within the part: the top bits of a hash that is not the chains'. */
 	uint32_t in = agent.stripe_log - agent.part_log;
-	uint32_t h = (uint32_t)((addr >> 4) * 0xC2B2AE3D27D4EB4FULL >> 32);
+	uint32_t h = mul_hash(addr >> 4, HASH_PART);
 	return &agent.stripes[region_part(addr) << in | h >> (32 - in)];
 }
 
@@ -443,7 +455,7 @@ static struct ym_live *live_at(uint32_t s, uint32_t j)
 
 static uint32_t live_hash(uint64_t addr)
 {
-	return (uint32_t)((addr >> 4) * 0x9E3779B97F4A7C15ULL >> 32);
+	return mul_hash(addr >> 4, HASH_CHAIN);
 }
 
 static uint32_t *heads_of(uint32_t s)
