@@ -375,11 +375,24 @@ static void read_exe(char *buf, size_t len)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
-/* Field 22 of /proc/self/stat: start time in clock ticks. */
-static uint64_t read_start_ticks(void)
+/* Field 22 of /proc/<pid>/stat (pid 0: self): the start time in clock
+ * ticks, which tells a reused pid apart; 0 when unreadable. */
+static uint64_t read_start_ticks(pid_t pid)
 {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	char buf[1024], path[40] = "/proc/self/stat";
+	if (pid > 0) {
+		char num[21];
+		utoa((uint64_t)pid, num);
+		size_t n = 0;
+		for (const char *a = "/proc/"; *a; a++)
+			path[n++] = *a;
+		for (const char *a = num; *a; a++)
+			path[n++] = *a;
+		for (const char *a = "/stat"; *a; a++)
+			path[n++] = *a;
+		path[n] = '\0';
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -387,20 +400,29 @@ static uint64_t read_start_ticks(void)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
+	/* comm (field 2) may hold spaces and parentheses: fields 3.. start
+	 * after the last ')'.  Skip the 19 separators before field 22. */
 	char *p = strrchr(buf, ')');
 	if (!p)
 		return 0;
-	/* After ')' comes field 3; skip to field 22. */
-	int field = 2;
-	for (p++; *p && field < 21; p++)
+	p++;
+	for (int field = 2; *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
 	uint64_t v = 0;
-	while (*p == ' ')
-		p++;
 	for (; *p >= '0' && *p <= '9'; p++)
 		v = v * 10 + (uint64_t)(*p - '0');
 	return v;
+}
+
+/* The inode of our pid namespace (segment.h, YM_PIDNS_INIT); 0 without
+ * /proc, where the plain name is the best we can do. */
+static uint32_t read_pidns(void)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) != 0 || st.st_ino > UINT32_MAX)
+		return 0;
+	return (uint32_t)st.st_ino;
 }
 
 static int segment_create(void)
@@ -416,7 +438,8 @@ static int segment_create(void)
 	if (shm_layout(&caps, sec, &size) != 0)
 		return -EINVAL;
 	void *map;
-	int rc = shm_create(agent.pid, size, &map);
+	agent.pidns = read_pidns();
+	int rc = shm_create(agent.pid, agent.pidns, size, &map);
 	if (rc < 0)
 		return rc;
 
@@ -436,7 +459,8 @@ static int segment_create(void)
 	h->total_size = size;
 	h->pid = (uint32_t)agent.pid;
 	h->uid = (uint32_t)geteuid();
-	h->start_ticks = read_start_ticks();
+	h->start_ticks = read_start_ticks(0);
+	h->pidns = agent.pidns;
 	h->start_real_ns = real_ns();
 	h->start_mono_ns = agent_now_ns();
 	h->sample_rate = agent.rate;
@@ -470,7 +494,7 @@ static int segment_create(void)
 	return 0;
 full:
 	munmap(map, size);
-	shm_unlink_pid(agent.pid);
+	shm_unlink_pid(agent.pid, agent.pidns);
 	agent.base = NULL;
 	agent.hdr = NULL;
 	return -ENOSPC;
@@ -479,18 +503,20 @@ full:
 static void thread_exit(void *arg);
 
 /* Segments of processes that died without exiting (killed, exit_group)
- * stay in /dev/shm.  Remove those of our user whose pid is gone; bounded,
- * and never a segment kept on purpose (YM_KEEP_SEGMENT marks it exited).
- * getdents64 into a buffer on the stack, not opendir: opendir's 32 KiB
- * buffer was often the process's first malloc (heap set-up, getrandom,
- * brk, pages touched) in programs that never allocate, at every start. */
+ * stay in /dev/shm.  Remove those of our pid namespace whose writer is
+ * provably gone: no process has its pid, or the one that has it started
+ * at another time (a reused pid).  Ours only, or any when we are root (a
+ * daemon's workers drop privileges); bounded, and never a segment kept on
+ * purpose (YM_KEEP_SEGMENT marks it exited).  getdents64 into a buffer on
+ * the stack, not opendir: opendir's 32 KiB buffer was often the process's
+ * first malloc (heap set-up, getrandom, brk, pages touched) in programs
+ * that never allocate, at every start. */
 static void collect_stale(void)
 {
 	int dfd = open(YM_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return;
-	const char *pre = &YM_NAME_PREFIX[1];
-	size_t pl = strlen(pre);
+	uid_t me = geteuid();
 	int removed = 0;
 	_Alignas(8) char buf[2048];
 	ssize_t got;
@@ -498,28 +524,36 @@ static void collect_stale(void)
 		for (ssize_t off = 0; off < got && removed < 64;) {
 			struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
 			off += e->d_reclen;
-			if (strncmp(e->d_name, pre, pl) != 0)
+			pid_t pid;
+			uint32_t ns;
+			if (shm_parse_name(e->d_name, &pid, &ns) != 0 ||
+			    pid == agent.pid ||
+			    (ns ? ns : YM_PIDNS_INIT) !=
+			    (agent.pidns ? agent.pidns : YM_PIDNS_INIT))
 				continue;
-			char *end;
-			long pid = strtol(e->d_name + pl, &end, 10);
-			if (*end || pid <= 0 || pid == agent.pid ||
-			    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-				continue;
+			int dead = kill(pid, 0) != 0 && errno == ESRCH;
+			uint64_t ticks = dead ? 0 : read_start_ticks(pid);
+			if (!dead && ticks == 0)
+				continue;   /* alive, or cannot tell */
 			struct stat st;
 			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-			    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			    !S_ISREG(st.st_mode) || (st.st_uid != me && me != 0))
 				continue;
 			int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0)
 				continue;
-			uint32_t flags = 0;
-			ssize_t n = pread(fd, &flags, sizeof flags,
-					  __builtin_offsetof(struct ym_header, flags));
+			struct ym_header h;
+			ssize_t n = pread(fd, &h, sizeof h, 0);
 			close(fd);
-			if (n == sizeof flags && (flags & YM_FLAG_EXITED))
+			if (n != (ssize_t)sizeof h || h.magic != YM_MAGIC)
+				continue;   /* not ours to judge (or being made) */
+			if (!dead && (h.start_ticks == 0 || h.start_ticks == ticks))
+				continue;   /* its writer may be alive */
+			if (__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & YM_FLAG_EXITED &&
+			    dead)
 				continue;   /* exited normally and kept on purpose */
-			char name[64];
-			shm_name(name, sizeof name, (pid_t)pid);
+			char name[48];
+			shm_name(name, sizeof name, pid, ns);
 			if (shm_unlink(name) == 0)
 				removed++;
 		}
@@ -1063,7 +1097,31 @@ void agent_exiting(void)
 	__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_EXITED, __ATOMIC_RELEASE);
 	/* Keep the mapping: destructors that run after us still allocate. */
 	if (!agent.keep_segment)
-		shm_unlink_pid(agent.pid);
+		shm_unlink_pid(agent.pid, agent.pidns);
+}
+
+/* The process is about to take the effective uid `euid` (setuid and its
+ * kin): hand it the segment first, while we may still chown, so that the
+ * process can unlink it at exit and its new owner's ymtop can read it (a
+ * daemon started as root whose workers run as nobody).  Called again with
+ * the old uid when the change failed. */
+void agent_owner_change(uid_t euid)
+{
+	if (euid == (uid_t)-1 ||
+	    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    agent.pid != getpid() || geteuid() == euid)
+		return;
+	char name[48];
+	shm_name(name, sizeof name, agent.pid, agent.pidns);
+	int fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	struct stat st;
+	/* Only our own segment: the name could have been replaced. */
+	if (fstat(fd, &st) == 0 && st.st_size == (off_t)agent.size &&
+	    fchown(fd, euid, (gid_t)-1) == 0)
+		__atomic_store_n(&agent.hdr->uid, (uint32_t)euid, __ATOMIC_RELAXED);
+	close(fd);
 }
 
 __attribute__((destructor)) static void agent_fini(void)

@@ -92,6 +92,7 @@ struct agent {
 	int      seg_state;         /* SEG_* (atomic) */
 	uint32_t epoch;             /* bumped by fork: stale TLS re-registers */
 	pid_t    pid;
+	uint32_t pidns;             /* our pid namespace's inode (0 unknown) */
 
 	/* Configuration (YM_*), read once. */
 	int      configured;
@@ -231,6 +232,7 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
 		       size_t n) AGENT_HIDDEN;
 uint64_t agent_now_ns(void) AGENT_HIDDEN;
 void agent_exiting(void) AGENT_HIDDEN;
+void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 
 /* ---- table.c ---- */
 int  table_lock(uint32_t spins) AGENT_HIDDEN;  /* 1 if taken */

@@ -62,6 +62,10 @@ static struct hook hooks[] = {
 	{ "cfree", NULL, NULL },
 	{ "_exit", NULL, NULL },
 	{ "_Exit", NULL, NULL },
+	{ "setuid", NULL, NULL },
+	{ "seteuid", NULL, NULL },
+	{ "setreuid", NULL, NULL },
+	{ "setresuid", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* next to last: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* last: real_dlopen */
 };
@@ -75,6 +79,8 @@ int got_init(void)
 		(void *)hook_posix_memalign, (void *)hook_aligned_alloc,
 		(void *)hook_memalign, (void *)hook_valloc, (void *)hook_pvalloc,
 		(void *)hook_free, (void *)hook__exit, (void *)hook__Exit,
+		(void *)hook_setuid, (void *)hook_seteuid, (void *)hook_setreuid,
+		(void *)hook_setresuid,
 		(void *)hook_dlmopen, (void *)hook_dlopen,
 	};
 	for (size_t i = 0; i < NHOOKS; i++) {

@@ -5,6 +5,7 @@
 #define YMTOP_GOT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "agent.h"
 
@@ -32,5 +33,9 @@ void *hook_valloc(size_t) AGENT_HIDDEN;
 void *hook_pvalloc(size_t) AGENT_HIDDEN;
 void  hook__exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
 void  hook__Exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
+int   hook_setuid(uid_t) AGENT_HIDDEN;
+int   hook_seteuid(uid_t) AGENT_HIDDEN;
+int   hook_setreuid(uid_t, uid_t) AGENT_HIDDEN;
+int   hook_setresuid(uid_t, uid_t, uid_t) AGENT_HIDDEN;
 
 #endif

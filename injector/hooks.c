@@ -601,3 +601,67 @@ EXPORT void _Exit(int status)
 
 HIDDEN_ALIAS(_exit);
 HIDDEN_ALIAS(_Exit);
+
+/* ---- setuid and its kin: the segment follows the process's owner ---- */
+
+/* The next definition of an id call, found once (dlsym may allocate:
+ * under the guard, so that goes to the real allocator). */
+static void *next_id_call(void **cache, const char *name)
+{
+	void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+	if (!fn) {
+		struct agent_tls *t = &agent_tls;
+		agent_guard_enter(t);
+		fn = dlsym(RTLD_NEXT, name);
+		agent_guard_leave(t);
+		__atomic_store_n(cache, fn, __ATOMIC_RELEASE);
+	}
+	return fn;
+}
+
+typedef int (*id1_fn)(uid_t);
+typedef int (*id2_fn)(uid_t, uid_t);
+typedef int (*id3_fn)(uid_t, uid_t, uid_t);
+
+/* Give the segment to the coming euid, make the call, take it back if the
+ * call failed. */
+#define ID_CALL(name, type, euid, args)                                      \
+	do {                                                                  \
+		static void *cache;                                           \
+		type fn = (type)next_id_call(&cache, #name);                  \
+		if (!fn) {                                                    \
+			errno = ENOSYS;                                       \
+			return -1;                                            \
+		}                                                             \
+		uid_t before = geteuid();                                     \
+		agent_owner_change(euid);                                     \
+		int rc = fn args;                                             \
+		if (rc != 0)                                                  \
+			agent_owner_change(before);                           \
+		return rc;                                                    \
+	} while (0)
+
+EXPORT int setuid(uid_t uid)
+{
+	ID_CALL(setuid, id1_fn, uid, (uid));
+}
+
+EXPORT int seteuid(uid_t euid)
+{
+	ID_CALL(seteuid, id1_fn, euid, (euid));
+}
+
+EXPORT int setreuid(uid_t ruid, uid_t euid)
+{
+	ID_CALL(setreuid, id2_fn, euid, (ruid, euid));
+}
+
+EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
+{
+	ID_CALL(setresuid, id3_fn, euid, (ruid, euid, suid));
+}
+
+HIDDEN_ALIAS(setuid);
+HIDDEN_ALIAS(seteuid);
+HIDDEN_ALIAS(setreuid);
+HIDDEN_ALIAS(setresuid);

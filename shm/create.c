@@ -53,10 +53,10 @@ static int replace_existing(const char *name)
 	return rc;
 }
 
-int shm_create(pid_t pid, uint64_t size, void **map)
+int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map)
 {
-	char name[32];
-	shm_name(name, sizeof name, pid);
+	char name[40];
+	shm_name(name, sizeof name, pid, pidns);
 
 	int fd = -1;
 	for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
@@ -105,9 +105,9 @@ int shm_create(pid_t pid, uint64_t size, void **map)
 	return all;
 }
 
-void shm_unlink_pid(pid_t pid)
+void shm_unlink_pid(pid_t pid, uint32_t pidns)
 {
-	char name[32];
-	shm_name(name, sizeof name, pid);
+	char name[40];
+	shm_name(name, sizeof name, pid, pidns);
 	shm_unlink(name);
 }

@@ -71,7 +71,44 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 	return 0;
 }
 
-void shm_name(char *buf, size_t len, pid_t pid)
+void shm_name(char *buf, size_t len, pid_t pid, uint32_t pidns)
 {
-	snprintf(buf, len, "%s%ld", YM_NAME_PREFIX, (long)pid);
+	if (pidns == 0 || pidns == YM_PIDNS_INIT)
+		snprintf(buf, len, "%s%ld", YM_NAME_PREFIX, (long)pid);
+	else
+		snprintf(buf, len, "%s%ld.%lu", YM_NAME_PREFIX, (long)pid,
+			 (unsigned long)pidns);
+}
+
+/* Strict decimal, no sign, no leading zero, at most `max`. */
+static const char *parse_dec(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+	if (*p < '1' || *p > '9')
+		return NULL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (uint64_t)(*p - '0');
+		if (v > max)
+			return NULL;
+	}
+	*out = v;
+	return p;
+}
+
+int shm_parse_name(const char *name, pid_t *pid, uint32_t *pidns)
+{
+	const char *pre = &YM_NAME_PREFIX[1];
+	uint64_t p, ns = 0;
+	while (*pre && *name == *pre)
+		pre++, name++;
+	if (*pre || !(name = parse_dec(name, 0x3fffffff, &p)))
+		return -1;
+	if (*name == '.' && !(name = parse_dec(name + 1, UINT32_MAX, &ns)))
+		return -1;
+	if (*name || ns == YM_PIDNS_INIT)
+		return -1;   /* the initial namespace's have no suffix */
+	*pid = (pid_t)p;
+	*pidns = (uint32_t)ns;
+	return 0;
 }

@@ -145,7 +145,9 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 			    strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return fail(err, len, -EPERM, "segment is not a regular file");
-	if (uid != (uid_t)-1 && st.st_uid != uid)
+	/* Root's segments are trusted too: only root can make one, and a
+	 * daemon started as root creates it before it drops privileges. */
+	if (uid != (uid_t)-1 && st.st_uid != uid && st.st_uid != 0)
 		return fail(err, len, -EPERM,
 			    "segment owner (uid %u) is not the process owner (uid %u): refused",
 			    (unsigned)st.st_uid, (unsigned)uid);
@@ -168,19 +170,18 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 		return fail(err, len, -EPROTO,
 			    "segment names pid %u, expected %ld", h.pid, (long)pid);
 	r->fd = fd;
-	r->pid = (pid_t)h.pid;
+	r->pid = r->nspid = (pid_t)h.pid;
 	r->size = (uint64_t)st.st_size;
+	r->dev = (uint64_t)st.st_dev;
+	r->ino = (uint64_t)st.st_ino;
 	int fl = fcntl(fd, F_GETFL);
 	r->writable = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
 	return 0;
 }
 
-int shm_reader_open(struct shm_reader *r, pid_t pid, uid_t uid, char *err,
-		    size_t len)
+int shm_reader_open_path(struct shm_reader *r, const char *path, pid_t pid,
+			 pid_t nspid, uid_t uid, char *err, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof path, "%s%s%ld", YM_SHM_DIR, YM_NAME_PREFIX,
-		 (long)pid);
 	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0 && errno == EACCES)
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
@@ -192,9 +193,11 @@ int shm_reader_open(struct shm_reader *r, pid_t pid, uid_t uid, char *err,
 		return fail(err, len, -e, "cannot open %s: %s", path,
 			    strerror(e));
 	}
-	int rc = shm_reader_open_fd(r, fd, pid, uid, err, len);
+	int rc = shm_reader_open_fd(r, fd, nspid, uid, err, len);
 	if (rc < 0)
 		close(fd);
+	else
+		r->pid = pid;
 	return rc;
 }
 
@@ -506,8 +509,11 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		rc = shm_header_check(&s->hdr, r->size, err, len);
 		if (rc < 0)
 			return rc;
-		if ((uint32_t)r->pid != s->hdr.pid)
+		if ((uint32_t)r->nspid != s->hdr.pid)
 			return fail(err, len, -EPROTO, "segment pid changed");
+		s->pid = r->pid;
+		s->seg_dev = r->dev;
+		s->seg_ino = r->ino;
 		free(s->threads);
 		s->nthreads = (uint32_t)s->hdr.threads_used;
 		rc = copy_section(r, &s->hdr, YM_SEC_THREADS, s->nthreads,

@@ -31,8 +31,13 @@ int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
  * two at least as large. */
 uint32_t shm_live_capacity(uint32_t max_live);
 
-/* "/ymtop-<pid>" into buf (at least 32 bytes). */
-void shm_name(char *buf, size_t len, pid_t pid);
+/* The segment's name, "/ymtop-<pid>" or "/ymtop-<pid>.<pidns>" (segment.h,
+ * YM_PIDNS_INIT), into buf (at least 32 bytes).  pid as seen in the pid
+ * namespace pidns (0: unknown, taken as the initial one). */
+void shm_name(char *buf, size_t len, pid_t pid, uint32_t pidns);
+/* The inverse: 0 and *pid, *pidns when name (without the slash) is a
+ * segment's name, -1 otherwise. */
+int shm_parse_name(const char *name, pid_t *pid, uint32_t *pidns);
 
 /* Size of one stack or alarm record for a depth. */
 /* Bytes the live table takes in the segment of a snapshot's header. */
@@ -61,15 +66,17 @@ static inline uint32_t shm_alarm_stride(uint32_t depth)
  * exited and replaced.  Allocates no heap memory.  Returns 0 (sparse), 1
  * (every page backed) or -errno (-ENOSPC: /dev/shm is full).
  */
-int shm_create(pid_t pid, uint64_t size, void **map);
-void shm_unlink_pid(pid_t pid);
+int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map);
+void shm_unlink_pid(pid_t pid, uint32_t pidns);
 
 /* ---- Reader side ---- */
 
 struct shm_reader {
 	int      fd;
 	int      writable;      /* control block can be written */
-	pid_t    pid;
+	pid_t    pid;           /* the process as this reader sees it */
+	pid_t    nspid;         /* ... and as it sees itself (header.pid) */
+	uint64_t dev, ino;      /* the segment file: the writer maps it */
 	uint64_t size;
 	int      skip_live;     /* next snapshots leave the live table out */
 };
@@ -80,6 +87,8 @@ struct shm_reader {
 struct shm_snapshot {
 	struct ym_header  hdr;
 	struct ym_control ctl;
+	pid_t    pid;               /* the reader's pid of the process */
+	uint64_t seg_dev, seg_ino;  /* the segment file (proc_writer) */
 	uint64_t taken_mono_ns;     /* reader's CLOCK_MONOTONIC */
 	uint64_t taken_real_ns;
 	struct ym_thread *threads;  uint32_t nthreads;
@@ -103,11 +112,13 @@ static inline const struct ym_alarm *shm_alarm(const struct shm_snapshot *s,
 	return (const struct ym_alarm *)(s->alarms + (size_t)i * s->alarm_stride);
 }
 
-/* Open the segment of pid: O_NOFOLLOW, regular file, owned by `uid` (the
- * target's owner; (uid_t)-1 skips that check), not group/world writable,
- * size within limits.  The header is validated too. */
-int shm_reader_open(struct shm_reader *r, pid_t pid, uid_t uid,
-		    char *err, size_t errlen);
+/* Open the segment at path, whose header must name nspid (the process's
+ * pid inside its own pid namespace; pid is the reader's for it):
+ * O_NOFOLLOW, regular file, owned by `uid` or by root ((uid_t)-1 skips
+ * that check), not group/world writable, size within limits.  The header
+ * is validated too.  Where the path is comes from proc_segment_path. */
+int shm_reader_open_path(struct shm_reader *r, const char *path, pid_t pid,
+			 pid_t nspid, uid_t uid, char *err, size_t errlen);
 /* The same checks on an already opened descriptor (tests, fuzzing). */
 int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 		       char *err, size_t errlen);

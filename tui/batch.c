@@ -20,6 +20,7 @@ static void wait_interval(double secs, struct shm_reader *r, uint64_t start_tick
 	struct timespec end, now;
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	double t = (double)end.tv_sec + (double)end.tv_nsec / 1e9 + secs;
+	unsigned steps = 0;
 	for (;;) {
 		if (cli_stop)
 			return;
@@ -33,6 +34,10 @@ static void wait_interval(double secs, struct shm_reader *r, uint64_t start_tick
 		    (flags & YM_FLAG_EXITED))
 			return;
 		if (!proc_same(r->pid, start_ticks))
+			return;
+		/* Exec'd away (a maps read: every 2 s, not every step). */
+		if (++steps % 20 == 0 &&
+		    proc_writer(r->pid, start_ticks, r->dev, r->ino) != WRITER_LIVE)
 			return;
 		double step = left < 0.1 ? left : 0.1;
 		struct timespec ts = { 0, (long)(step * 1e9) };
@@ -53,7 +58,7 @@ static void write_one(const struct options *o, struct model *m, struct sym *s,
 		return;
 	}
 	char path[4096], err[512];
-	if (outfile_expand(o->output, (pid_t)m->snap.hdr.pid, m->snap.hdr.exe,
+	if (outfile_expand(o->output, model_pid(m), m->snap.hdr.exe,
 			   m->snap.taken_real_ns / 1000000000ULL, counter, path,
 			   sizeof path) != 0)
 		cli_die(2, "bad -o pattern '%s' (placeholders: %%p %%e %%t %%n %%%%)",
@@ -79,7 +84,7 @@ int batch_run(const struct options *o, pid_t pid)
 	struct model m;
 	char err[512];
 	target_attach(pid, &r);
-	struct sym *s = sym_new(NULL);
+	struct sym *s = sym_new(target_sym_root(&r));
 	if (!s)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 	model_init(&m);

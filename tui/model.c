@@ -129,10 +129,13 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	m->order = order;
 	m->norder = 0;
 
-	m->alive = proc_read((pid_t)m->snap.hdr.pid, &m->proc) == 0 &&
-		   !proc_gone(&m->proc) &&
-		   (m->snap.hdr.start_ticks == 0 ||
-		    m->proc.start_ticks == m->snap.hdr.start_ticks);
+	/* Live while the process that wrote the segment still runs and
+	 * still maps it: not after its pid went to another process, nor
+	 * after it exec'd a program without the agent. */
+	pid_t pid = model_pid(m);
+	m->alive = proc_read(pid, &m->proc) == 0 &&
+		   proc_writer(pid, m->snap.hdr.start_ticks, m->snap.seg_dev,
+			       m->snap.seg_ino) == WRITER_LIVE;
 	if (m->snap.hdr.flags & YM_FLAG_EXITED)
 		m->alive = 0;
 	model_sort(m, SORT_RETAINED, 0, NULL, NULL, NULL);
@@ -267,7 +270,7 @@ const char *model_thread_name(const struct model *m, const struct ym_thread *t,
 	if (t->name[0])
 		snprintf(buf, len, "%s", t->name);
 	else if (m->alive && t->tid)
-		proc_thread_name((pid_t)m->snap.hdr.pid, t->tid, buf, len);
+		proc_thread_name(model_pid(m), t->tid, buf, len);
 	return buf;
 }
 

@@ -82,6 +82,13 @@ void model_free(struct model *m);
 /* Take ownership of snap (left empty) and derive everything. */
 int model_update(struct model *m, struct shm_snapshot *snap);
 
+/* The target's pid as ymtop sees it (the host's, for a process in a
+ * container; the segment's header has the one it sees itself). */
+static inline pid_t model_pid(const struct model *m)
+{
+	return m->snap.pid ? m->snap.pid : (pid_t)m->snap.hdr.pid;
+}
+
 /* Set the mark: growth is measured from now. */
 void model_mark(struct model *m);
 

@@ -354,8 +354,8 @@ static void build(struct builder *b, struct pb *out)
 	pb_raw(out, b->functions.buf, b->functions.len);
 
 	char comment[700];
-	snprintf(comment, sizeof comment, "ymtop %s: pid %u (%s), state %s",
-		 YM_VERSION, h->pid, h->exe, model_state(m));
+	snprintf(comment, sizeof comment, "ymtop %s: pid %ld (%s), state %s",
+		 YM_VERSION, (long)model_pid(m), h->exe, model_state(m));
 	int64_t ci = intern(b, comment);
 	int64_t space = intern(b, "space"), bytes = intern(b, "bytes");
 	int64_t dflt = intern(b, "inuse_space");

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -34,6 +36,29 @@ static uint64_t parse_u64(const char **p)
 		(*p)++;
 	}
 	return v;
+}
+
+/* Spaces and tabs, then a decimal (0 when none). */
+static uint64_t parse_u64_ws(const char **p)
+{
+	while (**p == '\t')
+		(*p)++;
+	return parse_u64(p);
+}
+
+/* The inode of pid's pid namespace (0 when /proc/PID/ns is closed to us:
+ * then the caller assumes its own). */
+static uint32_t pidns_of(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+	if (pid > 0)
+		snprintf(path, sizeof path, "/proc/%ld/ns/pid", (long)pid);
+	else
+		snprintf(path, sizeof path, "/proc/self/ns/pid");
+	if (stat(path, &st) != 0 || st.st_ino > UINT32_MAX)
+		return 0;
+	return (uint32_t)st.st_ino;
 }
 
 int proc_read(pid_t pid, struct proc_info *o)
@@ -72,16 +97,31 @@ int proc_read(pid_t pid, struct proc_info *o)
 		while (*p && *p != ' ')
 			p++;
 	}
+	o->tgid = o->nspid = pid;
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
 	if (read_small(path, buf, sizeof buf) > 0) {
 		const char *u = strstr(buf, "\nUid:");
 		if (u) {
-			u += 5;
-			while (*u == '\t' || *u == ' ')
-				u++;
-			o->uid = (uid_t)strtoul(u, NULL, 10);
+			const char *q = u + 5;
+			o->uid = (uid_t)parse_u64_ws(&q);
+			o->euid = (uid_t)parse_u64_ws(&q);
+		}
+		const char *t = strstr(buf, "\nTgid:");
+		if (t) {
+			const char *q = t + 6;
+			o->tgid = (pid_t)parse_u64_ws(&q);
+		}
+		/* NSpid: the pid in each namespace from ours inwards; the
+		 * last is the one the process sees (and names its segment). */
+		const char *ns = strstr(buf, "\nNSpid:");
+		if (ns) {
+			const char *q = ns + 7;
+			uint64_t v;
+			while ((v = parse_u64_ws(&q)) != 0)
+				o->nspid = (pid_t)v;
 		}
 	}
+	o->pidns = pidns_of(pid);
 	return 0;
 }
 
@@ -115,39 +155,151 @@ void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len)
 	snprintf(buf, len, "%s", tmp);
 }
 
+int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno ? -errno : -EIO;
+	/* start-end perms offset MAJ:MIN inode path: the fields up to the
+	 * inode have fixed forms; a line longer than the buffer is read on in
+	 * pieces, of which only the first can match. */
+	char line[512];
+	int found = 0, at_start = 1;
+	unsigned maj = major((dev_t)dev), min = minor((dev_t)dev);
+	while (!found && fgets(line, sizeof line, f)) {
+		int whole = strchr(line, '\n') != NULL;
+		if (at_start) {
+			unsigned a, b;
+			unsigned long long in;
+			if (sscanf(line, "%*x-%*x %*4s %*x %x:%x %llu", &a, &b, &in) == 3 &&
+			    a == maj && b == min && in == ino)
+				found = 1;
+		}
+		at_start = whole;
+	}
+	int e = ferror(f) ? -EIO : 0;
+	fclose(f);
+	return found ? 1 : e;
+}
+
+enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
+			     uint64_t seg_ino)
+{
+	struct proc_info pi;
+	if (proc_read(pid, &pi) != 0 || proc_gone(&pi))
+		return WRITER_GONE;
+	if (start_ticks == 0 || pi.start_ticks != start_ticks)
+		return WRITER_REUSED;
+	if (proc_maps_file(pid, seg_dev, seg_ino) == 0)
+		return WRITER_EXECED;
+	return WRITER_LIVE;
+}
+
+const char *proc_writer_why(enum proc_writer w)
+{
+	switch (w) {
+	case WRITER_LIVE:   return "live";
+	case WRITER_GONE:   return "its process is gone";
+	case WRITER_REUSED: return "its process is gone and another has its pid";
+	case WRITER_EXECED: return "its process has exec'd a program without the agent";
+	}
+	return "?";
+}
+
+int proc_segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
+		      char *err, size_t len)
+{
+	static uint32_t own_ns;
+	if (!own_ns)
+		own_ns = pidns_of(0);
+	uint32_t ns = pi->pidns;
+	if (!ns && pi->nspid == pi->pid)
+		ns = own_ns;   /* NSpid has one level: our namespace */
+	if (!ns && own_ns) {
+		snprintf(err, len, "cannot read /proc/%ld/ns/pid: the process is in "
+			 "another pid namespace; run ymtop as root", (long)pi->pid);
+		return -EACCES;
+	}
+	char name[48], path[128];
+	shm_name(name, sizeof name, pi->nspid, ns);
+	snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid, YM_SHM_DIR,
+		 name);
+	int rc = shm_reader_open_path(r, path, pi->pid, pi->nspid, uid, err, len);
+	if (rc == -EACCES || rc == -EPERM) {
+		/* /proc/PID/root is closed to us (not dumpable, another
+		 * user's): our own /dev/shm, valid in our mount namespace,
+		 * where the checks that follow (owner, pid, start time,
+		 * mapping) hold as anywhere. */
+		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
+		char err2[256];
+		int rc2 = shm_reader_open_path(r, path, pi->pid, pi->nspid, uid,
+					       err2, sizeof err2);
+		if (rc2 != -ENOENT) {
+			snprintf(err, len, "%s", err2);
+			rc = rc2;
+		}
+	}
+	return rc;
+}
+
+/* One candidate for proc_find_agents: 1 when pid runs a live agent. */
+static int runs_agent(pid_t pid)
+{
+	struct proc_info pi;
+	if (proc_read(pid, &pi) != 0 || proc_gone(&pi) || pi.tgid != pid)
+		return 0;
+	if (geteuid() != 0 && pi.uid != geteuid())
+		return 0;
+	struct shm_reader r;
+	char err[256];
+	if (proc_segment_open(&r, &pi, pi.uid, err, sizeof err) != 0)
+		return 0;
+	struct ym_header h;
+	int ok = pread(r.fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+		 !(h.flags & YM_FLAG_EXITED) &&
+		 proc_writer(pid, h.start_ticks, r.dev, r.ino) == WRITER_LIVE;
+	shm_reader_close(&r);
+	return ok;
+}
+
+/* Processes running a live agent: those named by the segments in our
+ * /dev/shm, and (where /proc lets us look) processes in other pid
+ * namespaces, whose segments are in their own /dev/shm. */
 int proc_find_agents(pid_t *pids, int max)
 {
-	DIR *d = opendir(YM_SHM_DIR);
-	if (!d)
-		return 0;
 	int n = 0;
+	uint32_t own_ns = pidns_of(0);
+	DIR *d = opendir(YM_SHM_DIR);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			pid_t v;
+			uint32_t ns;
+			if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
+			    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
+				continue;   /* another namespace's: found below */
+			if (!runs_agent(v))
+				continue;
+			if (n < max)
+				pids[n] = v;
+			n++;
+		}
+		closedir(d);
+	}
+	d = opendir("/proc");
+	if (!d)
+		return n;
 	struct dirent *e;
-	const char *pre = &YM_NAME_PREFIX[1];   /* without the slash */
-	size_t pl = strlen(pre);
 	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, pre, pl) != 0)
-			continue;
 		char *end;
 		errno = 0;
-		long v = strtol(e->d_name + pl, &end, 10);
+		long v = strtol(e->d_name, &end, 10);
 		if (errno || *end || v <= 0 || v > 0x3fffffff)
 			continue;
-		struct proc_info pi;
-		if (proc_read((pid_t)v, &pi) != 0)
-			continue;   /* left behind by a dead process */
-		if (geteuid() != 0 && pi.uid != geteuid())
-			continue;
-		/* Only segments whose start time matches the live process. */
-		struct shm_reader r;
-		char err[256];
-		if (shm_reader_open(&r, (pid_t)v, pi.uid, err, sizeof err) != 0)
-			continue;
-		struct ym_header h;
-		int ok = pread(r.fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-			 (h.start_ticks == 0 || h.start_ticks == pi.start_ticks) &&
-			 !(h.flags & YM_FLAG_EXITED);
-		shm_reader_close(&r);
-		if (!ok)
+		uint32_t ns = pidns_of((pid_t)v);
+		if (!ns || ns == own_ns || !runs_agent((pid_t)v))
 			continue;
 		if (n < max)
 			pids[n] = (pid_t)v;

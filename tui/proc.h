@@ -10,9 +10,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "shm.h"
+
 struct proc_info {
 	pid_t    pid;
+	pid_t    tgid;          /* its process, when pid is a thread's id */
+	pid_t    nspid;         /* pid inside its own pid namespace */
+	uint32_t pidns;         /* that namespace's inode; 0 unknown */
 	uid_t    uid;           /* real uid of the process */
+	uid_t    euid;
 	uint64_t start_ticks;   /* field 22 of /proc/pid/stat */
 	uint64_t rss_bytes;
 	char     state;         /* field 3: R, S, D, Z (zombie), X... */
@@ -27,6 +33,35 @@ int proc_gone(const struct proc_info *pi);
 
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);
+
+/* Whether the process that wrote a segment is still there and writing it. */
+enum proc_writer {
+	WRITER_LIVE = 0,    /* same process, and it maps the segment */
+	WRITER_GONE,        /* no such process, or a zombie */
+	WRITER_REUSED,      /* another process has its pid (start time) */
+	WRITER_EXECED,      /* same process, but its image no longer maps
+			       the segment: it exec'd a program without the
+			       agent, or left it */
+};
+/* seg_dev/seg_ino: the segment file (shm_reader.dev/ino).  When the maps
+ * cannot be read (another user's process) the answer rests on the start
+ * time alone. */
+enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
+			     uint64_t seg_ino);
+/* One line's worth of why, for messages. */
+const char *proc_writer_why(enum proc_writer w);
+
+/* 1 when process pid maps the file (dev, ino), 0 when not, -errno when
+ * its maps cannot be read. */
+int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino);
+
+/* Open the segment of the process pi where it made it: its /dev/shm seen
+ * through /proc/PID/root (its mount namespace: a container's), or ours
+ * when that is closed to us and the process is in our mount namespace.
+ * Owner checked against uid as shm_reader_open_path does.  Returns its
+ * code (-ENOENT: the process has no segment). */
+int proc_segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
+		      char *err, size_t errlen);
 
 /* Thread name from /proc/pid/task/tid/comm into buf ("" if gone). */
 void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len);

@@ -215,8 +215,11 @@ static int write_text(FILE *f, struct model *m, struct sym *s,
 	localtime_r(&now, &tm);
 	strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", &tm);
 
-	fprintf(f, "ymtop %s heap report: pid %u (%s), %s\n", YM_VERSION,
-		h->pid, h->exe[0] ? h->exe : "?", when);
+	char ns[48] = "";
+	if ((uint32_t)model_pid(m) != h->pid)
+		snprintf(ns, sizeof ns, " (pid %u in its namespace)", h->pid);
+	fprintf(f, "ymtop %s heap report: pid %ld%s (%s), %s\n", YM_VERSION,
+		(long)model_pid(m), ns, h->exe[0] ? h->exe : "?", when);
 	fprintf(f, "state %s, uptime %s, RSS %s, sample rate %s%s\n",
 		model_state(m), fmt_duration(model_uptime(m), a, sizeof a),
 		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-",
@@ -327,7 +330,10 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 {
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
-	fprintf(f, "{\"pid\":%u,\"exe\":", h->pid);
+	fprintf(f, "{\"pid\":%ld,", (long)model_pid(m));
+	if ((uint32_t)model_pid(m) != h->pid)
+		fprintf(f, "\"ns_pid\":%u,", h->pid);
+	fprintf(f, "\"exe\":");
 	fmt_json_string(f, h->exe);
 	fprintf(f, ",\"time\":%.3f,\"uptime_s\":%.3f,\"state\":\"%s\","
 		"\"attached\":%s,\"sample_rate\":%llu,\"rss_bytes\":%llu,",

@@ -134,7 +134,7 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
 	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-	row(d, st, "itddtitiiiiidd", (int64_t)h->pid, h->exe,
+	row(d, st, "itddtitiiiiidd", (int64_t)model_pid(m), h->exe,
 	    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 	    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
 	    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,

@@ -214,8 +214,8 @@ int svg_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "<text id=\"title\" x=\"%.0f\" y=\"24\" text-anchor=\"middle\">"
 		"Heap flame graph: %s</text>\n", SVG_WIDTH / 2,
 		report_weight_name(o->weight));
-	fprintf(f, "<text x=\"%.0f\" y=\"44\" text-anchor=\"middle\">pid %u (",
-		SVG_WIDTH / 2, h->pid);
+	fprintf(f, "<text x=\"%.0f\" y=\"44\" text-anchor=\"middle\">pid %ld (",
+		SVG_WIDTH / 2, (long)model_pid(m));
 	fmt_xml_string(f, h->exe);
 	fprintf(f, "), %s, total %s, ymtop %s</text>\n", model_state(m),
 		value_text(&c, c.total, v, sizeof v), YM_VERSION);

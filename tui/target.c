@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../injector/inject.h"
+#include "shm.h"
 #include "cli.h"
 #include "proc.h"
 #include "target.h"
@@ -99,6 +101,31 @@ static void check_agent_visible(pid_t pid, const char *agent)
 		cli_die(1, "the agent %s is not a regular file", agent);
 }
 
+/* Why a process could make no segment in its /dev/shm, as far as we can
+ * tell from outside: one clause for a message. */
+static const char *shm_dir_trouble(pid_t pid)
+{
+	static char why[256];
+	char dir[64];
+	struct statvfs vfs;
+	snprintf(dir, sizeof dir, "/proc/%ld/root%s", (long)pid, YM_SHM_DIR);
+	if (statvfs(dir, &vfs) != 0) {
+		if (errno == ENOENT)
+			return "it has no " YM_SHM_DIR " (a container without one: mount a "
+			       "tmpfs there, e.g. docker run --tmpfs /dev/shm)";
+		snprintf(why, sizeof why, "cannot look at its %s (%s); see its stderr",
+			 YM_SHM_DIR, strerror(errno));
+		return why;
+	}
+	if (vfs.f_flag & ST_RDONLY)
+		return "its " YM_SHM_DIR " is read-only (mount it writable, e.g. "
+		       "docker run --tmpfs /dev/shm, or podman --shm-size)";
+	if (vfs.f_bavail == 0 || vfs.f_favail == 0)
+		return "its " YM_SHM_DIR " is full (enlarge it, e.g. docker run "
+		       "--shm-size=256m)";
+	return "see its stderr (YM_DISABLE set, or /dev/shm refused the segment)";
+}
+
 /* No segment: load the agent into the running process, then open the
  * segment its constructor created (inside dlopen, so it exists when the
  * injector returns).  Returns shm_reader_open's code. */
@@ -113,22 +140,21 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (inject_agent(pid, agent, &res, why, sizeof why) != 0) {
 		/* Another ymtop may have injected it meanwhile: then attach. */
-		if (shm_reader_open(r, pid, pi->uid, err, len) == 0)
+		if (proc_segment_open(r, pi, pi->uid, err, len) == 0)
 			return 0;
 		cli_die(1, "%s", why);
 	}
 	int rc = -ENOENT;
 	for (int i = 0; i < 400 && rc == -ENOENT; i++) {
-		rc = shm_reader_open(r, pid, pi->uid, err, len);
+		rc = proc_segment_open(r, pi, pi->uid, err, len);
 		if (rc == -ENOENT) {
 			struct timespec ts = { 0, 5000000 };
 			nanosleep(&ts, NULL);
 		}
 	}
 	if (rc == -ENOENT)
-		cli_die(1, "process %ld (%s) loaded the agent but created no segment "
-		       "(see its stderr: /dev/shm full, or YM_DISABLE set)", (long)pid,
-		       pi->comm);
+		cli_die(1, "process %ld (%s) loaded the agent but created no segment: %s",
+			(long)pid, pi->comm, shm_dir_trouble(pid));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (getenv("YM_INJECT_VERBOSE"))
 		fprintf(stderr, "ymtop: loaded %s into process %ld: thread %ld paused "
@@ -137,6 +163,36 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 			(double)(t1.tv_sec - t0.tv_sec) * 1e3 +
 			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 	return rc;
+}
+
+/* Open the process's segment if it has one that its writer still writes;
+ * a stale one (the writer exec'd a program without the agent, or died and
+ * left its pid to another process) is removed where we may, and is then
+ * as good as none: -ENOENT. */
+static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
+		     char *err, size_t len)
+{
+	int rc = proc_segment_open(r, pi, pi->uid, err, len);
+	if (rc != 0)
+		return rc;
+	struct ym_header h;
+	if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+		shm_reader_close(r);
+		snprintf(err, len, "cannot read the segment header");
+		return -EIO;
+	}
+	enum proc_writer w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
+	if (w == WRITER_LIVE || w == WRITER_GONE)
+		return 0;   /* gone: its final state */
+	shm_reader_close(r);
+	char name[48], path[128];
+	shm_name(name, sizeof name, pi->nspid, h.pidns);
+	snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pid, YM_SHM_DIR, name);
+	int gone = unlink(path) == 0;
+	fprintf(stderr, "ymtop: process %ld: the segment %s is stale (%s)%s\n",
+		(long)pid, name, proc_writer_why(w),
+		gone ? "; removed it" : "; cannot remove it");
+	return -ENOENT;
 }
 
 void target_attach(pid_t pid, struct shm_reader *r)
@@ -148,7 +204,12 @@ void target_attach(pid_t pid, struct shm_reader *r)
 		/* Gone, but a segment kept with YM_KEEP_SEGMENT=1 still tells
 		 * its final state (ours only, unless we are root). */
 		uid_t own = geteuid() == 0 ? (uid_t)-1 : geteuid();
-		if (shm_reader_open(r, pid, own, err, sizeof err) == 0)
+		char name[48], path[128];
+		struct proc_info self;
+		proc_read(getpid(), &self);
+		shm_name(name, sizeof name, pid, self.pidns);
+		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
+		if (shm_reader_open_path(r, path, pid, pid, own, err, sizeof err) == 0)
 			return;
 		cli_die(1, "no process with pid %ld", (long)pid);
 	}
@@ -157,17 +218,23 @@ void target_attach(pid_t pid, struct shm_reader *r)
 	if (geteuid() != 0 && pi.uid != geteuid())
 		cli_die(1, "process %ld belongs to another user (uid %u); run ymtop as "
 		       "that user or as root", (long)pid, (unsigned)pi.uid);
-	rc = shm_reader_open(r, pid, pi.uid, err, sizeof err);
+	rc = open_live(pid, &pi, r, err, sizeof err);
 	if (rc == -ENOENT)
 		rc = inject(pid, &pi, r, err, sizeof err);
 	if (rc != 0)
 		cli_die(1, "pid %ld: %s", (long)pid, err);
-	struct ym_header h;
-	if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-		cli_die(1, "pid %ld: cannot read the segment header", (long)pid);
-	if (h.start_ticks && h.start_ticks != pi.start_ticks)
-		cli_die(1, "pid %ld: the segment belongs to an earlier process with the "
-		       "same pid (stale); restart the program under the agent",
-		    (long)pid);
 }
 
+
+const char *target_sym_root(const struct shm_reader *r)
+{
+	static char root[64];
+	char path[64];
+	struct stat ours, theirs;
+	snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)r->pid);
+	if (stat("/proc/self/ns/mnt", &ours) != 0 || stat(path, &theirs) != 0 ||
+	    (ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev))
+		return NULL;
+	snprintf(root, sizeof root, "/proc/%ld/root", (long)r->pid);
+	return root;
+}

@@ -22,4 +22,9 @@ void target_attach(pid_t pid, struct shm_reader *r);
  * ymtop, ../lib/ymtop/ relative to it, then the configured libdir. */
 void target_agent_path(char *buf, size_t len);
 
+/* Where the symbolizer finds the target's files: "/proc/PID/root" when
+ * the process is in another mount namespace (a container), else NULL.
+ * The string is static. */
+const char *target_sym_root(const struct shm_reader *r);
+
 #endif

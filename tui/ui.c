@@ -157,7 +157,7 @@ static int draw_header(struct view *v)
 	exe = exe ? exe + 1 : h->exe;
 	const char *state = model_state(m);
 	int y = 0;
-	put(y, 0, attr(C_HEAD, A_BOLD), "ymtop - pid %u %s  up %s  ", h->pid, exe,
+	put(y, 0, attr(C_HEAD, A_BOLD), "ymtop - pid %ld %s  up %s  ", (long)model_pid(m), exe,
 	    fmt_duration(model_uptime(m), a, sizeof a));
 	int x = getcurx(stdscr);
 	int bad = strcmp(state, "sampling") != 0;
@@ -718,7 +718,7 @@ int ui_run(const struct options *o, pid_t pid)
 	mallopt(M_MMAP_THRESHOLD, 256 << 20);
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
 	target_attach(pid, &r);
-	struct sym *s = sym_new(NULL);
+	struct sym *s = sym_new(target_sym_root(&r));
 	if (!s)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 	model_init(&m);

@@ -402,7 +402,7 @@ int view_write_file(struct view *v, int kind)
 		else
 			snprintf(pattern, sizeof pattern, "%s/ymtop-%%p-%%e-%s-%d.%s",
 				 v->outdir, stamp, n, ext);
-		if (outfile_expand(pattern, (pid_t)m->snap.hdr.pid, m->snap.hdr.exe,
+		if (outfile_expand(pattern, model_pid(m), m->snap.hdr.exe,
 				   (uint64_t)now, 0, path, sizeof path) != 0) {
 			view_set_status(v, "output path too long");
 			return -1;

@@ -2,8 +2,8 @@
  * ymtop segment ABI: the contract between libymagent.so (the writer, inside
  * the target process) and ymtop (any number of readers, outside).
  *
- * The segment is one POSIX shared-memory object, /dev/shm/ymtop-<pid>,
- * created by the agent with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600.  Its
+ * The segment is one POSIX shared-memory object, /dev/shm/ymtop-<pid> (see
+ * YM_PIDNS_INIT for processes in other pid namespaces), created by the agent with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600.  Its
  * size is fixed at creation; nothing in it is ever a pointer.  Every section
  * is located through the header's section table (offset, capacity, stride),
  * so a reader never assumes a layout it has not checked.
@@ -85,7 +85,12 @@
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
 #define YM_ABI_VERSION  4u
 #define YM_HEADER_SIZE  4096u
-#define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid */
+#define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid [+ "." pidns] */
+/* The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO):
+ * segments of its processes are named /ymtop-<pid>; those of a process in
+ * any other pid namespace /ymtop-<pid>.<pidns>, pid as seen inside it, so
+ * that containers sharing one /dev/shm never collide. */
+#define YM_PIDNS_INIT   0xeffffffcu
 #define YM_SHM_DIR      "/dev/shm"
 
 /* Defaults, overridable by YM_* environment variables (man/ymagent.7). */
@@ -181,7 +186,8 @@ struct ym_header {
 	uint32_t max_depth;
 	uint32_t giant_fail;       /* 1: giant requests fail with ENOMEM */
 	uint32_t follow_fork;
-	uint32_t reserved0;
+	uint32_t pidns;            /* inode of the writer's pid namespace, 0
+				      unknown: with pid it names the segment */
 	char     exe[512];         /* NUL-terminated, possibly truncated */
 	struct ym_section sections[YM_SEC_COUNT];
 

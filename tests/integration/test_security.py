@@ -11,7 +11,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import AGENT, WORKLOAD, YMTOP, Target, run_tests, ymtop  # noqa: E402
+from ymlib import (AGENT, WORKLOAD, YMTOP, Target, readable,  # noqa: E402
+                   run_tests, ymtop)
 
 NOBODY = 65534
 VICTIM_TEXT = b"precious: must never change\n"
@@ -55,10 +56,12 @@ def seg(pid):
 
 def as_nobody(argv):
     """argv as nobody, with the agent preloaded only after the switch (so
-    the segment is created by nobody, not by root's setpriv)."""
+    the segment is created by nobody, not by root's setpriv).  The agent
+    and the program are copies nobody can read: the build tree may be in a
+    private directory."""
     return Target(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
-                   "--clear-groups", "env", "LD_PRELOAD=" + AGENT] + argv,
-                  preload=False)
+                   "--clear-groups", "env", "LD_PRELOAD=" + readable(AGENT),
+                   readable(argv[0])] + argv[1:], preload=False)
 
 
 # ---- the agent's side: creating the segment ----

@@ -65,6 +65,30 @@ class Target:
             self.p.wait()
 
 
+_readable = {}
+
+
+def readable(path):
+    """A copy of path that every user can read and run: the build tree may
+    be in a private (0700) directory, which a test running a program as
+    another user (nobody) cannot enter.  One copy per file per test run,
+    in a 0755 directory under /tmp removed at exit."""
+    if path not in _readable:
+        import atexit
+        import shutil
+        import tempfile
+        if "dir" not in _readable:
+            d = tempfile.mkdtemp(prefix="ymtop-readable-")
+            os.chmod(d, 0o755)
+            atexit.register(shutil.rmtree, d, True)
+            _readable["dir"] = d
+        dst = os.path.join(_readable["dir"], os.path.basename(path))
+        shutil.copy2(path, dst)
+        os.chmod(dst, 0o755)
+        _readable[path] = dst
+    return _readable[path]
+
+
 def ymtop(*args, check=True, timeout=60, env=None):
     r = subprocess.run([YMTOP] + [str(a) for a in args], capture_output=True,
                        text=True, timeout=timeout, env=env)

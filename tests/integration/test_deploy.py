@@ -1,0 +1,286 @@
+"""Real deployments: reused pids, exec without the agent, containers (pid
+and mount namespaces made with unshare), daemons that drop privileges.
+Every case here once showed wrong or stale data without saying so."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target,  # noqa: E402
+                   functions, readable, run_tests, site, within, ymtop)
+
+NOBODY = 65534
+DROPPER = os.path.join(BUILD, "progs", "dropper")
+OFF_PID, OFF_START, OFF_PIDNS = 24, 32, 84   # struct ym_header
+
+
+def stat_field22(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def header(path):
+    with open(path, "rb") as f:
+        return f.read(4096)
+
+
+def pidns(pid):
+    return os.stat("/proc/%d/ns/pid" % pid).st_ino
+
+
+def need_unshare():
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        print("skip: needs root and unshare for namespaces")
+        return False
+    r = subprocess.run(["unshare", "--pid", "--mount", "--fork", "true"],
+                       capture_output=True)
+    if r.returncode != 0:
+        print("skip: unshare refused here: %s" % r.stderr.decode().strip())
+        return False
+    return True
+
+
+def wait_pid(pred, timeout=20):
+    """The first process (by /proc) for which pred(pid) holds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    if pred(int(d)):
+                        return int(d)
+                except OSError:
+                    pass
+        time.sleep(0.05)
+    raise AssertionError("no such process appeared")
+
+
+def cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read().split(b"\0")
+
+
+# ---- pid reuse ----
+
+def test_segment_records_the_process_start_time():
+    """The start time that tells a reused pid apart is field 22 of
+    /proc/PID/stat (it was field 21, always 0, so nothing was checked)."""
+    t = Target([WORKLOAD, "small"])
+    try:
+        h = header("/dev/shm/ymtop-%d" % t.pid)
+        got = struct.unpack_from("<Q", h, OFF_START)[0]
+        assert got == stat_field22(t.pid) and got != 0, (got, stat_field22(t.pid))
+    finally:
+        t.finish()
+
+
+def test_segment_of_a_dead_process_is_not_shown_for_its_pid():
+    """A killed process leaves its segment; when its pid goes to another
+    process, ymtop never shows the dead one's data as that process's: not
+    in the list of agents, and -p removes the stale segment and attaches
+    to the process that really has the pid."""
+    t = Target([WORKLOAD, "big"])
+    dead = "/dev/shm/ymtop-%d" % t.pid
+    t.kill()
+    assert os.path.exists(dead)
+    other = subprocess.Popen(["sleep", "60"])
+    stale = "/dev/shm/ymtop-%d" % other.pid
+    try:
+        # The pid reused: the dead process's segment under the new pid.
+        data = bytearray(open(dead, "rb").read())
+        struct.pack_into("<I", data, OFF_PID, other.pid)
+        fd = os.open(stale, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, data)
+        os.close(fd)
+        os.unlink(dead)
+        r = ymtop("-b", "-n", "1", check=False)
+        assert "pid %d" % other.pid not in r.stdout + r.stderr, r.stdout + r.stderr
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", other.pid)
+        assert "stale" in r.stderr and "another has its pid" in r.stderr, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["exe"].endswith("/sleep"), rep["exe"]
+        assert not any("hold_big" in functions(s) for s in rep["stacks"])
+    finally:
+        other.kill()
+        other.wait()
+        for p in (stale, dead):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def test_next_agent_removes_segments_of_killed_processes():
+    t = Target([WORKLOAD])
+    path = "/dev/shm/ymtop-%d" % t.pid
+    t.kill()
+    assert os.path.exists(path)
+    u = Target([WORKLOAD])
+    try:
+        assert not os.path.exists(path), "stale segment left"
+    finally:
+        u.finish()
+
+
+# ---- exec ----
+
+def test_exec_without_the_agent_is_not_shown_as_live():
+    """LD_PRELOAD=agent env -u LD_PRELOAD app: the segment env made is not
+    app's.  ymtop never lists it; -p says it is stale, removes it and
+    injects into app, whose data it then shows."""
+    p = subprocess.Popen(
+        ["env", "-u", "LD_PRELOAD", WORKLOAD, "big"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, LD_PRELOAD=AGENT))
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        seg = "/dev/shm/ymtop-%d" % p.pid
+        assert os.path.exists(seg), "env made no segment: test needs one"
+        r = ymtop("-b", "-n", "1", check=False)
+        assert "pid %d " % p.pid not in r.stdout, r.stdout
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", p.pid)
+        assert "exec'd a program without the agent" in r.stderr, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["exe"] == WORKLOAD, rep["exe"]
+        assert rep["attached"] is True
+    finally:
+        p.communicate("\n", timeout=30)
+
+
+# ---- containers ----
+
+def container(argv, share_shm=False, extra=""):
+    """argv as pid 1 of new pid and mount namespaces (its own /proc and,
+    unless share_shm, a private /dev/shm), under the agent."""
+    setup = "mount -t proc proc /proc; "
+    if not share_shm:
+        setup += "mount -t tmpfs -o mode=1777 tmpfs /dev/shm; "
+    script = setup + extra + 'exec env LD_PRELOAD="$0" "$@"'
+    return subprocess.Popen(
+        ["unshare", "--pid", "--mount", "--fork", "--propagation", "private",
+         "sh", "-c", script, AGENT] + argv,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+
+def inner_pid(outer, prog):
+    """Host pid of the process running prog under the unshare outer."""
+    return wait_pid(lambda pid: pid != outer.pid and
+                    cmdline(pid)[0].endswith(prog.encode()) and
+                    len(open("/proc/%d/status" % pid).read()
+                        .split("NSpid:")[1].split("\n")[0].split()) == 2)
+
+
+def test_container_with_private_dev_shm_is_watched_from_the_host():
+    """A process in its own pid and mount namespaces, with its own
+    /dev/shm: ymtop on the host finds its segment through /proc/PID/root
+    and NSpid, with -p HOSTPID and without -p, and reports both pids."""
+    if not need_unshare():
+        return
+    c = container([WORKLOAD, "big"])
+    try:
+        assert c.stdout.readline().strip() == "ready"
+        host = inner_pid(c, "workload")
+        assert not [f for f in os.listdir("/dev/shm")
+                    if f == "ymtop-1" or f.startswith("ymtop-1.")]
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", host).stdout)
+        assert rep["pid"] == host and rep.get("ns_pid") == 1, (rep["pid"], rep.get("ns_pid"))
+        within(site(rep, "hold_big")["retained_bytes"], 64 * MiB, 0.15, "hold_big")
+        r = ymtop("-b", "-n", "1", check=False)
+        assert "pid %d" % host in r.stdout or "%d " % host in r.stderr, r.stdout + r.stderr
+    finally:
+        c.communicate("\n", timeout=30)
+
+
+def test_two_containers_sharing_dev_shm_keep_their_own_segments():
+    """Two pid namespaces, both with pid 1, sharing the host's /dev/shm:
+    each keeps its own segment (named with its namespace) and ymtop shows
+    each its own data."""
+    if not need_unshare():
+        return
+    a = container([WORKLOAD, "big"], share_shm=True)
+    b = container([WORKLOAD, "small"], share_shm=True)
+    try:
+        assert a.stdout.readline().strip() == "ready"
+        assert b.stdout.readline().strip() == "ready"
+        ha, hb = inner_pid(a, "workload"), 0
+        hb = wait_pid(lambda pid: pid not in (ha, a.pid, b.pid) and
+                      cmdline(pid)[0].endswith(b"workload") and
+                      pidns(pid) != pidns(ha) and pidns(pid) != pidns(os.getpid()))
+        for host in (ha, hb):
+            assert os.path.exists("/dev/shm/ymtop-1.%d" % pidns(host))
+        ra = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", ha).stdout)
+        rb = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", hb).stdout)
+        within(site(ra, "hold_big")["retained_bytes"], 64 * MiB, 0.15, "a big")
+        within(site(rb, "hold_small")["retained_bytes"], 16 * MiB, 0.15, "b small")
+        assert not any("hold_small" in functions(s) for s in ra["stacks"])
+        assert not any("hold_big" in functions(s) for s in rb["stacks"])
+    finally:
+        a.communicate("\n", timeout=30)
+        b.communicate("\n", timeout=30)
+
+
+def test_read_only_dev_shm_is_named_as_the_cause():
+    """The agent cannot make its segment in a read-only /dev/shm (as some
+    container runtimes mount it): ymtop -p says so and how to fix it."""
+    if not need_unshare():
+        return
+    script = ("mount -t proc proc /proc; mount -t tmpfs -o ro tmpfs /dev/shm; "
+              'exec "$0" "$@"')
+    c = subprocess.Popen(
+        ["unshare", "--pid", "--mount", "--fork", "--propagation", "private",
+         "sh", "-c", script, os.path.join(BUILD, "progs", "inject_read")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert c.stdout.readline().strip() == "ready"
+        host = inner_pid(c, "inject_read")
+        r = ymtop("-b", "-n", "1", "-p", host, check=False)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and "read-only" in r.stderr, r.stderr
+    finally:
+        c.communicate("x\n", timeout=30)
+
+
+# ---- daemons that drop privileges ----
+
+def dropper(*args):
+    e = dict(os.environ, LD_PRELOAD=AGENT)
+    p = subprocess.Popen([DROPPER] + list(args) + [str(NOBODY)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=e)
+    line = p.stdout.readline().split()
+    assert line and line[0] == "ready", (line, p.stderr.read())
+    return p, int(line[1])
+
+
+def test_segment_follows_a_process_that_drops_privileges():
+    """A daemon started as root whose worker becomes nobody (nginx): the
+    worker's segment becomes nobody's, so root's and nobody's ymtop read
+    it, ymtop lists it, and the worker removes it when it exits."""
+    if os.geteuid() != 0:
+        print("skip: needs root to drop privileges")
+        return
+    p, worker = dropper("fork")
+    path = "/dev/shm/ymtop-%d" % worker
+    try:
+        assert os.stat(path).st_uid == NOBODY, os.stat(path)
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", worker).stdout)
+        within(site(rep, "before_drop")["retained_bytes"], 4 * MiB, 0.5, "before")
+        within(site(rep, "after_drop")["retained_bytes"], 4 * MiB, 0.5, "after")
+        r = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                            "--clear-groups", readable(YMTOP), "-b", "-n", "1",
+                            "-f", "json", "-p", str(worker)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = ymtop("-b", "-n", "1", check=False)
+        assert str(worker) in r.stdout + r.stderr, r.stdout + r.stderr
+    finally:
+        p.communicate("\n", timeout=30)
+    assert not os.path.exists(path), "the worker's segment leaked"
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(globals()))
