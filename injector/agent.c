@@ -507,7 +507,7 @@ static void thread_exit(void *arg);
  * provably gone: no process has its pid, or the one that has it started
  * at another time (a reused pid).  Ours only, or any when we are root (a
  * daemon's workers drop privileges); bounded, and never a segment kept on
- * purpose (YM_KEEP_SEGMENT marks it exited).  getdents64 into a buffer on
+ * purpose (YM_KEEP_SEGMENT marks it KEPT).  getdents64 into a buffer on
  * the stack, not opendir: opendir's 32 KiB buffer was often the process's
  * first malloc (heap set-up, getrandom, brk, pages touched) in programs
  * that never allocate, at every start. */
@@ -549,9 +549,8 @@ static void collect_stale(void)
 				continue;   /* not ours to judge (or being made) */
 			if (!dead && (h.start_ticks == 0 || h.start_ticks == ticks))
 				continue;   /* its writer may be alive */
-			if (__atomic_load_n(&h.flags, __ATOMIC_RELAXED) & YM_FLAG_EXITED &&
-			    dead)
-				continue;   /* exited normally and kept on purpose */
+			if (h.flags & YM_FLAG_KEPT)
+				continue;   /* left for a post-mortem look */
 			char name[48];
 			shm_name(name, sizeof name, pid, ns);
 			if (shm_unlink(name) == 0)
@@ -1094,7 +1093,8 @@ void agent_exiting(void)
 	    agent.pid != getpid())
 		return;
 	agent.hdr->exit_mono_ns = agent_now_ns();
-	__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_EXITED, __ATOMIC_RELEASE);
+	__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_EXITED |
+			  (agent.keep_segment ? YM_FLAG_KEPT : 0), __ATOMIC_RELEASE);
 	/* Keep the mapping: destructors that run after us still allocate. */
 	if (!agent.keep_segment)
 		shm_unlink_pid(agent.pid, agent.pidns);

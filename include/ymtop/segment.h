@@ -131,6 +131,7 @@
 #define YM_FLAG_INJECTED    0x8u   /* agent loaded by ymtop -p, not preload */
 #define YM_FLAG_PASSIVE     0x10u  /* agent gave up: counters frozen */
 #define YM_FLAG_EXECED      0x20u  /* replaced by a new image of this pid */
+#define YM_FLAG_KEPT        0x40u  /* exited, left on purpose (YM_KEEP_SEGMENT) */
 
 enum ym_section_id {
 	YM_SEC_CONTROL = 0,

@@ -124,6 +124,32 @@ def test_next_agent_removes_segments_of_killed_processes():
         u.finish()
 
 
+OFF_FLAGS = 728
+EXITED, KEPT = 0x1, 0x40
+
+
+def test_next_agent_keeps_kept_segments_and_removes_unremoved_ones():
+    """YM_KEEP_SEGMENT=1 leaves a segment for a post-mortem look: the next
+    agent keeps it.  One that its process could not remove at exit (it had
+    become another user) is collected."""
+    t = Target([WORKLOAD], env={"YM_KEEP_SEGMENT": "1"})
+    path = "/dev/shm/ymtop-%d" % t.pid
+    t.finish()
+    try:
+        flags = struct.unpack_from("<I", header(path), OFF_FLAGS)[0]
+        assert flags & (EXITED | KEPT) == EXITED | KEPT, hex(flags)
+        Target([WORKLOAD]).finish()
+        assert os.path.exists(path), "a kept segment was removed"
+        with open(path, "r+b") as f:
+            f.seek(OFF_FLAGS)
+            f.write(struct.pack("<I", EXITED))
+        Target([WORKLOAD]).finish()
+        assert not os.path.exists(path), "an exited, unremoved segment was left"
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
 # ---- exec ----
 
 def test_exec_without_the_agent_is_not_shown_as_live():
