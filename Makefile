@@ -44,7 +44,8 @@ DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
               procps
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
-              libclang-rt-14-dev chromium git redis-server util-linux
+              libclang-rt-14-dev chromium git redis-server util-linux \
+              nginx-light
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze

@@ -308,5 +308,114 @@ def test_segment_follows_a_process_that_drops_privileges():
     assert not os.path.exists(path), "the worker's segment leaked"
 
 
+NGINX_CONF = """user nobody nogroup;
+worker_processes 2;
+daemon on;
+pid %(d)s/nginx.pid;
+error_log %(d)s/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path %(d)s/tmp;
+  proxy_temp_path %(d)s/tmp;
+  fastcgi_temp_path %(d)s/tmp;
+  uwsgi_temp_path %(d)s/tmp;
+  scgi_temp_path %(d)s/tmp;
+  server { listen 127.0.0.1:%(port)d; location / { return 200 "hi"; } }
+}
+"""
+
+
+class Nginx:
+    """Debian's nginx in a private prefix on a loopback port, daemonized
+    (the master forks away from its starter), workers as nobody."""
+
+    def __init__(self, preload):
+        import socket
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="ymtop-nginx-")
+        os.chmod(self.dir, 0o755)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(NGINX_CONF % {"d": self.dir, "port": self.port})
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        if preload:
+            env["LD_PRELOAD"] = AGENT
+        subprocess.run(self.cmd(), env=env, check=True, timeout=30)
+        self.master = int(open(os.path.join(self.dir, "nginx.pid")).read())
+
+    def cmd(self, *extra):
+        return ["nginx", "-p", self.dir, "-c", self.conf,
+                "-e", os.path.join(self.dir, "error.log")] + list(extra)
+
+    def workers(self, old=(), timeout=20):
+        end = time.time() + timeout
+        while time.time() < end:
+            w = [p for p in os.listdir("/proc") if p.isdigit() and
+                 int(p) not in old and
+                 cmdline(int(p))[0].startswith(b"nginx: worker")]
+            if len(w) == 2:
+                return sorted(int(p) for p in w)
+            time.sleep(0.05)
+        raise AssertionError("nginx has no two new workers")
+
+    def get(self):
+        import urllib.request
+        return urllib.request.urlopen("http://127.0.0.1:%d/" % self.port,
+                                      timeout=10).read()
+
+    def signal(self, what):
+        subprocess.run(self.cmd("-s", what), check=True, timeout=30,
+                       capture_output=True)
+
+    def stop(self):
+        if os.path.exists("/proc/%d" % self.master):
+            subprocess.run(self.cmd("-s", "stop"), timeout=30, capture_output=True)
+            end = time.time() + 10
+            while os.path.exists("/proc/%d" % self.master) and time.time() < end:
+                time.sleep(0.05)
+        shutil.rmtree(self.dir, True)
+
+
+def gone(paths, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end and any(os.path.exists(p) for p in paths):
+        time.sleep(0.05)
+    return [p for p in paths if os.path.exists(p)]
+
+
+def test_nginx_workers_as_nobody_watched_and_cleaned_up():
+    """nginx started as root under the agent: its workers (nobody) are
+    listed and readable; reload and quit leave no segment behind."""
+    if os.geteuid() != 0 or not shutil.which("nginx"):
+        print("skip: needs root and nginx (Debian package nginx-light)")
+        return
+    n = Nginx(preload=True)
+    try:
+        first = n.workers()
+        for _ in range(20):
+            assert n.get() == b"hi"
+        segs = ["/dev/shm/ymtop-%d" % w for w in first]
+        for p in segs:
+            assert os.stat(p).st_uid == NOBODY, (p, os.stat(p).st_uid)
+        r = ymtop("-b", "-n", "1", check=False)
+        for w in first:
+            assert str(w) in r.stdout + r.stderr, r.stdout + r.stderr
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", first[0]).stdout)
+        assert rep["pid"] == first[0] and rep["exe"].endswith("nginx"), rep["exe"]
+        n.signal("reload")
+        second = n.workers(old=first)
+        assert not gone(segs), "old workers' segments leaked after reload"
+        n.signal("quit")
+        assert not gone(["/dev/shm/ymtop-%d" % w for w in second] +
+                        ["/dev/shm/ymtop-%d" % n.master]), "segments leaked at quit"
+    finally:
+        n.stop()
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))
