@@ -234,6 +234,12 @@ uint64_t agent_now_ns(void) AGENT_HIDDEN;
 void agent_exiting(void) AGENT_HIDDEN;
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 
+/* 1 while the segment is being written. */
+static inline int agent_active(void)
+{
+	return __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE;
+}
+
 /* ---- table.c ---- */
 int  table_lock(uint32_t spins) AGENT_HIDDEN;  /* 1 if taken */
 void table_unlock(void) AGENT_HIDDEN;

@@ -665,3 +665,19 @@ HIDDEN_ALIAS(setuid);
 HIDDEN_ALIAS(seteuid);
 HIDDEN_ALIAS(setreuid);
 HIDDEN_ALIAS(setresuid);
+
+/* ---- ymtop -p on a process that has the agent but no segment ---- */
+
+/* A daemon that forked away from the process the agent started in has no
+ * segment until its first allocation, and an idle one may never allocate:
+ * ymtop makes one of its threads call this (as it calls dlopen to inject),
+ * which creates the segment now.  Returns 1 when the segment exists, 0
+ * when the agent is passive (YM_DISABLE, YM_FOLLOW_FORK=0, a failure). */
+EXPORT int ymagent_start(void)
+{
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	agent_enter(t);
+	agent_guard_leave(t);
+	return agent_active();
+}

@@ -184,6 +184,28 @@ int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
 	return found ? 1 : e;
 }
 
+int proc_maps_agent(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno ? -errno : -EIO;
+	char line[512];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		char *slash = strrchr(line, '/');
+		if (slash && (!strcmp(slash + 1, "libymagent.so") ||
+			      !strncmp(slash + 1, "memfd:ymagent", 13)))
+			found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
 enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
 			     uint64_t seg_ino)
 {
@@ -224,24 +246,18 @@ int proc_segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t ui
 	}
 	char name[48], path[128];
 	shm_name(name, sizeof name, pi->nspid, ns);
-	snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid, YM_SHM_DIR,
-		 name);
-	int rc = shm_reader_open_path(r, path, pi->pid, pi->nspid, uid, err, len);
-	if (rc == -EACCES || rc == -EPERM) {
-		/* /proc/PID/root is closed to us (not dumpable, another
-		 * user's): our own /dev/shm, valid in our mount namespace,
-		 * where the checks that follow (owner, pid, start time,
-		 * mapping) hold as anywhere. */
+	/* /proc/PID/root is closed to us when the process is not dumpable or
+	 * is another user's: then our own /dev/shm, right in our mount
+	 * namespace, where the checks that follow (owner, pid, start time,
+	 * mapping) hold as anywhere. */
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%ld/root/", (long)pi->pid);
+	if (stat(path, &st) != 0 && (errno == EACCES || errno == EPERM))
 		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
-		char err2[256];
-		int rc2 = shm_reader_open_path(r, path, pi->pid, pi->nspid, uid,
-					       err2, sizeof err2);
-		if (rc2 != -ENOENT) {
-			snprintf(err, len, "%s", err2);
-			rc = rc2;
-		}
-	}
-	return rc;
+	else
+		snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid,
+			 YM_SHM_DIR, name);
+	return shm_reader_open_path(r, path, pi->pid, pi->nspid, uid, err, len);
 }
 
 /* One candidate for proc_find_agents: 1 when pid runs a live agent. */

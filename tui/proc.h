@@ -55,6 +55,11 @@ const char *proc_writer_why(enum proc_writer w);
  * its maps cannot be read. */
 int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino);
 
+/* 1 when process pid has the agent loaded (a mapping of libymagent.so,
+ * also one brought in through a memfd), 0 when not, -errno when its maps
+ * cannot be read. */
+int proc_maps_agent(pid_t pid);
+
 /* Open the segment of the process pi where it made it: its /dev/shm seen
  * through /proc/PID/root (its mount namespace: a container's), or ours
  * when that is closed to us and the process is in our mount namespace.

@@ -168,23 +168,32 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 /* Open the process's segment if it has one that its writer still writes;
  * a stale one (the writer exec'd a program without the agent, or died and
  * left its pid to another process) is removed where we may, and is then
- * as good as none: -ENOENT. */
+ * as good as none: -ENOENT.  A process that exec'd a program that has the
+ * agent too (LD_PRELOAD kept) replaces the segment from the new image's
+ * constructor: that moment is waited for (2 s at most). */
 static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		     char *err, size_t len)
 {
-	int rc = proc_segment_open(r, pi, pi->uid, err, len);
-	if (rc != 0)
-		return rc;
+	enum proc_writer w = WRITER_LIVE;
 	struct ym_header h;
-	if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+	for (int tries = 0;; tries++) {
+		int rc = proc_segment_open(r, pi, pi->uid, err, len);
+		if (rc != 0)
+			return rc;
+		if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+			shm_reader_close(r);
+			snprintf(err, len, "cannot read the segment header");
+			return -EIO;
+		}
+		w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
+		if (w == WRITER_LIVE || w == WRITER_GONE)
+			return 0;   /* gone: its final state */
 		shm_reader_close(r);
-		snprintf(err, len, "cannot read the segment header");
-		return -EIO;
+		if (w != WRITER_EXECED || tries >= 200 || proc_maps_agent(pid) != 1)
+			break;
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
 	}
-	enum proc_writer w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
-	if (w == WRITER_LIVE || w == WRITER_GONE)
-		return 0;   /* gone: its final state */
-	shm_reader_close(r);
 	char name[48], path[128];
 	shm_name(name, sizeof name, pi->nspid, h.pidns);
 	snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pid, YM_SHM_DIR, name);
