@@ -67,6 +67,16 @@ static void warn(const char *a, const char *b, const char *c)
 	(void)w;
 }
 
+/* An errno's text for warn: never strerror, which translates, and
+ * gettext may allocate under a lock its caller holds (a postmaster hung
+ * for good in bindtextdomain this way).  strerrordesc_np is English,
+ * static, and takes no lock. */
+static const char *errno_text(int e)
+{
+	const char *d = strerrordesc_np(e);
+	return d ? d : "unknown error";
+}
+
 static void utoa(uint64_t v, char *buf)   /* buf >= 21 bytes */
 {
 	char tmp[21];
@@ -585,7 +595,7 @@ static void activate(void)
 	rc = segment_create();
 	if (rc < 0) {
 		warn("cannot create the shared segment in /dev/shm (",
-		     strerror(-rc), "); profiling off, the program runs on");
+		     errno_text(-rc), "); profiling off, the program runs on");
 		goto passive;
 	}
 	agent_giant_limit = agent.giant;

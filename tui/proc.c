@@ -166,9 +166,10 @@ int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
 	 * inode have fixed forms; a line longer than the buffer is read on in
 	 * pieces, of which only the first can match. */
 	char line[512];
-	int found = 0, at_start = 1;
+	int found = 0, at_start = 1, lines = 0;
 	unsigned maj = major((dev_t)dev), min = minor((dev_t)dev);
 	while (!found && fgets(line, sizeof line, f)) {
+		lines++;
 		int whole = strchr(line, '\n') != NULL;
 		if (at_start) {
 			unsigned a, b;
@@ -179,7 +180,9 @@ int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
 		}
 		at_start = whole;
 	}
-	int e = ferror(f) ? -EIO : 0;
+	/* No mapping at all: the process is exiting (its memory is gone
+	 * before it becomes a zombie). */
+	int e = ferror(f) ? -EIO : lines == 0 ? -ESRCH : 0;
 	fclose(f);
 	return found ? 1 : e;
 }
@@ -193,13 +196,44 @@ int proc_maps_agent(pid_t pid)
 		return errno ? -errno : -EIO;
 	char line[512];
 	int found = 0;
-	while (!found && fgets(line, sizeof line, f)) {
+	while (found != (PROC_HAS_AGENT | PROC_HAS_LIBC) && fgets(line, sizeof line, f)) {
 		char *nl = strchr(line, '\n');
 		if (nl)
 			*nl = '\0';
 		char *slash = strrchr(line, '/');
-		if (slash && (!strcmp(slash + 1, "libymagent.so") ||
-			      !strncmp(slash + 1, "memfd:ymagent", 13)))
+		if (!slash)
+			continue;
+		if (!strcmp(slash + 1, "libymagent.so") ||
+		    !strncmp(slash + 1, "memfd:ymagent", 13))
+			found |= PROC_HAS_AGENT;
+		else if (!strncmp(slash + 1, "libc.so.", 8) ||
+			 !strncmp(slash + 1, "libc-2.", 7))
+			found |= PROC_HAS_LIBC;
+	}
+	fclose(f);
+	return found;
+}
+
+int proc_preloads_agent(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/environ", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno ? -errno : -EIO;
+	/* NUL-separated; bounded: LD_PRELOAD within the first 256 KiB. */
+	char var[4096];
+	size_t n = 0, total = 0;
+	int c, found = 0;
+	while (!found && (c = getc(f)) != EOF && total++ < (256u << 10)) {
+		if (c != '\0') {
+			if (n < sizeof var - 1)
+				var[n++] = (char)c;
+			continue;
+		}
+		var[n] = '\0';
+		n = 0;
+		if (!strncmp(var, "LD_PRELOAD=", 11) && strstr(var, "libymagent"))
 			found = 1;
 	}
 	fclose(f);
@@ -214,7 +248,10 @@ enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
 		return WRITER_GONE;
 	if (start_ticks == 0 || pi.start_ticks != start_ticks)
 		return WRITER_REUSED;
-	if (proc_maps_file(pid, seg_dev, seg_ino) == 0)
+	int mapped = proc_maps_file(pid, seg_dev, seg_ino);
+	if (mapped == -ESRCH)
+		return WRITER_GONE;
+	if (mapped == 0)
 		return WRITER_EXECED;
 	return WRITER_LIVE;
 }

@@ -51,14 +51,21 @@ enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
 /* One line's worth of why, for messages. */
 const char *proc_writer_why(enum proc_writer w);
 
-/* 1 when process pid maps the file (dev, ino), 0 when not, -errno when
- * its maps cannot be read. */
+/* 1 when process pid maps the file (dev, ino), 0 when not, -ESRCH when
+ * it maps nothing (exiting), -errno when its maps cannot be read. */
 int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino);
 
-/* 1 when process pid has the agent loaded (a mapping of libymagent.so,
- * also one brought in through a memfd), 0 when not, -errno when its maps
- * cannot be read. */
+/* What process pid has loaded: PROC_HAS_AGENT (a mapping of
+ * libymagent.so, also one brought in through a memfd), PROC_HAS_LIBC (the
+ * loader has mapped the C library: a fresh image has its dependencies);
+ * -errno when its maps cannot be read. */
+#define PROC_HAS_AGENT 1
+#define PROC_HAS_LIBC  2
 int proc_maps_agent(pid_t pid);
+
+/* 1 when process pid's environment preloads the agent (LD_PRELOAD names
+ * libymagent): a fresh image that will load it, 0 when not, -errno. */
+int proc_preloads_agent(pid_t pid);
 
 /* Open the segment of the process pi where it made it: its /dev/shm seen
  * through /proc/PID/root (its mount namespace: a container's), or ours

@@ -169,8 +169,9 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
  * a stale one (the writer exec'd a program without the agent, or died and
  * left its pid to another process) is removed where we may, and is then
  * as good as none: -ENOENT.  A process that exec'd a program that has the
- * agent too (LD_PRELOAD kept) replaces the segment from the new image's
- * constructor: that moment is waited for (2 s at most). */
+ * agent too (LD_PRELOAD kept: the new image maps the agent, or will) gets
+ * a new segment from the new image's constructor: that moment is waited
+ * for (2 s at most). */
 static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		     char *err, size_t len)
 {
@@ -186,10 +187,19 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 			return -EIO;
 		}
 		w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
-		if (w == WRITER_LIVE || w == WRITER_GONE)
-			return 0;   /* gone: its final state */
+		/* Gone, or exiting (the agent marked it): its final state. */
+		if (w == WRITER_LIVE || w == WRITER_GONE ||
+		    (w == WRITER_EXECED && (h.flags & YM_FLAG_EXITED)))
+			return 0;
 		shm_reader_close(r);
-		if (w != WRITER_EXECED || tries >= 200 || proc_maps_agent(pid) != 1)
+		if (w != WRITER_EXECED || tries >= 200)
+			break;
+		/* The new image is settled when the loader has mapped libc;
+		 * without the agent then, it will not have it. */
+		int maps = proc_maps_agent(pid);
+		if (maps >= 0 && (maps & PROC_HAS_LIBC) && !(maps & PROC_HAS_AGENT))
+			break;
+		if (maps < 0 && proc_preloads_agent(pid) != 1)
 			break;
 		struct timespec ts = { 0, 10000000 };
 		nanosleep(&ts, NULL);

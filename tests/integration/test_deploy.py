@@ -64,6 +64,23 @@ def cmdline(pid):
         return f.read().split(b"\0")
 
 
+# ---- guest code ----
+
+def test_agent_calls_nothing_that_translates_or_buffers():
+    """The agent runs inside other programs' allocator calls: a strerror
+    there went through gettext, which allocates under a lock its caller
+    may hold (a PostgreSQL postmaster hung for good in bindtextdomain).
+    No translation, no stdio: its imports must not include them."""
+    r = subprocess.run(["nm", "-D", "-u", AGENT], capture_output=True,
+                       text=True, check=True)
+    imported = {line.split()[-1].split("@")[0] for line in r.stdout.splitlines()}
+    banned = {"strerror", "strerror_r", "__xpg_strerror_r", "strsignal",
+              "gettext", "dgettext", "dcgettext", "setlocale", "printf",
+              "fprintf", "vfprintf", "puts", "fputs", "fopen", "fwrite",
+              "perror", "opendir", "getpwuid", "syslog"}
+    assert not imported & banned, sorted(imported & banned)
+
+
 # ---- pid reuse ----
 
 def test_segment_records_the_process_start_time():
