@@ -2,8 +2,10 @@
 real ymtop runs, and a tiny runner that prints one line per test."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -104,6 +106,24 @@ def within(value, truth, tolerance, what):
                              (what, value, tolerance * 100, truth))
 
 
+class Skip(Exception):
+    """Raised by a test that cannot run here (a program is missing): the
+    runner prints `skip NAME: reason` instead of passing silently."""
+
+
+def readable_agent():
+    """A copy of the agent that any user can load: the workspace may be a
+    private 0700 directory (a home directory), and a program run as another
+    user (nobody) cannot read build/libymagent.so there.  Returns (dir,
+    path); the caller removes dir (shutil.rmtree)."""
+    d = tempfile.mkdtemp(prefix="ym-agent-")
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "libymagent.so")
+    shutil.copyfile(AGENT, path)
+    os.chmod(path, 0o755)
+    return d, path
+
+
 def run_tests(namespace):
     tests = sorted((n, f) for n, f in namespace.items()
                    if n.startswith("test_") and callable(f))
@@ -116,6 +136,8 @@ def run_tests(namespace):
         try:
             fn()
             print("ok %s (%.1fs)" % (name, time.time() - t0), flush=True)
+        except Skip as e:
+            print("skip %s: %s" % (name, e), flush=True)
         except Exception as e:  # noqa: BLE001 - report every failure
             failed += 1
             print("FAIL %s: %s" % (name, e), flush=True)
