@@ -744,6 +744,78 @@ void frames_rules_free(struct frames_rules *r)
 	r->nuser = 0;
 }
 
+/* ---- short names for the screen ---- */
+
+const char *frames_short_name(const char *name, int depth, const char *ellipsis,
+			      char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return name ? name : "";
+	size_t k = 0;
+	/* Append n bytes of p to buf, truncating. */
+#define PUT(p, n) do { \
+		size_t n_ = (n); \
+		if (n_ > len - 1 - k) \
+			n_ = len - 1 - k; \
+		memcpy(buf + k, (p), n_); \
+		k += n_; \
+	} while (0)
+	if (!name)
+		name = "";
+	/* kinds[i]: 1 for a template argument list, 0 for another '<' (a Rust
+	 * qualified path "<X as T>::m"); deeper than the array: templates. */
+	unsigned char kinds[64];
+	int open = 0, tdepth = 0, after_op = 0;
+	const char *p = name;
+	while (*p && k + 1 < len) {
+		size_t op = *p == 'o' ? operator_token(p, name) : 0;
+		if (op) {
+			PUT(p, op);
+			p += op;
+			after_op = 1;
+			continue;
+		}
+		char prev = p > name ? p[-1] : '\0';
+		if (*p == '<') {
+			int templ = after_op || isalnum((unsigned char)prev) ||
+				    prev == '_' || prev == ':' || prev == '>';
+			if (templ && tdepth >= depth) {
+				/* Elide the whole argument list. */
+				int d = 0;
+				const char *q = p;
+				for (; *q; q++) {
+					if (*q == '<') {
+						d++;
+					} else if (*q == '>' && q[-1] != '-') {
+						if (--d == 0)
+							break;
+					}
+				}
+				PUT("<", 1);
+				PUT(ellipsis, strlen(ellipsis));
+				PUT(">", 1);
+				p = *q ? q + 1 : q;
+				after_op = 0;
+				continue;
+			}
+			if (open < (int)sizeof kinds)
+				kinds[open] = (unsigned char)templ;
+			open++;
+			tdepth += templ;
+		} else if (*p == '>' && prev != '-' && open > 0) {
+			open--;
+			if (open >= (int)sizeof kinds || kinds[open])
+				tdepth--;
+		}
+		after_op = 0;
+		PUT(p, 1);
+		p++;
+	}
+#undef PUT
+	buf[k] = '\0';
+	return buf;
+}
+
 const char *frames_name(const struct sym_frame *f, char *buf, size_t len)
 {
 	if (f->function)

@@ -95,6 +95,16 @@ uint32_t frames_display(const struct frames_rules *r,
 /* "function (file:line)" or the fallback "[module+0x...]" into buf. */
 const char *frames_label(const struct sym_frame *f, char *buf, size_t len);
 
+/* name for the screen: template argument lists nested deeper than depth
+ * replaced by "<" ellipsis ">" ("std::vector<std::pair<int, long> >::
+ * push_back" at depth 1: "std::vector<std::pair<...> >::push_back");
+ * depth 0 elides every template argument list.  A Rust qualified path
+ * "<X as T>::m" is not a template list: its brackets stay.  Truncated to
+ * len; returns buf (or name when buf is NULL or len 0). */
+#define FRAMES_SHORT_DEPTH 1
+const char *frames_short_name(const char *name, int depth, const char *ellipsis,
+			      char *buf, size_t len);
+
 /* Short function name: the function, or the fallback. */
 const char *frames_name(const struct sym_frame *f, char *buf, size_t len);
 
