@@ -38,14 +38,15 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # Building and the demo need DEB_PKGS; make check also the readers and
 # drivers the tests use (CHECK_PKGS): cmocka, tmux, sqlite3, go tool pprof,
 # clang with libFuzzer, chromium for the flame graph screenshot, and the
-# real programs run under the agent (git, redis-server; unshare and
-# setpriv from util-linux).
+# real programs run under the agent (git, redis-server and redis-tools'
+# redis-benchmark, postgresql with initdb and pgbench; unshare and setpriv
+# from util-linux).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
               procps
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
-              libclang-rt-14-dev chromium git redis-server util-linux \
-              nginx-light
+              libclang-rt-14-dev chromium git redis-server redis-tools \
+              postgresql util-linux nginx-light
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze

@@ -56,7 +56,8 @@ static void help(void)
 "      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
 "                         since the last report written\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
-"      --no-skip          show every frame as it is\n"
+"                         (also: ~/.config/ymtop/skip, /etc/ymtop/skip)\n"
+"      --no-skip          show every frame as it is (no rule, no skip file)\n"
 "  -V, --version          print the version\n"
 "  -h, --help             this help\n"
 "\n"
@@ -199,6 +200,9 @@ void cli_parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
+	/* The skip files: --no-skip turns them off with every other rule. */
+	if (!o->rules.no_skip && frames_rules_load_config(&o->rules, err, sizeof err) != 0)
+		usage_error("%s (fix or remove the line, or use --no-skip)", err);
 	if (!o->interval_set)
 		o->interval = o->delay;
 	if (report_format_needs_file(o->format) && !o->output)

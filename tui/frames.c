@@ -1,27 +1,41 @@
 /*
  * frames: a stack as people read it.
  *
- * Rules work on demangled names (what sym hands out), in three tiers:
+ * Rules work on demangled names (what sym hands out), in four tiers:
  *
  *  1. allocator entry points: the libc malloc family, operator new and
  *     new[] (every overload), Rust's __rust_alloc / __rdl_alloc /
- *     __rg_alloc shims and alloc::alloc's free functions;
+ *     __rg_alloc shims and alloc::alloc's free functions, and the
+ *     allocator wrappers of popular programs and runtimes (wrap_*: redis
+ *     zmalloc, CPython PyMem/PyObject, glib g_malloc/g_slice, OpenSSL
+ *     CRYPTO_malloc, the xmalloc family, nginx ngx_palloc, PostgreSQL
+ *     palloc/AllocSetAlloc, SQLite sqlite3Malloc), and the user's rules
+ *     (--skip, the skip files): they name wrappers too;
  *  2. standard-library code: everything in C++'s std:: and __gnu_cxx::
  *     (std::allocator, allocator_traits, std::vector's _M_realloc_insert,
  *     _M_default_append, push_back, basic_string's _M_construct, ...) and
  *     in Rust's alloc::, core::, std:: and hashbrown:: crates (RawVec,
- *     Vec::push, Box::new, <u8 as SpecFromElem>::from_elem, ...): the user
+ *     Vec::push, Box::new, <u8 as SpecFromElem>::from_elem, ...), code
+ *     whose source file is a C++ standard header (an inlined frame named
+ *     from DW_AT_name alone, "operator+<char, ...>", has no namespace), and
+ *     libc's start-up (__libc_start_main, start_thread, _start): the user
  *     never wrote it, so the display frame is their caller;
  *  3. Rust async noise (frames_is_noise): `<... as Future>::poll` wrappers
- *     and {{closure}} layers of a function that is also the next frame.
+ *     and {{closure}} layers of a function that is also the next frame;
+ *  4. unnamed frames ("[postgres+0x5c7860]": a static function of a
+ *     stripped binary): unknown.  Between the allocator and a named
+ *     wrapper they are plumbing (AllocSetAlloc under palloc); they are
+ *     never the display frame while a named frame of tier 0 follows.
  *
  * Tiers 1 and 2 are matched on the *bare* name: without a C++ return type
  * and parameter list ("void std::vector<long>::_M_realloc_insert<long
  * const&>(...)" is matched as "std::vector<long>::_M_realloc_insert<long
  * const&>"), and for Rust's qualified paths "<X as Trait>::m" and "<X>::m"
- * on X and Trait.  User rules (--skip) see the name as printed.
+ * on X and Trait.  User rules see the name as printed (the fallback
+ * "[module+0x...]" for an unnamed frame).
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +67,99 @@ static const char *const entry_prefix[] = {
 	"std::alloc::", "<std::alloc::System",
 };
 
+/* Allocator wrappers of popular programs and runtimes: what their code
+ * calls instead of malloc, so that the caller of the wrapper is what a
+ * user recognizes.  Exact names, then prefixes of families.  Names only C
+ * programs export (no namespace), so a clash with a user's function of the
+ * same name in another program is the accepted price. */
+static const char *const wrap_exact[] = {
+	/* redis (zmalloc.c) */
+	"zstrdup", "zmalloc_size", "zmalloc_usable_size", "extend_to_usable",
+	/* CPython (Objects/obmalloc.c, Modules/gcmodule.c, typeobject.c) */
+	"PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc",
+	"_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc",
+	"_PyObject_New", "_PyObject_NewVar", "_PyObject_GC_New",
+	"_PyObject_GC_NewVar", "_PyObject_GC_Resize", "_PyObject_GC_Malloc",
+	"_PyObject_GC_Calloc", "PyObject_GC_Resize", "gc_alloc",
+	"PyType_GenericAlloc", "_PyType_AllocNoTrack",
+	/* glib (gmem.c, gslice.c, gstrfuncs.c); g_new()/g_renew()/g_try_new()
+	 * are macros over g_malloc_n, g_realloc_n, g_try_malloc_n */
+	"g_strdup", "g_strndup", "g_strdup_printf", "g_strdup_vprintf",
+	"g_strconcat", "g_memdup", "g_memdup2", "g_aligned_alloc",
+	"g_aligned_alloc0",
+	/* OpenSSL (crypto/mem.c, o_str.c): OPENSSL_malloc() & co. are macros */
+	"CRYPTO_malloc", "CRYPTO_zalloc", "CRYPTO_realloc",
+	"CRYPTO_clear_realloc", "CRYPTO_strdup", "CRYPTO_strndup",
+	"CRYPTO_memdup", "CRYPTO_aligned_alloc",
+	/* the xmalloc family (gnulib, libiberty, git, bash) */
+	"xcharalloc", "xpalloc", "xnmalloc", "xnrealloc", "x2realloc",
+	"x2nrealloc", "ximalloc", "xicalloc", "xirealloc", "xireallocarray",
+	"xizalloc", "ximemdup", "ximemdup0", "xinmalloc", "xasprintf",
+	"xvasprintf", "do_xmalloc", "sh_xmalloc", "sh_xrealloc",
+	/* nginx (os/unix/ngx_alloc.c, core/ngx_palloc.c, ngx_array, ngx_list) */
+	"ngx_alloc", "ngx_calloc", "ngx_memalign", "ngx_palloc", "ngx_pnalloc",
+	"ngx_pcalloc", "ngx_pmemalign", "ngx_palloc_small", "ngx_palloc_large",
+	"ngx_palloc_block", "ngx_create_pool", "ngx_array_create",
+	"ngx_array_push", "ngx_array_push_n", "ngx_list_create",
+	"ngx_list_push", "ngx_pstrdup",
+	/* PostgreSQL (utils/mmgr): palloc over the memory contexts' methods */
+	"palloc", "palloc0", "repalloc", "repalloc0", "pstrdup", "pnstrdup",
+	"psprintf", "pvsprintf", "MemoryContextStrdup", "GenerationAlloc",
+	"GenerationRealloc", "SlabAlloc", "BumpAlloc", "BumpRealloc",
+	/* SQLite (malloc.c, mem1.c, pcache1.c) */
+	"sqlite3Realloc", "sqlite3MemMalloc", "sqlite3MemRealloc",
+	"sqlite3DbStrDup", "sqlite3DbStrNDup", "sqlite3DbSpanDup",
+	"sqlite3DbRealloc", "sqlite3DbReallocOrFree", "dbMallocRawFinish",
+	"dbReallocFinish", "mallocWithAlarm", "sqlite3PageMalloc",
+	"pcache1Alloc",
+};
+
+static const char *const wrap_prefix[] = {
+	/* redis: zmalloc, zmalloc_usable, zmalloc_no_tcache, ztrymalloc_usable
+	 * (and its _internal), zcalloc*, zrealloc*, ztry*, zlibc_* */
+	"zmalloc", "zcalloc", "zrealloc", "ztrymalloc", "ztrycalloc",
+	"ztryrealloc", "zlibc_",
+	/* CPython: PyMem_Malloc/RawMalloc/Realloc/Calloc..., _PyMem_RawMalloc,
+	 * _PyMem_DebugMalloc, pymalloc_alloc/pymalloc_realloc */
+	"PyMem_", "_PyMem_", "pymalloc_",
+	/* glib */
+	"g_malloc", "g_try_malloc", "g_realloc", "g_try_realloc", "g_slice_",
+	"CRYPTO_secure_",
+	/* xmalloc, xmallocz (git), xcalloc, xrealloc(array), xzalloc,
+	 * xstrdup, xstrndup, xmemdup(0|z) */
+	"xmalloc", "xcalloc", "xrealloc", "xzalloc", "xstrdup", "xstrndup",
+	"xmemdup",
+	/* PostgreSQL: palloc_extended/_aligned, repalloc_extended/_huge,
+	 * MemoryContextAlloc(Zero|ZeroAligned|Extended|Huge|Aligned),
+	 * AllocSetAlloc/Realloc/AllocLarge/AllocFromNewBlock... and
+	 * AllocSetContextCreateInternal (a context's first block) */
+	"palloc_", "repalloc_", "MemoryContextAlloc", "AllocSet",
+	/* SQLite: sqlite3Malloc(Zero|Size), sqlite3_malloc(64),
+	 * sqlite3_realloc(64), sqlite3DbMalloc(Raw|RawNN|Zero|Size) */
+	"sqlite3Malloc", "sqlite3_malloc", "sqlite3_realloc", "sqlite3DbMalloc",
+};
+
 /* ---- tier 2: standard libraries ---- */
 
 static const char *const lib_prefix[] = {
 	"std::", "__gnu_cxx::", "__cxxabiv1::", "__cxa_",
 	"alloc::", "core::", "hashbrown::",
 	"_IO_",                 /* glibc stdio's buffers: the caller's call */
+};
+
+/* libc's start-up and thread start: outermost frames of every stack, never
+ * what a user means (a stripped program's own frames are unnamed). */
+static const char *const startup_exact[] = {
+	"_start", "__libc_start_main", "__libc_start_call_main",
+	"__libc_start_main_impl", "__libc_start_main_alias_2", "start_thread",
+	"clone", "clone3", "__clone", "__clone3", "__clone_internal",
+};
+
+/* Source files of the C++ standard library: libstdc++'s headers
+ * (/usr/include/c++/12/bits/...), libc++'s (.../c++/v1/...), and
+ * libstdc++'s own sources. */
+static const char *const lib_files[] = {
+	"/include/c++/", "/c++/v1/", "libstdc++-v3/",
 };
 
 /* Bounded copy: every name we build fits one of these. */
@@ -94,14 +195,24 @@ static size_t operator_token(const char *s, const char *start)
 		return (size_t)(p + 2 - s);
 	if (p[0] == '[' && p[1] == ']')
 		return (size_t)(p + 2 - s);
-	/* Symbol operators: up to three of these characters; the space
-	 * the demangler puts before template arguments ("operator<< <char>")
-	 * belongs to the name. */
-	int k = 0;
-	while (k < 3 && *p && strchr("+-*/%^&|~!=<>,", *p)) {
-		p++;
-		k++;
+	/* Symbol operators, the longest that matches ("operator+<char, ...>"
+	 * is operator+ with template arguments); the space the demangler puts
+	 * before template arguments ("operator<< <char>") belongs to the
+	 * name. */
+	static const char *const ops[] = {
+		"->*", "<=>", "<<=", ">>=", "->", "<<", ">>", "<=", ">=", "==",
+		"!=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "%=", "^=",
+		"&=", "|=", "+", "-", "*", "/", "%", "^", "&", "|", "~", "!", "=",
+		"<", ">", ",",
+	};
+	size_t k = 0;
+	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+		if (starts(p, ops[i])) {
+			k = strlen(ops[i]);
+			break;
+		}
 	}
+	p += k;
 	if (k && p[0] == ' ' && p[1] == '<')
 		p++;
 	return (size_t)(p - s);
@@ -226,7 +337,52 @@ static int is_entry(const char *bare)
 	if (starts(bare, "operator new") || starts(bare, "operator delete"))
 		return 1;
 	return match_list(bare, entry_exact, N(entry_exact), entry_prefix,
-			  N(entry_prefix));
+			  N(entry_prefix)) ||
+	       match_list(bare, wrap_exact, N(wrap_exact), wrap_prefix,
+			  N(wrap_prefix));
+}
+
+/* A frame of the C++ standard library by its source file, whatever its
+ * name says. */
+static int lib_file(const char *file)
+{
+	if (!file)
+		return 0;
+	for (size_t i = 0; i < N(lib_files); i++)
+		if (strstr(file, lib_files[i]))
+			return 1;
+	return 0;
+}
+
+/* The C and C++ runtimes: an unnamed frame inside them (a static helper
+ * of libc or libstdc++) is library code, not the user's. */
+static int runtime_module(const char *module)
+{
+	static const char *const libs[] = {
+		"libc.so", "libstdc++.so", "libc++.so", "libc++abi.so",
+		"libgcc_s.so", "ld-linux", "libm.so",
+	};
+	if (!module)
+		return 0;
+	const char *base = strrchr(module, '/');
+	base = base ? base + 1 : module;
+	for (size_t i = 0; i < N(libs); i++)
+		if (starts(base, libs[i]))
+			return 1;
+	return 0;
+}
+
+/* An operator template named without its namespace (DW_AT_name of an
+ * inlined instance: "operator+<char, std::char_traits<char>, ...>") whose
+ * arguments are the standard library's: std::operator+ and friends. */
+static int std_operator(const char *bare)
+{
+	size_t op = operator_token(bare, bare);
+	if (!op)
+		return 0;
+	const char *t = bare + op;
+	return *t == '<' && (starts(t + 1, "std::") || starts(t + 1, "char,") ||
+			     starts(t + 1, "wchar_t,"));
 }
 
 /* A Rust type that belongs to no crate: a primitive, slice, array,
@@ -270,37 +426,52 @@ static int is_library(const char *bare, int level)
 	return is_lib_path(bare, level);
 }
 
-static int user_rule(const struct frames_rules *r, const char *fn)
+/* Does a user rule match f's name as printed (the fallback
+ * "[module+0x...]" when it has none)? */
+static int user_rule(const struct frames_rules *r, const struct sym_frame *f)
 {
-	if (!r)
+	if (!r || r->nuser == 0)
 		return 0;
+	char fb[256];
+	const char *name = frames_name(f, fb, sizeof fb);
 	for (int i = 0; i < r->nuser; i++)
-		if (regexec(&r->user[i], fn, 0, NULL, 0) == 0)
+		if (regexec(&r->user[i], name, 0, NULL, 0) == 0)
 			return 1;
 	return 0;
 }
 
-/* 0: user code; 1: allocator entry point; 2: library code. */
-static int plumbing_tier(const struct frames_rules *r,
-			 const struct sym_frame *f)
+enum tier {
+	T_USER,         /* named code of the program: a display frame */
+	T_ENTRY,        /* allocator entry point or wrapper, user rules */
+	T_LIB,          /* standard library, libc start-up */
+	T_UNNAMED,      /* no name known */
+};
+
+static enum tier plumbing_tier(const struct frames_rules *r,
+			       const struct sym_frame *f)
 {
 	if (r && r->no_skip)
-		return 0;
+		return T_USER;
+	if (user_rule(r, f))
+		return T_ENTRY;
 	const char *fn = f->function;
 	if (!fn)
-		return 0;
-	if (user_rule(r, fn))
-		return 2;
+		return runtime_module(f->module) ? T_LIB : T_UNNAMED;
 	char bare[NAME_MAX_LEN];
 	bare_name(fn, bare, sizeof bare);
+	if (match_list(bare, startup_exact, N(startup_exact), NULL, 0))
+		return T_LIB;
 	if (is_entry(bare))
-		return 1;
-	return is_library(bare, 0) ? 2 : 0;
+		return T_ENTRY;
+	if (is_library(bare, 0) || lib_file(f->file) || std_operator(bare))
+		return T_LIB;
+	return T_USER;
 }
 
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f)
 {
-	return plumbing_tier(r, f) != 0;
+	enum tier t = plumbing_tier(r, f);
+	return t == T_ENTRY || t == T_LIB;
 }
 
 /* ---- tier 3: Rust async noise ---- */
@@ -425,22 +596,37 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 uint32_t frames_display(const struct frames_rules *r,
 			const struct stack_view *v)
 {
-	/* The first frame that is user code; else (a stack entirely in the
-	 * standard library, e.g. its start-up) the first one past the
-	 * allocator's entry points; else the innermost. */
-	uint32_t past_entry = UINT32_MAX;
+	/* The first named frame of user code.  Without one: the first
+	 * unnamed frame past the last allocator entry or wrapper (unnamed
+	 * frames before a named wrapper are its plumbing: AllocSetAlloc under
+	 * palloc in a stripped postgres); without one, for a stack entirely
+	 * in the standard library (e.g. its start-up), the first library
+	 * frame past the allocator's entry points; else the innermost.  So a
+	 * stack with no name at all shows its innermost frame, the direct
+	 * caller of the allocator. */
+	const uint32_t none = UINT32_MAX;
+	uint32_t past_entry = none, unnamed = none;
 	for (uint32_t i = 0; i < v->n; i++) {
-		int tier = plumbing_tier(r, &v->f[i]);
-		if (tier == 1)
+		enum tier t = plumbing_tier(r, &v->f[i]);
+		if (t == T_ENTRY) {
+			unnamed = none;
 			continue;
+		}
+		if (t == T_UNNAMED) {
+			if (unnamed == none)
+				unnamed = i;
+			continue;
+		}
 		if (frames_is_noise(r, v, i))
 			continue;
-		if (tier == 0)
+		if (t == T_USER)
 			return i;
-		if (past_entry == UINT32_MAX)
+		if (past_entry == none)
 			past_entry = i;
 	}
-	return past_entry != UINT32_MAX ? past_entry : 0;
+	if (unnamed != none)
+		return unnamed;
+	return past_entry != none ? past_entry : 0;
 }
 
 void frames_view_free(struct stack_view *v)
@@ -449,24 +635,104 @@ void frames_view_free(struct stack_view *v)
 	memset(v, 0, sizeof *v);
 }
 
-int frames_rules_add(struct frames_rules *r, const char *pattern, char *err,
-		     size_t errlen)
+/* Compile pattern into a new user rule: 0, or -1 with regerror's text (or
+ * "out of memory") in msg. */
+static int rule_add(struct frames_rules *r, const char *pattern, char *msg,
+		    size_t msglen)
 {
+	if (r->nuser >= FRAMES_MAX_RULES) {
+		snprintf(msg, msglen, "more than %d rules", FRAMES_MAX_RULES);
+		return -1;
+	}
 	regex_t *u = realloc(r->user, (size_t)(r->nuser + 1) * sizeof *u);
 	if (!u) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(msg, msglen, "out of memory");
 		return -1;
 	}
 	r->user = u;
 	int rc = regcomp(&u[r->nuser], pattern, REG_EXTENDED | REG_NOSUB);
 	if (rc != 0) {
-		char msg[128];
-		regerror(rc, &u[r->nuser], msg, sizeof msg);
-		snprintf(err, errlen, "bad --skip pattern '%s': %s", pattern, msg);
+		regerror(rc, &u[r->nuser], msg, msglen);
 		return -1;
 	}
 	r->nuser++;
 	return 0;
+}
+
+int frames_rules_add(struct frames_rules *r, const char *pattern, char *err,
+		     size_t errlen)
+{
+	char msg[128];
+	if (rule_add(r, pattern, msg, sizeof msg) != 0) {
+		snprintf(err, errlen, "bad --skip pattern '%s': %s", pattern, msg);
+		return -1;
+	}
+	return 0;
+}
+
+int frames_rules_load(struct frames_rules *r, const char *path, char *err,
+		      size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[FRAMES_MAX_LINE + 2];
+	int lineno = 0, added = 0, rc = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		size_t n = strlen(line);
+		if (n == sizeof line - 1 && line[n - 1] != '\n' && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line longer than %d bytes",
+				 path, lineno, FRAMES_MAX_LINE);
+			rc = -1;
+			break;
+		}
+		while (n && isspace((unsigned char)line[n - 1]))
+			line[--n] = '\0';
+		const char *p = line;
+		while (isspace((unsigned char)*p))
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		char msg[128];
+		if (rule_add(r, p, msg, sizeof msg) != 0) {
+			char shown[64];
+			snprintf(shown, sizeof shown, "%s", p);
+			snprintf(err, errlen, "%s:%d: bad pattern '%s%s': %s", path,
+				 lineno, shown, strlen(p) >= sizeof shown ? "..." : "",
+				 msg);
+			rc = -1;
+			break;
+		}
+		added++;
+	}
+	if (rc == 0 && ferror(f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		rc = -1;
+	}
+	fclose(f);
+	return rc == 0 ? added : -1;
+}
+
+int frames_rules_load_config(struct frames_rules *r, char *err, size_t errlen)
+{
+	char path[4096];
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	const char *home = getenv("HOME");
+	if (frames_rules_load(r, "/etc/ymtop/skip", err, errlen) < 0)
+		return -1;
+	/* XDG: a relative XDG_CONFIG_HOME is invalid and ignored. */
+	if (xdg && xdg[0] == '/')
+		snprintf(path, sizeof path, "%s/ymtop/skip", xdg);
+	else if (home && home[0] == '/')
+		snprintf(path, sizeof path, "%s/.config/ymtop/skip", home);
+	else
+		return 0;
+	return frames_rules_load(r, path, err, errlen) < 0 ? -1 : 0;
 }
 
 void frames_rules_free(struct frames_rules *r)
@@ -476,6 +742,78 @@ void frames_rules_free(struct frames_rules *r)
 	free(r->user);
 	r->user = NULL;
 	r->nuser = 0;
+}
+
+/* ---- short names for the screen ---- */
+
+const char *frames_short_name(const char *name, int depth, const char *ellipsis,
+			      char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return name ? name : "";
+	size_t k = 0;
+	/* Append n bytes of p to buf, truncating. */
+#define PUT(p, n) do { \
+		size_t n_ = (n); \
+		if (n_ > len - 1 - k) \
+			n_ = len - 1 - k; \
+		memcpy(buf + k, (p), n_); \
+		k += n_; \
+	} while (0)
+	if (!name)
+		name = "";
+	/* kinds[i]: 1 for a template argument list, 0 for another '<' (a Rust
+	 * qualified path "<X as T>::m"); deeper than the array: templates. */
+	unsigned char kinds[64];
+	int open = 0, tdepth = 0, after_op = 0;
+	const char *p = name;
+	while (*p && k + 1 < len) {
+		size_t op = *p == 'o' ? operator_token(p, name) : 0;
+		if (op) {
+			PUT(p, op);
+			p += op;
+			after_op = 1;
+			continue;
+		}
+		char prev = p > name ? p[-1] : '\0';
+		if (*p == '<') {
+			int templ = after_op || isalnum((unsigned char)prev) ||
+				    prev == '_' || prev == ':' || prev == '>';
+			if (templ && tdepth >= depth) {
+				/* Elide the whole argument list. */
+				int d = 0;
+				const char *q = p;
+				for (; *q; q++) {
+					if (*q == '<') {
+						d++;
+					} else if (*q == '>' && q[-1] != '-') {
+						if (--d == 0)
+							break;
+					}
+				}
+				PUT("<", 1);
+				PUT(ellipsis, strlen(ellipsis));
+				PUT(">", 1);
+				p = *q ? q + 1 : q;
+				after_op = 0;
+				continue;
+			}
+			if (open < (int)sizeof kinds)
+				kinds[open] = (unsigned char)templ;
+			open++;
+			tdepth += templ;
+		} else if (*p == '>' && prev != '-' && open > 0) {
+			open--;
+			if (open >= (int)sizeof kinds || kinds[open])
+				tdepth--;
+		}
+		after_op = 0;
+		PUT(p, 1);
+		p++;
+	}
+#undef PUT
+	buf[k] = '\0';
+	return buf;
 }
 
 const char *frames_name(const struct sym_frame *f, char *buf, size_t len)

@@ -322,6 +322,29 @@ static int label_x(void)
 	return x;
 }
 
+/* ---- key t: C++ template arguments shortened or whole (issue 16) ----
+ * Names in the Stacks and Functions lists are shown with template argument
+ * lists deeper than FRAMES_SHORT_DEPTH elided (frames_short_name); t shows
+ * them whole.  The stack detail view always shows them whole. */
+static int ui_full_names;
+
+static int act_template_names(struct view *v)
+{
+	ui_full_names = !ui_full_names;
+	view_set_status(v, ui_full_names ? "names in full (t: shorten templates)"
+					 : "template arguments shortened (t: names in full)");
+	return REACT_REDRAW;
+}
+
+/* label as the lists show it: shortened unless t asked for full names. */
+static const char *shown_name(const char *label, char *buf, size_t len)
+{
+	if (ui_full_names)
+		return label;
+	return frames_short_name(label, FRAMES_SHORT_DEPTH,
+				 MB_CUR_MAX > 1 ? "\u2026" : "...", buf, len);
+}
+
 static void draw_stacks(struct view *v, int y0, int rows)
 {
 	struct model *m = v->m;
@@ -340,7 +363,8 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		stack_cells(v, s, s->growth, s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
 			    y0 + 1 + r, base);
-		put(y0 + 1 + r, lx, base, "%s", view_label(v, s->id));
+		char nb[1024];
+		put(y0 + 1 + r, lx, base, "%s", shown_name(view_label(v, s->id), nb, sizeof nb));
 	}
 	if (m->norder == 0)
 		put(y0 + 2, 2, attr(C_DIM, 0), "%s", v->filter[0] ?
@@ -366,7 +390,8 @@ static void draw_functions(struct view *v, int y0, int rows)
 		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
 			    f->rate, avg, model_oldest_age(m, &m->stacks[f->top_stack]),
 			    y0 + 1 + r, base);
-		put(y0 + 1 + r, lx, base, "%s  [%u]", f->name, f->nstacks);
+		char nb[1024];
+		put(y0 + 1 + r, lx, base, "%s  [%u]", shown_name(f->name, nb, sizeof nb), f->nstacks);
 	}
 }
 
@@ -551,6 +576,7 @@ static const char *const help_text[] = {
 	"  p             pause or resume sampling in the agent",
 	"  s             write a text report;  f  folded stacks (flame graphs)",
 	"  a             dismiss the alarm banner",
+	"  t             C++ template arguments: shortened <...> or in full",
 	"  ^L            redraw;  ?  this help;  q  quit",
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact.",
@@ -747,7 +773,9 @@ int ui_run(const struct options *o, pid_t pid)
 		if (cli_stop)
 			break;
 		int react = REACT_NONE;
-		if (ch != ERR)
+		if (ch == 't')
+			react = act_template_names(&v);
+		else if (ch != ERR)
 			react = view_key(&v, map_key(ch));
 		if (react & REACT_QUIT)
 			break;

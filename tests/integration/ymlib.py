@@ -2,8 +2,10 @@
 real ymtop runs, and a tiny runner that prints one line per test."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -75,8 +77,6 @@ def readable(path):
     in a 0755 directory under /tmp removed at exit."""
     if path not in _readable:
         import atexit
-        import shutil
-        import tempfile
         if "dir" not in _readable:
             d = tempfile.mkdtemp(prefix="ymtop-readable-")
             os.chmod(d, 0o755)
@@ -128,6 +128,11 @@ def within(value, truth, tolerance, what):
                              (what, value, tolerance * 100, truth))
 
 
+class Skip(Exception):
+    """Raised by a test that cannot run here (a program is missing): the
+    runner prints `skip NAME: reason` instead of passing silently."""
+
+
 def run_tests(namespace):
     tests = sorted((n, f) for n, f in namespace.items()
                    if n.startswith("test_") and callable(f))
@@ -140,6 +145,8 @@ def run_tests(namespace):
         try:
             fn()
             print("ok %s (%.1fs)" % (name, time.time() - t0), flush=True)
+        except Skip as e:
+            print("skip %s: %s" % (name, e), flush=True)
         except Exception as e:  # noqa: BLE001 - report every failure
             failed += 1
             print("FAIL %s: %s" % (name, e), flush=True)

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frames.h"
 
@@ -182,6 +184,312 @@ static void test_display_frame(void **state)
 	assert_int_equal(v.display, 0);
 }
 
+/* Innermost first, frames of module "/bin/app" with these names (NULL:
+ * unnamed); the display frame. */
+static uint32_t display_of(const char *const *names, uint32_t n,
+			   const struct frames_rules *r)
+{
+	struct sym_frame f[16];
+	assert_true(n <= 16);
+	return view(names, n, f, r).display;
+}
+
+/* The allocator wrappers of popular programs: each family's entry points
+ * are plumbing, and a stack through them shows the wrapper's caller. */
+static void test_wrapper_families(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *family;
+		const char *names[24];
+	} fam[] = {
+		{ "redis", { "zmalloc", "zmalloc_usable", "zrealloc_usable",
+			     "zcalloc", "zcalloc_usable", "zrealloc",
+			     "ztrymalloc", "ztrymalloc_usable",
+			     "ztrymalloc_usable_internal", "ztrycalloc_usable",
+			     "ztryrealloc_usable", "zstrdup", "zmalloc_no_tcache",
+			     "zlibc_malloc", NULL } },
+		{ "cpython", { "PyMem_Malloc", "PyMem_RawMalloc", "PyMem_Realloc",
+			       "PyMem_Calloc", "PyMem_RawRealloc", "PyMem_RawCalloc",
+			       "_PyMem_RawMalloc", "_PyMem_RawRealloc",
+			       "_PyMem_DebugMalloc", "PyObject_Malloc",
+			       "PyObject_Realloc", "PyObject_Calloc",
+			       "_PyObject_Malloc", "_PyObject_Realloc",
+			       "_PyObject_Calloc", "pymalloc_alloc",
+			       "pymalloc_realloc", "_PyObject_GC_New",
+			       "_PyObject_GC_NewVar", "PyType_GenericAlloc",
+			       "_PyObject_New", NULL } },
+		{ "glib", { "g_malloc", "g_malloc0", "g_malloc_n", "g_malloc0_n",
+			    "g_realloc", "g_realloc_n", "g_try_malloc",
+			    "g_try_malloc0", "g_try_malloc_n", "g_try_realloc",
+			    "g_slice_alloc", "g_slice_alloc0", "g_slice_copy",
+			    "g_strdup", "g_strndup", "g_strdup_printf",
+			    "g_memdup2", "g_strconcat", NULL } },
+		{ "openssl", { "CRYPTO_malloc", "CRYPTO_zalloc", "CRYPTO_realloc",
+			       "CRYPTO_clear_realloc", "CRYPTO_strdup",
+			       "CRYPTO_strndup", "CRYPTO_memdup",
+			       "CRYPTO_secure_malloc", "CRYPTO_secure_zalloc",
+			       NULL } },
+		{ "xmalloc", { "xmalloc", "xcalloc", "xrealloc", "xstrdup",
+			       "xzalloc", "xstrndup", "xmemdup", "xnmalloc",
+			       "xnrealloc", "x2nrealloc", "xreallocarray",
+			       "xmallocz", "xmemdupz", "xcharalloc", "xpalloc",
+			       "sh_xmalloc", "do_xmalloc", NULL } },
+		{ "nginx", { "ngx_alloc", "ngx_calloc", "ngx_memalign",
+			     "ngx_palloc", "ngx_pnalloc", "ngx_pcalloc",
+			     "ngx_palloc_small", "ngx_palloc_large",
+			     "ngx_palloc_block", "ngx_create_pool",
+			     "ngx_array_push", "ngx_list_push", "ngx_pstrdup",
+			     NULL } },
+		{ "postgres", { "palloc", "palloc0", "palloc_extended",
+				"palloc_aligned", "repalloc", "repalloc_huge",
+				"MemoryContextAlloc", "MemoryContextAllocZero",
+				"MemoryContextAllocZeroAligned",
+				"MemoryContextAllocExtended",
+				"MemoryContextAllocHuge", "AllocSetAlloc",
+				"AllocSetRealloc", "AllocSetAllocLarge",
+				"AllocSetContextCreateInternal",
+				"GenerationAlloc", "SlabAlloc", "pstrdup",
+				"pnstrdup", "psprintf", "MemoryContextStrdup",
+				NULL } },
+		{ "sqlite", { "sqlite3Malloc", "sqlite3_malloc", "sqlite3_malloc64",
+			      "sqlite3MallocZero", "sqlite3DbMallocRaw",
+			      "sqlite3DbMallocRawNN", "sqlite3DbMallocZero",
+			      "sqlite3Realloc", "sqlite3_realloc",
+			      "sqlite3_realloc64", "sqlite3DbRealloc",
+			      "sqlite3DbStrDup", "sqlite3DbStrNDup",
+			      "sqlite3MemMalloc", "dbMallocRawFinish",
+			      "mallocWithAlarm", "pcache1Alloc", NULL } },
+	};
+	for (size_t k = 0; k < sizeof fam / sizeof *fam; k++) {
+		for (size_t i = 0; fam[k].names[i]; i++) {
+			const char *w = fam[k].names[i];
+			if (!plumbing(NULL, w))
+				fail_msg("%s: not plumbing: %s", fam[k].family, w);
+			/* wrapper, wrapper of the same family, caller */
+			const char *st[] = { w, fam[k].names[0], "caller_fn", "main" };
+			if (display_of(st, 4, NULL) != 2)
+				fail_msg("%s: display frame of %s is not its caller",
+					 fam[k].family, w);
+		}
+	}
+	/* Real stacks: redis-server 7.0 and python3.11, as ymtop printed
+	 * them before these rules (the display frame was 0). */
+	static const char *const redis[] = {
+		"zmalloc_usable", "_sdsnewlen", "createStringObject",
+		"processMultibulkBuffer", "main",
+	};
+	assert_int_equal(display_of(redis, 5, NULL), 1);
+	static const char *const py[] = {
+		"_PyObject_Malloc", "_PyObject_GC_NewVar", "PyTuple_New",
+		"_PyEval_EvalFrameDefault", "PyEval_EvalCode",
+	};
+	assert_int_equal(display_of(py, 5, NULL), 2);
+	/* Names that only look alike stay the user's. */
+	static const char *const no[] = {
+		"zset_add", "PyList_New", "PyTuple_New",
+		"_PyEval_EvalFrameDefault", "g_main_loop_run", "g_hash_table_insert",
+		"CRYPTO_THREAD_run_once", "xml_parse", "xfree_list()",
+		"ngx_http_process_request", "ngx_palloc_user()", "pallocate",
+		"MemoryContextSwitchTo", "sqlite3Prepare", "sqlite3MemCompare",
+		"subquery_planner", "lappend",
+	};
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+		if (plumbing(NULL, no[i]))
+			fail_msg("plumbing: %s", no[i]);
+}
+
+/* Stripped binaries: unnamed frames between the allocator and a named
+ * wrapper are plumbing, and an unnamed frame is never the display frame
+ * while a named frame of user code follows (Debian's postgres: AllocSetAlloc
+ * is static and reads [postgres+0x5c7860]). */
+static void test_stripped_binaries(void **state)
+{
+	(void)state;
+	static const char *const pg[] = {
+		NULL, "MemoryContextAllocZeroAligned", "subquery_planner",
+		"standard_planner", "pg_plan_query",
+	};
+	assert_int_equal(display_of(pg, 5, NULL), 2);
+	static const char *const pg2[] = {
+		NULL, "palloc", "btbeginscan", NULL, "index_beginscan",
+	};
+	assert_int_equal(display_of(pg2, 5, NULL), 2);
+	/* An unnamed caller of the wrapper, then named code: the named. */
+	static const char *const pg3[] = {
+		NULL, "palloc", NULL, NULL, "ExecBuildUpdateProjection", "main",
+	};
+	assert_int_equal(display_of(pg3, 6, NULL), 4);
+	/* Unnamed, no wrapper, then named: the named one. */
+	static const char *const py[] = {
+		NULL, "_PyEval_EvalFrameDefault", "PyEval_EvalCode",
+	};
+	assert_int_equal(display_of(py, 3, NULL), 1);
+	/* No named user code: the first unnamed frame past the last
+	 * wrapper; libc's start-up is never chosen over it. */
+	static const char *const nouser[] = {
+		"malloc", NULL, "palloc", NULL, NULL, "__libc_start_call_main",
+		"__libc_start_main_impl", "_start",
+	};
+	assert_int_equal(display_of(nouser, 8, NULL), 3);
+	static const char *const thread[] = {
+		NULL, NULL, "start_thread", "clone3",
+	};
+	assert_int_equal(display_of(thread, 4, NULL), 0);
+	/* No name at all: the innermost, the allocator's direct caller. */
+	static const char *const none[] = { NULL, NULL, NULL };
+	assert_int_equal(display_of(none, 3, NULL), 0);
+	/* An unnamed static helper of libc or libstdc++ is library code. */
+	struct sym_frame f[4];
+	static const char *const rt[] = { NULL, NULL, "_start" };
+	struct stack_view v = view(rt, 3, f, NULL);
+	f[0].module = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+	f[1].module = "/usr/sbin/nginx";
+	assert_int_equal(frames_display(NULL, &v), 1);
+	assert_true(frames_is_plumbing(NULL, &f[0]));
+	assert_false(frames_is_plumbing(NULL, &f[1]));
+
+	/* --skip matches an unnamed frame as printed. */
+	struct frames_rules r = { 0 };
+	char err[256];
+	assert_int_equal(frames_rules_add(&r, "^\\[postgres\\+0x5c7860\\]$", err,
+					  sizeof err), 0);
+	struct sym_frame u = { .module = "/usr/lib/postgresql/15/bin/postgres",
+			       .offset = 0x5c7860 };
+	assert_true(frames_is_plumbing(&r, &u));
+	u.offset = 0x5c78fc;
+	assert_false(frames_is_plumbing(&r, &u));
+	/* A skipped unnamed frame is a wrapper: the unnamed frame after it
+	 * is the display frame when no named one follows. */
+	static const char *const sk[] = { NULL, NULL, NULL };
+	v = view(sk, 3, f, NULL);
+	f[0].offset = 0x10;
+	f[1].offset = 0x20;
+	f[2].offset = 0x30;
+	assert_int_equal(frames_display(&r, &v), 0);
+	frames_rules_free(&r);
+	assert_int_equal(frames_rules_add(&r, "app\\+0x20\\]", err, sizeof err), 0);
+	assert_int_equal(frames_display(&r, &v), 2);
+	frames_rules_free(&r);
+}
+
+/* C++ standard library code named without its namespace: an inlined
+ * instance named from DW_AT_name ("operator+<char, ...>", "push_back") is
+ * known by its source file, or as an operator template of std types. */
+static void test_cxx_inlined_without_namespace(void **state)
+{
+	(void)state;
+	struct sym_frame f = {
+		.function = "operator+<char, std::char_traits<char>, std::allocator<char> >",
+		.inlined = 1,
+	};
+	assert_true(frames_is_plumbing(NULL, &f));
+	f.function = "push_back";
+	f.file = "/usr/include/c++/12/bits/stl_vector.h";
+	assert_true(frames_is_plumbing(NULL, &f));
+	f.file = "/usr/lib/llvm-14/bin/../include/c++/v1/string";
+	assert_true(frames_is_plumbing(NULL, &f));
+	f.file = "/src/app/vec.h";
+	assert_false(frames_is_plumbing(NULL, &f));
+	f.function = "operator+(Money const&, Money const&)";
+	f.file = NULL;
+	assert_false(frames_is_plumbing(NULL, &f));
+	f.function = "operator<< <Point>(std::ostream&, Point const&)";
+	assert_false(frames_is_plumbing(NULL, &f));
+	/* The stack from a real program: the inlined operator+ was the
+	 * display frame; now its caller is. */
+	static const char *const st[] = {
+		"operator new(unsigned long)",
+		"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_mutate(unsigned long, unsigned long, char const*, unsigned long)",
+		"operator+<char, std::char_traits<char>, std::allocator<char> >",
+		"build(int)", "main",
+	};
+	assert_int_equal(display_of(st, 5, NULL), 3);
+}
+
+static char *write_tmp(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof path, "/tmp/ym-skip-XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	FILE *f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* The skip files: one regex a line, '#' comments, a bad line reported as
+ * path:line; ~/.config/ymtop/skip under XDG_CONFIG_HOME or HOME. */
+static void test_skip_files(void **state)
+{
+	(void)state;
+	struct frames_rules r = { 0 };
+	char err[512] = "";
+	char *p = write_tmp("# my wrappers\n\n   \n  ^my_alloc$  \n"
+			    "\t# indented comment\n\\[app\\+0x20\\]\r\nArena<.*>::alloc");
+	assert_int_equal(frames_rules_load(&r, p, err, sizeof err), 3);
+	assert_true(plumbing(&r, "my_alloc"));
+	assert_false(plumbing(&r, "not_my_alloc"));
+	assert_true(plumbing(&r, "Arena<int>::alloc(unsigned long)"));
+	struct sym_frame u = { .module = "/bin/app", .offset = 0x20 };
+	assert_true(frames_is_plumbing(&r, &u));
+	r.no_skip = 1;
+	assert_false(plumbing(&r, "my_alloc"));
+	frames_rules_free(&r);
+	r.no_skip = 0;
+	unlink(p);
+
+	p = write_tmp("^ok$\n# c\n^bad(\n^never$\n");
+	assert_int_equal(frames_rules_load(&r, p, err, sizeof err), -1);
+	char want[128];
+	snprintf(want, sizeof want, "%s:3: bad pattern '^bad(':", p);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("message: %s", err);
+	assert_null(strchr(err, '\n'));
+	frames_rules_free(&r);
+	unlink(p);
+
+	/* Missing file: nothing, no error; a directory: an error. */
+	assert_int_equal(frames_rules_load(&r, "/nonexistent/ymtop/skip", err,
+					   sizeof err), 0);
+	assert_int_equal(frames_rules_load(&r, "/tmp", err, sizeof err), -1);
+
+	/* The user's file under XDG_CONFIG_HOME, else ~/.config. */
+	char dir[] = "/tmp/ym-xdg-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char sub[64], file[512];
+	snprintf(sub, sizeof sub, "%s/ymtop", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	snprintf(file, sizeof file, "%s/skip", sub);
+	FILE *f = fopen(file, "w");
+	assert_non_null(f);
+	fputs("^xdg_wrapper$\n", f);
+	fclose(f);
+	setenv("XDG_CONFIG_HOME", dir, 1);
+	assert_int_equal(frames_rules_load_config(&r, err, sizeof err), 0);
+	assert_true(plumbing(&r, "xdg_wrapper"));
+	frames_rules_free(&r);
+	char home[96], cfg[128], hfile[160];
+	snprintf(home, sizeof home, "%s/home", dir);
+	snprintf(cfg, sizeof cfg, "%s/.config", home);
+	assert_int_equal(mkdir(home, 0755), 0);
+	assert_int_equal(mkdir(cfg, 0755), 0);
+	assert_int_equal(rename(sub, (snprintf(hfile, sizeof hfile, "%s/ymtop", cfg), hfile)), 0);
+	unsetenv("XDG_CONFIG_HOME");
+	setenv("HOME", home, 1);
+	assert_int_equal(frames_rules_load_config(&r, err, sizeof err), 0);
+	assert_true(plumbing(&r, "xdg_wrapper"));
+	frames_rules_free(&r);
+	snprintf(file, sizeof file, "%s/skip", hfile);
+	unlink(file);
+	rmdir(hfile);
+	rmdir(cfg);
+	rmdir(home);
+	rmdir(dir);
+}
+
 static void test_async_noise(void **state)
 {
 	(void)state;
@@ -283,6 +591,58 @@ static void test_labels_and_fallbacks(void **state)
 	free(big);
 }
 
+/* Long C++ template names simplified for the screen. */
+static void test_short_names(void **state)
+{
+	(void)state;
+	char buf[512];
+	static const struct { const char *in; int depth; const char *out; } c[] = {
+		{ "std::vector<std::pair<int, long> >::push_back(std::pair<int, long> const&)", 1,
+		  "std::vector<std::pair<…> >::push_back(std::pair<int, long> const&)" },
+		{ "std::vector<std::pair<int, long> >::push_back", 0,
+		  "std::vector<…>::push_back" },
+		{ "grow_vector()", 1, "grow_vector()" },
+		{ "std::vector<long, std::allocator<long> >::_M_default_append(unsigned long)", 1,
+		  "std::vector<long, std::allocator<…> >::_M_default_append(unsigned long)" },
+		/* operators are not brackets */
+		{ "std::basic_ostream<char, std::char_traits<char> >& std::operator<< <std::char_traits<char> >(std::basic_ostream<char, std::char_traits<char> >&, char const*)", 1,
+		  "std::basic_ostream<char, std::char_traits<…> >& std::operator<< <std::char_traits<…> >(std::basic_ostream<char, std::char_traits<…> >&, char const*)" },
+		{ "bool operator< <Key<int> >(Key<int> const&)", 1,
+		  "bool operator< <Key<…> >(Key<int> const&)" },
+		{ "Foo::operator->() const", 0, "Foo::operator->() const" },
+		{ "operator+<char, std::char_traits<char>, std::allocator<char> >", 1,
+		  "operator+<char, std::char_traits<…>, std::allocator<…> >" },
+		/* Rust: a qualified path keeps its brackets, -> is no bracket */
+		{ "<alloc::vec::Vec<alloc::vec::Vec<u8>> as core::clone::Clone>::clone", 1,
+		  "<alloc::vec::Vec<alloc::vec::Vec<…>> as core::clone::Clone>::clone" },
+		{ "<fn() -> u32 as core::ops::function::FnOnce<()>>::call_once", 0,
+		  "<fn() -> u32 as core::ops::function::FnOnce<…>>::call_once" },
+		{ "alloc::vec::from_elem::<alloc::vec::Vec<u8>>", 1,
+		  "alloc::vec::from_elem::<alloc::vec::Vec<…>>" },
+		/* unbalanced: no overrun */
+		{ "a<b<c<d", 1, "a<b<…>" },
+		{ ">>>a<", 0, ">>>a<…>" },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		frames_short_name(c[i].in, c[i].depth, "…", buf, sizeof buf);
+		if (strcmp(buf, c[i].out))
+			fail_msg("%s\n -> %s\n want %s", c[i].in, buf, c[i].out);
+	}
+	/* A big depth keeps the name whole; a tiny buffer truncates. */
+	const char *n = c[0].in;
+	assert_string_equal(frames_short_name(n, 99, "...", buf, sizeof buf), n);
+	char small[8];
+	assert_string_equal(frames_short_name(n, 1, "...", small, sizeof small), "std::ve");
+	assert_string_equal(frames_short_name(n, 1, "...", NULL, 0), n);
+	/* The real _M_realloc_insert of a vector of pairs (tests/progs-like
+	 * g++ 12 output): 1064 bytes, 221 shortened. */
+	static const char *const big =
+		"void std::vector<std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > >, std::allocator<std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > > > >::_M_realloc_insert<std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > > >(__gnu_cxx::__normal_iterator<std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > >*, std::vector<std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > >, std::allocator<std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > > > > >, std::pair<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::vector<long, std::allocator<long> > >&&)";
+	frames_short_name(big, FRAMES_SHORT_DEPTH, "...", buf, sizeof buf);
+	print_message("%zu -> %zu: %s\n", strlen(big), strlen(buf), buf);
+	assert_string_equal(buf, "void std::vector<std::pair<...>, std::allocator<...> >::_M_realloc_insert<std::pair<...> >(__gnu_cxx::__normal_iterator<std::pair<...>*, std::vector<...> >, std::pair<std::__cxx11::basic_string<...>, std::vector<...> >&&)");
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -328,8 +688,13 @@ int main(void)
 		cmocka_unit_test(test_cxx_plumbing),
 		cmocka_unit_test(test_rust_plumbing),
 		cmocka_unit_test(test_display_frame),
+		cmocka_unit_test(test_wrapper_families),
+		cmocka_unit_test(test_stripped_binaries),
+		cmocka_unit_test(test_cxx_inlined_without_namespace),
+		cmocka_unit_test(test_skip_files),
 		cmocka_unit_test(test_async_noise),
 		cmocka_unit_test(test_labels_and_fallbacks),
+		cmocka_unit_test(test_short_names),
 		cmocka_unit_test(test_display_speed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
