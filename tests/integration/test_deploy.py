@@ -266,6 +266,26 @@ def test_two_containers_sharing_dev_shm_keep_their_own_segments():
         b.communicate("\n", timeout=30)
 
 
+def test_ymtop_inside_a_container_works_as_on_a_host():
+    """ymtop run in the container's own namespaces finds the agent there
+    without -p, as on a host."""
+    if not need_unshare():
+        return
+    script = ("mount -t proc proc /proc; mount -t tmpfs -o mode=1777 tmpfs /dev/shm; "
+              'f=$(mktemp); (sleep 30 | LD_PRELOAD="$0" "$1" big > "$f") & '
+              'i=0; while ! grep -q ready "$f" && [ $i -lt 100 ]; do '
+              "sleep 0.1; i=$((i+1)); done; "
+              '"$2" -b -n 1 -f json')
+    r = subprocess.run(
+        ["unshare", "--pid", "--mount", "--fork", "--propagation", "private",
+         "sh", "-c", script, AGENT, WORKLOAD, YMTOP],
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["exe"] == WORKLOAD and "ns_pid" not in rep, (rep["exe"], rep.get("ns_pid"))
+    within(site(rep, "hold_big")["retained_bytes"], 64 * MiB, 0.15, "hold_big")
+
+
 def test_read_only_dev_shm_is_named_as_the_cause():
     """The agent cannot make its segment in a read-only /dev/shm (as some
     container runtimes mount it): ymtop -p says so and how to fix it."""
