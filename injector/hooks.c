@@ -121,6 +121,14 @@ static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
 	return p;
 }
 
+/* The same for malloc's fast path, whose request waits in t->pending: one
+ * register less to keep across the real call. */
+static NOINLINE void *malloc_due(struct agent_tls *t, void *p, size_t u)
+{
+	agent_sample(t, p, t->pending, u);
+	return p;
+}
+
 static inline void after_alloc(struct agent_tls *t, struct ym_thread *s,
 			       void *p, size_t n)
 {
@@ -247,8 +255,8 @@ EXPORT void *malloc(size_t n)
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return malloc_slow(t, n);
-	/* Counted before the call, so that only s lives across it (t is
-	 * the thread pointer plus a constant). */
+	/* Counted before the call, so that only s (and t's offset from the
+	 * thread pointer) live across it. */
 	bump(&s->t.alloc_objects, 1);
 	bump(&s->t.req_bytes, n);
 	t->pending = n;
@@ -260,7 +268,7 @@ EXPORT void *malloc(size_t n)
 	size_t u = agent_usable_glibc(p);
 	bump(&s->t.alloc_bytes, u);
 	if (charge(t, u))
-		return sample_due(t, p, n, u);
+		return malloc_due(t, p, u);
 	return p;
 }
 
