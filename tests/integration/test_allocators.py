@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import AGENT, BUILD, Target, functions, report, run_tests  # noqa: E402
+from ymlib import (AGENT, BUILD, Target, functions, report,  # noqa: E402
+                   run_tests)
 
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
 Z = 4.5   # standard deviations: ~7e-6 two-sided per check if unbiased
@@ -52,7 +53,8 @@ def find_lib(soname):
 def site_stacks(rep, name):
     """Stacks whose innermost frame is function `name` (the site itself,
     not the bookkeeping it calls)."""
-    return [s for s in rep["stacks"] if s["frames"] and functions(s)[0] == name]
+    return [s for s in rep["stacks"]
+            if s["frames"] and functions(s)[0] == name]
 
 
 def retained(rep, name):
@@ -264,7 +266,8 @@ def check_exact_totals(lib):
 
 CHECKS = [
     ("grow_interleaved", lambda lib: check_grow(lib, "grow", "grow_site")),
-    ("grow_sequential", lambda lib: check_grow(lib, "growseq", "growseq_site")),
+    ("grow_sequential",
+     lambda lib: check_grow(lib, "growseq", "growseq_site")),
     ("malloc_sizes", check_malloc_sizes),
     ("calloc_aligned", check_calloc_aligned),
     ("shrink", check_shrink),
