@@ -39,14 +39,16 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # drivers the tests use (CHECK_PKGS): cmocka, tmux, sqlite3, go tool pprof,
 # clang with libFuzzer, chromium for the flame graph screenshot, and the
 # real programs run under the agent (git, redis-server; unshare and
-# setpriv from util-linux), and the allocators the estimator is checked
-# under (tests/integration/test_allocators.py).
+# setpriv from util-linux).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
               procps
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
-              libclang-rt-14-dev chromium git redis-server util-linux \
-              libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+              libclang-rt-14-dev chromium git redis-server util-linux
+
+# The allocators the estimator is checked under
+# (tests/integration/test_allocators.py).
+CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
