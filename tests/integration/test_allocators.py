@@ -108,8 +108,10 @@ class Run:
         self.t.wait_for("ready")
 
     def finish(self):
-        rc, _, err = self.t.finish()
+        rc, lines, err = self.t.finish()
         assert rc == 0, "allocs exited %d: %s" % (rc, err)
+        odd = [ln for ln in lines if "unexpected" in ln]
+        assert not odd, odd
 
     def kill(self):
         self.t.kill()
@@ -193,9 +195,9 @@ def check_shrink(lib):
 
 
 def check_realloc_edges(lib):
-    """reallocarray, realloc(p, 0) (glibc, jemalloc and tcmalloc free p;
-    mimalloc returns a 0-byte block) and a realloc that fails (p is kept
-    and stays counted)."""
+    """reallocarray (one overflowing: fails, p kept), realloc(p, 0) (glibc,
+    jemalloc and tcmalloc free p; mimalloc returns a 0-byte block) and a
+    realloc that fails (p is kept and stays counted)."""
     rate = 4096
 
     def check(rep):

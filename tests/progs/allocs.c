@@ -21,22 +21,26 @@
  *                       and valloc, N each (aligned_site); S a multiple of
  *                       4096
  *   array:N:S           reallocarray(NULL, S/16, 8), then reallocarray(p,
- *                       S/16, 16): S bytes each                 (array_site)
+ *                       S/16, 16), then one whose size overflows (fails,
+ *                       p kept): S bytes each                   (array_site)
  *   zero:N:S            malloc(S), then realloc(p, 0): nothing held (glibc,
  *                       jemalloc, tcmalloc free p; mimalloc gives a 0-byte
  *                       block, freed by "free")              (zero_site)
  *   fail:N:S            malloc(S), then a realloc(p, 1 << 62) that fails:
  *                       S bytes held each                         (fail_site)
- * Prints "fail unexpected" if that realloc does not fail.
+ * Prints "fail unexpected" or "array unexpected" if a call that must fail
+ * does not.
  */
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define NOINLINE __attribute__((noinline))
 
-static void *volatile sink;
+/* Not constants, so the compiler cannot see the sizes overflow. */
+static volatile size_t huge = SIZE_MAX / 2;
 
 /* Every block held, to free on "free": static, so that the steps' own
  * allocations are all there is (totals differ by exactly a step's). */
@@ -122,6 +126,8 @@ NOINLINE static void array_site(long n, size_t s)
 	for (long i = 0; i < n; i++) {
 		v[i] = must(reallocarray(NULL, s / 16, 8));
 		v[i] = must(reallocarray(v[i], s / 16, 16));
+		if (reallocarray(v[i], huge, 4) != NULL)   /* overflows */
+			printf("array unexpected\n");
 	}
 }
 
