@@ -237,13 +237,13 @@ def check_exact_mode(lib):
 
 
 def check_exact_totals(lib):
-    """The totals count every call exactly at any rate: a run with 100
-    more realloc chains (32 calls each, the first realloc(NULL)) and 1000
-    more malloc(100) differs by exactly that, and after freeing, by as many
-    frees of the same usable bytes."""
-    def totals(k):
+    """The totals count every call exactly at any rate, exact mode
+    included: a run with 100 more realloc chains (32 calls each, the first
+    realloc(NULL)) and 1000 more malloc(100) differs by exactly that, and
+    after freeing, by as many frees of the same usable bytes."""
+    def totals(k, rate):
         r = Run(lib, ["grow:%d:8192:256" % (100 * k),
-                      "malloc:%d:100" % (1000 * k)], 65536)
+                      "malloc:%d:100" % (1000 * k)], rate)
         try:
             held = r.report()["totals"]
             r.free_all()
@@ -252,18 +252,20 @@ def check_exact_totals(lib):
         finally:
             r.kill()
         return held, freed
-    (a, fa), (b, fb) = totals(1), totals(2)
 
     def diff(x, y, key):
         return y[key] - x[key]
     calls = 100 * 32 + 1000
-    assert diff(a, b, "allocated_objects") == calls, (a, b)
-    assert diff(a, b, "requested_bytes") == \
-        100 * sum(range(256, 8193, 256)) + 1000 * 100, (a, b)
-    assert diff(a, b, "freed_objects") == 100 * 31, (a, b)
-    assert diff(fa, fb, "freed_objects") == calls, (fa, fb)
-    assert diff(fa, fb, "freed_bytes") == diff(fa, fb, "allocated_bytes"), \
-        (fa, fb)
+    for rate in (65536, 1):
+        (a, fa), (b, fb) = totals(1, rate), totals(2, rate)
+        what = (rate, a, b)
+        assert diff(a, b, "allocated_objects") == calls, what
+        assert diff(a, b, "requested_bytes") == \
+            100 * sum(range(256, 8193, 256)) + 1000 * 100, what
+        assert diff(a, b, "freed_objects") == 100 * 31, what
+        assert diff(fa, fb, "freed_objects") == calls, (rate, fa, fb)
+        assert diff(fa, fb, "freed_bytes") == \
+            diff(fa, fb, "allocated_bytes"), (rate, fa, fb)
 
 
 CHECKS = [
