@@ -48,6 +48,10 @@ CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
               postgresql util-linux nginx-light
 
+# The allocators the estimator is checked under
+# (tests/integration/test_allocators.py).
+CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
 

@@ -872,7 +872,7 @@ static struct ym_counts *own_counts(struct agent_tls *t, uint32_t stack)
 	return table_plane_entry(p, stack);
 }
 
-void agent_sample(struct agent_tls *t, void *p, size_t n)
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 {
 	int saved = errno;
 	agent_guard_enter(t);
@@ -893,7 +893,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 		.birth_mono_ns = now,
 		.tid = t->tid,
 	};
-	sample_weight(agent.rate, n, &e.weight_bytes, &e.weight_fx);
+	sample_weight(agent.rate, n, usable, &e.weight_bytes, &e.weight_fx);
 	e.stack = table_intern(frames, depth, t->tid, now);
 	if (e.stack == UINT32_MAX)
 		goto out;
@@ -945,7 +945,8 @@ int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
 	return found;
 }
 
-void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n)
+void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n,
+		       size_t old_usable, size_t usable)
 {
 	agent_guard_enter(t);
 	struct ym_counts *own = own_counts(t, e->stack);
@@ -954,13 +955,14 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 		goto out;
 	}
 	/* Stays sampled with the probability that keeps the sampled share of
-	 * blocks of n bytes at p(n) (sample.h); then it is re-weighed at 1/p(n). */
-	if (!sample_keep(&t->rng, agent.rate, e->size, n)) {
+	 * blocks of usable size u at p(u) (sample.h); then it is re-weighed
+	 * at n/p(u), 1/p(u). */
+	if (!sample_keep(&t->rng, agent.rate, old_usable, usable)) {
 		table_count_drop(e, own);
 		goto out;
 	}
 	uint64_t w, wfx;
-	sample_weight(agent.rate, n, &w, &wfx);
+	sample_weight(agent.rate, n, usable, &w, &wfx);
 	table_count_resize(e, w, wfx, own);
 	e->weight_fx = wfx;
 	e->addr = (uint64_t)(uintptr_t)q;

@@ -221,15 +221,18 @@ extern size_t agent_giant_limit AGENT_HIDDEN;
 /* ---- agent.c ---- */
 int  agent_resolve(void) AGENT_HIDDEN;         /* 1 when real.* usable */
 void agent_enter(struct agent_tls *t) AGENT_HIDDEN; /* init + register */
-void agent_sample(struct agent_tls *t, void *p, size_t n) AGENT_HIDDEN;
+/* Sample the block p of n requested bytes whose usable size `usable` ran
+ * the countdown out (sample.h: the weight is n/p(usable)). */
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable) AGENT_HIDDEN;
 void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
 void agent_giant(struct agent_tls *t, size_t n, int failed) AGENT_HIDDEN;
 /* realloc of a possibly sampled block: take its live entry out before the
- * real call (1 if it was sampled); put it back at q with size n after (q
- * NULL: the block was freed), or let it leave the sample (sample_keep). */
+ * real call (1 if it was sampled); put it back at q with size n and usable
+ * size `usable` after, its usable size having been old_usable (q NULL: the
+ * block was freed), or let it leave the sample (sample_keep). */
 int  agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e) AGENT_HIDDEN;
 void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
-		       size_t n) AGENT_HIDDEN;
+		       size_t n, size_t old_usable, size_t usable) AGENT_HIDDEN;
 uint64_t agent_now_ns(void) AGENT_HIDDEN;
 void agent_exiting(void) AGENT_HIDDEN;
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;

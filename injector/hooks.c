@@ -4,8 +4,9 @@
  *   malloc: one TLS load (t->fast: own slot, NULL when the thread must
  *   take the slow path), the giant compare, the real call, the usable
  *   size (one load of the header glibc just wrote), three counter bumps
- *   in this thread's own cache line and the byte countdown: about 20
- *   instructions around the real call.
+ *   in this thread's own cache line and the byte countdown, charged with
+ *   the usable size (sample.h says why): about 20 instructions around
+ *   the real call.
  *   free:   the TLS load, NULL and bootstrap compares, two counter bumps,
  *   one bit of the 4 KiB sample filter, then a tail call: about 25
  *   instructions.
@@ -78,10 +79,10 @@ static inline void bump(uint64_t *c, uint64_t v)
 #endif
 }
 
-static inline void own_alloc(struct ym_thread *s, void *p, size_t n)
+static inline void own_alloc(struct ym_thread *s, size_t u, size_t n)
 {
 	bump(&s->t.alloc_objects, 1);
-	bump(&s->t.alloc_bytes, agent_usable(p));
+	bump(&s->t.alloc_bytes, u);
 	bump(&s->t.req_bytes, n);
 }
 
@@ -103,28 +104,38 @@ static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 	return likely(n < agent_giant_limit) ? s : NULL;
 }
 
+/* The countdown is charged with the usable size u of the block the call
+ * returned (sample.h: what keeps the estimate unbiased under any
+ * allocator); a sample is due when it runs out. */
+static inline int charge(struct agent_tls *t, size_t u)
+{
+	return unlikely((t->countdown -= (int64_t)u) < 0);
+}
+
+/* The countdown ran out on p: sample it (agent_sample draws the next
+ * gap), and return p. */
+static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
+				 size_t u)
+{
+	agent_sample(t, p, n, u);
+	return p;
+}
+
+/* The same for malloc's fast path, whose request waits in t->pending: one
+ * register less to keep across the real call. */
+static NOINLINE void *malloc_due(struct agent_tls *t, void *p, size_t u)
+{
+	agent_sample(t, p, t->pending, u);
+	return p;
+}
+
 static inline void after_alloc(struct agent_tls *t, struct ym_thread *s,
 			       void *p, size_t n)
 {
-	own_alloc(s, p, n);
-	if (unlikely((t->countdown -= (int64_t)n) < 0))
-		agent_sample(t, p, n);
-}
-
-/* Fast-path allocation whose countdown ran out: the sample is taken after
- * the real call.  The countdown was already charged; agent_sample draws
- * the next one (a failed call leaves it due for the next allocation). */
-typedef void *(*alloc2_fn)(size_t, size_t);
-
-static void *call_malloc(size_t n, size_t unused)
-{
-	(void)unused;
-	return agent.real.malloc(n);
-}
-
-static void *call_calloc(size_t a, size_t b)
-{
-	return agent.real.calloc(a, b);
+	size_t u = agent_usable(p);
+	own_alloc(s, u, n);
+	if (charge(t, u))
+		agent_sample(t, p, n, u);
 }
 
 /* The real malloc failed after the fast path counted the call. */
@@ -136,20 +147,13 @@ static NOINLINE void *alloc_failed(struct ym_thread *s)
 }
 
 /* Another allocator than glibc's: its usable size is a call. */
-static NOINLINE void *alloc_usable_call(struct ym_thread *s, void *p)
+static NOINLINE void *alloc_usable_call(struct agent_tls *t,
+					struct ym_thread *s, void *p)
 {
-	bump(&s->t.alloc_bytes, agent.real.usable(p));
-	return p;
-}
-
-static NOINLINE void *alloc_sampled(struct agent_tls *t, struct ym_thread *s,
-				    alloc2_fn fn, size_t a, size_t b, size_t n)
-{
-	void *p = fn(a, b);
-	if (p != NULL) {
-		own_alloc(s, p, n);
-		agent_sample(t, p, n);
-	}
+	size_t u = agent.real.usable(p);
+	bump(&s->t.alloc_bytes, u);
+	if (charge(t, u))
+		agent_sample(t, p, t->pending, u);
 	return p;
 }
 
@@ -186,11 +190,11 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 }
 
 /* Threads without an own slot share slot 0: atomic adds. */
-static void slow_alloc_count(void *p, size_t n)
+static void slow_alloc_count(size_t u, size_t n)
 {
 	struct ym_thread *s = &agent.threads[0];
 	__atomic_fetch_add(&s->t.alloc_objects, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->t.alloc_bytes, agent_usable(p), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->t.alloc_bytes, u, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->t.req_bytes, n, __ATOMIC_RELAXED);
 }
 
@@ -202,9 +206,10 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 		after_alloc(t, t->slot, p, n);
 		return;
 	}
-	slow_alloc_count(p, n);
-	if ((t->countdown -= (int64_t)n) < 0)
-		agent_sample(t, p, n);
+	size_t u = agent_usable(p);
+	slow_alloc_count(u, n);
+	if (charge(t, u))
+		agent_sample(t, p, n, u);
 }
 
 /* A block of `bytes` usable size was freed (its pointer may be gone). */
@@ -250,9 +255,8 @@ EXPORT void *malloc(size_t n)
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return malloc_slow(t, n);
-	if (unlikely((t->countdown -= (int64_t)n) < 0))
-		return alloc_sampled(t, s, call_malloc, n, 0, n);
-	/* Counted before the call, so that only s lives across it. */
+	/* Counted before the call, so that only s (and t's offset from the
+	 * thread pointer) live across it. */
 	bump(&s->t.alloc_objects, 1);
 	bump(&s->t.req_bytes, n);
 	t->pending = n;
@@ -260,8 +264,11 @@ EXPORT void *malloc(size_t n)
 	if (unlikely(p == NULL))
 		return alloc_failed(s);
 	if (unlikely(!agent.glibc_usable))
-		return alloc_usable_call(s, p);
-	bump(&s->t.alloc_bytes, agent_usable_glibc(p));
+		return alloc_usable_call(t, s, p);
+	size_t u = agent_usable_glibc(p);
+	bump(&s->t.alloc_bytes, u);
+	if (charge(t, u))
+		return malloc_due(t, p, u);
 	return p;
 }
 
@@ -341,18 +348,22 @@ EXPORT void *calloc(size_t a, size_t b)
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return calloc_slow(t, a, b, n);
-	if (unlikely((t->countdown -= (int64_t)n) < 0))
-		return alloc_sampled(t, s, call_calloc, a, b, n);
 	void *p = agent.real.calloc(a, b);
 	if (likely(p != NULL))
-		own_alloc(s, p, n);
+		after_alloc(t, s, p, n);
 	return p;
 }
 
 /* ---- realloc ---- */
 
 /* Everything the fast path does not take: NULL, bootstrap blocks, possible
- * samples, a due sample, filter_all, no own slot, giant requests. */
+ * samples, a due sample, filter_all, no own slot, giant requests.
+ *
+ * The estimate (sample.h): the block's usable size goes from old to u.
+ * A sampled block keeps its stack and birth (one long-lived block) or
+ * leaves the sample when it shrank (sample_keep); an unsampled one is
+ * charged its growth u - old, moved or in place: the bytes it had were
+ * charged when they were allocated or grown. */
 static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 {
 	if (p == NULL)
@@ -378,32 +389,30 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 		      agent_realloc_take(t, p, &e);
 	void *q = agent.real.realloc(p, n);
 	if (q == NULL) {
-		if (n != 0) {   /* failed: p is untouched */
+		if (n != 0) {   /* failed: p is untouched, nothing charged */
 			if (sampled)
-				agent_realloc_put(t, &e, p, e.size);
+				agent_realloc_put(t, &e, p, e.size, old, old);
 			return NULL;
 		}
-		/* realloc(p, 0) freed p (glibc). */
+		/* realloc(p, 0) freed p (glibc, jemalloc, tcmalloc). */
 		if (sampled)
-			agent_realloc_put(t, &e, NULL, 0);
+			agent_realloc_put(t, &e, NULL, 0, old, 0);
 		count_freed(t, old);
 		return NULL;
 	}
 	/* One free and one allocation, in exact totals. */
 	count_freed(t, old);
+	size_t u = agent_usable(q);
 	if (t->slot)
-		own_alloc(t->slot, q, n);
+		own_alloc(t->slot, u, n);
 	else
-		slow_alloc_count(q, n);
-	/* A sampled block keeps its stack and birth: one long-lived block.
-	 * An unsampled one is charged its growth only: the bytes it had were
-	 * charged when they were allocated (sample_keep in sample.h).  The
-	 * old usable size may exceed the old request by the allocator's
-	 * slack, which lowers the chance by at most slack/R per move. */
+		slow_alloc_count(u, n);
+	/* In exact mode the countdown is always due: a block we missed
+	 * (allocated before the segment existed) is taken in here. */
 	if (sampled)
-		agent_realloc_put(t, &e, q, n);
-	else if ((t->countdown -= (int64_t)(n > old ? n - old : 0)) < 0)
-		agent_sample(t, q, n);
+		agent_realloc_put(t, &e, q, n, old, u);
+	else if (charge(t, u > old ? u - old : 0))
+		agent_sample(t, q, n, u);
 	return q;
 }
 
@@ -420,13 +429,11 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, void *p, size_t n)
 	return NULL;
 }
 
-/* Fast path (about 55 instructions in all, 90 before it existed): the
- * TLS gate word, one bit of the filter (which is set for
+/* Fast path: the TLS gate word, one bit of the filter (which is set for
  * NULL, bootstrap blocks and possible samples, and everywhere when
  * filter_all: so the block is glibc's and not sampled), the old usable
- * size, the countdown charged with the growth only (sample.h,
- * sample_keep), five counter bumps, the real call and the new usable
- * size. */
+ * size, five counter bumps, the real call, the new usable size and the
+ * countdown charged with the growth of the usable size (sample.h). */
 EXPORT void *realloc(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
@@ -434,11 +441,6 @@ EXPORT void *realloc(void *p, size_t n)
 	if (unlikely(s == NULL || agent_filter_maybe(p)))
 		return realloc_slow(t, p, n);
 	size_t old = agent_usable_glibc(p);
-	uint64_t grow = n > old ? n - old : 0;
-	int64_t c = t->countdown;
-	if (unlikely(c < 0 || grow > (uint64_t)c))
-		return realloc_slow(t, p, n);   /* a sample is due */
-	t->countdown = c - (int64_t)grow;
 	bump(&s->t.free_objects, 1);
 	bump(&s->t.free_bytes, old);
 	bump(&s->t.alloc_objects, 1);
@@ -446,7 +448,10 @@ EXPORT void *realloc(void *p, size_t n)
 	void *q = agent.real.realloc(p, n);
 	if (unlikely(q == NULL))
 		return realloc_failed(s, p, n);
-	bump(&s->t.alloc_bytes, agent_usable_glibc(q));
+	size_t u = agent_usable_glibc(q);
+	bump(&s->t.alloc_bytes, u);
+	if (charge(t, u > old ? u - old : 0))
+		return sample_due(t, q, n, u);
 	return q;
 }
 

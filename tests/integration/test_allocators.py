@@ -1,0 +1,301 @@
+"""The estimator under each allocator that Debian packages: glibc's,
+jemalloc (libjemalloc2), tcmalloc (libtcmalloc-minimal4) and mimalloc
+(libmimalloc2.0), preloaded after the agent (LD_PRELOAD="agent allocator":
+the agent interposes and forwards with RTLD_NEXT to the allocator).  Each
+check runs tests/progs/allocs and compares ymtop's JSON with the truth.
+
+Tolerances come from the sampling variance: a block of s bytes is sampled
+with probability p >= 1 - exp(-s/R) and then weighs s/p, so the estimate
+of n such blocks has a standard deviation of at most
+s sqrt(n (1 - p)/p); a check allows Z of those.  YM_SEED is fixed, so a
+run is reproducible.  A missing allocator prints "skip NAME: reason"."""
+import math
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ymlib import (AGENT, BUILD, Target, functions, report,  # noqa: E402
+                   run_tests)
+
+ALLOCS = os.path.join(BUILD, "progs", "allocs")
+Z = 4.5   # standard deviations: ~7e-6 two-sided per check if unbiased
+
+# name, soname, Debian package
+ALLOCATORS = [
+    ("glibc", None, None),
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+]
+
+
+def find_lib(soname):
+    """The path of a shared library known to the loader, or None."""
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except OSError:
+        out = ""
+    for line in out.splitlines():
+        parts = line.split(" => ")
+        if (len(parts) == 2 and parts[0].split()[0] == soname and
+                os.path.exists(parts[1].strip())):
+            return parts[1].strip()
+    for d in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+              "/usr/lib64", "/usr/lib"):
+        p = os.path.join(d, soname)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def site_stacks(rep, name):
+    """Stacks whose innermost frame is function `name` (the site itself,
+    not the bookkeeping it calls)."""
+    return [s for s in rep["stacks"]
+            if s["frames"] and functions(s)[0] == name]
+
+
+def retained(rep, name):
+    return sum(s["retained_bytes"] for s in site_stacks(rep, name))
+
+
+def objects(rep, name):
+    return sum(s["retained_objects"] for s in site_stacks(rep, name))
+
+
+def bound(rate, blocks):
+    """Z standard deviations of the estimate of blocks [(size, count)]."""
+    var = 0.0
+    for size, count in blocks:
+        if rate > 1 and size > 0:
+            p = -math.expm1(-size / rate)
+            var += count * size * size * (1 - p) / p
+    return Z * math.sqrt(var)
+
+
+def near(value, truth, tol, what):
+    if abs(value - truth) > tol:
+        raise AssertionError("%s: %.0f, truth %.0f (%.3f of it), allowed "
+                             "+-%.0f" % (what, value, truth,
+                                         value / truth if truth else 0, tol))
+
+
+class Run:
+    """allocs with its steps under the agent and one allocator."""
+
+    def __init__(self, lib, steps, rate, seed=4242):
+        preload = AGENT + (" " + lib if lib else "")
+        self.t = Target([ALLOCS] + steps, env={
+            "LD_PRELOAD": preload, "YM_SAMPLE_RATE": str(rate),
+            "YM_SEED": str(seed)})
+        if lib:   # the allocator really serves this process
+            real = os.path.realpath(lib)
+            with open("/proc/%d/maps" % self.t.pid) as f:
+                maps = f.read()
+            if real not in maps and lib not in maps:
+                self.t.kill()
+                raise AssertionError("%s not mapped in the target" % lib)
+
+    def report(self):
+        return report(self.t.pid)
+
+    def free_all(self):
+        """Frees every block the steps hold; the next report sees it."""
+        self.t.p.stdin.write("free\n")
+        self.t.p.stdin.flush()
+        self.t.wait_for("ready")
+
+    def finish(self):
+        rc, lines, err = self.t.finish()
+        assert rc == 0, "allocs exited %d: %s" % (rc, err)
+        odd = [ln for ln in lines if "unexpected" in ln]
+        assert not odd, odd
+
+    def kill(self):
+        self.t.kill()
+
+
+def run_checks(lib, steps, rate, check, after_free=()):
+    """Runs steps, calls check(report), frees everything, and then checks
+    that the sites in after_free retain exactly nothing."""
+    r = Run(lib, steps, rate)
+    try:
+        check(r.report())
+        if after_free:
+            r.free_all()
+            rep = r.report()
+            for name in after_free:
+                got = retained(rep, name)
+                assert got == 0, "%s retains %d after free" % (name, got)
+                assert objects(rep, name) == 0, (name, site_stacks(rep, name))
+        r.finish()
+    finally:
+        r.kill()
+
+
+# ---- the checks, each under one allocator ----
+
+GROW_N, GROW_TO, GROW_STEP = 6000, 8192, 256
+
+
+def check_grow(lib, step, site):
+    """Issue 16: 6000 blocks grown to 8 KiB in 256-byte steps.  Charging
+    the growth as new request - old usable size gave 0.57 (jemalloc,
+    mimalloc) and 0.45 (tcmalloc) of the truth here."""
+    rate = 16384
+    truth = GROW_N * GROW_TO
+
+    def check(rep):
+        near(retained(rep, site), truth, bound(rate, [(GROW_TO, GROW_N)]),
+             site + " retained")
+    run_checks(lib, ["%s:%d:%d:%d" % (step, GROW_N, GROW_TO, GROW_STEP)],
+               rate, check, after_free=[site])
+
+
+def check_malloc_sizes(lib):
+    """Plain malloc of sizes in and between the allocators' classes."""
+    rate = 4096
+    for size, n in ((40, 200000), (1000, 16000), (5000, 3000), (70000, 200)):
+        def check(rep, size=size, n=n):
+            near(retained(rep, "malloc_site"), size * n,
+                 bound(rate, [(size, n)]), "malloc_site %d B" % size)
+        run_checks(lib, ["malloc:%d:%d" % (n, size)], rate, check,
+                   after_free=["malloc_site"])
+
+
+def check_calloc_aligned(lib):
+    """calloc, posix_memalign, aligned_alloc, memalign, valloc (pvalloc is
+    not in jemalloc: glibc's would serve it, and jemalloc free it)."""
+    rate = 4096
+
+    def check(rep):
+        near(retained(rep, "calloc_site"), 2000 * 8192,
+             bound(rate, [(8192, 2000)]), "calloc_site")
+        assert len(site_stacks(rep, "aligned_site")) == 4, \
+            [functions(s)[:2] for s in rep["stacks"]]
+        near(retained(rep, "aligned_site"), 4 * 500 * 8192,
+             bound(rate, [(8192, 2000)]), "aligned_site")
+    run_checks(lib, ["calloc:2000:8192", "aligned:500:8192"], rate, check,
+               after_free=["calloc_site", "aligned_site"])
+
+
+def check_shrink(lib):
+    """8000 blocks of 8 KiB shrunk to 2000 bytes in 512-byte steps: a
+    sampled block that kept its sample through every shrink would be
+    counted at 2.2 times its share."""
+    rate = 4096
+
+    def check(rep):
+        near(retained(rep, "shrink_site"), 8000 * 2000,
+             bound(rate, [(2000, 8000)]), "shrink_site")
+    run_checks(lib, ["shrink:8000:8192:2000:512"], rate, check,
+               after_free=["shrink_site"])
+
+
+def check_realloc_edges(lib):
+    """reallocarray (one overflowing: fails, p kept), realloc(p, 0) (glibc,
+    jemalloc and tcmalloc free p; mimalloc returns a 0-byte block) and a
+    realloc that fails (p is kept and stays counted)."""
+    rate = 4096
+
+    def check(rep):
+        near(retained(rep, "array_site"), 2000 * 8192,
+             bound(rate, [(8192, 2000)]), "array_site")
+        assert retained(rep, "zero_site") == 0, site_stacks(rep, "zero_site")
+        near(retained(rep, "fail_site"), 300 * 8192,
+             bound(rate, [(8192, 300)]), "fail_site")
+    run_checks(lib, ["array:2000:8192", "zero:2000:8192", "fail:300:8192"],
+               rate, check,
+               after_free=["array_site", "zero_site", "fail_site"])
+
+
+EXACT_STEPS = [
+    ("grow:600:8192:256", "grow_site", 600 * 8192, 600),
+    ("growseq:300:4096:100", "growseq_site", 300 * 4000, 300),
+    ("shrink:800:8192:2000:512", "shrink_site", 800 * 2000, 800),
+    ("malloc:1000:1000", "malloc_site", 1000 * 1000, 1000),
+    ("calloc:200:8192", "calloc_site", 200 * 8192, 200),
+    ("aligned:50:8192", "aligned_site", 4 * 50 * 8192, 200),
+    ("array:200:8192", "array_site", 200 * 8192, 200),
+    ("zero:200:100", "zero_site", 0, None),
+    ("fail:20:8192", "fail_site", 20 * 8192, 20),
+]
+
+
+def check_exact_mode(lib):
+    """YM_SAMPLE_RATE=1 counts every block exactly, through every path."""
+    def check(rep):
+        for _, site, truth, n in EXACT_STEPS:
+            assert retained(rep, site) == truth, \
+                (site, retained(rep, site), truth)
+            if n is not None:
+                assert objects(rep, site) == n, (site, objects(rep, site), n)
+    run_checks(lib, [s[0] for s in EXACT_STEPS], 1, check,
+               after_free=[s[1] for s in EXACT_STEPS])
+
+
+def check_exact_totals(lib):
+    """The totals count every call exactly at any rate, exact mode
+    included: a run with 100 more realloc chains (32 calls each, the first
+    realloc(NULL)) and 1000 more malloc(100) differs by exactly that, and
+    after freeing, by as many frees of the same usable bytes."""
+    def totals(k, rate):
+        r = Run(lib, ["grow:%d:8192:256" % (100 * k),
+                      "malloc:%d:100" % (1000 * k)], rate)
+        try:
+            held = r.report()["totals"]
+            r.free_all()
+            freed = r.report()["totals"]
+            r.finish()
+        finally:
+            r.kill()
+        return held, freed
+
+    def diff(x, y, key):
+        return y[key] - x[key]
+    calls = 100 * 32 + 1000
+    for rate in (65536, 1):
+        (a, fa), (b, fb) = totals(1, rate), totals(2, rate)
+        what = (rate, a, b)
+        assert diff(a, b, "allocated_objects") == calls, what
+        assert diff(a, b, "requested_bytes") == \
+            100 * sum(range(256, 8193, 256)) + 1000 * 100, what
+        assert diff(a, b, "freed_objects") == 100 * 31, what
+        assert diff(fa, fb, "freed_objects") == calls, (rate, fa, fb)
+        assert diff(fa, fb, "freed_bytes") == \
+            diff(fa, fb, "allocated_bytes"), (rate, fa, fb)
+
+
+CHECKS = [
+    ("grow_interleaved", lambda lib: check_grow(lib, "grow", "grow_site")),
+    ("grow_sequential",
+     lambda lib: check_grow(lib, "growseq", "growseq_site")),
+    ("malloc_sizes", check_malloc_sizes),
+    ("calloc_aligned", check_calloc_aligned),
+    ("shrink", check_shrink),
+    ("realloc_edges", check_realloc_edges),
+    ("exact_mode", check_exact_mode),
+    ("exact_totals", check_exact_totals),
+]
+
+
+def make_tests():
+    tests = {}
+    for name, soname, pkg in ALLOCATORS:
+        lib = None
+        if soname:
+            lib = find_lib(soname)
+            if lib is None:
+                print("skip %s: %s not found (apt-get install %s)" %
+                      (name, soname, pkg), flush=True)
+                continue
+        for cname, fn in CHECKS:
+            tests["test_%s_%s" % (name, cname)] = \
+                (lambda fn=fn, lib=lib: fn(lib))
+    return tests
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(make_tests()))
