@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "frames.h"
 
@@ -675,9 +676,15 @@ int frames_rules_load(struct frames_rules *r, const char *path, char *err,
 {
 	FILE *f = fopen(path, "re");
 	if (!f) {
-		if (errno == ENOENT || errno == ENOTDIR)
+		int e = errno;
+		struct stat st;
+		/* Absent, or behind a directory closed to us (ymtop run as
+		 * another user with HOME unchanged): no rules from it.  A file
+		 * we can see but not read is an error. */
+		if (e == ENOENT || e == ENOTDIR ||
+		    (e == EACCES && stat(path, &st) != 0))
 			return 0;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
 		return -1;
 	}
 	char line[FRAMES_MAX_LINE + 2];
