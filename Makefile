@@ -74,7 +74,8 @@ install-pkgs:
 
 # ---- The agent ----
 AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/backing.c \
-             injector/got.c injector/resume.c shm/layout.c shm/create.c
+             injector/got.c injector/resume.c injector/unwind.c shm/layout.c \
+             shm/create.c
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
@@ -83,9 +84,11 @@ $(B)/agent/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(AGENT_CFLAGS) -c $< -o $@
 
+# Nothing but libc and ld.so: the agent must load into a minimal root and
+# add no shared object to the processes it is preloaded into (it unwinds
+# with its own injector/unwind.c).
 $(B)/libymagent.so: $(AGENT_OBJ)
-	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ \
-	  -lunwind -ldl -lpthread
+	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
 
 # ---- ymtop ----
 # ymtop also links the ptrace injector (injector/inject*.c); the agent's
@@ -156,6 +159,29 @@ $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] inc
 	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
 	  $(patsubst @tui,$(TUI_LIB_OBJ),$(shell cat tests/unit/$*.deps 2>/dev/null)) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
+
+# test_unwind's libraries, loaded with dlopen from its directory: the same
+# code with and without frame pointers, C++, and two libraries of one
+# layout with frames of different sizes (tests/unit/unwind/).
+UW_LIBS := $(addprefix $(B)/unit/,libuw_fp.so libuw_nofp.so libuw_cxx.so \
+             libuw_swap_a.so libuw_swap_b.so)
+$(B)/unit/test_unwind: $(UW_LIBS)
+
+$(B)/unit/libuw_fp.so $(B)/unit/libuw_nofp.so: $(B)/unit/libuw_%.so: tests/unit/unwind/lib.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 -g $(WARN) -fPIC -shared \
+	  $(if $(filter fp,$*),-fno-omit-frame-pointer,-fomit-frame-pointer) \
+	  -DPREFIX=uw_$*_ -o $@ $<
+
+$(B)/unit/libuw_cxx.so: tests/unit/unwind/lib.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+
+$(B)/unit/libuw_swap_a.so $(B)/unit/libuw_swap_b.so: $(B)/unit/libuw_swap_%.so: tests/unit/unwind/swap.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 $(WARN) -fPIC -shared \
+	  $(if $(filter a,$*),-DFRAME='"24"' -DFILL='"16"',-DFRAME='"56"' -DFILL='"24"') \
+	  -o $@ $<
 
 unit: $(UNIT_BIN)
 
