@@ -291,11 +291,19 @@ bench-deps:
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
-	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites
+	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
+	  $(B)/bench/unwind_bench
 	@tests/bench/run.sh $(B)
+	@$(B)/bench/unwind_bench
 	@tests/bench/tui_cost.sh $(B) 30
 	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) python3 tests/bench/sym_speed.py
+
+# The agent's unwinder against libunwind's unw_backtrace, per call.
+$(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/unwind.c injector/unwind.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 -g $(WARN) -Iinjector -o $@ tests/bench/unwind_bench.c \
+	  injector/unwind.c -lunwind
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
