@@ -763,10 +763,12 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 	if (agent.hdr->flags & YM_FLAG_PAUSED)
 		goto out;
 
-	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = capture(frames);
+	/* Modules first: an unload seen there flushes the unwinder's rules
+	 * for its addresses before this unwind. */
 	uint64_t now = agent_now_ns();
 	modules_check(now);
+	uint64_t frames[YM_LIMIT_DEPTH];
+	uint32_t depth = capture(frames);
 	struct ym_live e = {
 		.addr = (uint64_t)(uintptr_t)p,
 		.size = n,
