@@ -37,14 +37,15 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # ---- Debian packages ----
 # Building and the demo need DEB_PKGS; make check also the readers and
 # drivers the tests use (CHECK_PKGS): cmocka, tmux, sqlite3, go tool pprof,
-# clang with libFuzzer, chromium for the flame graph screenshot, and the
-# real programs run under the agent (git, redis-server; unshare and
-# setpriv from util-linux).
-DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
+# clang with libFuzzer, chromium for the flame graph screenshot, the real
+# programs run under the agent (git, redis-server; unshare and setpriv
+# from util-linux), and libunwind, the reference test_unwind compares the
+# agent's unwinder with (the agent itself links nothing but libc).
+DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
               procps
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
-              libclang-rt-14-dev chromium git redis-server util-linux
+              libclang-rt-14-dev chromium git redis-server util-linux libunwind-dev
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
@@ -283,8 +284,9 @@ demo: deps
 	@tests/demo.sh $(B)
 
 # The peers and programs make bench compares with (not needed by check),
-# and tmux for ymtop's own cost on screen.
-BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3
+# tmux for ymtop's own cost on screen, libunwind for unwind_bench.
+BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 \
+                  libunwind-dev
 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"

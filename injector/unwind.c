@@ -118,14 +118,15 @@ void unwind_flush(void)
 		__atomic_add_fetch(&cache_gen, 1, __ATOMIC_ACQ_REL);
 }
 
+/* Flush, then publish the count: a thread that sees the new count knows
+ * the flush is done. */
 void unwind_sync(unsigned long long subs)
 {
 	static unsigned long long seen;
-	unsigned long long was = __atomic_load_n(&seen, __ATOMIC_RELAXED);
-	if (subs == was)
+	if (subs == __atomic_load_n(&seen, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_store_n(&seen, subs, __ATOMIC_RELAXED);
 	unwind_flush();
+	__atomic_store_n(&seen, subs, __ATOMIC_RELEASE);
 }
 
 /* ---- Reading .eh_frame (bounded by the entry's length) ---- */
@@ -245,6 +246,18 @@ static uint64_t rd_enc(struct rd *r, uint8_t enc, uintptr_t dbase, int deref)
 
 /* ---- The CFA program ---- */
 
+/* Wrapping arithmetic on untrusted values (no signed overflow). */
+static inline int64_t wmul(uint64_t a, int64_t b)
+{
+	return (int64_t)(a * (uint64_t)b);
+}
+
+static inline int64_t wadd(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+
 enum { H_SAME = 0, H_UNDEF, H_OFFSET, H_BAD };
 
 struct reg_rule {
@@ -285,7 +298,7 @@ static int cfa_expr(const uint8_t *p, uint64_t len, uint64_t ip, int64_t *off)
 				a = o;
 				b = 1;
 			} else if (op - 0x70 == REG_RA) {
-				a = (int64_t)ip + o;
+				a = wadd((int64_t)ip, o);
 			} else {
 				return -1;
 			}
@@ -296,7 +309,7 @@ static int cfa_expr(const uint8_t *p, uint64_t len, uint64_t ip, int64_t *off)
 				a = o;
 				b = 1;
 			} else if (reg == REG_RA) {
-				a = (int64_t)ip + o;
+				a = wadd((int64_t)ip, o);
 			} else {
 				return -1;
 			}
@@ -317,7 +330,7 @@ static int cfa_expr(const uint8_t *p, uint64_t len, uint64_t ip, int64_t *off)
 		} else if (op == 0x23) {                  /* DW_OP_plus_uconst */
 			if (n < 1)
 				return -1;
-			st[n - 1].a += (int64_t)rd_uleb(&r);
+			st[n - 1].a = wadd(st[n - 1].a, (int64_t)rd_uleb(&r));
 			continue;
 		} else {
 			/* Binary operators: pop y, then x; push x op y. */
@@ -327,11 +340,11 @@ static int cfa_expr(const uint8_t *p, uint64_t len, uint64_t ip, int64_t *off)
 			int64_t ya = st[n - 1].a, yb = st[n - 1].b;
 			n -= 2;
 			if (op == 0x22) {                 /* plus */
-				a = xa + ya;
-				b = xb + yb;
+				a = wadd(xa, ya);
+				b = wadd(xb, yb);
 			} else if (op == 0x1c) {          /* minus */
-				a = xa - ya;
-				b = xb - yb;
+				a = wadd(xa, (int64_t)(0 - (uint64_t)ya));
+				b = wadd(xb, (int64_t)(0 - (uint64_t)yb));
 			} else {
 				if (xb || yb)             /* not linear in RSP */
 					return -1;
@@ -396,7 +409,7 @@ static int run_cfa(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			delta = op & 0x3f;
 			goto advance;
 		case 0x80:    /* DW_CFA_offset */
-			off = (int64_t)rd_uleb(&r) * c->data_align;
+			off = wmul(rd_uleb(&r), c->data_align);
 			set_reg(row, op & 0x3f, H_OFFSET, off);
 			continue;
 		case 0xc0:    /* DW_CFA_restore */
@@ -419,7 +432,7 @@ static int run_cfa(const uint8_t *p, const uint8_t *end, const struct cie *c,
 		case 0x04: delta = rd_fixed(&r, 4); goto advance;
 		case 0x05:    /* offset_extended */
 			reg = rd_uleb(&r);
-			off = (int64_t)rd_uleb(&r) * c->data_align;
+			off = wmul(rd_uleb(&r), c->data_align);
 			set_reg(row, reg, H_OFFSET, off);
 			continue;
 		case 0x06:    /* restore_extended */
@@ -484,15 +497,15 @@ static int run_cfa(const uint8_t *p, const uint8_t *end, const struct cie *c,
 		}
 		case 0x11:    /* offset_extended_sf */
 			reg = rd_uleb(&r);
-			off = rd_sleb(&r) * c->data_align;
+			off = wmul((uint64_t)rd_sleb(&r), c->data_align);
 			set_reg(row, reg, H_OFFSET, off);
 			continue;
 		case 0x12:    /* def_cfa_sf */
 			row->cfa_reg = (uint32_t)rd_uleb(&r);
-			row->cfa_off = rd_sleb(&r) * c->data_align;
+			row->cfa_off = wmul((uint64_t)rd_sleb(&r), c->data_align);
 			continue;
 		case 0x13:    /* def_cfa_offset_sf */
-			row->cfa_off = rd_sleb(&r) * c->data_align;
+			row->cfa_off = wmul((uint64_t)rd_sleb(&r), c->data_align);
 			continue;
 		case 0x14:    /* val_offset */
 			reg = rd_uleb(&r);
@@ -509,7 +522,7 @@ static int run_cfa(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			continue;
 		case 0x2f:    /* GNU_negative_offset_extended */
 			reg = rd_uleb(&r);
-			off = -(int64_t)rd_uleb(&r) * c->data_align;
+			off = wmul(0 - rd_uleb(&r), c->data_align);
 			set_reg(row, reg, H_OFFSET, off);
 			continue;
 		default:

@@ -7,7 +7,8 @@
  * busy code (prologues, the PLT, the vDSO), a thread, and a library
  * unloaded and replaced by another at the same address (the rule cache
  * must not answer for the old one).  libunwind is linked here only, as
- * the reference.
+ * the reference.  It links libstdc++ too, so that a sanitizer finds
+ * __cxa_throw at start (libuw_cxx.so throws).
  */
 #define UNW_LOCAL_ONLY
 #include <setjmp.h>
