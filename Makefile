@@ -37,16 +37,18 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # ---- Debian packages ----
 # Building and the demo need DEB_PKGS; make check also the readers and
 # drivers the tests use (CHECK_PKGS): cmocka, tmux, sqlite3, go tool pprof,
-# clang with libFuzzer, chromium for the flame graph screenshot, and the
+# clang with libFuzzer, chromium for the flame graph screenshot, the
 # real programs run under the agent (git, redis-server and redis-tools'
-# redis-benchmark, postgresql with initdb and pgbench; unshare and setpriv
-# from util-linux).
-DEB_PKGS   := gcc make pkg-config libncurses-dev libunwind-dev libdw-dev \
+# redis-benchmark, postgresql with initdb and pgbench, nginx-light; unshare
+# and setpriv from util-linux), and libunwind, the reference test_unwind
+# compares the agent's unwinder with (the agent itself links nothing but
+# libc).
+DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
               procps
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
-              postgresql util-linux nginx-light
+              postgresql util-linux nginx-light libunwind-dev
 
 # The allocators the estimator is checked under
 # (tests/integration/test_allocators.py).
@@ -80,7 +82,8 @@ install-pkgs:
 
 # ---- The agent ----
 AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/backing.c \
-             injector/got.c injector/resume.c shm/layout.c shm/create.c
+             injector/got.c injector/resume.c injector/unwind.c shm/layout.c \
+             shm/create.c
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
@@ -89,9 +92,11 @@ $(B)/agent/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(AGENT_CFLAGS) -c $< -o $@
 
+# Nothing but libc and ld.so: the agent must load into a minimal root and
+# add no shared object to the processes it is preloaded into (it unwinds
+# with its own injector/unwind.c).
 $(B)/libymagent.so: $(AGENT_OBJ)
-	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ \
-	  -lunwind -ldl -lpthread
+	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
 
 # ---- ymtop ----
 # ymtop also links the ptrace injector (injector/inject*.c); the agent's
@@ -162,6 +167,29 @@ $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] inc
 	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
 	  $(patsubst @tui,$(TUI_LIB_OBJ),$(shell cat tests/unit/$*.deps 2>/dev/null)) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
+
+# test_unwind's libraries, loaded with dlopen from its directory: the same
+# code with and without frame pointers, C++, and two libraries of one
+# layout with frames of different sizes (tests/unit/unwind/).
+UW_LIBS := $(addprefix $(B)/unit/,libuw_fp.so libuw_nofp.so libuw_cxx.so \
+             libuw_swap_a.so libuw_swap_b.so)
+$(B)/unit/test_unwind: $(UW_LIBS)
+
+$(B)/unit/libuw_fp.so $(B)/unit/libuw_nofp.so: $(B)/unit/libuw_%.so: tests/unit/unwind/lib.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 -g $(WARN) -fPIC -shared \
+	  $(if $(filter fp,$*),-fno-omit-frame-pointer,-fomit-frame-pointer) \
+	  -DPREFIX=uw_$*_ -o $@ $<
+
+$(B)/unit/libuw_cxx.so: tests/unit/unwind/lib.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+
+$(B)/unit/libuw_swap_a.so $(B)/unit/libuw_swap_b.so: $(B)/unit/libuw_swap_%.so: tests/unit/unwind/swap.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 $(WARN) -fPIC -shared \
+	  $(if $(filter a,$*),-DFRAME='"24"' -DFILL='"16"',-DFRAME='"56"' -DFILL='"24"') \
+	  -o $@ $<
 
 unit: $(UNIT_BIN)
 
@@ -263,19 +291,28 @@ demo: deps
 	@tests/demo.sh $(B)
 
 # The peers and programs make bench compares with (not needed by check),
-# and tmux for ymtop's own cost on screen.
-BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3
+# tmux for ymtop's own cost on screen, libunwind for unwind_bench.
+BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 \
+                  libunwind-dev
 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
-	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites
+	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
+	  $(B)/bench/unwind_bench
 	@tests/bench/run.sh $(B)
+	@$(B)/bench/unwind_bench
 	@tests/bench/tui_cost.sh $(B) 30
 	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) python3 tests/bench/sym_speed.py
+
+# The agent's unwinder against libunwind's unw_backtrace, per call.
+$(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/unwind.c injector/unwind.h
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 -g $(WARN) -Iinjector -o $@ tests/bench/unwind_bench.c \
+	  injector/unwind.c -lunwind
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

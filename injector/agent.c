@@ -6,16 +6,13 @@
  * the agent passive (calls pass straight through) after at most one line on
  * stderr.
  */
-#define UNW_LOCAL_ONLY
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -31,6 +28,7 @@
 #include "backing.h"
 #include "got.h"
 #include "sample.h"
+#include "unwind.h"
 #include "../shm/shm.h"
 
 struct agent agent;
@@ -284,14 +282,10 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	module_extent(info, &lo, &hi);
 	if (lo >= hi)
 		return 0;
-	uintptr_t me = (uintptr_t)&module_cb, unw = (uintptr_t)&unw_backtrace;
+	uintptr_t me = (uintptr_t)&module_cb;
 	if (me >= lo && me < hi) {
 		agent.self_lo = lo;
 		agent.self_hi = hi;
-	}
-	if (unw >= lo && unw < hi) {
-		agent.unw_lo = lo;
-		agent.unw_hi = hi;
 	}
 	if (!agent.hdr)
 		return 0;
@@ -348,6 +342,7 @@ static void modules_scan(int force)
 	dl_iterate_phdr(counters_cb, v);
 	if (!force && v[0] == agent.mod_adds && v[1] == agent.mod_subs)
 		return;
+	unwind_sync(v[1]);   /* an object went away: forget its rules */
 	if (__atomic_exchange_n(&agent.mod_scanning, 1, __ATOMIC_ACQUIRE))
 		return;
 	agent.mod_adds = v[0];
@@ -719,94 +714,22 @@ void agent_enter(struct agent_tls *t)
 
 /* ---- Sampling ---- */
 
-/* libunwind takes mutexes of its own.  A fork while another thread holds
- * one leaves it locked for ever in the child, whose first sample then
- * deadlocks (found by tests/stress: stress_fork threads).  So a fork waits
- * (bounded) for the unwinds in flight, and unwinds do not start while a
- * fork is pending; if one was still in flight at the fork, the child never
- * unwinds (its samples have empty stacks).  Sampled path only: the
- * read-modify-writes cost nothing on the fast path. */
-static int fork_pending, fork_unsafe, unw_off;
-
-/* Unwinds in flight, counted in stripes by thread (a single counter was a
- * line that every sample of every thread wrote): fork sums them. */
-#define UNW_STRIPES 16
-static struct {
-	int n;
-	char pad[60];
-} unw_inflight[UNW_STRIPES] __attribute__((aligned(64)));
-
-static int unw_busy(void)
-{
-	int sum = 0;
-	for (int i = 0; i < UNW_STRIPES; i++)
-		sum += __atomic_load_n(&unw_inflight[i].n, __ATOMIC_SEQ_CST);
-	return sum;
-}
-
-static void fork_prepare(void)
-{
-	__atomic_store_n(&fork_pending, 1, __ATOMIC_SEQ_CST);
-	/* An unwind takes microseconds; 20000 yields is a bound for a thread
-	 * preempted mid-unwind, or for a signal handler forking on top of
-	 * its own thread's unwind (which can never finish meanwhile). */
-	for (int i = 0; i < 20000 && unw_busy(); i++)
-		sched_yield();
-	fork_unsafe = unw_busy() != 0;
-}
-
-static void fork_parent(void)
-{
-	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
-}
-
-/* libunwind's set-up (its caches, a pipe and mincore calls to validate
- * addresses) waits for the first sample: many short processes never
- * take one.  0: not done, 1: one thread doing it (others unwind with
- * the default policy meanwhile), 2: done.  Inside the unwind window,
- * since it takes libunwind's locks. */
-static int unw_ready;
-
-static void unw_prepare(void)
-{
-	int expect = 0;
-	if (!__atomic_compare_exchange_n(&unw_ready, &expect, 1, 0,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return;
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-	__atomic_store_n(&unw_ready, 2, __ATOMIC_RELEASE);
-}
-
 /* Capture return addresses, innermost first, without our own frames.
- * Inlined: one frame less for libunwind to step through (~80
- * instructions a sample). */
+ * Inlined: one frame less to step through.  The unwinder takes no lock
+ * and allocates nothing (unwind.h), so a fork or a signal may come at any
+ * point of it. */
 static inline __attribute__((always_inline)) uint32_t
-capture(const struct agent_tls *t, uint64_t *out)
+capture(uint64_t *out)
 {
-	void *buf[YM_LIMIT_DEPTH + 16];
+	uint64_t buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent.max_depth + 16;
-	int *busy = &unw_inflight[t->tid % UNW_STRIPES].n;
-	/* Announce first, then look: fork_prepare does the opposite. */
-	__atomic_fetch_add(busy, 1, __ATOMIC_SEQ_CST);
-	int n = 0;
-	if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST) && !unw_off) {
-		if (__builtin_expect(__atomic_load_n(&unw_ready, __ATOMIC_ACQUIRE) != 2, 0))
-			unw_prepare();
-		n = unw_backtrace(buf, want);
-	}
-	__atomic_fetch_sub(busy, 1, __ATOMIC_SEQ_CST);
+	int n = unwind_backtrace(buf, want);
 	int i = 0;
-	while (i < n) {
-		uintptr_t ip = (uintptr_t)buf[i];
-		if ((ip >= agent.self_lo && ip < agent.self_hi) ||
-		    (ip >= agent.unw_lo && ip < agent.unw_hi))
-			i++;
-		else
-			break;
-	}
+	while (i < n && buf[i] >= agent.self_lo && buf[i] < agent.self_hi)
+		i++;
 	uint32_t d = 0;
 	for (; i < n && d < agent.max_depth; i++)
-		out[d++] = (uint64_t)(uintptr_t)buf[i];
+		out[d++] = buf[i];
 	return d;
 }
 
@@ -883,10 +806,12 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 	if (agent.hdr->flags & YM_FLAG_PAUSED)
 		goto out;
 
-	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = capture(t, frames);
+	/* Modules first: an unload seen there flushes the unwinder's rules
+	 * for its addresses before this unwind. */
 	uint64_t now = agent_now_ns();
 	modules_check(now);
+	uint64_t frames[YM_LIMIT_DEPTH];
+	uint32_t depth = capture(frames);
 	struct ym_live e = {
 		.addr = (uint64_t)(uintptr_t)p,
 		.size = n,
@@ -986,7 +911,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	int saved = errno;
 	agent_guard_enter(t);
 	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = capture(t, frames);
+	uint32_t depth = capture(frames);
 	struct ym_header *h = agent.hdr;
 	uint32_t cap = h->sections[YM_SEC_ALARMS].capacity;
 	if (backing_get(agent.alarms, (size_t)cap * agent.alarm_stride) != 0)
@@ -1026,10 +951,6 @@ static void fork_child(void)
 	agent.mod_checked_ns = 0;
 	agent.epoch++;
 	agent.seen_reset = 0;
-	__atomic_store_n(&fork_pending, 0, __ATOMIC_SEQ_CST);
-	memset(unw_inflight, 0, sizeof unw_inflight);
-	if (fork_unsafe)
-		unw_off = 1;   /* a libunwind lock may be held for ever */
 	t->slot = NULL;
 	t->fast = NULL;
 	t->state = TLS_NEW;
@@ -1087,7 +1008,7 @@ __attribute__((constructor)) static void agent_init(void)
 	agent.injected = detect_injected();
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent.injected || got_init() == 0) && agent_resolve()) {
-		pthread_atfork(fork_prepare, fork_parent, fork_child);
+		pthread_atfork(NULL, NULL, fork_child);
 		agent_enter(t);
 		if (agent.injected &&
 		    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE)

@@ -7,6 +7,7 @@
  *   table.c    the stack table, the live table and its filter, the lock
  *   backing.c  memory behind the segment's pages, taken on first use
  *   got.c      injected mode: GOT slots rewritten to the hooks
+ *   unwind.c   the calling thread's stack, from .eh_frame (unwind.h)
  *
  * Everything here has hidden visibility; only hooks.c exports symbols.
  */
@@ -137,7 +138,6 @@ struct agent {
 	uint32_t  seen_reset;
 
 	uintptr_t self_lo, self_hi; /* our own text: frames to drop */
-	uintptr_t unw_lo, unw_hi;   /* libunwind's */
 
 	/* The agent's lock for stacks, thread slots, modules and resets
 	 * (bounded spins; the live table's stripes have their own), alone in

@@ -66,6 +66,7 @@ static struct hook hooks[] = {
 	{ "seteuid", NULL, NULL },
 	{ "setreuid", NULL, NULL },
 	{ "setresuid", NULL, NULL },
+	{ "dlclose", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* next to last: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* last: real_dlopen */
 };
@@ -80,7 +81,7 @@ int got_init(void)
 		(void *)hook_memalign, (void *)hook_valloc, (void *)hook_pvalloc,
 		(void *)hook_free, (void *)hook__exit, (void *)hook__Exit,
 		(void *)hook_setuid, (void *)hook_seteuid, (void *)hook_setreuid,
-		(void *)hook_setresuid,
+		(void *)hook_setresuid, (void *)hook_dlclose,
 		(void *)hook_dlmopen, (void *)hook_dlopen,
 	};
 	for (size_t i = 0; i < NHOOKS; i++) {

@@ -37,5 +37,6 @@ int   hook_setuid(uid_t) AGENT_HIDDEN;
 int   hook_seteuid(uid_t) AGENT_HIDDEN;
 int   hook_setreuid(uid_t, uid_t) AGENT_HIDDEN;
 int   hook_setresuid(uid_t, uid_t, uid_t) AGENT_HIDDEN;
+int   hook_dlclose(void *) AGENT_HIDDEN;
 
 #endif

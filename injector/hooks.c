@@ -26,6 +26,7 @@
 
 #include "agent.h"
 #include "got.h"
+#include "unwind.h"
 
 #define EXPORT   __attribute__((visibility("default")))
 #define NOINLINE __attribute__((noinline))
@@ -609,9 +610,9 @@ HIDDEN_ALIAS(_Exit);
 
 /* ---- setuid and its kin: the segment follows the process's owner ---- */
 
-/* The next definition of an id call, found once (dlsym may allocate:
+/* The next definition of a rarely called function, found once (dlsym may allocate:
  * under the guard, so that goes to the real allocator). */
-static void *next_id_call(void **cache, const char *name)
+static void *next_def(void **cache, const char *name)
 {
 	void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
 	if (!fn) {
@@ -633,7 +634,7 @@ typedef int (*id3_fn)(uid_t, uid_t, uid_t);
 #define ID_CALL(name, type, euid, args)                                      \
 	do {                                                                  \
 		static void *cache;                                           \
-		type fn = (type)next_id_call(&cache, #name);                  \
+		type fn = (type)next_def(&cache, #name);                  \
 		if (!fn) {                                                    \
 			errno = ENOSYS;                                       \
 			return -1;                                            \
@@ -670,6 +671,26 @@ HIDDEN_ALIAS(setuid);
 HIDDEN_ALIAS(seteuid);
 HIDDEN_ALIAS(setreuid);
 HIDDEN_ALIAS(setresuid);
+HIDDEN_ALIAS(dlclose);
+
+/* ---- dlclose: the unwinder's cached rules may name its addresses ---- */
+
+typedef int (*dlclose_fn)(void *);
+
+/* A library loaded later at the unloaded one's addresses must not be
+ * unwound with the old rules (which could send the unwinder far up the
+ * stack): forget them as soon as the unload is done, not at the next
+ * module scan. */
+EXPORT int dlclose(void *handle)
+{
+	static void *cache;
+	dlclose_fn fn = (dlclose_fn)next_def(&cache, "dlclose");
+	if (!fn)
+		return -1;
+	int rc = fn(handle);
+	unwind_flush();
+	return rc;
+}
 
 /* ---- ymtop -p on a process that has the agent but no segment ---- */
 
