@@ -703,7 +703,7 @@ static void enter(struct agent_tls *t)
 }
 
 /* The host's errno is the host's: a successful malloc leaves it as it was
- * (shm_open, libunwind's mincore and friends would otherwise leak EAGAIN,
+ * (shm_open, /proc reads and friends would otherwise leak EAGAIN,
  * ENOENT... into it; found by tests/stress, stress_misc edges). */
 void agent_enter(struct agent_tls *t)
 {

@@ -175,8 +175,8 @@ def test_fork_storm():
 
 def test_fork_while_threads_allocate():
     """Sampling every 512 bytes, so that forks often happen while another
-    thread unwinds (inside libunwind's locks): the child must not
-    deadlock on a lock its parent's thread held at the fork."""
+    thread unwinds or holds a table lock: the child must not deadlock
+    on a lock its parent's thread held at the fork."""
     same([p("stress_fork"), "threads", "100"], rate=512)
 
 
