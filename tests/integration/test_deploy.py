@@ -211,12 +211,19 @@ def container(argv, share_shm=False, extra=""):
         text=True)
 
 
+def status(pid, key):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(key + ":"):
+            return line.split()[1:]
+    return []
+
+
 def inner_pid(outer, prog):
-    """Host pid of the process running prog under the unshare outer."""
-    return wait_pid(lambda pid: pid != outer.pid and
+    """Host pid of the process running prog under the unshare outer (its
+    child: unshare forks it, and the shell execs prog)."""
+    return wait_pid(lambda pid: status(pid, "PPid") == [str(outer.pid)] and
                     cmdline(pid)[0].endswith(prog.encode()) and
-                    len(open("/proc/%d/status" % pid).read()
-                        .split("NSpid:")[1].split("\n")[0].split()) == 2)
+                    len(status(pid, "NSpid")) == 2)
 
 
 def test_container_with_private_dev_shm_is_watched_from_the_host():
@@ -251,10 +258,8 @@ def test_two_containers_sharing_dev_shm_keep_their_own_segments():
     try:
         assert a.stdout.readline().strip() == "ready"
         assert b.stdout.readline().strip() == "ready"
-        ha, hb = inner_pid(a, "workload"), 0
-        hb = wait_pid(lambda pid: pid not in (ha, a.pid, b.pid) and
-                      cmdline(pid)[0].endswith(b"workload") and
-                      pidns(pid) != pidns(ha) and pidns(pid) != pidns(os.getpid()))
+        ha, hb = inner_pid(a, "workload"), inner_pid(b, "workload")
+        assert pidns(ha) != pidns(hb)
         for host in (ha, hb):
             assert os.path.exists("/dev/shm/ymtop-1.%d" % pidns(host))
         ra = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", ha).stdout)
