@@ -49,6 +49,7 @@ struct agent_tls {
 	 * change it. */
 	struct ym_thread *fast;
 	int64_t countdown;          /* bytes to the next sample; < 0: due */
+	uint64_t rate;              /* the mean rate countdown was drawn at */
 	struct ym_thread *slot;     /* own slot (TLS_OWN) */
 	uint64_t rng;
 	uint32_t guard;             /* > 0 while inside the agent */
