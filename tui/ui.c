@@ -172,8 +172,8 @@ static int draw_header(struct view *v)
 	 * what the program held before; say so beside the number. */
 	put(y, 0, 0, "RSS %s  retained~ %s  in use%s %s  alloc %s/s %s/s  free %s/s %s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
-	    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
 	    fmt_bytes(m->retained_bytes, b, sizeof b),
+	    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
 	    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c),
 	    fmt_bytes(m->alloc_bytes_rate, d, sizeof d),
 	    fmt_count(m->alloc_calls_rate, e, sizeof e),
