@@ -846,8 +846,9 @@ void agent_sample(struct agent_tls *t, void *p, size_t n)
 	agent_guard_enter(t);
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
-	uint64_t drawn = t->rate ? t->rate : agent.rate;
-	t->rate = __atomic_load_n(&agent.rate, __ATOMIC_RELAXED);
+	uint64_t now_rate = __atomic_load_n(&agent.rate, __ATOMIC_RELAXED);
+	uint64_t drawn = t->rate ? t->rate : now_rate;
+	t->rate = now_rate;
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		goto out;

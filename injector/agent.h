@@ -49,7 +49,6 @@ struct agent_tls {
 	 * change it. */
 	struct ym_thread *fast;
 	int64_t countdown;          /* bytes to the next sample; < 0: due */
-	uint64_t rate;              /* the mean rate countdown was drawn at */
 	struct ym_thread *slot;     /* own slot (TLS_OWN) */
 	uint64_t rng;
 	uint32_t guard;             /* > 0 while inside the agent */
@@ -63,6 +62,10 @@ struct agent_tls {
 	uint32_t plane;
 	uint32_t plane_backed;
 	uint64_t plane_reset;
+	/* The mean rate countdown was drawn at (agent_sample weighs the
+	 * sample that ends it with it: ymtop --rate may have changed the
+	 * agent's since); 0 before the first draw. */
+	uint64_t rate;
 };
 #define PLANE_NONE UINT32_MAX
 
