@@ -688,7 +688,8 @@ static void enter(struct agent_tls *t)
 		sample_seed(agent.seed + __atomic_fetch_add(&agent.seeded, 1,
 							    __ATOMIC_RELAXED)) :
 		sample_seed((uint64_t)t->tid << 32 ^ agent_now_ns() ^ (uintptr_t)t);
-	t->countdown = sample_next_gap(&t->rng, agent.rate);
+	t->rate = __atomic_load_n(&agent.rate, __ATOMIC_RELAXED);
+	t->countdown = sample_next_gap(&t->rng, t->rate);
 	struct ym_thread *s = slot_claim(t->tid);
 	if (!s) {
 		__atomic_fetch_add(&agent.hdr->drop_threads, 1, __ATOMIC_RELAXED);
@@ -735,6 +736,16 @@ capture(uint64_t *out)
 
 static void poll_control(void)
 {
+	/* A new rate (segment.h, Control): taken by the first thread that
+	 * sees it, published in the header; every thread draws its next
+	 * countdown with it (agent_sample).  Exact mode never changes: its
+	 * tables and free path are laid out for it. */
+	uint64_t want = __atomic_load_n(&agent.ctl->sample_rate, __ATOMIC_ACQUIRE);
+	uint64_t rate = __atomic_load_n(&agent.rate, __ATOMIC_RELAXED);
+	if (want && want != rate && rate > 1 && want >= 2 && want <= (1ULL << 40)) {
+		__atomic_store_n(&agent.rate, want, __ATOMIC_RELAXED);
+		__atomic_store_n(&agent.hdr->sample_rate, want, __ATOMIC_RELEASE);
+	}
 	uint32_t pause = __atomic_load_n(&agent.ctl->pause, __ATOMIC_ACQUIRE);
 	if (pause)
 		__atomic_fetch_or(&agent.hdr->flags, YM_FLAG_PAUSED, __ATOMIC_RELAXED);
@@ -799,7 +810,12 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 {
 	int saved = errno;
 	agent_guard_enter(t);
-	t->countdown = sample_next_gap(&t->rng, agent.rate);
+	/* This sample was drawn at t->rate: its weight says so, whatever the
+	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
+	uint64_t now_rate = __atomic_load_n(&agent.rate, __ATOMIC_RELAXED);
+	uint64_t drawn = t->rate ? t->rate : now_rate;
+	t->rate = now_rate;
+	t->countdown = sample_next_gap(&t->rng, t->rate);
 	if (__atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE)
 		goto out;
 	poll_control();
@@ -818,7 +834,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 		.birth_mono_ns = now,
 		.tid = t->tid,
 	};
-	sample_weight(agent.rate, n, usable, &e.weight_bytes, &e.weight_fx);
+	sample_weight(drawn, n, usable, &e.weight_bytes, &e.weight_fx);
 	e.stack = table_intern(frames, depth, t->tid, now);
 	if (e.stack == UINT32_MAX)
 		goto out;

@@ -63,6 +63,10 @@ struct agent_tls {
 	uint32_t plane;
 	uint32_t plane_backed;
 	uint64_t plane_reset;
+	/* The mean rate countdown was drawn at (agent_sample weighs the
+	 * sample that ends it with it: ymtop --rate may have changed the
+	 * agent's since); 0 before the first draw. */
+	uint64_t rate;
 };
 #define PLANE_NONE UINT32_MAX
 

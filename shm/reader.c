@@ -628,3 +628,17 @@ int shm_control_reset(struct shm_reader *r)
 	return control_write(r, __builtin_offsetof(struct ym_control, reset_seq),
 			     &v, sizeof v);
 }
+
+int shm_control_rate(struct shm_reader *r, uint64_t rate)
+{
+	if (rate < SHM_RATE_MIN || rate > SHM_RATE_MAX)
+		return -EINVAL;
+	struct ym_header h;
+	int rc = r->fd >= 0 ? read_at(r->fd, &h, sizeof h, 0) : -EBADF;
+	if (rc < 0)
+		return rc;
+	if (h.sample_rate <= 1)   /* exact mode is fixed at start */
+		return -EINVAL;
+	return control_write(r, __builtin_offsetof(struct ym_control, sample_rate),
+			     &rate, sizeof rate);
+}

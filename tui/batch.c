@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "fmt.h"
 #include "model.h"
 #include "outfile.h"
 #include "proc.h"
@@ -48,7 +49,7 @@ static void wait_interval(double secs, struct shm_reader *r, uint64_t start_tick
 static void write_one(const struct options *o, struct model *m, struct sym *s,
 		      unsigned counter)
 {
-	struct report_opts ro = { o->format, o->top, &o->rules, o->weight };
+	struct report_opts ro = { o->format, o->top, &o->rules, o->weight, o->sort };
 	if (!o->output) {
 		int rc = report_write(stdout, m, s, &ro);
 		fflush(stdout);
@@ -58,7 +59,7 @@ static void write_one(const struct options *o, struct model *m, struct sym *s,
 		return;
 	}
 	char path[4096], err[512];
-	if (outfile_expand(o->output, model_pid(m), m->snap.hdr.exe,
+	if (outfile_expand(o->output, model_pid(m), model_name(m),
 			   m->snap.taken_real_ns / 1000000000ULL, counter, path,
 			   sizeof path) != 0)
 		cli_die(2, "bad -o pattern '%s' (placeholders: %%p %%e %%t %%n %%%%)",
@@ -78,17 +79,72 @@ static int changed(double last, double now, double pct)
 	return d * 100.0 >= pct * last;
 }
 
+void batch_apply_rate(const struct options *o, struct shm_reader *r)
+{
+	if (!o->rate)
+		return;
+	struct ym_header h;
+	if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+		cli_die(1, "pid %ld: cannot read the segment header", (long)r->pid);
+	if (h.sample_rate <= 1)
+		cli_die(1, "pid %ld samples every allocation (YM_SAMPLE_RATE=1, chosen at "
+			"its start): --rate cannot change that; restart it with "
+			"YM_SAMPLE_RATE=BYTES", (long)r->pid);
+	int rc = shm_control_rate(r, o->rate);
+	if (rc == -EPERM)
+		cli_die(1, "pid %ld: the segment is read-only to us, so --rate cannot "
+			"reach the agent; run ymtop as the process's user or root",
+			(long)r->pid);
+	if (rc != 0)
+		cli_die(1, "pid %ld: cannot write the control block: %s", (long)r->pid,
+			strerror(-rc));
+	char a[32], b[32];
+	fprintf(stderr, "ymtop: pid %ld: sample rate %s asked (was %s); each thread "
+		"takes it at its next sample\n", (long)r->pid,
+		fmt_bytes((double)o->rate, a, sizeof a),
+		fmt_bytes((double)h.sample_rate, b, sizeof b));
+}
+
+double batch_settle(const struct options *o, const struct ym_header *h,
+		    uint64_t now_mono_ns)
+{
+	if (!(h->flags & YM_FLAG_INJECTED) || (h->flags & YM_FLAG_EXITED))
+		return 0;
+	double want = o->interval_set ? o->interval : BATCH_SETTLE_S;
+	double ran = now_mono_ns > h->start_mono_ns ?
+		(double)(now_mono_ns - h->start_mono_ns) / 1e9 : 0;
+	return ran < want ? want - ran : 0;
+}
+
 int batch_run(const struct options *o, pid_t pid)
 {
 	struct shm_reader r;
 	struct model m;
 	char err[512];
 	target_attach(pid, &r);
+	batch_apply_rate(o, &r);
 	struct sym *s = sym_new(target_sym_root(&r));
 	if (!s)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 	model_init(&m);
 	uint32_t known_modules = UINT32_MAX;
+	/* Just injected: a report now would be empty (the agent has seen
+	 * nothing yet).  Take a baseline, for the rates, and report once the
+	 * agent has run for the settle time. */
+	struct ym_header h;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double settle = pread(r.fd, &h, sizeof h, 0) == (ssize_t)sizeof h ?
+		batch_settle(o, &h, (uint64_t)ts.tv_sec * 1000000000ULL +
+			     (uint64_t)ts.tv_nsec) : 0;
+	if (settle > 0) {
+		struct shm_snapshot snap;
+		if (shm_snapshot_take(&r, &snap, err, sizeof err) != 0)
+			cli_die(1, "pid %ld: %s", (long)pid, err);
+		if (model_update(&m, &snap) != 0)
+			cli_die(1, "out of memory");
+		wait_interval(settle, &r, m.snap.hdr.start_ticks);
+	}
 	long limit = o->iterations < 0 ? (o->batch ? 0 : 1) : o->iterations;
 	/* iter counts snapshots (-n); written counts reports (%n), which
 	 * differ with --on-change. */

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "cli.h"
+#include "shm.h"
 
 /* Attach to pid and take a snapshot every o->interval seconds,
  * o->iterations times (0: until the process exits).  Every snapshot is
@@ -18,5 +19,18 @@
  * report that cannot be written ends the run with status 1.  Returns the
  * exit status. */
 int batch_run(const struct options *o, pid_t pid);
+
+/* --rate: ask the agent behind r for o->rate (nothing when 0); one line
+ * on stderr says so.  Exits 1 when the agent samples exactly (its rate is
+ * fixed) or the control block is read-only. */
+void batch_apply_rate(const struct options *o, struct shm_reader *r);
+
+/* How long a report waits after an attach for its data: the first report
+ * of a freshly injected agent is taken once the agent has run this many
+ * seconds (-i when given, else BATCH_SETTLE_S), not at the attach, when it
+ * would be empty. */
+#define BATCH_SETTLE_S 3.0
+double batch_settle(const struct options *o, const struct ym_header *h,
+		    uint64_t now_mono_ns);
 
 #endif

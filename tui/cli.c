@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fmt.h"
+#include "shm.h"
 
 #ifndef YM_LIBDIR
 #define YM_LIBDIR "/usr/local/lib/ymtop"
@@ -55,6 +57,9 @@ static void help(void)
 "      --weight WHAT      folded and svg: retained (default), allocated, objects\n"
 "      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
 "                         since the last report written\n"
+"      --sort KEY         stack order: retained (default), allocated, rate\n"
+"      --rate BYTES       ask the agent to sample every BYTES on average\n"
+"                         (2 to 1T; k, M, G suffixes: KiB, MiB, GiB)\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
 "                         (also: ~/.config/ymtop/skip, /etc/ymtop/skip)\n"
 "      --no-skip          show every frame as it is (no rule, no skip file)\n"
@@ -107,7 +112,8 @@ static double parse_percent(const char *s)
 	return v;
 }
 
-enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE };
+enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
+       OPT_RATE };
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -124,6 +130,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "no-skip", no_argument, NULL, OPT_NO_SKIP },
 		{ "weight", required_argument, NULL, OPT_WEIGHT },
 		{ "on-change", required_argument, NULL, OPT_ON_CHANGE },
+		{ "sort", required_argument, NULL, OPT_SORT },
+		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -184,6 +192,17 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_ON_CHANGE:
 			o->on_change = parse_percent(optarg);
+			break;
+		case OPT_SORT:
+			if (report_sort_parse(optarg, &o->sort) != 0)
+				usage_error("--sort must be retained, allocated or rate, not '%s'",
+					    optarg);
+			break;
+		case OPT_RATE:
+			if (fmt_parse_bytes(optarg, SHM_RATE_MIN, SHM_RATE_MAX, &o->rate) != 0)
+				usage_error("--rate must be a number of bytes from 2 to "
+					    "1099511627776 (k, M, G suffixes: KiB, MiB, GiB), "
+					    "not '%s'", optarg);
 			break;
 		case 'V':
 			printf("ymtop %s\n", YM_VERSION);

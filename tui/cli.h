@@ -25,6 +25,8 @@ struct options {
 	enum report_format format;
 	enum report_weight weight; /* --weight: folded and svg */
 	double   on_change;      /* --on-change PCT; < 0 when not given */
+	enum model_sort sort;    /* --sort: reports and the screen's first */
+	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
 	const char *output;      /* -o pattern, or NULL */
 	struct frames_rules rules;
 };

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <string.h>
 
 #include "fmt.h"
 
@@ -161,4 +162,33 @@ void fmt_xml_string(FILE *f, const char *s)
 		fwrite(p, 1, (size_t)n, f);
 		p += n;
 	}
+}
+
+int fmt_parse_bytes(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	static const struct { const char *name; unsigned shift; } units[] = {
+		{ "", 0 }, { "k", 10 }, { "K", 10 }, { "KiB", 10 }, { "m", 20 },
+		{ "M", 20 }, { "MiB", 20 }, { "g", 30 }, { "G", 30 }, { "GiB", 30 },
+	};
+	uint64_t v = 0;
+	const char *p = s;
+	if (!s || *p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+		if (strcmp(p, units[i].name) != 0)
+			continue;
+		if (v > (UINT64_MAX >> units[i].shift))
+			return -1;
+		v <<= units[i].shift;
+		if (v < lo || v > hi)
+			return -1;
+		*out = v;
+		return 0;
+	}
+	return -1;
 }

@@ -17,6 +17,10 @@ const char *fmt_sbytes(double bytes, char *buf, size_t len);
 const char *fmt_count(double n, char *buf, size_t len);
 /* "850ns", "12.5ms", "3.2s", "4m12s", "2h05m", "3d04h". */
 const char *fmt_duration(double seconds, char *buf, size_t len);
+/* A byte count as a person types it: digits with an optional unit k, K,
+ * KiB, m, M, MiB, g, G or GiB (powers of 1024), nothing else.  0 and *out
+ * set when the whole string parses and lies in [lo, hi]; -1 otherwise. */
+int fmt_parse_bytes(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 /* Text for XML content or a quoted attribute: &<>"' escaped, control
  * characters and bytes that are not valid UTF-8 replaced by '?'.  NULL
  * prints nothing. */

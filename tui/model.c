@@ -1,6 +1,8 @@
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model.h"
 
@@ -44,6 +46,40 @@ static int grow(double **arr, uint32_t *n, uint32_t want)
 	return 0;
 }
 
+/* The display name (model_name) of a running process: comm, or argv[0]'s
+ * basename when comm is its first 15 characters (the kernel's limit).
+ * argv[0] may have been rewritten as a title ("nginx: master process
+ * ..."): then it does not start with comm's full 15 characters, and comm
+ * stays. */
+static void read_name(const struct model *m, char *out, size_t len)
+{
+	snprintf(out, len, "%s", m->proc.comm);
+	if (strlen(m->proc.comm) < 15)
+		return;
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)model_pid(m));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';   /* argv[0] ends at its NUL, or here */
+	const char *base = strrchr(buf, '/');
+	base = base ? base + 1 : buf;
+	if (!strncmp(base, m->proc.comm, strlen(m->proc.comm)))
+		snprintf(out, len, "%.63s", base);
+}
+
+const char *model_name(const struct model *m)
+{
+	if (m->name[0])
+		return m->name;
+	const char *b = strrchr(m->snap.hdr.exe, '/');
+	return b ? b + 1 : m->snap.hdr.exe;
+}
+
 int model_update(struct model *m, struct shm_snapshot *snap)
 {
 	uint32_t n = snap->nstacks;
@@ -58,6 +94,25 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	double dt = 0;
 	if (m->have_snap && snap->taken_mono_ns > m->prev_mono_ns)
 		dt = (double)(snap->taken_mono_ns - m->prev_mono_ns) / 1e9;
+	/* The first snapshot's rates are averages since the agent started
+	 * (its counters start there, unless a reset cleared them since). */
+	int first = !m->have_snap && snap->hdr.reset_count == 0;
+	if (first && snap->taken_mono_ns > snap->hdr.start_mono_ns)
+		dt = (double)(snap->taken_mono_ns - snap->hdr.start_mono_ns) / 1e9;
+	if (first)
+		memset(&m->prev_totals, 0, sizeof m->prev_totals);
+	/* A target that is gone allocates nothing: its rates are 0, not the
+	 * last ones seen. */
+	/* Live while the process that wrote the segment still runs and
+	 * still maps it: not after its pid went to another process, nor
+	 * after it exec'd a program without the agent. */
+	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
+	int alive = proc_read(pid, &m->proc) == 0 &&
+		    proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
+				snap->seg_ino) == WRITER_LIVE &&
+		    !(snap->hdr.flags & YM_FLAG_EXITED);
+	if (!alive)
+		dt = 0;
 
 	m->retained_bytes = m->retained_objects = 0;
 	m->samples = 0;
@@ -84,8 +139,9 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 			m->life[b].bytes += s->life[b].bytes;
 		}
 		m->samples += y->alloc_samples;
-		if (dt > 0 && m->have_snap)
-			s->alloc_rate = diff(s->alloc_bytes, m->prev_alloc[i]) / dt;
+		if (dt > 0)
+			s->alloc_rate = diff(s->alloc_bytes,
+					     first ? 0 : m->prev_alloc[i]) / dt;
 		m->prev_alloc[i] = s->alloc_bytes;
 		if (m->marked)
 			s->growth = s->retained_bytes - m->mark_retained[i];
@@ -107,6 +163,8 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	}
 
 	const struct ym_totals *t = &snap->totals, *p = &m->prev_totals;
+	m->alloc_bytes_rate = m->alloc_calls_rate = 0;
+	m->free_bytes_rate = m->free_calls_rate = 0;
 	if (dt > 0) {
 		m->alloc_bytes_rate = diff((double)t->alloc_bytes, (double)p->alloc_bytes) / dt;
 		m->alloc_calls_rate = diff((double)t->alloc_objects, (double)p->alloc_objects) / dt;
@@ -129,15 +187,9 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	m->order = order;
 	m->norder = 0;
 
-	/* Live while the process that wrote the segment still runs and
-	 * still maps it: not after its pid went to another process, nor
-	 * after it exec'd a program without the agent. */
-	pid_t pid = model_pid(m);
-	m->alive = proc_read(pid, &m->proc) == 0 &&
-		   proc_writer(pid, m->snap.hdr.start_ticks, m->snap.seg_dev,
-			       m->snap.seg_ino) == WRITER_LIVE;
-	if (m->snap.hdr.flags & YM_FLAG_EXITED)
-		m->alive = 0;
+	m->alive = alive;
+	if (alive)
+		read_name(m, m->name, sizeof m->name);
 	model_sort(m, SORT_RETAINED, 0, NULL, NULL, NULL);
 	return 0;
 }
@@ -256,9 +308,9 @@ const char *model_state(const struct model *m)
 	return "sampling";
 }
 
-const char *model_thread_state(const struct ym_thread *t)
+const char *model_thread_state(const struct model *m, const struct ym_thread *t)
 {
-	return t->state == YM_THREAD_LIVE ? "live" :
+	return t->state == YM_THREAD_LIVE ? (m->alive ? "live" : "exited") :
 	       t->state == YM_THREAD_EXITED ? "exited" :
 	       t->state == YM_THREAD_SHARED ? "shared" : "free";
 }

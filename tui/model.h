@@ -35,7 +35,9 @@ struct model_stack {
 	double   retained_objects;
 	double   alloc_bytes;
 	double   alloc_objects;
-	double   alloc_rate;         /* bytes/s since the previous snapshot */
+	double   alloc_rate;         /* bytes/s since the previous snapshot
+				      * (the first: since the agent started);
+				      * 0 once the target is gone */
 	double   growth;             /* retained_bytes minus its value at mark */
 	uint64_t alloc_samples;
 	uint64_t free_samples;
@@ -59,12 +61,15 @@ struct model {
 	double   retained_objects;
 	uint64_t samples;            /* sum over stacks */
 	struct { double objects, bytes; } life[YM_LIFE_BUCKETS]; /* all stacks */
+	/* As alloc_rate: per second since the previous snapshot (the first:
+	 * since the agent started), 0 once the target is gone. */
 	double   alloc_bytes_rate, alloc_calls_rate;
 	double   free_bytes_rate, free_calls_rate;
 	double   interval_s;         /* between the last two snapshots */
 
 	struct proc_info proc;
 	int      alive;              /* target running (same start time) */
+	char     name[64];           /* model_name */
 
 	/* Previous snapshot and mark, indexed by stack id. */
 	double  *prev_alloc;  uint32_t nprev;
@@ -113,8 +118,16 @@ double model_uptime(const struct model *m);
 /* Agent state word: "sampling", "paused", "exited", "passive". */
 const char *model_state(const struct model *m);
 
-/* A thread slot's state word: "live", "exited", "shared", "free". */
-const char *model_thread_state(const struct ym_thread *t);
+/* The name the process was started as, for display and file names: its
+ * comm (the basename of the path it was exec'ed by, not of the symlink's
+ * target that header.exe holds), completed from argv[0] when the kernel
+ * truncated it to 15 characters; read while the target runs and kept
+ * after it exits; the basename of header.exe when never seen alive. */
+const char *model_name(const struct model *m);
+
+/* A thread slot's state word: "live", "exited", "shared", "free".  A slot
+ * still marked live is "exited" once the process is gone. */
+const char *model_thread_state(const struct model *m, const struct ym_thread *t);
 /* A thread's name into buf: the one kept at its exit, else /proc's while
  * the target runs, else "".  Returns buf. */
 const char *model_thread_name(const struct model *m, const struct ym_thread *t,

@@ -95,17 +95,50 @@ double report_weight_total(const struct model *m, enum report_weight w)
 	return t;
 }
 
-static int by_retained(const void *a, const void *b, void *arg)
+int report_sort_parse(const char *s, enum model_sort *out)
 {
-	const struct model *m = arg;
-	const struct model_stack *x = &m->stacks[*(const uint32_t *)a];
-	const struct model_stack *y = &m->stacks[*(const uint32_t *)b];
-	if (x->retained_bytes != y->retained_bytes)
-		return x->retained_bytes < y->retained_bytes ? 1 : -1;
+	static const struct { const char *name; enum model_sort key; } keys[] = {
+		{ "retained", SORT_RETAINED }, { "allocated", SORT_ALLOCATED },
+		{ "rate", SORT_RATE },
+	};
+	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+		if (!strcmp(s, keys[i].name)) {
+			*out = keys[i].key;
+			return 0;
+		}
+	return -1;
+}
+
+const char *report_sort_name(enum model_sort k)
+{
+	switch (k) {
+	case SORT_ALLOCATED: return "allocated bytes";
+	case SORT_RATE:      return "allocation rate";
+	default:             return "retained bytes";
+	}
+}
+
+struct order_ctx {
+	const struct model *m;
+	enum model_sort key;
+};
+
+static int by_key(const void *a, const void *b, void *arg)
+{
+	const struct order_ctx *c = arg;
+	const struct model_stack *x = &c->m->stacks[*(const uint32_t *)a];
+	const struct model_stack *y = &c->m->stacks[*(const uint32_t *)b];
+	/* The key first, then the others: retained, allocated, rate. */
+	enum model_sort keys[4] = { c->key, SORT_RETAINED, SORT_ALLOCATED, SORT_RATE };
+	for (int i = 0; i < 4; i++) {
+		double vx = model_key(c->m, x, keys[i]), vy = model_key(c->m, y, keys[i]);
+		if (vx != vy)
+			return vx < vy ? 1 : -1;
+	}
 	return (x->id > y->id) - (x->id < y->id);
 }
 
-uint32_t *report_order(const struct model *m, uint32_t *n)
+uint32_t *report_order_by(const struct model *m, enum model_sort key, uint32_t *n)
 {
 	uint32_t *o = malloc(((size_t)m->nstacks + 1) * sizeof *o), k = 0;
 	if (!o)
@@ -113,9 +146,17 @@ uint32_t *report_order(const struct model *m, uint32_t *n)
 	for (uint32_t i = 0; i < m->nstacks; i++)
 		if (m->stacks[i].alloc_samples)
 			o[k++] = i;
-	qsort_r(o, k, sizeof *o, by_retained, (void *)(uintptr_t)m);
+	if (key != SORT_ALLOCATED && key != SORT_RATE)
+		key = SORT_RETAINED;
+	struct order_ctx c = { m, key };
+	qsort_r(o, k, sizeof *o, by_key, &c);
 	*n = k;
 	return o;
+}
+
+uint32_t *report_order(const struct model *m, uint32_t *n)
+{
+	return report_order_by(m, SORT_RETAINED, n);
 }
 
 static double alarm_unix_time(const struct model *m, const struct ym_alarm *a)
@@ -196,7 +237,7 @@ static void text_threads(FILE *f, const struct model *m)
 				 model_thread_name(m, th, name, sizeof name);
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
 			*nm ? nm : "-",
-			model_thread_state(th),
+			model_thread_state(m, th),
 			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
 			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
 			(unsigned long long)th->t.alloc_objects);
@@ -215,19 +256,31 @@ static int write_text(FILE *f, struct model *m, struct sym *s,
 	localtime_r(&now, &tm);
 	strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", &tm);
 
+	/* The name it was started as, and the file it runs, which differ
+	 * when that name is a symlink (redis-server -> redis-check-rdb);
+	 * and its pid inside its own namespace when that is another. */
 	char ns[48] = "";
 	if ((uint32_t)model_pid(m) != h->pid)
 		snprintf(ns, sizeof ns, " (pid %u in its namespace)", h->pid);
-	fprintf(f, "ymtop %s heap report: pid %ld%s (%s), %s\n", YM_VERSION,
-		(long)model_pid(m), ns, h->exe[0] ? h->exe : "?", when);
+	const char *name = model_name(m), *base = strrchr(h->exe, '/');
+	base = base ? base + 1 : h->exe;
+	if (strcmp(name, base) != 0 && name[0])
+		fprintf(f, "ymtop %s heap report: pid %ld%s %s (%s), %s\n", YM_VERSION,
+			(long)model_pid(m), ns, name, h->exe[0] ? h->exe : "?", when);
+	else
+		fprintf(f, "ymtop %s heap report: pid %ld%s (%s), %s\n", YM_VERSION,
+			(long)model_pid(m), ns, h->exe[0] ? h->exe : "?", when);
 	fprintf(f, "state %s, uptime %s, RSS %s, sample rate %s%s\n",
 		model_state(m), fmt_duration(model_uptime(m), a, sizeof a),
 		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-",
 		h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, c, sizeof c),
 		(h->flags & YM_FLAG_INJECTED) ? ", attached (data starts at the attach)" : "");
 	double inuse = (double)t->alloc_bytes - (double)t->free_bytes;
-	fprintf(f, "exact totals: allocated %s in %llu calls (%s requested), "
+	/* Injected: the exact counters start at the attach, the estimates
+	 * too, but memory allocated before it is in neither. */
+	fprintf(f, "exact totals%s: allocated %s in %llu calls (%s requested), "
 		"freed %s in %llu calls, in use %s\n",
+		(h->flags & YM_FLAG_INJECTED) ? " since the attach" : "",
 		fmt_bytes((double)t->alloc_bytes, a, sizeof a),
 		(unsigned long long)t->alloc_objects,
 		fmt_bytes((double)t->req_bytes, b, sizeof b),
@@ -252,24 +305,27 @@ static int write_text(FILE *f, struct model *m, struct sym *s,
 
 	int top = o->top > 0 ? o->top : 20;
 	uint32_t norder;
-	uint32_t *order = report_order(m, &norder);
+	uint32_t *order = report_order_by(m, o->sort, &norder);
 	if (!order) {
 		errno = ENOMEM;
 		return -1;
 	}
-	fprintf(f, "\nTop %d stacks by retained bytes:\n", top);
+	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
 	int shown = 0;
+	/* Every stack with a sample, also those that retain nothing: on a
+	 * server that frees all it allocates the churn is the story. */
 	for (uint32_t k = 0; k < norder && shown < top; k++) {
 		const struct model_stack *st = &m->stacks[order[k]];
-		if (st->retained_bytes <= 0 && shown > 0)
-			break;
 		double pct = m->retained_bytes > 0 ?
 			100.0 * st->retained_bytes / m->retained_bytes : 0;
 		fprintf(f, "\n#%d retained %s (%.1f%%) in %.0f objects; "
-			"allocated %s in %.0f objects\n",
+			"allocated %s in %.0f objects",
 			++shown, fmt_bytes(st->retained_bytes, a, sizeof a), pct,
 			st->retained_objects,
 			fmt_bytes(st->alloc_bytes, b, sizeof b), st->alloc_objects);
+		if (o->sort == SORT_RATE)
+			fprintf(f, "; %s/s", fmt_bytes(st->alloc_rate, c, sizeof c));
+		fputc('\n', f);
 		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
 	}
 	if (shown == 0)
@@ -335,6 +391,10 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, "\"ns_pid\":%u,", h->pid);
 	fprintf(f, "\"exe\":");
 	fmt_json_string(f, h->exe);
+	fputs(",\"name\":", f);
+	fmt_json_string(f, model_name(m));
+	fprintf(f, ",\"sort\":\"%s\"", o->sort == SORT_ALLOCATED ? "allocated" :
+		o->sort == SORT_RATE ? "rate" : "retained");
 	fprintf(f, ",\"time\":%.3f,\"uptime_s\":%.3f,\"state\":\"%s\","
 		"\"attached\":%s,\"sample_rate\":%llu,\"rss_bytes\":%llu,",
 		(double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
@@ -359,7 +419,7 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads);
 
 	uint32_t norder;
-	uint32_t *order = report_order(m, &norder);
+	uint32_t *order = report_order_by(m, o->sort, &norder);
 	if (!order) {
 		errno = ENOMEM;
 		return -1;
@@ -374,9 +434,10 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		const struct model_stack *st = &m->stacks[order[k]];
 		fprintf(f, "%s{\"id\":%u,\"retained_bytes\":%.0f,\"retained_objects\":%.0f,"
 			"\"allocated_bytes\":%.0f,\"allocated_objects\":%.0f,"
+			"\"allocated_bytes_per_s\":%.0f,"
 			"\"samples\":%llu,\"live_samples\":%u,\"frames\":",
 			k ? "," : "", st->id, st->retained_bytes, st->retained_objects,
-			st->alloc_bytes, st->alloc_objects,
+			st->alloc_bytes, st->alloc_objects, st->alloc_rate,
 			(unsigned long long)st->alloc_samples, st->live_samples);
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);
@@ -407,7 +468,7 @@ static int write_json(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, ",\"state\":\"%s\",\"allocated_bytes\":%llu,"
 			"\"allocated_objects\":%llu,\"freed_bytes\":%llu,"
 			"\"freed_objects\":%llu}",
-			model_thread_state(th),
+			model_thread_state(m, th),
 			(unsigned long long)th->t.alloc_bytes,
 			(unsigned long long)th->t.alloc_objects,
 			(unsigned long long)th->t.free_bytes,

@@ -10,7 +10,7 @@
  *                          overwritten
  *
  * The writers read the model and never change it: stacks come out in their
- * own order (retained bytes, descending, then id), whatever the screen's
+ * own order (report_order_by: o->sort, descending), whatever the screen's
  * sort or filter is.  The symbolizer must know the snapshot's modules
  * (sym_set_modules).  The format modules (folded, flame, svg, pprof,
  * sqlout) are reached through here.
@@ -50,7 +50,15 @@ struct report_opts {
 	int top;                      /* stacks in the text report (<= 0: 20) */
 	const struct frames_rules *rules;
 	enum report_weight weight;    /* folded and svg */
+	enum model_sort sort;         /* text and json: SORT_RETAINED (0),
+					 SORT_ALLOCATED or SORT_RATE */
 };
+
+/* Parse a report sort key ("retained", "allocated", "rate"); -1 when
+ * unknown. */
+int report_sort_parse(const char *s, enum model_sort *out);
+/* "retained bytes", "allocated bytes", "allocation rate". */
+const char *report_sort_name(enum model_sort k);
 
 /* Parse a format name ("text", "json", "folded", "pprof", "sqlite", "svg");
  * -1 when unknown. */
@@ -71,10 +79,14 @@ double report_weight_value(const struct model_stack *s, enum report_weight w);
  * every stack. */
 double report_weight_total(const struct model *m, enum report_weight w);
 
-/* The stacks a report shows (every stack with a sample), retained bytes
+/* The stacks a report shows (every stack with a sample, also those that
+ * retain nothing: churn), retained bytes descending then allocated bytes
  * descending then id ascending, as a new array of stack ids that the
  * caller frees; *n gets the count.  NULL when out of memory. */
 uint32_t *report_order(const struct model *m, uint32_t *n);
+/* The same stacks by key (SORT_RETAINED, SORT_ALLOCATED or SORT_RATE)
+ * descending, then by the others in that order, then id ascending. */
+uint32_t *report_order_by(const struct model *m, enum model_sort key, uint32_t *n);
 
 /* Write the report to f.  0, or -1 when writing failed (errno set; EINVAL
  * for REPORT_SQLITE, which needs report_save). */

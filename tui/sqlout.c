@@ -203,7 +203,7 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 		row(d, st, "ittiiii", (int64_t)th->tid,
 		    th->state == YM_THREAD_SHARED ? "(shared)" :
 		    model_thread_name(m, th, name, sizeof name),
-		    model_thread_state(th),
+		    model_thread_state(m, th),
 		    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
 		    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "fmt.h"
 #include "target.h"
 #include "ui.h"
@@ -153,8 +154,7 @@ static int draw_header(struct view *v)
 	struct model *m = v->m;
 	const struct ym_header *h = &m->snap.hdr;
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-	const char *exe = strrchr(h->exe, '/');
-	exe = exe ? exe + 1 : h->exe;
+	const char *exe = model_name(m);
 	const char *state = model_state(m);
 	int y = 0;
 	put(y, 0, attr(C_HEAD, A_BOLD), "ymtop - pid %ld %s  up %s  ", (long)model_pid(m), exe,
@@ -168,9 +168,12 @@ static int draw_header(struct view *v)
 	    h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, a, sizeof a));
 	y++;
 	const struct ym_totals *t = &m->totals;
-	put(y, 0, 0, "RSS %s  retained~ %s  in use %s  alloc %s/s %s/s  free %s/s %s/s",
+	/* Injected: the exact counters started at the attach, unlike RSS and
+	 * what the program held before; say so beside the number. */
+	put(y, 0, 0, "RSS %s  retained~ %s  in use%s %s  alloc %s/s %s/s  free %s/s %s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
 	    fmt_bytes(m->retained_bytes, b, sizeof b),
+	    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
 	    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c),
 	    fmt_bytes(m->alloc_bytes_rate, d, sizeof d),
 	    fmt_count(m->alloc_calls_rate, e, sizeof e),
@@ -374,7 +377,6 @@ static void draw_stacks(struct view *v, int y0, int rows)
 
 static void draw_functions(struct view *v, int y0, int rows)
 {
-	struct model *m = v->m;
 	draw_col_header(y0, v, "FUNCTION (FILE:LINE)  [stacks]");
 	v->page = rows;
 	int lx = label_x();
@@ -386,10 +388,8 @@ static void draw_functions(struct view *v, int y0, int rows)
 		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
 		if (base)
 			fill_line(y0 + 1 + r, base);
-		double avg = 0;
 		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
-			    f->rate, avg, model_oldest_age(m, &m->stacks[f->top_stack]),
-			    y0 + 1 + r, base);
+			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
 		char nb[1024];
 		put(y0 + 1 + r, lx, base, "%s  [%u]", shown_name(f->name, nb, sizeof nb), f->nstacks);
 	}
@@ -405,16 +405,16 @@ static void draw_threads(struct view *v, int y0, int rows)
 	char a[32], b[32], c[32], d[32], e[32], name[64];
 	for (int r = 0; r < rows; r++) {
 		int row = v->top + r;
-		if (row >= (int)m->snap.nthreads)
+		const struct ym_thread *t = view_row_thread(v, row);
+		if (!t)
 			break;
-		const struct ym_thread *t = &m->snap.threads[row];
 		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
 		if (base)
 			fill_line(y0 + 1 + r, base);
 		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
 				 model_thread_name(m, t, name, sizeof name);
 		put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
-		    nm, model_thread_state(t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
+		    nm, model_thread_state(m, t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
 		    fmt_bytes((double)t->t.free_bytes, b, sizeof b),
 		    fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c),
 		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
@@ -537,7 +537,13 @@ static void draw_detail(struct view *v, int y0, int rows)
 		frames_rows = rows - (y - y0);
 	if (s->depth && frames_view(v->sym, v->rules, s->frames, s->depth, &sv) == 0) {
 		char lab[1024], fb[64];
-		for (uint32_t i = 0; i < sv.n && (int)i < frames_rows; i++) {
+		/* More frames than rows: one row says where we are, the
+		 * movement keys scroll (view.c, detail_scroll). */
+		int fit = (int)sv.n > frames_rows ? frames_rows - 1 : frames_rows;
+		if (fit < 1)
+			fit = 1;
+		int top = view_detail_frames(v, (int)sv.n, fit);
+		for (uint32_t i = (uint32_t)top; i < sv.n && (int)i < top + fit; i++) {
 			const struct sym_frame *f = &sv.f[i];
 			const char *mod = f->module ? strrchr(f->module, '/') : NULL;
 			mod = mod ? mod + 1 : (f->module ? f->module : "?");
@@ -546,8 +552,12 @@ static void draw_detail(struct view *v, int y0, int rows)
 			put(y++, 0, at, "%s %-14s %-9s %s  %s", i == sv.display ? "=>" : "  ",
 			    fb, f->inlined ? "[inlined]" : "", frames_label(f, lab, sizeof lab), mod);
 		}
-		if ((int)sv.n > frames_rows)
-			put(y++, 3, attr(C_DIM, 0), "... %u more frames", sv.n - (uint32_t)frames_rows);
+		if ((int)sv.n > fit) {
+			int below = (int)sv.n - top - fit;
+			put(y++, 3, attr(C_DIM, 0), "... frames %d-%d of %u; %d more %s (Up/Down, PgUp/PgDn scroll)",
+			    top + 1, top + fit, sv.n, below > 0 ? below : top,
+			    below > 0 ? "below" : "above");
+		}
 		frames_view_free(&sv);
 	}
 	if (y - y0 + YM_LIFE_BUCKETS + 1 <= rows) {
@@ -574,12 +584,14 @@ static const char *const help_text[] = {
 	"  m             set the mark: GROWTH is measured from now",
 	"  space         freeze the display",
 	"  p             pause or resume sampling in the agent",
+	"  r             ask the agent for another sample rate",
 	"  s             write a text report;  f  folded stacks (flame graphs)",
 	"  a             dismiss the alarm banner",
 	"  t             C++ template arguments: shortened <...> or in full",
 	"  ^L            redraw;  ?  this help;  q  quit",
 	"",
-	"RETAINED and LIVE are estimates from samples; in use is exact.",
+	"RETAINED and LIVE are estimates from samples; in use is exact",
+	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
 };
 
 static void draw_help(void)
@@ -669,6 +681,39 @@ static void prompt_filter(struct view *v)
 	curs_set(0);
 }
 
+static void prompt_rate(struct view *v)
+{
+	char buf[32] = "", a[32];
+	size_t n = 0;
+	curs_set(1);
+	timeout(-1);
+	for (;;) {
+		move(LINES - 1, 0);
+		clrtoeol();
+		put(LINES - 1, 0, A_BOLD, "sample rate in bytes, k/M/G suffixes (now %s; Enter "
+		    "applies, Esc cancels): ",
+		    fmt_bytes((double)v->m->snap.hdr.sample_rate, a, sizeof a));
+		addnstr(buf, COLS - getcurx(stdscr) - 1);
+		refresh();
+		int ch = getch();
+		if (ch == 27) {
+			break;
+		} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+			view_set_rate(v, buf);
+			break;
+		} else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+			if (n)
+				buf[--n] = '\0';
+		} else if (ch >= 32 && ch < 127 && n + 1 < sizeof buf) {
+			buf[n++] = (char)ch;
+			buf[n] = '\0';
+		} else if (ch == KEY_RESIZE) {
+			draw(v);
+		}
+	}
+	curs_set(0);
+}
+
 static void sort_menu(struct view *v)
 {
 	static const enum model_sort keys[] = { SORT_RETAINED, SORT_GROWTH, SORT_ALLOCATED,
@@ -744,6 +789,7 @@ int ui_run(const struct options *o, pid_t pid)
 	mallopt(M_MMAP_THRESHOLD, 256 << 20);
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
 	target_attach(pid, &r);
+	batch_apply_rate(o, &r);
 	struct sym *s = sym_new(target_sym_root(&r));
 	if (!s)
 		cli_die(1, "cannot start the symbolizer (libdw)");
@@ -758,6 +804,7 @@ int ui_run(const struct options *o, pid_t pid)
 			snprintf(outdir, sizeof outdir, "/");
 	}
 	view_init(&v, &m, s, &o->rules, &r, outdir);
+	v.sort = o->sort;
 	uint32_t known_modules = UINT32_MAX;
 	take(&r, &m, s, &v, &known_modules);
 	start_curses();
@@ -783,6 +830,10 @@ int ui_run(const struct options *o, pid_t pid)
 			prompt_filter(&v);
 		if (react & REACT_SORTMENU)
 			sort_menu(&v);
+		if (react & REACT_RATE) {
+			prompt_rate(&v);
+			react |= REACT_RELOAD;
+		}
 		now = mono_ns();
 		if (((react & REACT_RELOAD) || now >= next) && !v.frozen && !exited_seen) {
 			take(&r, &m, s, &v, &known_modules);

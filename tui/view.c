@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fmt.h"
 #include "outfile.h"
 #include "report.h"
 #include "view.h"
@@ -87,6 +88,7 @@ void view_free(struct view *v)
 {
 	cache_clear(v);
 	fns_clear(v);
+	free(v->thr);
 	free(v->stack_hist);
 	memset(v, 0, sizeof *v);
 }
@@ -187,12 +189,30 @@ static const char *name_of(void *ctx, const struct model_stack *s)
 	return view_label(ctx, s->id);
 }
 
+double view_fn_avg(const struct view_fn *f)
+{
+	return f->alloc_objects > 0 ? f->alloc / f->alloc_objects : 0;
+}
+
+uint64_t view_fn_age(const struct view *v, const struct view_fn *f)
+{
+	uint64_t now = v->m->snap.taken_mono_ns;
+	if (!f->oldest_birth_ns || now < f->oldest_birth_ns)
+		return 0;
+	return now - f->oldest_birth_ns;
+}
+
 static int cmp_fn(const void *a, const void *b, void *arg)
 {
 	const struct view *v = arg;
 	const struct view_fn *x = a, *y = b;
 	double vx, vy;
 	switch (v->sort) {
+	case SORT_AVG:       vx = view_fn_avg(x); vy = view_fn_avg(y); break;
+	case SORT_AGE:
+		vx = (double)view_fn_age(v, x);
+		vy = (double)view_fn_age(v, y);
+		break;
 	case SORT_ALLOCATED: vx = x->alloc; vy = y->alloc; break;
 	case SORT_RATE:      vx = x->rate; vy = y->rate; break;
 	case SORT_LIVE:      vx = x->retained_objects; vy = y->retained_objects; break;
@@ -234,6 +254,10 @@ static void build_fns(struct view *v)
 		x->retained += s->retained_bytes;
 		x->retained_objects += s->retained_objects;
 		x->alloc += s->alloc_bytes;
+		x->alloc_objects += s->alloc_objects;
+		if (s->oldest_birth_ns && (!x->oldest_birth_ns ||
+					   s->oldest_birth_ns < x->oldest_birth_ns))
+			x->oldest_birth_ns = s->oldest_birth_ns;
 		x->rate += s->alloc_rate;
 		x->growth += s->growth;
 		x->nstacks++;
@@ -252,7 +276,7 @@ int view_rows(const struct view *v)
 	case VIEW_FUNCTIONS:
 		return (int)v->nfns;
 	case VIEW_THREADS:
-		return (int)m->snap.nthreads;
+		return (int)v->nthr;
 	case VIEW_LIFETIMES:
 		return YM_LIFE_BUCKETS;
 	case VIEW_ALARMS:
@@ -271,6 +295,31 @@ uint32_t view_row_stack(const struct view *v, int row)
 	if (v->kind == VIEW_FUNCTIONS)
 		return v->fns[row].top_stack;
 	return UINT32_MAX;
+}
+
+const struct ym_thread *view_row_thread(const struct view *v, int row)
+{
+	if (v->kind != VIEW_THREADS || row < 0 || row >= (int)v->nthr ||
+	    v->thr[row] >= v->m->snap.nthreads)
+		return NULL;
+	return &v->m->snap.threads[v->thr[row]];
+}
+
+/* The Threads view lists what reports list: no free slot, and the shared
+ * slot 0 ("other threads") only when it counted something. */
+static void build_threads(struct view *v)
+{
+	const struct shm_snapshot *s = &v->m->snap;
+	v->nthr = 0;
+	if (!s->nthreads)
+		return;
+	uint32_t *t = realloc(v->thr, s->nthreads * sizeof *t);
+	if (!t)
+		return;
+	v->thr = t;
+	for (uint32_t i = 0; i < s->nthreads; i++)
+		if (model_thread_listed(&s->threads[i]))
+			t[v->nthr++] = i;
 }
 
 static void clamp(struct view *v)
@@ -295,6 +344,7 @@ static void resort(struct view *v)
 	model_sort(v->m, v->sort, v->asc, keep_stack, name_of, v);
 	if (v->kind == VIEW_FUNCTIONS)
 		build_fns(v);
+	build_threads(v);
 	/* Keep the selection on the same stack when it is still shown. */
 	if (keep_id != UINT32_MAX && v->kind == VIEW_STACKS)
 		for (uint32_t k = 0; k < v->m->norder; k++)
@@ -402,7 +452,7 @@ int view_write_file(struct view *v, int kind)
 		else
 			snprintf(pattern, sizeof pattern, "%s/ymtop-%%p-%%e-%s-%d.%s",
 				 v->outdir, stamp, n, ext);
-		if (outfile_expand(pattern, model_pid(m), m->snap.hdr.exe,
+		if (outfile_expand(pattern, model_pid(m), model_name(m),
 				   (uint64_t)now, 0, path, sizeof path) != 0) {
 			view_set_status(v, "output path too long");
 			return -1;
@@ -410,7 +460,7 @@ int view_write_file(struct view *v, int kind)
 		found = access(path, F_OK) != 0;
 	}
 	struct report_opts ro = { kind == 'f' ? REPORT_FOLDED : REPORT_TEXT, 20,
-				  v->rules, WEIGHT_RETAINED };
+				  v->rules, WEIGHT_RETAINED, SORT_RETAINED };
 	if (report_save(path, m, v->sym, &ro, err, sizeof err) != 0) {
 		view_set_status(v, "%s", err);
 		return -1;
@@ -423,8 +473,41 @@ int view_write_file(struct view *v, int kind)
 
 typedef int (*view_action)(struct view *v, int key);
 
+int view_detail_frames(struct view *v, int nframes, int page)
+{
+	v->detail_frames = nframes > 0 ? nframes : 0;
+	v->detail_page = page > 0 ? page : 1;
+	int most = v->detail_frames - v->detail_page;
+	if (v->detail_top > most)
+		v->detail_top = most;
+	if (v->detail_top < 0)
+		v->detail_top = 0;
+	return v->detail_top;
+}
+
+/* In the detail view the movement keys scroll its frames. */
+static int detail_scroll(struct view *v, int key)
+{
+	int page = v->detail_page > 1 ? v->detail_page - 1 : 1;
+	switch (key) {
+	case VK_UP:   v->detail_top--; break;
+	case VK_DOWN: v->detail_top++; break;
+	case VK_PGUP: v->detail_top -= page; break;
+	case VK_PGDN: v->detail_top += page; break;
+	case VK_HOME: v->detail_top = 0; break;
+	case VK_END:  v->detail_top = v->detail_frames; break;
+	}
+	if (v->detail_frames)   /* known once drawn */
+		view_detail_frames(v, v->detail_frames, v->detail_page);
+	else if (v->detail_top < 0)
+		v->detail_top = 0;
+	return REACT_REDRAW;
+}
+
 static int act_move(struct view *v, int key)
 {
+	if (v->detail)
+		return detail_scroll(v, key);
 	int rows = view_rows(v), page = v->page > 1 ? v->page - 1 : 1;
 	switch (key) {
 	case VK_UP:   v->selected--; break;
@@ -450,6 +533,7 @@ static int act_enter(struct view *v, int key)
 		return REACT_NONE;
 	v->detail = 1;
 	v->detail_stack = id;
+	v->detail_top = v->detail_frames = 0;
 	return REACT_REDRAW;
 }
 
@@ -542,6 +626,43 @@ static int act_pause(struct view *v, int key)
 	return REACT_RELOAD | REACT_REDRAW;
 }
 
+int view_set_rate(struct view *v, const char *text)
+{
+	uint64_t rate;
+	char a[32];
+	if (!v->reader || !v->m->alive) {
+		view_set_status(v, "the process has exited");
+		return -1;
+	}
+	if (v->m->snap.hdr.sample_rate <= 1) {
+		view_set_status(v, "exact mode (YM_SAMPLE_RATE=1) is chosen at the "
+				"program's start: the rate cannot change");
+		return -1;
+	}
+	if (fmt_parse_bytes(text, SHM_RATE_MIN, SHM_RATE_MAX, &rate) != 0) {
+		view_set_status(v, "the sample rate must be a number of bytes from 2 to "
+				"1099511627776 (k, M, G: KiB, MiB, GiB), not '%.40s'", text);
+		return -1;
+	}
+	if (shm_control_rate(v->reader, rate) != 0) {
+		view_set_status(v, "cannot write the control block (read-only segment)");
+		return -1;
+	}
+	view_set_status(v, "sample rate %s asked: each thread takes it at its next sample",
+			fmt_bytes((double)rate, a, sizeof a));
+	return 0;
+}
+
+static int act_rate(struct view *v, int key)
+{
+	(void)key;
+	if (!v->reader || !v->m->alive) {
+		view_set_status(v, "the process has exited");
+		return REACT_REDRAW;
+	}
+	return REACT_RATE;
+}
+
 static int act_write(struct view *v, int key)
 {
 	view_write_file(v, key);
@@ -606,6 +727,7 @@ static const struct {
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
 	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_filter },
+	{ 'r', act_rate },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };
 

@@ -41,18 +41,29 @@ enum {
 	REACT_RELOAD  = 2,       /* take a new snapshot now */
 	REACT_QUIT    = 4,
 	REACT_FILTER  = 8,       /* read a filter string (ui_prompt) */
-	REACT_SORTMENU = 16      /* show the sort menu */
+	REACT_SORTMENU = 16,     /* show the sort menu */
+	REACT_RATE    = 32       /* read a sample rate (ui prompt) */
 };
 
 #define VIEW_HISTORY 120     /* samples kept for sparklines */
 
-/* A row of the Functions view: stacks grouped by display frame. */
+struct view;
+
+/* A row of the Functions view: stacks grouped by display frame.  Sums
+ * over its stacks, but for AVG (view_fn_avg: allocated bytes / allocated
+ * objects, the Stacks view's average allocation size) and AGE (the oldest
+ * live sample of any of its stacks). */
 struct view_fn {
 	const char *name;        /* display frame label (owned by the view) */
-	double retained, retained_objects, alloc, rate, growth;
+	double retained, retained_objects, alloc, alloc_objects, rate, growth;
+	uint64_t oldest_birth_ns;  /* CLOCK_MONOTONIC; 0 when none live */
 	uint32_t nstacks;
 	uint32_t top_stack;      /* the stack retaining most */
 };
+
+double view_fn_avg(const struct view_fn *f);
+/* Age in ns of the function's oldest live sample at snapshot time. */
+uint64_t view_fn_age(const struct view *v, const struct view_fn *f);
 
 struct view {
 	struct model *m;
@@ -71,6 +82,11 @@ struct view {
 	int      frozen;
 	int      detail;             /* showing one stack in full */
 	uint32_t detail_stack;
+	/* The detail view's frames: first shown, how many the stack has and
+	 * how many fit (both set by ui when it draws), for scrolling. */
+	int      detail_top;
+	int      detail_frames;
+	int      detail_page;
 	int      help;
 	uint64_t alarms_seen;        /* banner dismissed up to this count */
 	int      paused;             /* as last requested by us */
@@ -89,6 +105,10 @@ struct view {
 
 	struct view_fn *fns;
 	uint32_t nfns;
+
+	/* Threads view rows: the slots reports list (model_thread_listed). */
+	uint32_t *thr;
+	uint32_t nthr;
 
 	char     status[512];
 	uint64_t status_until_ns;
@@ -114,6 +134,16 @@ void view_set_sort(struct view *v, enum model_sort key);
  * Functions views; UINT32_MAX otherwise). */
 int view_rows(const struct view *v);
 uint32_t view_row_stack(const struct view *v, int row);
+/* The thread slot behind a Threads view row, or NULL. */
+const struct ym_thread *view_row_thread(const struct view *v, int row);
+
+/* The detail view's frames: ui says how many there are and how many rows
+ * fit; the first frame to show comes back, within range. */
+int view_detail_frames(struct view *v, int nframes, int page);
+
+/* Ask the agent for a new sample rate from text typed on the screen
+ * (fmt_parse_bytes); sets the status line.  0, or -1 refused. */
+int view_set_rate(struct view *v, const char *text);
 
 /* The cached "function (file:line)" label of a stack. */
 const char *view_label(struct view *v, uint32_t stack);

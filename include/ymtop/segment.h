@@ -23,7 +23,8 @@
  * All fields that change after creation are read and written with the
  * __atomic builtins on naturally aligned 8- or 4-byte words, so no access
  * ever tears.  The header fields fixed at creation (magic ... sections) are
- * written before the object is made visible under its name and never change.
+ * written before the object is made visible under its name and never change,
+ * but for sample_rate (see Control below).
  *
  *  - Thread slots: each slot in use has exactly one writer, the thread that
  *    owns it, which updates its counters with relaxed loads and stores (no
@@ -72,6 +73,16 @@
  *  - Modules: appended under the agent's lock and published by a release
  *    store of header.modules_used; a module's state moves LOADED -> UNLOADED.
  *  - Control: written by ymtop, read by the agent on its slow path only.
+ *    control.sample_rate (0: no request) asks a sampling agent for a new
+ *    mean rate in [2, 2^40]; exact mode (rate 1) is chosen at start and
+ *    never changes, and an agent refuses a value out of range.  The agent
+ *    stores the rate it applies into header.sample_rate (atomic: this one
+ *    header field changes after creation) when a thread first sees the
+ *    request on its slow path; each thread keeps drawing its countdown at
+ *    the old rate until its next sample, and every sample is weighed with
+ *    the rate its countdown was drawn with, so estimates stay unbiased
+ *    across the change.  Live samples keep the weight they were drawn
+ *    with.  header.sample_rate is the rate in force for new countdowns.
  *
  * Readers must treat the segment as hostile: check owner, mode and size,
  * magic and version, then every offset, capacity, stride, count and index
@@ -182,7 +193,9 @@ struct ym_header {
 	uint64_t start_ticks;      /* /proc/<pid>/stat field 22 */
 	uint64_t start_real_ns;    /* CLOCK_REALTIME when the agent started */
 	uint64_t start_mono_ns;    /* CLOCK_MONOTONIC at the same moment */
-	uint64_t sample_rate;      /* mean bytes between samples; 1 = exact */
+	uint64_t sample_rate;      /* mean bytes between samples; 1 = exact.
+				    * The one field here that may change
+				    * later (control.sample_rate): atomic */
 	uint64_t giant_bytes;
 	uint32_t max_depth;
 	uint32_t giant_fail;       /* 1: giant requests fail with ENOMEM */
@@ -226,7 +239,8 @@ struct ym_control {
 	uint32_t pause;        /* non-zero: take no samples */
 	uint32_t reset_seq;    /* bump to ask the agent to forget all samples */
 	uint64_t reader_mono_ns; /* last time a reader touched the segment */
-	uint64_t reserved[6];
+	uint64_t sample_rate;  /* 0, or the mean rate a reader asks for */
+	uint64_t reserved[5];
 };
 _Static_assert(sizeof(struct ym_control) == 64, "control size");
 

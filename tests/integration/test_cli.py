@@ -26,6 +26,44 @@ def test_usage_errors_exit_2():
         one_line_error(ymtop(*args, check=False), 2)
 
 
+def test_sort_and_rate_usage_errors_exit_2():
+    # Strict: whole words and whole numbers in range, one line, status 2.
+    for args in (["--sort", "total"], ["--sort", ""], ["--sort", "Rate"],
+                 ["--sort"], ["--rate", "1"], ["--rate", "0"], ["--rate", "-4096"],
+                 ["--rate", "4096x"], ["--rate", "2T"], ["--rate", ""],
+                 ["--rate", "99999999999999999999999"], ["--rate", "4 k"]):
+        one_line_error(ymtop(*args, check=False), 2)
+
+
+def test_batch_interval_300_parses_as_written():
+    # `ymtop --batch --interval 300` must work exactly as written: with a
+    # preloaded agent the first report comes at once (no settle), then
+    # SIGTERM ends the wait for the next one cleanly.
+    t = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
+    try:
+        p = subprocess.Popen([YMTOP, "--batch", "--interval", "300", "--pid",
+                              str(t.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        end = time.time() + 20
+        first = p.stdout.readline()
+        assert first.startswith("ymtop ") and time.time() < end, first
+        p.terminate()
+        out, err = p.communicate(timeout=20)
+        assert p.returncode == 0 and err == "", (p.returncode, err)
+    finally:
+        t.finish()
+
+
+def test_rate_refused_for_an_exact_agent_exit_1():
+    t = Target([WORKLOAD], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        r = ymtop("-b", "-n", "1", "--rate", "4096", "-p", t.pid, check=False)
+        one_line_error(r, 1)
+        assert "YM_SAMPLE_RATE=1" in r.stderr, r.stderr
+    finally:
+        t.finish()
+
+
 def test_unknown_pid_exit_1():
     # A pid that cannot exist (above pid_max's hard limit is refused as a
     # usage error; this one is in range but unused).

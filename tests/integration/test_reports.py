@@ -16,7 +16,7 @@ import zlib
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import BUILD, YMTOP, Target, run_tests, ymtop  # noqa: E402
+from ymlib import BUILD, WORKLOAD, YMTOP, Target, run_tests, within, ymtop  # noqa: E402
 
 PROG = os.path.join(BUILD, "progs", "reports_prog")
 MAN = os.path.join(os.path.dirname(__file__), "..", "..", "man", "ymtop.1")
@@ -445,6 +445,115 @@ def test_text_report_has_every_section():
         assert head in out, (head, out)
     assert "[inlined] fill_blocks (reports_prog.c:" in out, out
     assert "#3 " not in out
+
+
+def test_text_report_shows_churn_and_sorts():
+    # churn_site and count_site free all they allocate: retained 0,
+    # allocated 50 MB and 200 MB.  The text report stopped at the first
+    # stack that retains nothing, so on a server that frees everything all
+    # but one stack were invisible.
+    t = Target([WORKLOAD, "big", "small", "churn", "count:200000:1024"],
+               env={"YM_SAMPLE_RATE": RATE})
+    try:
+        out = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+        assert "count_site (workload.c:" in out, out
+        assert "churn_site (workload.c:" in out, out
+        by_alloc = ymtop("-b", "-n", "1", "-p", t.pid, "--sort", "allocated").stdout
+        js = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
+                              "--sort", "allocated").stdout)
+        by_rate = ymtop("-b", "-n", "1", "-p", t.pid, "--sort", "rate").stdout
+    finally:
+        t.finish()
+    assert "Top 20 stacks by retained bytes:" in out, out
+    assert "count_site (workload.c:" in out, out
+    assert "churn_site (workload.c:" in out, out
+    assert "Top 20 stacks by allocated bytes:" in by_alloc, by_alloc
+    first = by_alloc.split("\n#1 ", 1)[1].split("\n#2 ", 1)[0]
+    assert "count_site (workload.c:" in first, first
+    assert js["sort"] == "allocated"
+    allocs = [st["allocated_bytes"] for st in js["stacks"]]
+    assert allocs == sorted(allocs, reverse=True), allocs
+    # One snapshot: rates are averages since the agent started, so the
+    # heaviest allocator leads.
+    assert "Top 20 stacks by allocation rate:" in by_rate, by_rate
+    first = by_rate.split("\n#1 ", 1)[1].split("\n#2 ", 1)[0]
+    assert "count_site (workload.c:" in first, first
+
+
+def test_name_is_the_one_started_not_the_symlink_target():
+    # redis-server is a symlink to redis-check-rdb: the agent reads
+    # /proc/self/exe, the target's path; reports named the process after it.
+    with Dir() as d:
+        link = os.path.join(d, "ym-started-as")
+        os.symlink(WORKLOAD, link)
+        t = Target([link, "big"], env={"YM_SAMPLE_RATE": RATE})
+        try:
+            out = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+            js = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid).stdout)
+            ymtop("-b", "-n", "1", "-p", t.pid, "-o", os.path.join(d, "r-%e.txt"))
+        finally:
+            t.finish()
+        head = out.splitlines()[0]
+        assert "pid %d ym-started-as (%s)" % (t.pid, os.path.realpath(WORKLOAD)) in head, head
+        assert js["name"] == "ym-started-as", js["name"]
+        assert js["exe"] == os.path.realpath(WORKLOAD), js["exe"]
+        assert os.path.exists(os.path.join(d, "r-ym-started-as.txt")), os.listdir(d)
+
+
+def test_first_report_after_an_attach_has_data():
+    # Injected now: a report at the attach itself is empty.  The first one
+    # waits until the agent has run 3 s (-i when given), so that it shows
+    # what the program does.
+    class Plain(Target):   # no agent: ymtop injects it
+        def wait_segment(self, timeout=10):
+            pass
+    t = Plain([os.path.join(BUILD, "progs", "inject_threads")], preload=False)
+    try:
+        t0 = time.time()
+        js = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid).stdout)
+        took = time.time() - t0
+    finally:
+        t.finish()
+    assert js["attached"] and js["uptime_s"] >= 2.9, (js["uptime_s"], took)
+    assert js["table"]["samples"] > 0 and js["stacks"], js["table"]
+    assert any("thread_site" in [f["function"] for f in st["frames"]]
+               for st in js["stacks"])
+
+
+def test_rate_through_the_control_block():
+    # The agent starts at the default rate (512 KiB: about 1 in 8 of the
+    # 64 KiB blocks sampled); ymtop --rate 4096 asks it for 4 KiB (every
+    # 64 KiB block).  Then 32 MiB at grow_site: nearly every block becomes
+    # a sample, the header says 4096, and the estimate stays right.
+    prog = os.path.join(BUILD, "progs", "tuiprog")
+    t = Target([prog], env={"YM_SEED": "11", "YM_SAMPLE_RATE": ""})
+    try:
+        before = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid).stdout)
+        assert before["sample_rate"] == 524288, before["sample_rate"]
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid, "--rate", "4k")
+        assert "sample rate 4.00 KiB asked" in r.stderr, r.stderr
+        for _ in range(2):
+            t.p.stdin.write("grow\n")
+            t.p.stdin.flush()
+            t.wait_for("grown")
+        after = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid).stdout)
+    finally:
+        t.finish()
+    assert after["sample_rate"] == 4096, after["sample_rate"]
+    # (keep()'s realloc of the array of blocks, called from grow_site, is
+    # a stack of its own: at 4 KiB it is sampled too.)
+    grow = [st for st in after["stacks"] if st["frames"][0]["function"] == "grow_site"]
+    assert len(grow) == 1, [st["frames"][:2] for st in after["stacks"]]
+    g = grow[0]
+    # 512 blocks: at 512 KiB about 60 samples, at 4 KiB all but those the
+    # countdown drawn before the change still covered.
+    assert g["samples"] >= 400, g["samples"]
+    within(g["retained_bytes"], 32 * MiB, 0.10, "grow_site retained")
+    within(g["allocated_objects"], 512, 0.10, "grow_site objects")
+    # The sites sampled before the change keep their (unbiased) weights.
+    big = [st for st in after["stacks"]
+           if "big_site" in [f["function"] for f in st["frames"]]]
+    within(sum(st["retained_bytes"] for st in big), 32 * MiB, 0.35, "big_site")
 
 
 # ---- batch ----

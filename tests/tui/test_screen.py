@@ -269,6 +269,92 @@ def test_target_exit_is_shown_and_data_kept():
         s.close()
 
 
+def test_functions_view_avg_and_threads_without_empty_row():
+    # AVG was a hard-coded 0 B in the Functions view; the Threads view had
+    # an empty "(other threads)" row (the shared slot, which counted
+    # nothing).
+    with watching(cols=130) as (t, s):
+        s.wait("small_site")
+        s.keys("Tab")
+        text = s.wait(r"\[stacks\]")
+        big = [l for l in text.splitlines() if "big_site" in l]
+        assert big and "64.0 KiB" in big[0] and " 0 B " not in big[0], text
+        small = [l for l in text.splitlines() if "small_site" in l]
+        assert small and "32.0 KiB" in small[0], text
+        s.keys("Tab")
+        text = s.wait(r"TID +NAME +STATE")
+        s.wait(r"%d +tuiprog +live" % t.pid)
+        assert "other threads" not in s.text(), s.text()
+
+
+def test_detail_scrolls_past_more_frames():
+    # A window too short for the stack: the frames scroll instead of ending
+    # at "... N more frames".
+    with watching(cols=100, rows=13) as (t, s):
+        s.wait("small_site")
+        s.keys("Enter")
+        text = s.wait(r"frames 1-\d+ of \d+; \d+ more below")
+        assert not re.search(r"\s_start\s", text), text
+        s.keys("Down")
+        s.wait(r"frames 2-")
+        s.keys("PPage")
+        s.wait(r"frames 1-")
+        for _ in range(8):   # (tmux's End is not xterm's: step down)
+            s.keys("NPage")
+            time.sleep(0.3)
+            if re.search(r"\s_start\s", s.text()):
+                break
+        text = s.wait(r"\s_start\s")
+        assert re.search(r"more above", text), text
+
+
+def test_after_exit_rates_drop_and_threads_exit():
+    # The last interval allocated 16 MiB; once the process is gone the
+    # header must not keep that rate, and its thread is not live.
+    t = started()
+    s = Screen(t.pid)
+    try:
+        s.wait("small_site")
+        t.p.stdin.write("grow\nexit\n")
+        t.p.stdin.flush()
+        t.p.wait(timeout=20)
+        text = s.wait(r"exited")
+        assert re.search(r"alloc 0 B/s 0/s +free 0 B/s 0/s", text), text
+        s.keys("Tab", "Tab")
+        text = s.wait(r"TID +NAME +STATE")
+        s.wait(r"%d +\S* +exited" % t.pid)
+        assert not re.search(r"%d .* live " % t.pid, s.text()), s.text()
+    finally:
+        s.close()
+        t.finish()
+
+
+def test_injected_header_says_since_attach_and_r_sets_rate():
+    # Injected: the exact counters start at the attach, beside a retained
+    # estimate that does not; the header says so.  r asks for a rate.
+    class Plain(Target):
+        def wait_segment(self, timeout=10):
+            pass
+    t = Plain([PROG], env={"YM_SEED": "7"}, preload=False)
+    s = Screen(t.pid, cols=120)
+    try:
+        s.wait(r"in use since attach")
+        s.wait(r"rate 512 KiB")
+        s.keys("r")
+        s.wait(r"sample rate in bytes")
+        s.keys("8k", "Enter")
+        s.wait(r"sample rate 8\.00 KiB asked")
+        say(t, "grow", "grown")
+        s.wait(r"rate 8\.00 KiB")
+        s.keys("r")
+        s.wait(r"sample rate in bytes")
+        s.keys("1", "Enter")
+        s.wait(r"must be a number of bytes from 2")
+    finally:
+        s.close()
+        t.finish()
+
+
 def test_no_color_and_monochrome():
     t = started()
     name = "mono%d" % t.pid

@@ -4,12 +4,34 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "model.h"
 
 #define NST 4
+
+/* Make s the snapshot of a live writer: this process, which maps a
+ * segment-like file (proc_writer's test: same process, still mapping its
+ * segment). */
+static void alive(struct shm_snapshot *s)
+{
+	static struct stat st;
+	if (!st.st_ino) {
+		int fd = memfd_create("ym-test-segment", MFD_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(ftruncate(fd, 4096), 0);
+		assert_true(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) != MAP_FAILED);
+		assert_int_equal(fstat(fd, &st), 0);
+	}
+	s->hdr.pid = (uint32_t)getpid();
+	s->seg_dev = st.st_dev;
+	s->seg_ino = st.st_ino;
+}
 #define DEPTH 4
 
 /* A snapshot with NST stacks; stack i holds retained[i] bytes and has
@@ -89,9 +111,11 @@ static void rates_mark_growth_filter(void **state)
 	const double a2[NST] = { 0, 5000, 19000, 2000 };
 	model_init(&m);
 	snap_make(&s, r1, a1, 0);
+	alive(&s);   /* alive: rates are measured */
 	model_update(&m, &s);
 	model_mark(&m);
 	snap_make(&s, r2, a2, 2);
+	alive(&s);
 	model_update(&m, &s);
 	assert_true(m.interval_s == 2.0);
 	assert_true(m.stacks[2].alloc_rate == 5000.0);   /* 10000 B in 2 s */
@@ -108,11 +132,79 @@ static void rates_mark_growth_filter(void **state)
 	model_free(&m);
 }
 
+/* The first snapshot's rates are averages since the agent started (they
+ * were 0: a report taken once, sorted by rate, had no order); once the
+ * target is gone the rates drop to 0 instead of keeping the last ones, and
+ * a thread slot still marked live reads "exited". */
+static void rates_first_and_after_exit(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	const double a1[NST] = { 0, 5000, 9000, 2000 };
+	const double a2[NST] = { 0, 5000, 19000, 2000 };
+	struct ym_thread th = { .tid = 1, .state = YM_THREAD_LIVE };
+	model_init(&m);
+	snap_make(&s, r, a1, 1);          /* taken 2 s after the agent started */
+	alive(&s);
+	model_update(&m, &s);
+	assert_true(m.alive);
+	assert_true(m.stacks[2].alloc_rate == 4500.0);   /* 9000 B in 2 s */
+	assert_true(m.alloc_bytes_rate == 500.0);        /* 1000 B in 2 s */
+	assert_string_equal(model_thread_state(&m, &th), "live");
+	snap_make(&s, r, a2, 3);          /* the process is gone */
+	model_update(&m, &s);
+	assert_false(m.alive);
+	assert_true(m.stacks[2].alloc_rate == 0);
+	assert_true(m.alloc_bytes_rate == 0 && m.alloc_calls_rate == 0);
+	assert_true(m.free_bytes_rate == 0 && m.free_calls_rate == 0);
+	assert_string_equal(model_thread_state(&m, &th), "exited");
+	model_free(&m);
+}
+
+/* The name shown is the one the process was started as (its comm), not
+ * the basename of header.exe, which the agent took from /proc/self/exe and
+ * is a symlink's target (redis-server -> redis-check-rdb); it is kept after
+ * the process is gone. */
+static void name_is_comm_not_exe_target(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	char comm[64] = "";
+	FILE *f = fopen("/proc/self/comm", "r");
+	assert_non_null(f);
+	assert_non_null(fgets(comm, sizeof comm, f));
+	fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+	model_init(&m);
+	snap_make(&s, r, r, 0);
+	assert_int_equal(model_update(&m, &s), 0);   /* never alive: exe */
+	snprintf(m.snap.hdr.exe, sizeof m.snap.hdr.exe, "/usr/bin/resolved-target");
+	assert_string_equal(model_name(&m), "resolved-target");
+	model_free(&m);
+	model_init(&m);
+	snap_make(&s, r, r, 0);
+	alive(&s);
+	snprintf(s.hdr.exe, sizeof s.hdr.exe, "/usr/bin/resolved-target");
+	model_update(&m, &s);
+	assert_string_equal(model_name(&m), comm);
+	snap_make(&s, r, r, 1);           /* gone: the name stays */
+	snprintf(s.hdr.exe, sizeof s.hdr.exe, "/usr/bin/resolved-target");
+	model_update(&m, &s);
+	assert_string_equal(model_name(&m), comm);
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(estimates_and_order),
 		cmocka_unit_test(rates_mark_growth_filter),
+		cmocka_unit_test(rates_first_and_after_exit),
+		cmocka_unit_test(name_is_comm_not_exe_target),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -183,7 +183,7 @@ static char *render(struct fixture *fx, enum report_format fmt,
 	size_t n = 0;
 	FILE *f = open_memstream(&buf, &n);
 	assert_non_null(f);
-	struct report_opts o = { fmt, 20, NULL, w };
+	struct report_opts o = { fmt, 20, NULL, w, SORT_RETAINED };
 	assert_int_equal(report_write(f, &fx->m, fx->s, &o), 0);
 	fclose(f);
 	if (len)
@@ -229,6 +229,77 @@ static void names_and_order(void **state)
 	free(o);
 	assert_true(report_weight_total(&fx->m, WEIGHT_RETAINED) == 6500);
 	assert_true(report_weight_total(&fx->m, WEIGHT_ALLOCATED) == 16700);
+}
+
+/* Stacks that retain nothing stay in the text report (churn: a server
+ * that frees all it allocates); it stopped at the first of them. */
+static void text_keeps_stacks_that_retain_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	fx->m.stacks[2].retained_bytes = 0;
+	fx->m.stacks[4].retained_bytes = 0;
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "Top 20 stacks by retained bytes:"));
+	assert_non_null(strstr(out, "\n#4 retained 0 B"));
+	/* Of the two that retain nothing, the one that allocated more first. */
+	const char *third = strstr(out, "\n#3 "), *fourth = strstr(out, "\n#4 ");
+	assert_non_null(third);
+	assert_non_null(strstr(third, "allocated 8.79 KiB"));
+	assert_true(strstr(third, "allocated 8.79 KiB") < fourth);
+	free(out);
+}
+
+/* --sort: text and json in the order asked; the parse is strict. */
+static void sort_keys_order_text_and_json(void **state)
+{
+	struct fixture *fx = *state;
+	enum model_sort k;
+	assert_int_equal(report_sort_parse("allocated", &k), 0);
+	assert_int_equal(k, SORT_ALLOCATED);
+	assert_int_equal(report_sort_parse("rate", &k), 0);
+	assert_int_equal(k, SORT_RATE);
+	assert_int_equal(report_sort_parse("retained", &k), 0);
+	assert_int_equal(k, SORT_RETAINED);
+	assert_int_equal(report_sort_parse("total", &k), -1);
+	assert_int_equal(report_sort_parse("Rate", &k), -1);
+
+	uint32_t n, *o = report_order_by(&fx->m, SORT_ALLOCATED, &n);
+	assert_int_equal(n, 4);
+	assert_int_equal(o[0], 2);   /* 9000 */
+	assert_int_equal(o[1], 1);   /* 5000 */
+	assert_int_equal(o[2], 3);
+	assert_int_equal(o[3], 4);
+	free(o);
+	fx->m.stacks[4].alloc_rate = 700;
+	fx->m.stacks[3].alloc_rate = 10;
+	o = report_order_by(&fx->m, SORT_RATE, &n);
+	assert_int_equal(o[0], 4);
+	assert_int_equal(o[1], 3);
+	assert_int_equal(o[2], 1);   /* no rate: by retained */
+	assert_int_equal(o[3], 2);
+	free(o);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct report_opts ro = { REPORT_TEXT, 20, NULL, 0, SORT_RATE };
+	assert_int_equal(report_write(f, &fx->m, fx->s, &ro), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "Top 20 stacks by allocation rate:"));
+	assert_non_null(strstr(buf, "\n#1 retained 500 B (7.7%) in 5 objects; "
+			       "allocated 700 B in 7 objects; 700 B/s\n"));
+	free(buf);
+	f = open_memstream(&buf, &len);
+	ro.format = REPORT_JSON;
+	ro.sort = SORT_ALLOCATED;
+	assert_int_equal(report_write(f, &fx->m, fx->s, &ro), 0);
+	fclose(f);
+	assert_non_null(strstr(buf, "\"sort\":\"allocated\""));
+	const char *s2 = strstr(buf, "{\"id\":2,"), *s1 = strstr(buf, "{\"id\":1,");
+	assert_non_null(s2);
+	assert_non_null(s1);
+	assert_true(s2 < s1);
+	free(buf);
 }
 
 static void folded_sums(void **state)
@@ -354,7 +425,7 @@ static void save_never_overwrites(void **state)
 {
 	struct fixture *fx = *state;
 	char path[128], err[256];
-	struct report_opts o = { REPORT_TEXT, 20, NULL, 0 };
+	struct report_opts o = { REPORT_TEXT, 20, NULL, 0, SORT_RETAINED };
 	snprintf(path, sizeof path, "%s/r.txt", fx->dir);
 	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), 0);
 	struct stat st;
@@ -456,7 +527,7 @@ static void full_disk_is_an_error(void **state)
 		FILE *f = fopen("/dev/full", "w");
 		assert_non_null(f);
 		setvbuf(f, NULL, _IONBF, 0);
-		struct report_opts o = { fmt, 20, NULL, 0 };
+		struct report_opts o = { fmt, 20, NULL, 0, SORT_RETAINED };
 		assert_int_equal(report_write(f, &fx->m, fx->s, &o), -1);
 		fclose(f);
 	}
@@ -468,6 +539,8 @@ int main(void)
 	caller_y();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(names_and_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(text_keeps_stacks_that_retain_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(sort_keys_order_text_and_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "view.h"
 
 #define NST 5
@@ -182,6 +183,143 @@ static void functions_view_groups(void **state)
 	assert_true(v->fns[0].retained == 300);
 }
 
+static struct ym_stack *stack_of(struct shm_snapshot *s, uint32_t i)
+{
+	return (struct ym_stack *)(s->stacks + i * s->stack_stride);
+}
+
+/* A function over several stacks: AVG is its allocated bytes over its
+ * allocated objects (it was a hard-coded 0 B), AGE its oldest live sample
+ * in any of its stacks (it was the top stack's only). */
+static void functions_avg_and_age_span_stacks(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	const double r[NST] = { 0, 100, 300, 200, 50 };
+	const double a[NST] = { 0, 1000, 3000, 900, 50 };
+	struct shm_snapshot s;
+	snap_make(&s, r, a, 10);                 /* taken at 11 s */
+	stack_of(&s, 2)->frames[0] = 0x1001;     /* stacks 1, 2: one function */
+	stack_of(&s, 1)->alloc_objects_fx = 10 * YM_FX_ONE;   /* 100 B each */
+	stack_of(&s, 2)->alloc_objects_fx = 10 * YM_FX_ONE;   /* 300 B each */
+	stack_of(&s, 3)->alloc_objects_fx = 3 * YM_FX_ONE;
+	s.live = calloc(2, sizeof *s.live);
+	s.nlive = 2;
+	/* The oldest sample is in stack 1, which retains less than stack 2. */
+	s.live[0] = (struct ym_live){ .addr = 1, .stack = 1, .birth_mono_ns = 2000000000ULL };
+	s.live[1] = (struct ym_live){ .addr = 2, .stack = 2, .birth_mono_ns = 5000000000ULL };
+	model_update(&f->m, &s);
+	view_refresh(v);
+	view_key(v, VK_TAB);
+	assert_int_equal(v->kind, VIEW_FUNCTIONS);
+	assert_int_equal(view_rows(v), 3);
+	const struct view_fn *fn = &v->fns[0];
+	assert_int_equal(fn->nstacks, 2);
+	assert_int_equal(fn->top_stack, 2);
+	assert_true(fn->retained == 400);
+	assert_true(view_fn_avg(fn) == 200.0);             /* 4000 B / 20 */
+	assert_int_equal(view_fn_age(v, fn), 9000000000ULL);   /* born at 2 s */
+	assert_true(view_fn_avg(&v->fns[1]) == 300.0);     /* stack 3: 900 / 3 */
+	view_set_sort(v, SORT_AGE);
+	assert_int_equal(v->fns[0].top_stack, 2);
+	view_set_sort(v, SORT_AVG);
+	assert_true(view_fn_avg(&v->fns[0]) == 300.0);
+}
+
+/* The Threads view shows the shared slot ("other threads") only when it
+ * counted something, as reports do; it was always there, empty. */
+static void threads_view_hides_empty_shared_slot(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	struct shm_snapshot s;
+	snap_make(&s, R1, A1, 1);
+	s.threads = calloc(3, sizeof *s.threads);
+	s.nthreads = 3;
+	s.threads[0] = (struct ym_thread){ .state = YM_THREAD_SHARED };
+	s.threads[1] = (struct ym_thread){ .tid = 42, .state = YM_THREAD_LIVE,
+					   .t = { .alloc_objects = 5 } };
+	s.threads[2] = (struct ym_thread){ .tid = 43, .state = YM_THREAD_EXITED };
+	model_update(&f->m, &s);
+	view_refresh(v);
+	view_key(v, VK_TAB);
+	view_key(v, VK_TAB);
+	assert_int_equal(v->kind, VIEW_THREADS);
+	assert_int_equal(view_rows(v), 2);
+	assert_int_equal(view_row_thread(v, 0)->tid, 42);
+	assert_int_equal(view_row_thread(v, 1)->tid, 43);
+	assert_null(view_row_thread(v, 2));
+	/* The process is gone (pid 0x7fffffff): its live thread is exited. */
+	assert_string_equal(model_thread_state(&f->m, view_row_thread(v, 0)), "exited");
+	snap_make(&s, R1, A1, 2);
+	s.threads = calloc(2, sizeof *s.threads);
+	s.nthreads = 2;
+	s.threads[0] = (struct ym_thread){ .state = YM_THREAD_SHARED,
+					   .t = { .alloc_objects = 1 } };
+	s.threads[1] = (struct ym_thread){ .tid = 42, .state = YM_THREAD_LIVE };
+	model_update(&f->m, &s);
+	view_refresh(v);
+	assert_int_equal(view_rows(v), 2);
+	assert_int_equal(view_row_thread(v, 0)->state, YM_THREAD_SHARED);
+}
+
+/* In a stack's detail the movement keys scroll its frames, within range
+ * (it stopped at "... N more frames"); the selection stays. */
+static void detail_frames_scroll(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	view_key(v, VK_ENTER);
+	assert_true(v->detail);
+	int sel = v->selected;
+	assert_int_equal(view_detail_frames(v, 30, 10), 0);
+	view_key(v, VK_DOWN);
+	assert_int_equal(view_detail_frames(v, 30, 10), 1);
+	view_key(v, VK_END);
+	assert_int_equal(view_detail_frames(v, 30, 10), 20);
+	view_key(v, VK_DOWN);
+	assert_int_equal(v->detail_top, 20);
+	view_key(v, VK_PGUP);
+	assert_int_equal(v->detail_top, 11);
+	view_key(v, VK_HOME);
+	assert_int_equal(v->detail_top, 0);
+	view_key(v, VK_UP);
+	assert_int_equal(v->detail_top, 0);
+	assert_int_equal(v->selected, sel);
+	/* A stack that fits never scrolls. */
+	view_key(v, VK_DOWN);
+	assert_int_equal(view_detail_frames(v, 5, 10), 0);
+	/* Leaving and entering again starts at the top. */
+	view_key(v, VK_END);
+	view_key(v, VK_ESC);
+	view_key(v, VK_ENTER);
+	assert_int_equal(v->detail_top, 0);
+}
+
+/* 'r' asks for a rate; the text is parsed strictly. */
+static void rate_key_and_parse(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t r;
+	/* No reader (and no live process): refused with a status. */
+	assert_int_equal(view_key(&f->v, 'r'), REACT_REDRAW);
+	assert_int_equal(view_set_rate(&f->v, "4096"), -1);
+	assert_int_equal(fmt_parse_bytes("4096", 2, 1ULL << 40, &r), 0);
+	assert_true(r == 4096);
+	assert_int_equal(fmt_parse_bytes("64k", 2, 1ULL << 40, &r), 0);
+	assert_true(r == 65536);
+	assert_int_equal(fmt_parse_bytes("2MiB", 2, 1ULL << 40, &r), 0);
+	assert_true(r == 2 << 20);
+	assert_int_equal(fmt_parse_bytes("1", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("2T", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("4096 ", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("-4096", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("99999999999999999999", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("2048G", 2, 1ULL << 40, &r), -1);
+	assert_int_equal(fmt_parse_bytes("1024G", 2, 1ULL << 40, &r), 0);
+}
+
 static void write_failure_is_a_status(void **state)
 {
 	struct fixture *f = *state;
@@ -199,6 +337,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(mark_growth_freeze_detail, setup, teardown),
 		cmocka_unit_test_setup_teardown(functions_view_groups, setup, teardown),
 		cmocka_unit_test_setup_teardown(write_failure_is_a_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(functions_avg_and_age_span_stacks, setup, teardown),
+		cmocka_unit_test_setup_teardown(threads_view_hides_empty_shared_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(detail_frames_scroll, setup, teardown),
+		cmocka_unit_test_setup_teardown(rate_key_and_parse, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
