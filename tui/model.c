@@ -188,8 +188,15 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	m->norder = 0;
 
 	m->alive = alive;
-	if (alive)
+	if (alive) {
 		read_name(m, m->name, sizeof m->name);
+		/* Uptime is the process's: a daemon's segment is made at its
+		 * first allocation after it forked away, an injected one at
+		 * the attach. */
+		uint64_t age = (uint64_t)(proc_age_s(&m->proc) * 1e9);
+		if (age && age < m->snap.taken_mono_ns)
+			m->proc_start_mono_ns = m->snap.taken_mono_ns - age;
+	}
 	model_sort(m, SORT_RETAINED, 0, NULL, NULL, NULL);
 	return 0;
 }
@@ -290,7 +297,10 @@ double model_uptime(const struct model *m)
 	uint64_t end = m->snap.taken_mono_ns;
 	if ((h->flags & YM_FLAG_EXITED) && h->exit_mono_ns > h->start_mono_ns)
 		end = h->exit_mono_ns;
-	return end > h->start_mono_ns ? (double)(end - h->start_mono_ns) / 1e9 : 0;
+	uint64_t start = h->start_mono_ns;
+	if (m->proc_start_mono_ns && m->proc_start_mono_ns < start)
+		start = m->proc_start_mono_ns;
+	return end > start ? (double)(end - start) / 1e9 : 0;
 }
 
 const char *model_state(const struct model *m)

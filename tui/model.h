@@ -70,6 +70,8 @@ struct model {
 	struct proc_info proc;
 	int      alive;              /* target running (same start time) */
 	char     name[64];           /* model_name */
+	uint64_t proc_start_mono_ns; /* the process's start on our clock, 0
+					unknown: model_uptime */
 
 	/* Previous snapshot and mark, indexed by stack id. */
 	double  *prev_alloc;  uint32_t nprev;
@@ -112,7 +114,8 @@ double model_key(const struct model *m, const struct model_stack *s,
 /* Age in ns of the stack's oldest live sample at snapshot time (0: none). */
 uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
 
-/* Seconds since the agent started, at snapshot time. */
+/* Seconds the process has run, at snapshot time (or until it exited):
+ * from its own start time once seen alive, else from the agent's. */
 double model_uptime(const struct model *m);
 
 /* Agent state word: "sampling", "paused", "exited", "passive". */

@@ -125,6 +125,16 @@ int proc_read(pid_t pid, struct proc_info *o)
 	return 0;
 }
 
+double proc_age_s(const struct proc_info *pi)
+{
+	char buf[128];
+	long hz = sysconf(_SC_CLK_TCK);
+	if (pi->start_ticks == 0 || hz <= 0 || read_small("/proc/uptime", buf, sizeof buf) <= 0)
+		return 0;
+	double up = strtod(buf, NULL), start = (double)pi->start_ticks / (double)hz;
+	return up > start ? up - start : 0;
+}
+
 /* A zombie has exited: its /proc entry stays until its parent reaps it
  * (a SIGKILLed target whose parent is busy, or does not wait). */
 int proc_gone(const struct proc_info *pi)

@@ -28,6 +28,10 @@ struct proc_info {
 /* 0 on success; -ENOENT when there is no such process. */
 int proc_read(pid_t pid, struct proc_info *out);
 
+/* How long the process has run, in seconds (its start time against the
+ * boot clock); 0 when unknown. */
+double proc_age_s(const struct proc_info *pi);
+
 /* 1 when the process has exited (a zombie not yet reaped). */
 int proc_gone(const struct proc_info *pi);
 

@@ -285,10 +285,15 @@ def test_root_report_skips_planted_temporary_names():
         shutil.rmtree(vd)
 
 
-def test_exe_name_from_the_segment_cannot_climb_directories():
-    """%e comes from the segment, which the watched user writes: a forged
-    exe path never leads outside the -o directory."""
-    t = Target([WORKLOAD])
+def test_process_name_cannot_climb_directories():
+    """%e is the process's name: its comm (which the watched user sets with
+    prctl) while it runs, else the segment's exe (which that user writes).
+    Neither leads outside the -o directory."""
+    code = ("import ctypes, sys\n"
+            "ctypes.CDLL(None).prctl(15, b'../../evil\\x01', 0, 0, 0)\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.readline()\n")
+    t = Target(["/usr/bin/python3", "-c", code])
     path = seg(t.pid)
     d = tempfile.mkdtemp()
     try:
@@ -302,7 +307,9 @@ def test_exe_name_from_the_segment_cannot_climb_directories():
         r = ymtop("-b", "-n", "1", "-p", t.pid, "-o",
                   os.path.join(sub, "%e.txt"), check=False)
         assert r.returncode == 0, r.stderr
-        assert os.listdir(sub) == ["evil_.txt"], os.listdir(sub)
+        made = os.listdir(sub)
+        assert len(made) == 1 and "/" not in made[0] and ".." not in made[0], made
+        assert "evil" in made[0], made
         assert os.listdir(d) == ["sub"], os.listdir(d)
     finally:
         t.finish()
