@@ -243,6 +243,100 @@ def test_second_ymtop_attaches_without_injecting():
     assert rc == 3
 
 
+def test_idle_thread_with_stale_malloc_words_is_attached():
+    """Issue 16, item 5: the only thread sleeps in pause() with stale
+    words into malloc's text above its stack pointer (dead slots); its call
+    chain is clear of the allocator, so it is a safe moment.  The old stack
+    scan refused it for good."""
+    t = Plain([prog("inject_stale")], env=RATE)
+    try:
+        inject(t)
+        os.kill(t.pid, signal.SIGUSR1)
+        t.expect("woke")
+        within(site(report(t.pid), "stale_site")["retained_bytes"], 4 * MiB,
+               0.10, "stale_site retained")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 6, (rc, err)
+    assert lines == ["ready", "woke"], lines
+
+
+def child_named(pid, comm):
+    """A child of pid whose name is comm, or None."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return None
+    for k in kids:
+        try:
+            with open("/proc/%d/comm" % k) as f:
+                if f.read().strip() == comm:
+                    return k
+        except OSError:
+            pass
+    return None
+
+
+def test_idle_bash_waiting_for_a_child_is_attached():
+    """Issue 16, item 5: bash after a command substitution, waiting for
+    its child in wait4, keeps a stale _int_malloc return address at
+    sp+0xa0 (bash 5.2).  ("; echo done": bash would exec a last simple
+    command in place of itself.)  The wait resumes after the attach."""
+    bash = shutil.which("bash")
+    if not bash:
+        print("skip: no bash")
+        return
+    t = Plain([bash, "-c", "x=$(seq 1 2000); sleep 60; echo done"],
+              ready=False)
+    try:
+        end = time.time() + 10
+        kid = None
+        while kid is None and time.time() < end:
+            time.sleep(0.02)
+            kid = child_named(t.pid, "sleep")
+        assert kid, "bash started no sleep"
+        time.sleep(0.1)   # bash in wait4
+        inject(t)
+        assert len(t.agent_maps()) == 1, t.agent_maps()
+        os.kill(kid, signal.SIGTERM)
+        t.expect("done")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0 and lines == ["done"], (rc, lines, err)
+
+
+def test_thread_inside_malloc_refused_until_it_leaves():
+    """The only thread blocks inside malloc_stats() with the main arena
+    locked (its stderr pipe is full).  dlopen there may deadlock: it must
+    be refused, the target untouched; once the thread has left, the attach
+    succeeds.  (The old scan of 256 bytes let it through: fprintf's frame
+    is larger.)"""
+    import threading
+    t = Plain([prog("inject_inmalloc")])
+    drained = []
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "left the allocator" in r.stderr, r.stderr
+        assert not t.agent_maps(), t.agent_maps()
+        th = threading.Thread(target=lambda: drained.append(t.p.stderr.read()))
+        th.start()
+        t.expect("left")
+        inject(t)
+        assert len(t.agent_maps()) == 1, t.agent_maps()
+        t.send("x\n")
+        rc = t.p.wait(timeout=30)
+        th.join(timeout=30)
+    finally:
+        t.kill()
+    assert rc == 7, rc
+    assert "Arena 0:" in drained[0], drained[0][-200:]
+
+
 def one_line_failure(args, want):
     r = ymtop(*args, check=False)
     assert r.returncode == 1, (r.returncode, r.stderr)
