@@ -104,7 +104,7 @@ static double now_ms(void)
 
 static void nap_us(long us)
 {
-	struct timespec ts = { 0, us * 1000 };
+	struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
 	nanosleep(&ts, NULL);
 }
 
@@ -113,7 +113,9 @@ static void nap_us(long us)
 struct pstatus {
 	char  name[64];
 	char  state;
+	pid_t tgid;          /* != pid: pid is a thread of process tgid */
 	pid_t tracer;
+	uid_t uid;           /* real uid */
 	int   seccomp;
 };
 
@@ -136,6 +138,10 @@ static int read_status(pid_t pid, struct pstatus *ps)
 			sscanf(line + 5, " %63[^\n]", ps->name);
 		} else if (!strncmp(line, "State:", 6)) {
 			sscanf(line + 6, " %c", &ps->state);
+		} else if (!strncmp(line, "Tgid:", 5)) {
+			ps->tgid = (pid_t)atol(line + 5);
+		} else if (!strncmp(line, "Uid:", 4)) {
+			ps->uid = (uid_t)strtoul(line + 4, NULL, 10);
 		} else if (!strncmp(line, "TracerPid:", 10)) {
 			ps->tracer = (pid_t)atol(line + 10);
 		} else if (!strncmp(line, "Seccomp:", 8)) {
@@ -963,7 +969,14 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 		fail(err, len, "%s loaded in the target but is not ymtop's agent of this "
 		     "version (no %s); set YM_AGENT to this ymtop's libymagent.so",
 		     agent, YM_RESUME_SYMBOL);
-	else
+	else if (strstr(why, "Permission denied")) {
+		struct pstatus ps;
+		unsigned long uid = read_status(t->pid, &ps) == 0 ? ps.uid : (uid_t)-1;
+		fail(err, len, "the target's user (uid %lu) may not read the agent %s "
+		     "(the file, or a directory above it, e.g. a private home); install "
+		     "ymtop where every user can read it (make install), or set YM_AGENT "
+		     "to a copy that user can read", uid, agent);
+	} else
 		fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
 	return gone ? -2 : -1;
 }
@@ -1015,6 +1028,53 @@ static int list_tids(pid_t pid, pid_t *tids, int max)
 	return n;
 }
 
+/* Is pid another ymtop (this program, or one named so)?  Two ymtop -p
+ * started at once on a fresh target: the second finds the first tracing
+ * it, which is no debugger to blame. */
+static int is_ymtop(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	struct stat a, b;
+	snprintf(path, sizeof path, "/proc/%ld/exe", (long)pid);
+	if (stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return 1;
+	snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, comm, sizeof comm - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	return !strcmp(comm, "ymtop");
+}
+
+#define OTHER_WAIT_MS (SAFE_WAIT_MS + CALL_WAIT_MS + 1000.0)
+
+/* When another ymtop traces pid (it is loading the agent), wait until it
+ * lets go.  1 it did (look again), 0 the tracer is no ymtop, -1 it kept
+ * tracing past any injection's time (err set). */
+static int wait_other_ymtop(pid_t pid, pid_t tracer, char *err, size_t len)
+{
+	if (!tracer || !is_ymtop(tracer))
+		return 0;
+	double end = now_ms() + OTHER_WAIT_MS;
+	struct pstatus ps;
+	while (read_status(pid, &ps) == 0 && ps.tracer == tracer) {
+		if (now_ms() > end) {
+			fail(err, len, "process %ld is traced by another ymtop (pid %ld) "
+			     "for more than %.0f s; stop it, then retry", (long)pid,
+			     (long)tracer, OTHER_WAIT_MS / 1000);
+			return -1;
+		}
+		nap_us(5000);
+	}
+	return 1;
+}
+
 static void eperm_reason(pid_t pid, char *err, size_t len)
 {
 	struct pstatus ps;
@@ -1042,7 +1102,8 @@ static void eperm_reason(pid_t pid, char *err, size_t len)
 		     "ptrace may be forbidden by seccomp", (long)pid);
 }
 
-/* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err). */
+/* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err), -2 traced
+ * by another ymtop. */
 static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 {
 	t->tid = tid;
@@ -1052,6 +1113,10 @@ static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
 		if (errno == ESRCH)
 			return 0;
+		struct pstatus ps;
+		if (errno == EPERM && read_status(t->pid, &ps) == 0 && ps.tracer &&
+		    is_ymtop(ps.tracer))
+			return -2;   /* another ymtop got there first */
 		if (errno == EPERM)
 			eperm_reason(t->pid, err, len);
 		else
@@ -1097,7 +1162,30 @@ static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 
 /* ---- The whole operation ---- */
 
-static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
+/* Another ymtop started tracing pid after our checks: wait until it is
+ * done.  1 when it loaded the agent, else -1 (err). */
+static int after_other_ymtop(pid_t pid, char *err, size_t len)
+{
+	struct pstatus ps;
+	struct tmaps m;
+	if (read_status(pid, &ps) != 0) {
+		fail(err, len, "no process with pid %ld", (long)pid);
+		return -1;
+	}
+	if (wait_other_ymtop(pid, ps.tracer, err, len) < 0)
+		return -1;
+	if (read_maps(pid, &m) == 0 && m.has_agent)
+		return 1;
+	fail(err, len, "another ymtop (pid %ld) was loading the agent into process "
+	     "%ld and did not succeed (see its message); retry", (long)ps.tracer,
+	     (long)pid);
+	return -1;
+}
+
+/* 0: go on; 1: the agent is loaded, by another ymtop that was doing it
+ * when we looked (other: we waited for one); 2: another ymtop was
+ * tracing the process and is done, look again; -1: refused (err). */
+static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 		    char *err, size_t len)
 {
 	int rc = read_status(pid, ps);
@@ -1113,7 +1201,18 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
 		fail(err, len, "process %ld (%s) has exited (zombie)", (long)pid, ps->name);
 		return -1;
 	}
+	if (ps->tgid && ps->tgid != pid) {
+		fail(err, len, "%ld is a thread of process %ld (%s), not a process; "
+		     "run ymtop -p %ld", (long)pid, (long)ps->tgid, ps->name,
+		     (long)ps->tgid);
+		return -1;
+	}
 	if (ps->tracer) {
+		int w = wait_other_ymtop(pid, ps->tracer, err, len);
+		if (w > 0)
+			return 2;   /* look again: the agent may be there now */
+		if (w < 0)
+			return -1;
 		fail(err, len, "process %ld (%s) is already traced by pid %ld (a debugger "
 		     "or strace); detach it, then retry", (long)pid, ps->name,
 		     (long)ps->tracer);
@@ -1146,6 +1245,9 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
 		fail(err, len, "cannot read /proc/%ld/maps: %s", (long)pid, strerror(-rc));
 		return -1;
 	}
+	if (m->has_agent && other) {
+		return 1;   /* another ymtop loaded it meanwhile */
+	}
 	if (m->has_agent) {
 		fail(err, len, "process %ld (%s) has the agent loaded but no segment: "
 		     "it is disabled (YM_DISABLE) or failed at start (see its stderr)",
@@ -1167,8 +1269,15 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 	struct tmaps m;
 	struct libc_syms s;
 	memset(res, 0, sizeof *res);
-	if (precheck(pid, &ps, &m, err, errlen) != 0 ||
-	    libc_symbols(pid, &m, &s, err, errlen) != 0)
+	int pc = precheck(pid, &ps, &m, 0, err, errlen);
+	for (int i = 0; pc == 2 && i < 4; i++)
+		pc = precheck(pid, &ps, &m, 1, err, errlen);
+	if (pc == 1)
+		return 1;
+	if (pc == 2)
+		fail(err, errlen, "process %ld is traced by one ymtop after another; "
+		     "retry when they are done", (long)pid);
+	if (pc != 0 || libc_symbols(pid, &m, &s, err, errlen) != 0)
 		return -1;
 
 	struct borrow t = { .pid = pid, .mem = -1 };
@@ -1207,6 +1316,10 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 		}
 		for (int i = 0; i < n && !chosen; i++) {
 			int sr = seize(&t, tids[i], err, errlen);
+			if (sr == -2) {
+				rc = after_other_ymtop(pid, err, errlen);
+				goto out;
+			}
 			if (sr < 0)
 				goto out;
 			if (sr == 0)
@@ -1245,6 +1358,10 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 	const char *fault = getenv("YM_TEST_FAULT");
 	if (fault && !strcmp(fault, "inject-seized"))
 		raise(SIGKILL);
+	/* Test hook (test_inject.py): a slow injection, for a second ymtop
+	 * started meanwhile. */
+	if (fault && !strcmp(fault, "inject-hold"))
+		nap_us(1500000);
 	restart_eintr_wait(&t);
 	int lr = load_agent(&t, &s, agent, err, errlen);
 	if (lr == -2)

@@ -111,7 +111,8 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	check_agent_visible(pid, agent);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (inject_agent(pid, agent, &res, why, sizeof why) != 0) {
+	int ir = inject_agent(pid, agent, &res, why, sizeof why);
+	if (ir < 0) {
 		/* Another ymtop may have injected it meanwhile: then attach. */
 		if (shm_reader_open(r, pid, pi->uid, err, len) == 0)
 			return 0;
@@ -130,7 +131,10 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		       "(see its stderr: /dev/shm full, or YM_DISABLE set)", (long)pid,
 		       pi->comm);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (getenv("YM_INJECT_VERBOSE"))
+	if (getenv("YM_INJECT_VERBOSE") && ir == 1)
+		fprintf(stderr, "ymtop: another ymtop loaded the agent into process "
+			"%ld meanwhile\n", (long)pid);
+	else if (getenv("YM_INJECT_VERBOSE"))
 		fprintf(stderr, "ymtop: loaded %s into process %ld: thread %ld paused "
 			"%.2f ms (%d stops), segment after %.2f ms\n", agent, (long)pid,
 			(long)res.tid, res.pause_ms, res.attempts,

@@ -337,6 +337,118 @@ def test_thread_inside_malloc_refused_until_it_leaves():
     assert "Arena 0:" in drained[0], drained[0][-200:]
 
 
+THREADED_PY = r"""
+import sys, threading
+e = threading.Event()
+threading.Thread(target=e.wait, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_thread_id_names_its_process():
+    """Issue 16, item 7: ymtop -p TID said "disabled (YM_DISABLE)"."""
+    py = sys.executable if os.path.exists(sys.executable) else "python3"
+    for preload in (True, False):
+        t = Target([py, "-c", THREADED_PY], preload=preload) if preload \
+            else Plain([py, "-c", THREADED_PY])
+        try:
+            tids = [int(x) for x in os.listdir("/proc/%d/task" % t.pid)
+                    if int(x) != t.pid]
+            assert tids, "no second thread"
+            line = one_line_failure(["-b", "-n", "1", "-p", tids[0]],
+                                    "thread of process %d" % t.pid)
+            assert "ymtop -p %d" % t.pid in line, line
+            assert "YM_DISABLE" not in line, line
+            if not preload:
+                assert not t.agent_maps()
+        finally:
+            t.kill()
+
+
+def tracer(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"TracerPid:\s+(\d+)", f.read()).group(1))
+
+
+def test_two_ymtops_at_once_second_waits_for_the_first():
+    """Issue 16, item 7: the second of two ymtop -p on a fresh target found
+    the first tracing it and blamed "a debugger or strace".  The first is
+    held 1.5 s with the thread stopped (test hook), so that the second
+    surely starts meanwhile; it must wait and attach to the segment that
+    the first creates."""
+    t = Plain([prog("inject_read")])
+    first = None
+    try:
+        env = dict(os.environ, YM_TEST_FAULT="inject-hold",
+                   YM_INJECT_VERBOSE="1")
+        first = subprocess.Popen([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+        end = time.time() + 10
+        while tracer(t.pid) != first.pid and time.time() < end:
+            time.sleep(0.01)
+        assert tracer(t.pid) == first.pid, "the first ymtop never traced"
+        env = dict(os.environ, YM_INJECT_VERBOSE="1")
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                            str(t.pid)], capture_output=True, text=True,
+                           timeout=60, env=env)
+        out1, err1 = first.communicate(timeout=60)
+        assert first.returncode == 0, err1
+        assert "paused" in err1, err1
+        assert r.returncode == 0, r.stderr
+        assert "debugger" not in r.stderr, r.stderr
+        assert "another ymtop loaded the agent" in r.stderr, r.stderr
+        assert len(t.agent_maps()) == 1, t.agent_maps()
+        t.send("x\n")
+        t.expect("got x")
+        rc, _, _ = t.finish()
+    finally:
+        if first and first.poll() is None:
+            first.kill()
+        t.kill()
+    assert rc == 3
+
+
+def test_agent_unreadable_by_the_target_user_says_so():
+    """Issue 16, item 7: the agent in a private directory (a 0700 home),
+    the target running as another user: dlopen fails with EACCES; the one
+    line must say so and name the remedy."""
+    pre = as_nobody()
+    if pre is None:
+        return
+    private = tempfile.mkdtemp()            # mode 0700, root's
+    public = tempfile.mkdtemp()
+    try:
+        os.chmod(public, 0o755)
+        agent = os.path.join(private, "libymagent.so")
+        shutil.copy(os.path.join(BUILD, "libymagent.so"), agent)
+        exe = os.path.join(public, "inject_read")
+        shutil.copy(prog("inject_read"), exe)
+        os.chmod(exe, 0o755)
+        t = Plain(pre + [exe])
+        try:
+            env = dict(os.environ, YM_AGENT=agent)
+            r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                               capture_output=True, text=True, timeout=60,
+                               env=env)
+            assert r.returncode == 1, (r.returncode, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1, r.stderr
+            assert "may not read the agent" in lines[0], lines[0]
+            assert "YM_AGENT" in lines[0] and "make install" in lines[0], lines
+            assert not t.agent_maps()
+            t.send("x\n")
+            t.expect("got x")
+            rc, _, _ = t.finish()
+            assert rc == 3
+        finally:
+            t.kill()
+    finally:
+        shutil.rmtree(private)
+        shutil.rmtree(public)
+
+
 def one_line_failure(args, want):
     r = ymtop(*args, check=False)
     assert r.returncode == 1, (r.returncode, r.stderr)
