@@ -170,6 +170,35 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
+/* Open the file mapped at lo in pid: through /proc/PID/map_files (the
+ * very file, whatever namespace or chroot it lives in; needs root), else
+ * through /proc/PID/root (the path as maps shows it is relative to the
+ * reader's root when the file is reachable from it, to the target's
+ * otherwise: a chroot shows host paths).  -1 when neither opens. */
+static int open_mapped(pid_t pid, uintptr_t lo, const char *path)
+{
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof p, "/proc/%ld/map_files", (long)pid);
+	DIR *d = opendir(p);
+	if (d) {
+		char want[32];
+		int wl = snprintf(want, sizeof want, "%lx-", (unsigned long)lo);
+		struct dirent *e;
+		int fd = -1;
+		while (fd < 0 && (e = readdir(d)) != NULL)
+			if (!strncmp(e->d_name, want, (size_t)wl)) {
+				snprintf(p, sizeof p, "/proc/%ld/map_files/%s", (long)pid,
+					 e->d_name);
+				fd = open(p, O_RDONLY | O_CLOEXEC);
+			}
+		closedir(d);
+		if (fd >= 0)
+			return fd;
+	}
+	snprintf(p, sizeof p, "/proc/%ld/root%s", (long)pid, path);
+	return open(p, O_RDONLY | O_CLOEXEC);
+}
+
 static int read_maps(pid_t pid, struct tmaps *m)
 {
 	char path[64], line[PATH_MAX + 128];
@@ -204,7 +233,8 @@ static int read_maps(pid_t pid, struct tmaps *m)
 				if (hi > m->ldso.hi)
 					m->ldso.hi = hi;
 			}
-		} else if (!strcmp(b, "libymagent.so")) {
+		} else if (!strcmp(b, "libymagent.so") ||
+			   !strncmp(b, "memfd:libymagent.so", 19)) {
 			m->has_agent = 1;
 		}
 	}
@@ -238,6 +268,7 @@ static int exe_machine(pid_t pid)
 
 struct libc_syms {
 	uintptr_t dlopen, dlerror, dlsym, entry;
+	uintptr_t memfd_create, open, close;   /* to bring the agent in */
 	struct range malloc_text;   /* libc's allocator, conservatively */
 };
 
@@ -263,7 +294,7 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 {
 	char path[PATH_MAX + 64];
 	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)pid, m->libc);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_mapped(pid, m->libc_base, m->libc);
 	if (fd < 0) {
 		fail(err, len, "cannot read the target's C library %s: %s", path,
 		     strerror(errno));
@@ -333,6 +364,12 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 			s->dlerror = sym[i].st_value;
 		} else if (!strcmp(n, "dlsym") && !hidden) {
 			s->dlsym = sym[i].st_value;
+		} else if (!strcmp(n, "memfd_create") && !hidden) {
+			s->memfd_create = sym[i].st_value;
+		} else if (!strcmp(n, "open") && !hidden) {
+			s->open = sym[i].st_value;
+		} else if (!strcmp(n, "close") && !hidden) {
+			s->close = sym[i].st_value;
 		}
 		if (is_malloc_family(n)) {
 			if (sym[i].st_value < mlo)
@@ -371,6 +408,12 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 		s->dlerror += m->libc_base;
 	if (s->dlsym)
 		s->dlsym += m->libc_base;
+	if (s->memfd_create)
+		s->memfd_create += m->libc_base;
+	if (s->open)
+		s->open += m->libc_base;
+	if (s->close)
+		s->close += m->libc_base;
 	s->entry = m->libc_base + eh->e_entry;
 	rc = 0;
 out:
@@ -441,9 +484,9 @@ static int in_range(const struct range *r, uint64_t a)
  * dwfl_linux_proc_attach: the registers are the ones we already read at
  * the stop, the memory comes through our /proc/PID/mem descriptor, and
  * nothing in libdw stops, attaches or detaches anything.  The modules'
- * files are opened through /proc/PID/root, so a target in another mount
- * namespace is unwound with its own libraries, never the host's files of
- * the same name. */
+ * files are opened through /proc/PID/map_files or /proc/PID/root, so a
+ * target in another mount namespace is unwound with its own libraries,
+ * never the host's files of the same name. */
 
 #define CHAIN_MAX 1024   /* frames examined; deeper ones are not looked at */
 
@@ -465,11 +508,13 @@ static int chain_find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 	if (name[0] != '/')   /* [vdso] and the like: from the target's memory */
 		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name,
 						elfp);
-	char path[PATH_MAX + 64];
-	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)chain_pid, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Dwarf_Addr lo = 0;
+	dwfl_module_info(mod, NULL, &lo, NULL, NULL, NULL, NULL, NULL);
+	int fd = open_mapped(chain_pid, (uintptr_t)lo, name);
 	if (fd < 0)
 		return -1;
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)chain_pid, name);
 	*elfp = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!*elfp) {
 		close(fd);
@@ -702,7 +747,7 @@ struct call {
 	const unsigned char *code;   /* the stub written at t->code_at */
 	size_t    code_len;          /* its last byte is the int3 */
 	uintptr_t fn;                /* in rax */
-	uint64_t  a0, a1;            /* rdi, rsi */
+	uint64_t  a0, a1, a2;        /* rdi, rsi, rdx */
 	uint64_t  sp;                /* 16-byte aligned at the call */
 	uint64_t  rbx, r13, r14;     /* for resume_stub */
 	uintptr_t resume;            /* the struct ym_resume, or 0 */
@@ -729,6 +774,7 @@ static int remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 	r.rax = c->fn;
 	r.rdi = c->a0;
 	r.rsi = c->a1;
+	r.rdx = c->a2;
 	r.rbx = c->rbx;
 	r.r13 = c->r13;
 	r.r14 = c->r14;
@@ -890,14 +936,15 @@ static void fill_xsave(const struct borrow *t, unsigned char *xs)
 	memcpy(xs + t->xlen, &magic2, sizeof magic2);
 }
 
-/* Load the agent through the stopped thread t.  0 on success.
+/* dlopen(agent) in the stopped thread t (its code bytes saved).  0 on
+ * success, -1 (err), -2 the process is gone.
  *
  * Below the thread's red zone: the agent's path, then (when the C library
  * has dlsym) the struct ym_resume, the XSAVE image and the signal frame
  * that let the thread return by itself should ymtop die meanwhile
  * (resume.h), then the stack of the call. */
-static int load_agent(struct borrow *t, const struct libc_syms *s,
-		      const char *agent, char *err, size_t len)
+static int dlopen_agent(struct borrow *t, const struct libc_syms *s,
+			const char *agent, char *err, size_t len)
 {
 	size_t plen = strlen(agent) + 1;
 	if (plen > PATH_GAP - 16) {
@@ -910,12 +957,6 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 		.a0 = path_at, .a1 = RTLD_NOW_FLAG,
 		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
 	};
-	t->code_at = s->entry;
-	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
-		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
-		return -1;
-	}
-	t->code_saved = 1;
 	if (mem_write(t, path_at, agent, plen) != 0) {
 		fail(err, len, "cannot write the target's memory: %s", strerror(errno));
 		return -1;
@@ -979,6 +1020,131 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 	} else
 		fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
 	return gone ? -2 : -1;
+}
+
+/* A call of fn(a0, a1, a2) in the thread, below its red zone; a string
+ * argument `str` (or NULL) is written there and passed as a0.  The
+ * call's return value (an int) in *ret.  0 done, -1 failed, -2 gone. */
+static int small_call(struct borrow *t, uintptr_t fn, const char *str,
+		      uint64_t a0, uint64_t a1, uint64_t a2, int64_t *ret,
+		      char *err, size_t len)
+{
+	uint64_t str_at = (t->regs.rsp - 128 - 64) & ~(uint64_t)15;
+	if (str) {
+		if (strlen(str) >= 64 || mem_write(t, str_at, str, strlen(str) + 1) != 0) {
+			fail(err, len, "cannot write the target's memory: %s",
+			     strerror(errno));
+			return -1;
+		}
+		a0 = str_at;
+	}
+	struct call c = {
+		.code = stub, .code_len = sizeof stub, .fn = fn,
+		.a0 = a0, .a1 = a1, .a2 = a2,
+		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+	};
+	uint64_t v = 0;
+	int gone = 0;
+	if (remote_call(t, &c, &v, &gone, err, len) != 0)
+		return gone ? -2 : -1;
+	*ret = (int32_t)v;
+	return 0;
+}
+
+/* Bring the agent into a target that cannot open its path (another mount
+ * namespace: a container) without writing to the target's filesystem:
+ * the target creates a memfd (or, without memfd_create, an unnamed
+ * O_TMPFILE file in its /dev/shm or /tmp), ymtop fills it through
+ * /proc/PID/fd/N, and the target dlopens /proc/self/fd/N.  The file's
+ * only name is the descriptor, closed once dlopen has mapped it (the
+ * mapping keeps it).  0 with the descriptor in *fd; -1 (err); -2 gone. */
+static int bring_agent(struct borrow *t, const struct libc_syms *s,
+		       const char *agent, int *fd, char *err, size_t len)
+{
+	int64_t r = -1;
+	int rc;
+	if (s->memfd_create) {
+		rc = small_call(t, s->memfd_create, "libymagent.so", 0,
+				1 /* MFD_CLOEXEC */, 0, &r, err, len);
+		if (rc != 0)
+			return rc;
+	}
+	static const char *const dirs[] = { "/dev/shm", "/tmp" };
+	for (size_t i = 0; r < 0 && s->open && i < sizeof dirs / sizeof *dirs; i++) {
+		rc = small_call(t, s->open, dirs[i], 0,
+				O_TMPFILE | O_RDWR | O_CLOEXEC, 0700, &r, err, len);
+		if (rc != 0)
+			return rc;
+	}
+	if (r < 0 || r > INT_MAX) {
+		fail(err, len, "process %ld could create no memfd nor unnamed file to "
+		     "bring the agent into its mount namespace; copy libymagent.so into "
+		     "it and set YM_AGENT to its path there", (long)t->pid);
+		return -1;
+	}
+	*fd = (int)r;
+	char there[96];
+	snprintf(there, sizeof there, "/proc/%ld/fd/%d", (long)t->pid, *fd);
+	int out = open(there, O_WRONLY | O_CLOEXEC);
+	int in = open(agent, O_RDONLY | O_CLOEXEC);
+	int ok = out >= 0 && in >= 0;
+	char buf[65536];
+	ssize_t n;
+	while (ok && (n = read(in, buf, sizeof buf)) != 0) {
+		if (n < 0 || write(out, buf, (size_t)n) != n)
+			ok = 0;
+	}
+	int e = errno;
+	if (out >= 0)
+		close(out);
+	if (in >= 0)
+		close(in);
+	if (!ok) {
+		fail(err, len, "cannot copy %s into process %ld's %s: %s", agent,
+		     (long)t->pid, there, strerror(e));
+		int64_t ignored;
+		if (small_call(t, s->close, NULL, (uint64_t)*fd, 0, 0, &ignored,
+			       err, len) == -2)
+			return -2;
+		return -1;
+	}
+	return 0;
+}
+
+/* Load the agent through the stopped thread t: by its path, or brought
+ * in through a memfd (bring).  0 on success, -1 (err), -2 gone. */
+static int load_agent(struct borrow *t, const struct libc_syms *s,
+		      const char *agent, int bring, char *err, size_t len)
+{
+	t->code_at = s->entry;
+	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
+		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
+		return -1;
+	}
+	t->code_saved = 1;
+	if (!bring)
+		return dlopen_agent(t, s, agent, err, len);
+	if (!s->close || (!s->memfd_create && !s->open)) {
+		fail(err, len, "the target's C library lacks memfd_create, open or "
+		     "close to bring the agent in; copy libymagent.so into the "
+		     "process's mount namespace and set YM_AGENT to its path there");
+		return -1;
+	}
+	int fd;
+	int rc = bring_agent(t, s, agent, &fd, err, len);
+	if (rc != 0)
+		return rc;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	rc = dlopen_agent(t, s, path, err, len);
+	if (rc == -2)
+		return -2;
+	char why[16];
+	int64_t ignored;
+	if (small_call(t, s->close, NULL, (uint64_t)fd, 0, 0, &ignored, why,
+		       sizeof why) == -2)
+		return -2;
+	return rc;
 }
 
 /* ---- Choosing a thread ---- */
@@ -1262,8 +1428,8 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 	return 0;
 }
 
-int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
-		 char *err, size_t errlen)
+int inject_agent(pid_t pid, const char *agent, int bring,
+		 struct inject_result *res, char *err, size_t errlen)
 {
 	struct pstatus ps;
 	struct tmaps m;
@@ -1363,7 +1529,7 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 	if (fault && !strcmp(fault, "inject-hold"))
 		nap_us(1500000);
 	restart_eintr_wait(&t);
-	int lr = load_agent(&t, &s, agent, err, errlen);
+	int lr = load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
 		goto out;   /* the process is gone */
 	if (restore(&t) != 0 && lr == 0) {

@@ -11,7 +11,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (BUILD, MiB, YMTOP, Target, functions, report,  # noqa: E402
+from ymlib import (AGENT, BUILD, MiB, YMTOP, Target, functions, report,  # noqa: E402
                    run_tests, site, within, ymtop)
 
 PROGS = os.path.join(BUILD, "progs")
@@ -71,6 +71,8 @@ def test_read_on_pipe_resumes_and_is_profiled():
     t = Plain([prog("inject_read")], env=RATE)
     try:
         inject(t)
+        # The path visible in the target: dlopen'ed by its path, no memfd.
+        assert t.agent_maps() == {os.path.realpath(AGENT)}, t.agent_maps()
         t.send("hello\n")
         t.expect("got hello")
         t.expect("early ok")
@@ -447,6 +449,125 @@ def test_agent_unreadable_by_the_target_user_says_so():
     finally:
         shutil.rmtree(private)
         shutil.rmtree(public)
+
+
+LIBDIR = "/lib/x86_64-linux-gnu"
+
+
+def minimal_root():
+    """A root holding only the test program, libc and ld.so: a minimal
+    container image.  Returns its path."""
+    root = tempfile.mkdtemp()
+    os.chmod(root, 0o755)
+    for d in ("lib/x86_64-linux-gnu", "lib64", "proc", "dev/shm"):
+        os.makedirs(os.path.join(root, d))
+    shutil.copy(prog("inject_read"), os.path.join(root, "prog"))
+    shutil.copy(os.path.join(LIBDIR, "libc.so.6"), os.path.join(root, "lib/x86_64-linux-gnu"))
+    # until the agent is self-contained
+    for lib in ("libunwind.so.8", "liblzma.so.5"):
+        shutil.copy(os.path.join(LIBDIR, lib), os.path.join(root, "lib/x86_64-linux-gnu"))
+    shutil.copy("/lib64/ld-linux-x86-64.so.2", os.path.join(root, "lib64"))
+    return root
+
+
+def files_under(root):
+    out = set()
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            st = os.stat(os.path.join(d, f))
+            out.add((os.path.join(d, f), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def unshare_permitted():
+    unshare = shutil.which("unshare")
+    if os.getuid() != 0 or not unshare:
+        print("skip: needs root and unshare(1)")
+        return None
+    r = subprocess.run([unshare, "--mount", "--pid", "--fork", "true"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("skip: unshare --mount --pid not permitted here: " + r.stderr.strip())
+        return None
+    return unshare
+
+
+class Contained(Plain):
+    """inject_read in new pid and mount namespaces, chrooted into root,
+    with its own /dev/shm (and /proc when proc is set)."""
+
+    def __init__(self, unshare, root, proc=True):
+        mounts = "mount -t tmpfs tmpfs %s/dev/shm && " % root
+        if proc:
+            mounts += "mount -t proc proc %s/proc && " % root
+        super().__init__([unshare, "--mount", "--pid", "--fork", "sh", "-c",
+                          mounts + "exec chroot %s /prog" % root])
+        self.outer = self.pid
+        with open("/proc/%d/task/%d/children" % (self.outer, self.outer)) as f:
+            self.pid = int(f.read().split()[0])   # the program, on the host
+        with open("/proc/%d/status" % self.pid) as f:
+            assert re.search(r"NSpid:\s+%d\s+1\n" % self.pid, f.read())
+
+
+def test_container_without_the_agent_gets_it_through_a_memfd():
+    """Issue 16, containers: the target's root has no libymagent.so (a
+    minimal image).  ymtop brings the agent in through a memfd that the
+    target creates (nothing written to its filesystem) and the target
+    dlopens /proc/self/fd/N; the agent then creates its segment in the
+    container's own /dev/shm.  Main died with "copy libymagent.so into
+    it"."""
+    unshare = unshare_permitted()
+    if unshare is None:
+        return
+    root = minimal_root()
+    try:
+        before = files_under(root)
+        t = Contained(unshare, root)
+        try:
+            env = dict(os.environ, YM_INJECT_VERBOSE="1")
+            r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                                str(t.pid)], capture_output=True, text=True,
+                               timeout=60, env=env)
+            # Finding the segment through /proc/PID/root is another change;
+            # until it is there, ymtop looks in its own /dev/shm.
+            assert r.returncode == 0 or "created no segment" in r.stderr, \
+                r.stderr
+            with open("/proc/%d/maps" % t.pid) as f:
+                maps = {l.split(None, 5)[-1].strip() for l in f
+                        if "libymagent" in l}
+            assert maps == {"/memfd:libymagent.so (deleted)"}, maps
+            assert os.path.exists("/proc/%d/root/dev/shm/ymtop-1" % t.pid)
+            fds = os.listdir("/proc/%d/fd" % t.pid)
+            assert not any("memfd:" in os.readlink("/proc/%d/fd/%s" % (t.pid, fd))
+                           for fd in fds), "the memfd was left open"
+            t.send("x\n")
+            t.expect("got x")
+            t.expect("early ok")
+        finally:
+            t.kill()
+        assert files_under(root) == before, "the container's files changed"
+    finally:
+        shutil.rmtree(root)
+
+
+def test_container_without_proc_says_so():
+    unshare = unshare_permitted()
+    if unshare is None:
+        return
+    root = minimal_root()
+    try:
+        t = Contained(unshare, root, proc=False)
+        try:
+            line = one_line_failure(["-b", "-n", "1", "-p", t.pid],
+                                    "no /proc is mounted")
+            assert "YM_AGENT" in line, line
+            assert not t.agent_maps()
+            t.send("x\n")
+            t.expect("got x")
+        finally:
+            t.kill()
+    finally:
+        shutil.rmtree(root)
 
 
 def one_line_failure(args, want):
