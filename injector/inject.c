@@ -10,8 +10,8 @@
  * - A thread may only be borrowed at a safe moment: not inside libc's
  *   allocator (its text is bounded by the nearest exported functions of
  *   other files) nor inside ld.so, and no return address into either in
- *   the top of its stack (a thread waiting for an arena lock).  dlopen
- *   and the agent's constructor take those locks.  Otherwise it is let go
+ *   its call chain, unwound with libdw (a thread waiting for an arena
+ *   lock).  dlopen and the agent's constructor take those locks.  Otherwise it is let go
  *   at once, another thread is tried, and after a bounded time we give up
  *   with the target untouched.
  * - Registers (with orig_rax: an interrupted system call restarts only
@@ -41,6 +41,8 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#include <elfutils/libdwfl.h>
 
 #include "inject.h"
 #include "resume.h"
@@ -102,7 +104,7 @@ static double now_ms(void)
 
 static void nap_us(long us)
 {
-	struct timespec ts = { 0, us * 1000 };
+	struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
 	nanosleep(&ts, NULL);
 }
 
@@ -111,7 +113,9 @@ static void nap_us(long us)
 struct pstatus {
 	char  name[64];
 	char  state;
+	pid_t tgid;          /* != pid: pid is a thread of process tgid */
 	pid_t tracer;
+	uid_t uid;           /* real uid */
 	int   seccomp;
 };
 
@@ -134,6 +138,10 @@ static int read_status(pid_t pid, struct pstatus *ps)
 			sscanf(line + 5, " %63[^\n]", ps->name);
 		} else if (!strncmp(line, "State:", 6)) {
 			sscanf(line + 6, " %c", &ps->state);
+		} else if (!strncmp(line, "Tgid:", 5)) {
+			ps->tgid = (pid_t)atol(line + 5);
+		} else if (!strncmp(line, "Uid:", 4)) {
+			ps->uid = (uid_t)strtoul(line + 4, NULL, 10);
 		} else if (!strncmp(line, "TracerPid:", 10)) {
 			ps->tracer = (pid_t)atol(line + 10);
 		} else if (!strncmp(line, "Seccomp:", 8)) {
@@ -160,6 +168,35 @@ static const char *base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
 	return s ? s + 1 : p;
+}
+
+/* Open the file mapped at lo in pid: through /proc/PID/map_files (the
+ * very file, whatever namespace or chroot it lives in; needs root), else
+ * through /proc/PID/root (the path as maps shows it is relative to the
+ * reader's root when the file is reachable from it, to the target's
+ * otherwise: a chroot shows host paths).  -1 when neither opens. */
+static int open_mapped(pid_t pid, uintptr_t lo, const char *path)
+{
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof p, "/proc/%ld/map_files", (long)pid);
+	DIR *d = opendir(p);
+	if (d) {
+		char want[32];
+		int wl = snprintf(want, sizeof want, "%lx-", (unsigned long)lo);
+		struct dirent *e;
+		int fd = -1;
+		while (fd < 0 && (e = readdir(d)) != NULL)
+			if (!strncmp(e->d_name, want, (size_t)wl)) {
+				snprintf(p, sizeof p, "/proc/%ld/map_files/%s", (long)pid,
+					 e->d_name);
+				fd = open(p, O_RDONLY | O_CLOEXEC);
+			}
+		closedir(d);
+		if (fd >= 0)
+			return fd;
+	}
+	snprintf(p, sizeof p, "/proc/%ld/root%s", (long)pid, path);
+	return open(p, O_RDONLY | O_CLOEXEC);
 }
 
 static int read_maps(pid_t pid, struct tmaps *m)
@@ -196,7 +233,8 @@ static int read_maps(pid_t pid, struct tmaps *m)
 				if (hi > m->ldso.hi)
 					m->ldso.hi = hi;
 			}
-		} else if (!strcmp(b, "libymagent.so")) {
+		} else if (!strcmp(b, "libymagent.so") ||
+			   !strncmp(b, "memfd:libymagent.so", 19)) {
 			m->has_agent = 1;
 		}
 	}
@@ -230,6 +268,7 @@ static int exe_machine(pid_t pid)
 
 struct libc_syms {
 	uintptr_t dlopen, dlerror, dlsym, entry;
+	uintptr_t memfd_create, open, close;   /* to bring the agent in */
 	struct range malloc_text;   /* libc's allocator, conservatively */
 };
 
@@ -255,7 +294,7 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 {
 	char path[PATH_MAX + 64];
 	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)pid, m->libc);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_mapped(pid, m->libc_base, m->libc);
 	if (fd < 0) {
 		fail(err, len, "cannot read the target's C library %s: %s", path,
 		     strerror(errno));
@@ -325,6 +364,12 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 			s->dlerror = sym[i].st_value;
 		} else if (!strcmp(n, "dlsym") && !hidden) {
 			s->dlsym = sym[i].st_value;
+		} else if (!strcmp(n, "memfd_create") && !hidden) {
+			s->memfd_create = sym[i].st_value;
+		} else if (!strcmp(n, "open") && !hidden) {
+			s->open = sym[i].st_value;
+		} else if (!strcmp(n, "close") && !hidden) {
+			s->close = sym[i].st_value;
 		}
 		if (is_malloc_family(n)) {
 			if (sym[i].st_value < mlo)
@@ -363,6 +408,12 @@ static int libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 		s->dlerror += m->libc_base;
 	if (s->dlsym)
 		s->dlsym += m->libc_base;
+	if (s->memfd_create)
+		s->memfd_create += m->libc_base;
+	if (s->open)
+		s->open += m->libc_base;
+	if (s->close)
+		s->close += m->libc_base;
 	s->entry = m->libc_base + eh->e_entry;
 	rc = 0;
 out:
@@ -420,18 +471,219 @@ static int in_range(const struct range *r, uint64_t a)
 	return a >= r->lo && a < r->hi;
 }
 
-/* May the thread run dlopen now?  Not inside the allocator or ld.so, and
- * no return address into them near the top of its stack. */
-static int safe_moment(struct borrow *t, const struct libc_syms *s,
+/* ---- The borrowed thread's call chain (libdw) ----
+ *
+ * Whether a thread is inside the allocator or the dynamic loader is told
+ * by its return addresses, found by unwinding it with libdw's CFI
+ * unwinder.  Words that merely lie on its stack prove nothing: a dead
+ * slot of a live frame keeps a stale "_int_malloc+2861" for as long as
+ * the thread sleeps, and a scan of the stack refused idle bash and nginx
+ * for good (issue 16, item 5).
+ *
+ * libdw gets the thread through our own callbacks rather than
+ * dwfl_linux_proc_attach: the registers are the ones we already read at
+ * the stop, the memory comes through our /proc/PID/mem descriptor, and
+ * nothing in libdw stops, attaches or detaches anything.  The modules'
+ * files are opened through /proc/PID/map_files or /proc/PID/root, so a
+ * target in another mount namespace is unwound with its own libraries,
+ * never the host's files of the same name. */
+
+#define CHAIN_MAX 1024   /* frames examined; deeper ones are not looked at */
+
+struct chain {
+	Dwfl         *dwfl;      /* NULL: unwinding unavailable, scan instead */
+	struct borrow *t;        /* the thread being unwound */
+	const struct range *malloc_text, *ldso;
+	int           depth;     /* frames seen by this walk */
+	int           hit;       /* a frame inside the allocator or ld.so */
+};
+
+/* Which target /proc/PID/root the module files are opened under (find_elf
+ * gets no user argument; ymtop injects into one process at a time). */
+static pid_t chain_pid;
+
+static int chain_find_elf(Dwfl_Module *mod, void **userdata, const char *name,
+			  Dwarf_Addr base, char **file_name, Elf **elfp)
+{
+	if (name[0] != '/')   /* [vdso] and the like: from the target's memory */
+		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name,
+						elfp);
+	Dwarf_Addr lo = 0;
+	dwfl_module_info(mod, NULL, &lo, NULL, NULL, NULL, NULL, NULL);
+	int fd = open_mapped(chain_pid, (uintptr_t)lo, name);
+	if (fd < 0)
+		return -1;
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "/proc/%ld/root%s", (long)chain_pid, name);
+	*elfp = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!*elfp) {
+		close(fd);
+		return -1;
+	}
+	*file_name = strdup(path);
+	return fd;   /* libdwfl owns it from here */
+}
+
+/* The agent-free unwinder needs no debug files: .eh_frame is in the
+ * loaded files themselves (and looking further could reach debuginfod). */
+static int chain_no_debuginfo(Dwfl_Module *mod, void **userdata,
+			      const char *modname, Dwarf_Addr base,
+			      const char *file_name, const char *debuglink_file,
+			      GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod; (void)userdata; (void)modname; (void)base; (void)file_name;
+	(void)debuglink_file; (void)debuglink_crc; (void)debuginfo_file_name;
+	return -1;
+}
+
+static const Dwfl_Callbacks chain_callbacks = {
+	.find_elf = chain_find_elf,
+	.find_debuginfo = chain_no_debuginfo,
+};
+
+static pid_t chain_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	struct chain *c = arg;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = c;
+	return c->t->tid;
+}
+
+static bool chain_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	struct chain *c = arg;
+	*thread_argp = c;
+	return c->t && tid == c->t->tid;
+}
+
+static bool chain_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
+			      void *arg)
+{
+	(void)dwfl;
+	struct chain *c = arg;
+	uint64_t w;
+	if (pread(c->t->mem, &w, sizeof w, (off_t)addr) != (ssize_t)sizeof w)
+		return false;
+	*result = w;
+	return true;
+}
+
+/* The registers as stopped, in DWARF order: rax rdx rcx rbx rsi rdi rbp
+ * rsp r8..r15 rip. */
+static bool chain_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct chain *c = arg;
+	const struct user_regs_struct *r = &c->t->regs;
+	Dwarf_Word regs[17] = {
+		r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp,
+		r->r8, r->r9, r->r10, r->r11, r->r12, r->r13, r->r14, r->r15,
+		r->rip,
+	};
+	return dwfl_thread_state_registers(thread, 0, 17, regs);
+}
+
+static const Dwfl_Thread_Callbacks chain_thread_callbacks = {
+	.next_thread = chain_next_thread,
+	.get_thread = chain_get_thread,
+	.memory_read = chain_memory_read,
+	.set_initial_registers = chain_initial_registers,
+};
+
+/* Ready libdw for pid's threads (before any stop: reading the maps and
+ * the module list costs nothing to the target).  On failure c->dwfl stays
+ * NULL and safe_moment falls back to the stack scan. */
+static void chain_open(struct chain *c, pid_t pid, const struct libc_syms *s,
 		       const struct tmaps *m)
 {
-	if (in_range(&s->malloc_text, t->regs.rip) || in_range(&m->ldso, t->regs.rip))
+	memset(c, 0, sizeof *c);
+	c->malloc_text = &s->malloc_text;
+	c->ldso = &m->ldso;
+	chain_pid = pid;
+	Dwfl *d = dwfl_begin(&chain_callbacks);
+	if (!d)
+		return;
+	if (dwfl_linux_proc_report(d, pid) != 0 || dwfl_report_end(d, NULL, NULL) != 0 ||
+	    !dwfl_attach_state(d, NULL, pid, &chain_thread_callbacks, c)) {
+		dwfl_end(d);
+		return;
+	}
+	c->dwfl = d;
+}
+
+static void chain_close(struct chain *c)
+{
+	if (c->dwfl)
+		dwfl_end(c->dwfl);
+	c->dwfl = NULL;
+}
+
+static int chain_frame(Dwfl_Frame *f, void *arg)
+{
+	struct chain *c = arg;
+	Dwarf_Addr pc;
+	bool activation;
+	if (!dwfl_frame_pc(f, &pc, &activation))
+		return DWARF_CB_ABORT;
+	/* A return address may be the first byte after its call's function:
+	 * the call itself is one byte before. */
+	if (!activation && pc > 0)
+		pc--;
+	c->depth++;
+	if (in_range(c->malloc_text, pc) || in_range(c->ldso, pc)) {
+		c->hit = 1;
+		return DWARF_CB_ABORT;
+	}
+	return c->depth >= CHAIN_MAX ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+/* 1: the call chain is known to stay clear of the allocator and ld.so;
+ * 0: a frame is inside one of them; -1: not enough of the chain is known. */
+static int chain_clear(struct chain *c, struct borrow *t)
+{
+	if (!c->dwfl)
+		return -1;
+	c->t = t;
+	c->depth = 0;
+	c->hit = 0;
+	int rc = dwfl_getthread_frames(c->dwfl, t->tid, chain_frame, c);
+	c->t = NULL;
+	if (c->hit)
 		return 0;
+	/* rc 0: walked to the outermost frame; the bound reached counts as
+	 * clear too (a lock is held by the innermost frames).  An unwinding
+	 * that broke off deeper is trusted for the frames it gave: the
+	 * allocator holds its locks only while its own frames are the
+	 * innermost ones, and glibc's code all has CFI, so the walk passes
+	 * them before it can break off in code without CFI further out.  One
+	 * that gave no caller of the stopped PC says nothing. */
+	if (rc == 0 || c->depth >= 2)
+		return 1;
+	return -1;
+}
+
+/* May the thread run dlopen now?  Not inside the allocator or ld.so: not
+ * with its PC there, nor with a return address into them in its call
+ * chain (a thread waiting for an arena lock, or running a constructor
+ * under dlopen).  When the chain cannot be unwound, fall back to the old
+ * conservative test: no word in the top STACK_SCAN bytes of its stack
+ * may point into them.  It refuses some idle threads for good (stale
+ * words in dead slots), but a wrong "safe" deadlocks someone's process in
+ * dlopen, while a refusal only fails ymtop with a message. */
+static int safe_moment(struct borrow *t, struct chain *c)
+{
+	if (in_range(c->malloc_text, t->regs.rip) || in_range(c->ldso, t->regs.rip))
+		return 0;
+	int clear = chain_clear(c, t);
+	if (clear >= 0)
+		return clear;
 	uint64_t words[STACK_SCAN / 8];
 	if (mem_read(t, t->regs.rsp, words, sizeof words) != 0)
 		return 1;   /* top of an unreadable stack: nothing to see */
 	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-		if (in_range(&s->malloc_text, words[i]) || in_range(&m->ldso, words[i]))
+		if (in_range(c->malloc_text, words[i]) || in_range(c->ldso, words[i]))
 			return 0;
 	return 1;
 }
@@ -495,7 +747,7 @@ struct call {
 	const unsigned char *code;   /* the stub written at t->code_at */
 	size_t    code_len;          /* its last byte is the int3 */
 	uintptr_t fn;                /* in rax */
-	uint64_t  a0, a1;            /* rdi, rsi */
+	uint64_t  a0, a1, a2;        /* rdi, rsi, rdx */
 	uint64_t  sp;                /* 16-byte aligned at the call */
 	uint64_t  rbx, r13, r14;     /* for resume_stub */
 	uintptr_t resume;            /* the struct ym_resume, or 0 */
@@ -522,6 +774,7 @@ static int remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 	r.rax = c->fn;
 	r.rdi = c->a0;
 	r.rsi = c->a1;
+	r.rdx = c->a2;
 	r.rbx = c->rbx;
 	r.r13 = c->r13;
 	r.r14 = c->r14;
@@ -683,14 +936,15 @@ static void fill_xsave(const struct borrow *t, unsigned char *xs)
 	memcpy(xs + t->xlen, &magic2, sizeof magic2);
 }
 
-/* Load the agent through the stopped thread t.  0 on success.
+/* dlopen(agent) in the stopped thread t (its code bytes saved).  0 on
+ * success, -1 (err), -2 the process is gone.
  *
  * Below the thread's red zone: the agent's path, then (when the C library
  * has dlsym) the struct ym_resume, the XSAVE image and the signal frame
  * that let the thread return by itself should ymtop die meanwhile
  * (resume.h), then the stack of the call. */
-static int load_agent(struct borrow *t, const struct libc_syms *s,
-		      const char *agent, char *err, size_t len)
+static int dlopen_agent(struct borrow *t, const struct libc_syms *s,
+			const char *agent, char *err, size_t len)
 {
 	size_t plen = strlen(agent) + 1;
 	if (plen > PATH_GAP - 16) {
@@ -703,12 +957,6 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 		.a0 = path_at, .a1 = RTLD_NOW_FLAG,
 		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
 	};
-	t->code_at = s->entry;
-	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
-		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
-		return -1;
-	}
-	t->code_saved = 1;
 	if (mem_write(t, path_at, agent, plen) != 0) {
 		fail(err, len, "cannot write the target's memory: %s", strerror(errno));
 		return -1;
@@ -762,9 +1010,141 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 		fail(err, len, "%s loaded in the target but is not ymtop's agent of this "
 		     "version (no %s); set YM_AGENT to this ymtop's libymagent.so",
 		     agent, YM_RESUME_SYMBOL);
-	else
+	else if (strstr(why, "Permission denied")) {
+		struct pstatus ps;
+		unsigned long uid = read_status(t->pid, &ps) == 0 ? ps.uid : (uid_t)-1;
+		fail(err, len, "the target's user (uid %lu) may not read the agent %s "
+		     "(the file, or a directory above it, e.g. a private home); install "
+		     "ymtop where every user can read it (make install), or set YM_AGENT "
+		     "to a copy that user can read", uid, agent);
+	} else
 		fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
 	return gone ? -2 : -1;
+}
+
+/* A call of fn(a0, a1, a2) in the thread, below its red zone; a string
+ * argument `str` (or NULL) is written there and passed as a0.  The
+ * call's return value (an int) in *ret.  0 done, -1 failed, -2 gone. */
+static int small_call(struct borrow *t, uintptr_t fn, const char *str,
+		      uint64_t a0, uint64_t a1, uint64_t a2, int64_t *ret,
+		      char *err, size_t len)
+{
+	uint64_t str_at = (t->regs.rsp - 128 - 64) & ~(uint64_t)15;
+	if (str) {
+		if (strlen(str) >= 64 || mem_write(t, str_at, str, strlen(str) + 1) != 0) {
+			fail(err, len, "cannot write the target's memory: %s",
+			     strerror(errno));
+			return -1;
+		}
+		a0 = str_at;
+	}
+	struct call c = {
+		.code = stub, .code_len = sizeof stub, .fn = fn,
+		.a0 = a0, .a1 = a1, .a2 = a2,
+		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+	};
+	uint64_t v = 0;
+	int gone = 0;
+	if (remote_call(t, &c, &v, &gone, err, len) != 0)
+		return gone ? -2 : -1;
+	*ret = (int32_t)v;
+	return 0;
+}
+
+/* Bring the agent into a target that cannot open its path (another mount
+ * namespace: a container) without writing to the target's filesystem:
+ * the target creates a memfd (or, without memfd_create, an unnamed
+ * O_TMPFILE file in its /dev/shm or /tmp), ymtop fills it through
+ * /proc/PID/fd/N, and the target dlopens /proc/self/fd/N.  The file's
+ * only name is the descriptor, closed once dlopen has mapped it (the
+ * mapping keeps it).  0 with the descriptor in *fd; -1 (err); -2 gone. */
+static int bring_agent(struct borrow *t, const struct libc_syms *s,
+		       const char *agent, int *fd, char *err, size_t len)
+{
+	int64_t r = -1;
+	int rc;
+	if (s->memfd_create) {
+		rc = small_call(t, s->memfd_create, "libymagent.so", 0,
+				1 /* MFD_CLOEXEC */, 0, &r, err, len);
+		if (rc != 0)
+			return rc;
+	}
+	static const char *const dirs[] = { "/dev/shm", "/tmp" };
+	for (size_t i = 0; r < 0 && s->open && i < sizeof dirs / sizeof *dirs; i++) {
+		rc = small_call(t, s->open, dirs[i], 0,
+				O_TMPFILE | O_RDWR | O_CLOEXEC, 0700, &r, err, len);
+		if (rc != 0)
+			return rc;
+	}
+	if (r < 0 || r > INT_MAX) {
+		fail(err, len, "process %ld could create no memfd nor unnamed file to "
+		     "bring the agent into its mount namespace; copy libymagent.so into "
+		     "it and set YM_AGENT to its path there", (long)t->pid);
+		return -1;
+	}
+	*fd = (int)r;
+	char there[96];
+	snprintf(there, sizeof there, "/proc/%ld/fd/%d", (long)t->pid, *fd);
+	int out = open(there, O_WRONLY | O_CLOEXEC);
+	int in = open(agent, O_RDONLY | O_CLOEXEC);
+	int ok = out >= 0 && in >= 0;
+	char buf[65536];
+	ssize_t n;
+	while (ok && (n = read(in, buf, sizeof buf)) != 0) {
+		if (n < 0 || write(out, buf, (size_t)n) != n)
+			ok = 0;
+	}
+	int e = errno;
+	if (out >= 0)
+		close(out);
+	if (in >= 0)
+		close(in);
+	if (!ok) {
+		fail(err, len, "cannot copy %s into process %ld's %s: %s", agent,
+		     (long)t->pid, there, strerror(e));
+		int64_t ignored;
+		if (small_call(t, s->close, NULL, (uint64_t)*fd, 0, 0, &ignored,
+			       err, len) == -2)
+			return -2;
+		return -1;
+	}
+	return 0;
+}
+
+/* Load the agent through the stopped thread t: by its path, or brought
+ * in through a memfd (bring).  0 on success, -1 (err), -2 gone. */
+static int load_agent(struct borrow *t, const struct libc_syms *s,
+		      const char *agent, int bring, char *err, size_t len)
+{
+	t->code_at = s->entry;
+	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
+		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
+		return -1;
+	}
+	t->code_saved = 1;
+	if (!bring)
+		return dlopen_agent(t, s, agent, err, len);
+	if (!s->close || (!s->memfd_create && !s->open)) {
+		fail(err, len, "the target's C library lacks memfd_create, open or "
+		     "close to bring the agent in; copy libymagent.so into the "
+		     "process's mount namespace and set YM_AGENT to its path there");
+		return -1;
+	}
+	int fd;
+	int rc = bring_agent(t, s, agent, &fd, err, len);
+	if (rc != 0)
+		return rc;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	rc = dlopen_agent(t, s, path, err, len);
+	if (rc == -2)
+		return -2;
+	char why[16];
+	int64_t ignored;
+	if (small_call(t, s->close, NULL, (uint64_t)fd, 0, 0, &ignored, why,
+		       sizeof why) == -2)
+		return -2;
+	return rc;
 }
 
 /* ---- Choosing a thread ---- */
@@ -814,6 +1194,53 @@ static int list_tids(pid_t pid, pid_t *tids, int max)
 	return n;
 }
 
+/* Is pid another ymtop (this program, or one named so)?  Two ymtop -p
+ * started at once on a fresh target: the second finds the first tracing
+ * it, which is no debugger to blame. */
+static int is_ymtop(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	struct stat a, b;
+	snprintf(path, sizeof path, "/proc/%ld/exe", (long)pid);
+	if (stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return 1;
+	snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, comm, sizeof comm - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	return !strcmp(comm, "ymtop");
+}
+
+#define OTHER_WAIT_MS (SAFE_WAIT_MS + CALL_WAIT_MS + 1000.0)
+
+/* When another ymtop traces pid (it is loading the agent), wait until it
+ * lets go.  1 it did (look again), 0 the tracer is no ymtop, -1 it kept
+ * tracing past any injection's time (err set). */
+static int wait_other_ymtop(pid_t pid, pid_t tracer, char *err, size_t len)
+{
+	if (!tracer || !is_ymtop(tracer))
+		return 0;
+	double end = now_ms() + OTHER_WAIT_MS;
+	struct pstatus ps;
+	while (read_status(pid, &ps) == 0 && ps.tracer == tracer) {
+		if (now_ms() > end) {
+			fail(err, len, "process %ld is traced by another ymtop (pid %ld) "
+			     "for more than %.0f s; stop it, then retry", (long)pid,
+			     (long)tracer, OTHER_WAIT_MS / 1000);
+			return -1;
+		}
+		nap_us(5000);
+	}
+	return 1;
+}
+
 static void eperm_reason(pid_t pid, char *err, size_t len)
 {
 	struct pstatus ps;
@@ -841,7 +1268,8 @@ static void eperm_reason(pid_t pid, char *err, size_t len)
 		     "ptrace may be forbidden by seccomp", (long)pid);
 }
 
-/* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err). */
+/* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err), -2 traced
+ * by another ymtop. */
 static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 {
 	t->tid = tid;
@@ -851,6 +1279,10 @@ static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
 		if (errno == ESRCH)
 			return 0;
+		struct pstatus ps;
+		if (errno == EPERM && read_status(t->pid, &ps) == 0 && ps.tracer &&
+		    is_ymtop(ps.tracer))
+			return -2;   /* another ymtop got there first */
 		if (errno == EPERM)
 			eperm_reason(t->pid, err, len);
 		else
@@ -896,7 +1328,30 @@ static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 
 /* ---- The whole operation ---- */
 
-static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
+/* Another ymtop started tracing pid after our checks: wait until it is
+ * done.  1 when it loaded the agent, else -1 (err). */
+static int after_other_ymtop(pid_t pid, char *err, size_t len)
+{
+	struct pstatus ps;
+	struct tmaps m;
+	if (read_status(pid, &ps) != 0) {
+		fail(err, len, "no process with pid %ld", (long)pid);
+		return -1;
+	}
+	if (wait_other_ymtop(pid, ps.tracer, err, len) < 0)
+		return -1;
+	if (read_maps(pid, &m) == 0 && m.has_agent)
+		return 1;
+	fail(err, len, "another ymtop (pid %ld) was loading the agent into process "
+	     "%ld and did not succeed (see its message); retry", (long)ps.tracer,
+	     (long)pid);
+	return -1;
+}
+
+/* 0: go on; 1: the agent is loaded, by another ymtop that was doing it
+ * when we looked (other: we waited for one); 2: another ymtop was
+ * tracing the process and is done, look again; -1: refused (err). */
+static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 		    char *err, size_t len)
 {
 	int rc = read_status(pid, ps);
@@ -912,7 +1367,18 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
 		fail(err, len, "process %ld (%s) has exited (zombie)", (long)pid, ps->name);
 		return -1;
 	}
+	if (ps->tgid && ps->tgid != pid) {
+		fail(err, len, "%ld is a thread of process %ld (%s), not a process; "
+		     "run ymtop -p %ld", (long)pid, (long)ps->tgid, ps->name,
+		     (long)ps->tgid);
+		return -1;
+	}
 	if (ps->tracer) {
+		int w = wait_other_ymtop(pid, ps->tracer, err, len);
+		if (w > 0)
+			return 2;   /* look again: the agent may be there now */
+		if (w < 0)
+			return -1;
 		fail(err, len, "process %ld (%s) is already traced by pid %ld (a debugger "
 		     "or strace); detach it, then retry", (long)pid, ps->name,
 		     (long)ps->tracer);
@@ -945,6 +1411,9 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
 		fail(err, len, "cannot read /proc/%ld/maps: %s", (long)pid, strerror(-rc));
 		return -1;
 	}
+	if (m->has_agent && other) {
+		return 1;   /* another ymtop loaded it meanwhile */
+	}
 	if (m->has_agent) {
 		fail(err, len, "process %ld (%s) has the agent loaded but no segment: "
 		     "it is disabled (YM_DISABLE) or failed at start (see its stderr)",
@@ -959,18 +1428,26 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m,
 	return 0;
 }
 
-int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
-		 char *err, size_t errlen)
+int inject_agent(pid_t pid, const char *agent, int bring,
+		 struct inject_result *res, char *err, size_t errlen)
 {
 	struct pstatus ps;
 	struct tmaps m;
 	struct libc_syms s;
 	memset(res, 0, sizeof *res);
-	if (precheck(pid, &ps, &m, err, errlen) != 0 ||
-	    libc_symbols(pid, &m, &s, err, errlen) != 0)
+	int pc = precheck(pid, &ps, &m, 0, err, errlen);
+	for (int i = 0; pc == 2 && i < 4; i++)
+		pc = precheck(pid, &ps, &m, 1, err, errlen);
+	if (pc == 1)
+		return 1;
+	if (pc == 2)
+		fail(err, errlen, "process %ld is traced by one ymtop after another; "
+		     "retry when they are done", (long)pid);
+	if (pc != 0 || libc_symbols(pid, &m, &s, err, errlen) != 0)
 		return -1;
 
 	struct borrow t = { .pid = pid, .mem = -1 };
+	struct chain chain;
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/mem", (long)pid);
 	t.mem = open(path, O_RDWR | O_CLOEXEC);
@@ -990,6 +1467,7 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 
 	/* From the first stop to the last detach, ymtop's own signals wait:
 	 * a SIGINT must not leave the target stopped or half-changed. */
+	chain_open(&chain, pid, &s, &m);
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
@@ -1004,12 +1482,16 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 		}
 		for (int i = 0; i < n && !chosen; i++) {
 			int sr = seize(&t, tids[i], err, errlen);
+			if (sr == -2) {
+				rc = after_other_ymtop(pid, err, errlen);
+				goto out;
+			}
 			if (sr < 0)
 				goto out;
 			if (sr == 0)
 				continue;
 			res->attempts++;
-			if (safe_moment(&t, &s, &m)) {
+			if (safe_moment(&t, &chain)) {
 				chosen = 1;
 				break;
 			}
@@ -1042,8 +1524,12 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 	const char *fault = getenv("YM_TEST_FAULT");
 	if (fault && !strcmp(fault, "inject-seized"))
 		raise(SIGKILL);
+	/* Test hook (test_inject.py): a slow injection, for a second ymtop
+	 * started meanwhile. */
+	if (fault && !strcmp(fault, "inject-hold"))
+		nap_us(1500000);
 	restart_eintr_wait(&t);
-	int lr = load_agent(&t, &s, agent, err, errlen);
+	int lr = load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
 		goto out;   /* the process is gone */
 	if (restore(&t) != 0 && lr == 0) {
@@ -1062,6 +1548,7 @@ int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
 	}
 out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	chain_close(&chain);
 	close(t.mem);
 	free(t.xstate);
 	free(tids);

@@ -28,12 +28,17 @@ struct inject_result {
 	int    attempts;     /* stops until a safe moment was found */
 };
 
-/* Load `agent` (a path valid inside the target's mount namespace) into
- * pid.  0 on success.  -1 with one line in err (the reason and the
- * remedy); the target is then untouched (or, if it failed after dlopen
- * ran, restored and running).  Never leaves the target stopped; signals
- * of ymtop are held while a thread of the target is under our control. */
-int inject_agent(pid_t pid, const char *agent, struct inject_result *res,
-		 char *err, size_t errlen);
+/* Load `agent` into pid: by its path, valid inside the target's mount
+ * namespace; or, with bring set (the path does not exist there: a
+ * container), by copying the file, read from ymtop's side, into a memfd
+ * the target creates and dlopening /proc/self/fd/N in the target (which
+ * needs /proc mounted there); nothing is written to its filesystem.  0 on success.  1 when another ymtop was loading it at the same
+ * moment and did (we waited for it: its segment is there to open).  -1
+ * with one line in err (the reason and the remedy); the target is then
+ * untouched (or, if it failed after dlopen ran, restored and running).
+ * Never leaves the target stopped; signals of ymtop are held while a
+ * thread of the target is under our control. */
+int inject_agent(pid_t pid, const char *agent, int bring,
+		 struct inject_result *res, char *err, size_t errlen);
 
 #endif

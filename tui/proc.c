@@ -214,7 +214,7 @@ int proc_maps_agent(pid_t pid)
 		if (!slash)
 			continue;
 		if (!strcmp(slash + 1, "libymagent.so") ||
-		    !strncmp(slash + 1, "memfd:ymagent", 13))
+		    !strncmp(slash + 1, "memfd:libymagent.so", 19))
 			found |= PROC_HAS_AGENT;
 		else if (!strncmp(slash + 1, "libc.so.", 8) ||
 			 !strncmp(slash + 1, "libc-2.", 7))

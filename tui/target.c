@@ -5,8 +5,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC 0x9fa0
+#endif
 
 #include "../injector/inject.h"
 #include "shm.h"
@@ -77,8 +82,10 @@ pid_t target_choose(pid_t pid)
 }
 
 /* The agent as the target sees it: its path must name the same file
- * through /proc/PID/root (another mount namespace: a container). */
-static void check_agent_visible(pid_t pid, const char *agent)
+ * through /proc/PID/root.  1 when it does not exist there (another mount
+ * namespace: a container) and ymtop must bring it in (inject.h); that
+ * goes through the target's /proc, which must be mounted. */
+static int check_agent_visible(pid_t pid, const char *agent)
 {
 	char there[PATH_MAX + 64];
 	struct stat in, out;
@@ -90,15 +97,24 @@ static void check_agent_visible(pid_t pid, const char *agent)
 			cli_die(1, "ptrace of process %ld refused: ymtop may not look into it "
 			       "(the process is not dumpable, or another user's); run ymtop "
 			       "as root or with CAP_SYS_PTRACE", (long)pid);
-		if (stat(agent, &out) == 0)
-			cli_die(1, "process %ld runs in another mount namespace (a container?) "
-			       "where %s does not exist; copy libymagent.so into it and set "
-			       "YM_AGENT to its path there", (long)pid, agent);
-		cli_die(1, "the agent %s is missing (%s); build it, or set YM_AGENT to "
-		       "libymagent.so", agent, strerror(errno));
+		if (stat(agent, &out) != 0)
+			cli_die(1, "the agent %s is missing (%s); build it, or set YM_AGENT "
+			       "to libymagent.so", agent, strerror(errno));
+		if (!S_ISREG(out.st_mode))
+			cli_die(1, "the agent %s is not a regular file", agent);
+		struct statfs fs;
+		snprintf(there, sizeof there, "/proc/%ld/root/proc", (long)pid);
+		if (statfs(there, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC)
+			cli_die(1, "process %ld runs in another mount namespace (a "
+			       "container?) where %s does not exist and no /proc is mounted, "
+			       "through which ymtop brings the agent in; mount /proc there, "
+			       "or copy libymagent.so into it and set YM_AGENT to its path "
+			       "there", (long)pid, agent);
+		return 1;
 	}
 	if (!S_ISREG(in.st_mode))
 		cli_die(1, "the agent %s is not a regular file", agent);
+	return 0;
 }
 
 /* Why a process could make no segment in its /dev/shm, as far as we can
@@ -135,10 +151,11 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	char agent[PATH_MAX], why[512];
 	struct inject_result res;
 	target_agent_path(agent, sizeof agent);
-	check_agent_visible(pid, agent);
+	int bring = check_agent_visible(pid, agent);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (inject_agent(pid, agent, &res, why, sizeof why) != 0) {
+	int ir = inject_agent(pid, agent, bring, &res, why, sizeof why);
+	if (ir < 0) {
 		/* Another ymtop may have injected it meanwhile: then attach. */
 		if (proc_segment_open(r, pi, pi->uid, err, len) == 0)
 			return 0;
@@ -156,7 +173,10 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		cli_die(1, "process %ld (%s) loaded the agent but created no segment: %s",
 			(long)pid, pi->comm, shm_dir_trouble(pid));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (getenv("YM_INJECT_VERBOSE"))
+	if (getenv("YM_INJECT_VERBOSE") && ir == 1)
+		fprintf(stderr, "ymtop: another ymtop loaded the agent into process "
+			"%ld meanwhile\n", (long)pid);
+	else if (getenv("YM_INJECT_VERBOSE"))
 		fprintf(stderr, "ymtop: loaded %s into process %ld: thread %ld paused "
 			"%.2f ms (%d stops), segment after %.2f ms\n", agent, (long)pid,
 			(long)res.tid, res.pause_ms, res.attempts,

@@ -1,6 +1,7 @@
 """ymtop -p into processes started without the agent (issue 5): the agent is
 loaded through ptrace, hooks the malloc family by GOT patching, and the
 program's output and exit status stay what they would have been."""
+import json
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (BUILD, MiB, YMTOP, Target, functions, report,  # noqa: E402
+from ymlib import (AGENT, BUILD, MiB, YMTOP, Target, functions, readable, report,  # noqa: E402
                    run_tests, site, within, ymtop)
 
 PROGS = os.path.join(BUILD, "progs")
@@ -71,6 +72,8 @@ def test_read_on_pipe_resumes_and_is_profiled():
     t = Plain([prog("inject_read")], env=RATE)
     try:
         inject(t)
+        # The path visible in the target: dlopen'ed by its path, no memfd.
+        assert t.agent_maps() == {os.path.realpath(AGENT)}, t.agent_maps()
         t.send("hello\n")
         t.expect("got hello")
         t.expect("early ok")
@@ -243,6 +246,338 @@ def test_second_ymtop_attaches_without_injecting():
     assert rc == 3
 
 
+def test_idle_thread_with_stale_malloc_words_is_attached():
+    """Issue 16, item 5: the only thread sleeps in pause() with stale
+    words into malloc's text above its stack pointer (dead slots); its call
+    chain is clear of the allocator, so it is a safe moment.  The old stack
+    scan refused it for good."""
+    t = Plain([prog("inject_stale")], env=RATE)
+    try:
+        inject(t)
+        os.kill(t.pid, signal.SIGUSR1)
+        t.expect("woke")
+        within(site(report(t.pid), "stale_site")["retained_bytes"], 4 * MiB,
+               0.10, "stale_site retained")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 6, (rc, err)
+    assert lines == ["ready", "woke"], lines
+
+
+def child_named(pid, comm):
+    """A child of pid whose name is comm, or None."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return None
+    for k in kids:
+        try:
+            with open("/proc/%d/comm" % k) as f:
+                if f.read().strip() == comm:
+                    return k
+        except OSError:
+            pass
+    return None
+
+
+def test_idle_bash_waiting_for_a_child_is_attached():
+    """Issue 16, item 5: bash after a command substitution, waiting for
+    its child in wait4, keeps a stale _int_malloc return address at
+    sp+0xa0 (bash 5.2).  ("; echo done": bash would exec a last simple
+    command in place of itself.)  The wait resumes after the attach."""
+    bash = shutil.which("bash")
+    if not bash:
+        print("skip: no bash")
+        return
+    t = Plain([bash, "-c", "x=$(seq 1 2000); sleep 60; echo done"],
+              ready=False)
+    try:
+        end = time.time() + 10
+        kid = None
+        while kid is None and time.time() < end:
+            time.sleep(0.02)
+            kid = child_named(t.pid, "sleep")
+        assert kid, "bash started no sleep"
+        time.sleep(0.1)   # bash in wait4
+        inject(t)
+        assert len(t.agent_maps()) == 1, t.agent_maps()
+        os.kill(kid, signal.SIGTERM)
+        t.expect("done")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0 and lines == ["done"], (rc, lines, err)
+
+
+def test_thread_inside_malloc_refused_until_it_leaves():
+    """The only thread blocks inside malloc_stats() with the main arena
+    locked (its stderr pipe is full).  dlopen there may deadlock: it must
+    be refused, the target untouched; once the thread has left, the attach
+    succeeds.  (The old scan of 256 bytes let it through: fprintf's frame
+    is larger.)"""
+    import threading
+    t = Plain([prog("inject_inmalloc")])
+    drained = []
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "left the allocator" in r.stderr, r.stderr
+        assert not t.agent_maps(), t.agent_maps()
+        th = threading.Thread(target=lambda: drained.append(t.p.stderr.read()))
+        th.start()
+        t.expect("left")
+        inject(t)
+        assert len(t.agent_maps()) == 1, t.agent_maps()
+        t.send("x\n")
+        rc = t.p.wait(timeout=30)
+        th.join(timeout=30)
+    finally:
+        t.kill()
+    assert rc == 7, rc
+    assert "Arena 0:" in drained[0], drained[0][-200:]
+
+
+THREADED_PY = r"""
+import sys, threading
+e = threading.Event()
+threading.Thread(target=e.wait, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_thread_id_names_its_process():
+    """Issue 16, item 7: ymtop -p TID said "disabled (YM_DISABLE)"."""
+    py = sys.executable if os.path.exists(sys.executable) else "python3"
+    for preload in (True, False):
+        t = Target([py, "-c", THREADED_PY], preload=preload) if preload \
+            else Plain([py, "-c", THREADED_PY])
+        try:
+            tids = [int(x) for x in os.listdir("/proc/%d/task" % t.pid)
+                    if int(x) != t.pid]
+            assert tids, "no second thread"
+            line = one_line_failure(["-b", "-n", "1", "-p", tids[0]],
+                                    "thread of process %d" % t.pid)
+            assert "ymtop -p %d" % t.pid in line, line
+            assert "YM_DISABLE" not in line, line
+            if not preload:
+                assert not t.agent_maps()
+        finally:
+            t.kill()
+
+
+def tracer(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"TracerPid:\s+(\d+)", f.read()).group(1))
+
+
+def test_two_ymtops_at_once_second_waits_for_the_first():
+    """Issue 16, item 7: the second of two ymtop -p on a fresh target found
+    the first tracing it and blamed "a debugger or strace".  The first is
+    held 1.5 s with the thread stopped (test hook), so that the second
+    surely starts meanwhile; it must wait and attach to the segment that
+    the first creates."""
+    t = Plain([prog("inject_read")])
+    first = None
+    try:
+        env = dict(os.environ, YM_TEST_FAULT="inject-hold",
+                   YM_INJECT_VERBOSE="1")
+        first = subprocess.Popen([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+        end = time.time() + 10
+        while tracer(t.pid) != first.pid and time.time() < end:
+            time.sleep(0.01)
+        assert tracer(t.pid) == first.pid, "the first ymtop never traced"
+        env = dict(os.environ, YM_INJECT_VERBOSE="1")
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                            str(t.pid)], capture_output=True, text=True,
+                           timeout=60, env=env)
+        out1, err1 = first.communicate(timeout=60)
+        assert first.returncode == 0, err1
+        assert "paused" in err1, err1
+        assert r.returncode == 0, r.stderr
+        assert "debugger" not in r.stderr, r.stderr
+        assert "another ymtop loaded the agent" in r.stderr, r.stderr
+        assert len(t.agent_maps()) == 1, t.agent_maps()
+        t.send("x\n")
+        t.expect("got x")
+        rc, _, _ = t.finish()
+    finally:
+        if first and first.poll() is None:
+            first.kill()
+        t.kill()
+    assert rc == 3
+
+
+def test_agent_unreadable_by_the_target_user_says_so():
+    """Issue 16, item 7: the agent in a private directory (a 0700 home),
+    the target running as another user: dlopen fails with EACCES; the one
+    line must say so and name the remedy."""
+    pre = as_nobody()
+    if pre is None:
+        return
+    private = tempfile.mkdtemp()            # mode 0700, root's
+    public = tempfile.mkdtemp()
+    try:
+        os.chmod(public, 0o755)
+        agent = os.path.join(private, "libymagent.so")
+        shutil.copy(os.path.join(BUILD, "libymagent.so"), agent)
+        exe = os.path.join(public, "inject_read")
+        shutil.copy(prog("inject_read"), exe)
+        os.chmod(exe, 0o755)
+        t = Plain(pre + [exe])
+        try:
+            env = dict(os.environ, YM_AGENT=agent)
+            r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                               capture_output=True, text=True, timeout=60,
+                               env=env)
+            assert r.returncode == 1, (r.returncode, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1, r.stderr
+            assert "may not read the agent" in lines[0], lines[0]
+            assert "YM_AGENT" in lines[0] and "make install" in lines[0], lines
+            assert not t.agent_maps()
+            t.send("x\n")
+            t.expect("got x")
+            rc, _, _ = t.finish()
+            assert rc == 3
+        finally:
+            t.kill()
+    finally:
+        shutil.rmtree(private)
+        shutil.rmtree(public)
+
+
+LIBDIR = "/lib/x86_64-linux-gnu"
+
+
+def minimal_root():
+    """A root holding only the test program, libc and ld.so: a minimal
+    container image.  Returns its path."""
+    root = tempfile.mkdtemp()
+    os.chmod(root, 0o755)
+    for d in ("lib/x86_64-linux-gnu", "lib64", "proc", "dev/shm"):
+        os.makedirs(os.path.join(root, d))
+    shutil.copy(prog("inject_read"), os.path.join(root, "prog"))
+    shutil.copy(os.path.join(LIBDIR, "libc.so.6"), os.path.join(root, "lib/x86_64-linux-gnu"))
+    shutil.copy("/lib64/ld-linux-x86-64.so.2", os.path.join(root, "lib64"))
+    return root
+
+
+def files_under(root):
+    out = set()
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            st = os.stat(os.path.join(d, f))
+            out.add((os.path.join(d, f), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def unshare_permitted():
+    unshare = shutil.which("unshare")
+    if os.getuid() != 0 or not unshare:
+        print("skip: needs root and unshare(1)")
+        return None
+    r = subprocess.run([unshare, "--mount", "--pid", "--fork", "true"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("skip: unshare --mount --pid not permitted here: " + r.stderr.strip())
+        return None
+    return unshare
+
+
+class Contained(Plain):
+    """inject_read in new pid and mount namespaces, chrooted into root,
+    with its own /dev/shm (and /proc when proc is set)."""
+
+    def __init__(self, unshare, root, proc=True):
+        mounts = "mount -t tmpfs tmpfs %s/dev/shm && " % root
+        if proc:
+            mounts += "mount -t proc proc %s/proc && " % root
+        super().__init__([unshare, "--mount", "--pid", "--fork", "sh", "-c",
+                          mounts + "exec chroot %s /prog" % root])
+        self.outer = self.pid
+        with open("/proc/%d/task/%d/children" % (self.outer, self.outer)) as f:
+            self.pid = int(f.read().split()[0])   # the program, on the host
+        with open("/proc/%d/status" % self.pid) as f:
+            assert re.search(r"NSpid:\s+%d\s+1\n" % self.pid, f.read())
+
+
+def test_container_without_the_agent_gets_it_through_a_memfd():
+    """Issue 16, containers: the target's root has no libymagent.so (a
+    minimal image).  ymtop brings the agent in through a memfd that the
+    target creates (nothing written to its filesystem) and the target
+    dlopens /proc/self/fd/N; the agent then creates its segment in the
+    container's own /dev/shm.  Main died with "copy libymagent.so into
+    it"."""
+    unshare = unshare_permitted()
+    if unshare is None:
+        return
+    root = minimal_root()
+    try:
+        before = files_under(root)
+        t = Contained(unshare, root)
+        try:
+            env = dict(os.environ, YM_INJECT_VERBOSE="1")
+            r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                                str(t.pid)], capture_output=True, text=True,
+                               timeout=60, env=env)
+            # The segment is in the container's /dev/shm, named after the
+            # pid inside and the pid namespace; reports show both pids and
+            # symbolize the program through /proc/PID/root.
+            assert r.returncode == 0, r.stderr
+            rep = json.loads(r.stdout)
+            assert rep["pid"] == t.pid and rep["ns_pid"] == 1, (rep["pid"], rep.get("ns_pid"))
+            with open("/proc/%d/maps" % t.pid) as f:
+                maps = {l.split(None, 5)[-1].strip() for l in f
+                        if "libymagent" in l}
+            assert maps == {"/memfd:libymagent.so (deleted)"}, maps
+            ns = os.stat("/proc/%d/ns/pid" % t.pid).st_ino
+            assert os.path.exists("/proc/%d/root/dev/shm/ymtop-1.%d" % (t.pid, ns))
+            fds = os.listdir("/proc/%d/fd" % t.pid)
+            assert not any("memfd:" in os.readlink("/proc/%d/fd/%s" % (t.pid, fd))
+                           for fd in fds), "the memfd was left open"
+            t.send("x\n")
+            t.expect("got x")
+            t.expect("early ok")
+            # 8 MiB from read_site, symbolized from the container's /prog.
+            rep = json.loads(subprocess.run(
+                [YMTOP, "-b", "-n", "1", "-f", "json", "-p", str(t.pid)],
+                capture_output=True, text=True, timeout=60, check=True).stdout)
+            held = sum(st["retained_bytes"] for st in rep["stacks"]
+                       if "read_site" in [f["function"] for f in st["frames"]])
+            assert 4 << 20 < held < 16 << 20, held
+        finally:
+            t.kill()
+        assert files_under(root) == before, "the container's files changed"
+    finally:
+        shutil.rmtree(root)
+
+
+def test_container_without_proc_says_so():
+    unshare = unshare_permitted()
+    if unshare is None:
+        return
+    root = minimal_root()
+    try:
+        t = Contained(unshare, root, proc=False)
+        try:
+            line = one_line_failure(["-b", "-n", "1", "-p", t.pid],
+                                    "no /proc is mounted")
+            assert "YM_AGENT" in line, line
+            assert not t.agent_maps()
+            t.send("x\n")
+            t.expect("got x")
+        finally:
+            t.kill()
+    finally:
+        shutil.rmtree(root)
+
+
 def one_line_failure(args, want):
     r = ymtop(*args, check=False)
     assert r.returncode == 1, (r.returncode, r.stderr)
@@ -297,6 +632,13 @@ def test_seccomp_filter_forbidding_open_fails_cleanly():
     assert err == "", err
 
 
+def nobody_ymtop():
+    """ymtop (and the agent beside it) where nobody can run it: the build
+    tree may be a private directory."""
+    readable(AGENT)
+    return readable(YMTOP)
+
+
 def as_nobody():
     """argv prefix running a command as user nobody, or None (not root)."""
     setpriv = shutil.which("setpriv")
@@ -312,7 +654,7 @@ def test_another_users_process_refused():
         return
     t = Plain([prog("inject_read")])   # root's
     try:
-        r = subprocess.run(pre + [YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+        r = subprocess.run(pre + [nobody_ymtop(), "-b", "-n", "1", "-p", str(t.pid)],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 1, (r.returncode, r.stderr)
         assert r.stderr.count("\n") == 1 and "another user" in r.stderr, r.stderr
@@ -335,7 +677,7 @@ def test_ptrace_refused_for_a_non_dumpable_process():
             "print('got ' + sys.stdin.readline().strip(), flush=True)\n")
     t = Plain(pre + ["/usr/bin/python3", "-c", code])
     try:
-        r = subprocess.run(pre + [YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+        r = subprocess.run(pre + [nobody_ymtop(), "-b", "-n", "1", "-p", str(t.pid)],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 1, (r.returncode, r.stderr)
         assert r.stderr.count("\n") == 1, r.stderr

@@ -95,7 +95,7 @@ static void loads_a_library_into_a_blocked_reader(void **state)
 	assert_false(maps_has(c.pid, "libymagent.so"));
 	struct inject_result res;
 	char err[512] = "";
-	int rc = inject_agent(c.pid, agent, &res, err, sizeof err);
+	int rc = inject_agent(c.pid, agent, 0, &res, err, sizeof err);
 	if (rc != 0)
 		print_error("inject: %s\n", err);
 	assert_int_equal(rc, 0);
@@ -116,7 +116,7 @@ static void library_without_resume_function_is_refused(void **state)
 	spawn_cat(&c);
 	struct inject_result res;
 	char err[512] = "";
-	assert_int_equal(inject_agent(c.pid, LIBZ, &res, err, sizeof err), -1);
+	assert_int_equal(inject_agent(c.pid, LIBZ, 0, &res, err, sizeof err), -1);
 	assert_non_null(strstr(err, "ym_inject_resume"));
 	finish(&c);
 }
@@ -128,7 +128,7 @@ static void dlopen_failure_is_reported_and_harmless(void **state)
 	spawn_cat(&c);
 	struct inject_result res;
 	char err[512] = "";
-	assert_int_equal(inject_agent(c.pid, "/nonexistent/libnothing.so", &res, err,
+	assert_int_equal(inject_agent(c.pid, "/nonexistent/libnothing.so", 0, &res, err,
 				      sizeof err), -1);
 	assert_non_null(strstr(err, "failed in the target"));
 	assert_non_null(strstr(err, "libnothing.so"));
@@ -145,7 +145,7 @@ static void refuses_a_missing_process(void **state)
 	waitpid(pid, NULL, 0);
 	struct inject_result res;
 	char err[512] = "";
-	assert_int_equal(inject_agent(pid, LIBZ, &res, err, sizeof err), -1);
+	assert_int_equal(inject_agent(pid, LIBZ, 0, &res, err, sizeof err), -1);
 	assert_non_null(strstr(err, "no process"));
 }
 
@@ -159,7 +159,7 @@ static void refuses_a_stopped_process(void **state)
 	assert_int_equal(waitpid(c.pid, &st, WUNTRACED), c.pid);
 	struct inject_result res;
 	char err[512] = "";
-	assert_int_equal(inject_agent(c.pid, LIBZ, &res, err, sizeof err), -1);
+	assert_int_equal(inject_agent(c.pid, LIBZ, 0, &res, err, sizeof err), -1);
 	assert_non_null(strstr(err, "stopped"));
 	assert_false(maps_has(c.pid, "libz.so"));
 	kill(c.pid, SIGCONT);
