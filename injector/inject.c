@@ -4,7 +4,9 @@
  * Safety rules, in the order they are applied:
  * - Everything that can refuse does so before the first ptrace call: no
  *   such process, zombie or stopped, already traced, strict seccomp, not
- *   x86-64, statically linked, agent already mapped, no dlopen in libc.
+ *   x86-64, statically linked, no dlopen in libc.  An agent already
+ *   mapped but without a segment (a daemon that forked away and has not
+ *   allocated since) is started, not loaded again (start_agent).
  * - Only the chosen thread is stopped; the others run on and never meet
  *   our code (libc's entry point never runs after start-up).
  * - A thread may only be borrowed at a safe moment: not inside libc's
@@ -1147,6 +1149,56 @@ static int load_agent(struct borrow *t, const struct libc_syms *s,
 	return rc;
 }
 
+/* The agent is loaded but has no segment: a daemon that forked away from
+ * the process the agent started in and has not allocated since (an idle
+ * nginx master).  Make the thread call the agent's ymagent_start, found
+ * with dlsym(RTLD_DEFAULT) (preloaded agents are global), which creates the
+ * segment.  0; -1 (err); -2 gone. */
+static int start_agent(struct borrow *t, const struct libc_syms *s,
+		       const char *name, char *err, size_t len)
+{
+	t->code_at = s->entry;
+	if (mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
+		fail(err, len, "cannot read the target's memory: %s", strerror(errno));
+		return -1;
+	}
+	t->code_saved = 1;
+	static const char sym[] = "ymagent_start";
+	uint64_t str_at = (t->regs.rsp - 128 - 64) & ~(uint64_t)15;
+	if (!s->dlsym || mem_write(t, str_at, sym, sizeof sym) != 0) {
+		fail(err, len, "process %ld (%s) has the agent loaded but no segment, and "
+		     "ymtop cannot reach the agent to start it", (long)t->pid, name);
+		return -1;
+	}
+	struct call c = {
+		.code = stub, .code_len = sizeof stub, .fn = s->dlsym,
+		.a0 = 0 /* RTLD_DEFAULT */, .a1 = str_at,
+		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+	};
+	uint64_t fn = 0, ok = 0;
+	int gone = 0;
+	if (remote_call(t, &c, &fn, &gone, err, len) != 0)
+		return gone ? -2 : -1;
+	if (!fn) {
+		fail(err, len, "process %ld (%s) has the agent loaded but no segment, and "
+		     "the agent has no ymagent_start (an older agent, or loaded "
+		     "privately): restart it under this version's agent", (long)t->pid,
+		     name);
+		return -1;
+	}
+	c.fn = (uintptr_t)fn;
+	c.a0 = c.a1 = 0;
+	if (remote_call(t, &c, &ok, &gone, err, len) != 0)
+		return gone ? -2 : -1;
+	if ((int32_t)ok != 1) {
+		fail(err, len, "process %ld (%s) has the agent loaded but it is passive: "
+		     "disabled (YM_DISABLE), not following forks (YM_FOLLOW_FORK=0), or "
+		     "it failed at start (see its stderr)", (long)t->pid, name);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- Choosing a thread ---- */
 
 static char task_state(pid_t pid, pid_t tid)
@@ -1414,12 +1466,8 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 	if (m->has_agent && other) {
 		return 1;   /* another ymtop loaded it meanwhile */
 	}
-	if (m->has_agent) {
-		fail(err, len, "process %ld (%s) has the agent loaded but no segment: "
-		     "it is disabled (YM_DISABLE) or failed at start (see its stderr)",
-		     (long)pid, ps->name);
-		return -1;
-	}
+	if (m->has_agent)
+		return 3;   /* loaded, no segment yet: start it (start_agent) */
 	if (!m->have_libc) {
 		fail(err, len, "process %ld (%s) is statically linked (no libc.so mapped): "
 		     "the agent cannot be loaded into it", (long)pid, ps->name);
@@ -1440,6 +1488,9 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 		pc = precheck(pid, &ps, &m, 1, err, errlen);
 	if (pc == 1)
 		return 1;
+	int start = pc == 3;   /* the agent is there: start it, load nothing */
+	if (start)
+		pc = 0;
 	if (pc == 2)
 		fail(err, errlen, "process %ld is traced by one ymtop after another; "
 		     "retry when they are done", (long)pid);
@@ -1529,7 +1580,8 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 	if (fault && !strcmp(fault, "inject-hold"))
 		nap_us(1500000);
 	restart_eintr_wait(&t);
-	int lr = load_agent(&t, &s, agent, bring, err, errlen);
+	int lr = start ? start_agent(&t, &s, ps.name, err, errlen)
+		       : load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
 		goto out;   /* the process is gone */
 	if (restore(&t) != 0 && lr == 0) {

@@ -316,6 +316,29 @@ def test_read_only_dev_shm_is_named_as_the_cause():
         c.communicate("x\n", timeout=30)
 
 
+# ---- daemons ----
+
+def test_idle_daemon_that_forked_away_gets_its_segment_started():
+    """A daemon that forked away from where the agent started and has not
+    allocated since has the agent but no segment (an idle nginx master):
+    ymtop -p starts the segment through the agent instead of calling it
+    disabled, and the uptime is the process's, not the segment's."""
+    r = subprocess.run([os.path.join(BUILD, "progs", "forkidle")],
+                       capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, LD_PRELOAD=AGENT))
+    child = int(r.stdout.split()[1])
+    try:
+        time.sleep(2.2)
+        assert not os.path.exists("/dev/shm/ymtop-%d" % child)
+        out = ymtop("-b", "-n", "1", "-f", "json", "-p", child, "-i", "0.2")
+        rep = json.loads(out.stdout)
+        assert rep["pid"] == child and rep["exe"].endswith("forkidle"), rep["exe"]
+        assert rep["uptime_s"] >= 2.0, rep["uptime_s"]
+        assert os.path.exists("/dev/shm/ymtop-%d" % child)
+    finally:
+        os.kill(child, 15)
+
+
 # ---- daemons that drop privileges ----
 
 def dropper(*args):
