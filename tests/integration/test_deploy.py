@@ -486,5 +486,36 @@ def test_nginx_workers_as_nobody_watched_and_cleaned_up():
         n.stop()
 
 
+def test_nginx_daemonized_master_attached_and_its_new_workers_followed():
+    """nginx started without the agent, daemonized, its master idle in
+    sigsuspend: ymtop -p attaches to it (a call chain, not stray words on
+    its stack, decides the safe moment), and after a reload the workers it
+    forks carry the agent, run as nobody and are readable."""
+    if os.geteuid() != 0 or not shutil.which("nginx"):
+        print("skip: needs root and nginx (Debian package nginx-light)")
+        return
+    n = Nginx(preload=False)
+    try:
+        first = n.workers()
+        n.get()
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", n.master,
+                               "-i", "0.2").stdout)
+        assert rep["pid"] == n.master and rep["attached"] is True, rep["pid"]
+        n.signal("reload")
+        second = n.workers(old=first)
+        for _ in range(20):
+            n.get()
+        for w in second:
+            end = time.time() + 10
+            while not os.path.exists("/dev/shm/ymtop-%d" % w) and time.time() < end:
+                n.get()
+                time.sleep(0.05)
+            assert os.stat("/dev/shm/ymtop-%d" % w).st_uid == NOBODY, w
+            r = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", w).stdout)
+            assert r["pid"] == w, r["pid"]
+    finally:
+        n.stop()
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))
