@@ -414,6 +414,7 @@ class Nginx:
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
         if preload:
             env["LD_PRELOAD"] = AGENT
+            env["YM_SAMPLE_RATE"] = "4096"   # a few requests: enough samples
         subprocess.run(self.cmd(), env=env, check=True, timeout=30)
         self.master = int(open(os.path.join(self.dir, "nginx.pid")).read())
 
@@ -474,8 +475,23 @@ def test_nginx_workers_as_nobody_watched_and_cleaned_up():
         r = ymtop("-b", "-n", "1", check=False)
         for w in first:
             assert str(w) in r.stdout + r.stderr, r.stdout + r.stderr
-        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", first[0]).stdout)
-        assert rep["pid"] == first[0] and rep["exe"].endswith("nginx"), rep["exe"]
+        for _ in range(200):
+            n.get()
+        reps = [json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", w).stdout)
+                for w in first]
+        assert reps[0]["pid"] == first[0] and reps[0]["exe"].endswith("nginx")
+        # The stacks that allocate most: shown at a named frame past nginx's
+        # pool and alloc wrappers (nginx is stripped: only its exported
+        # names are known).
+        top = sorted((s for r in reps for s in r["stacks"]),
+                     key=lambda s: -s["allocated_bytes"])[:5]
+        assert top, "no stacks sampled"
+        wrappers = {"ngx_alloc", "ngx_calloc", "ngx_memalign", "ngx_palloc",
+                    "ngx_pnalloc", "ngx_pcalloc", "ngx_create_pool", "malloc"}
+        for s in top:
+            shown = s["frames"][s["display_frame"]]["function"]
+            assert shown not in wrappers and not shown.startswith("["), \
+                (shown, [f["function"] for f in s["frames"][:6]])
         n.signal("reload")
         second = n.workers(old=first)
         assert not gone(segs), "old workers' segments leaked after reload"

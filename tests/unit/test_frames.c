@@ -30,7 +30,8 @@ static void test_cxx_plumbing(void **state)
 	(void)state;
 	static const char *const yes[] = {
 		"malloc", "calloc", "realloc", "free", "posix_memalign",
-		"aligned_alloc", "__libc_malloc", "strdup",
+		"aligned_alloc", "__libc_malloc", "strdup", "__vasprintf_internal",
+		"___asprintf", "getline", "__getdelim", "open_memstream",
 		"operator new(unsigned long)",
 		"operator new[](unsigned long)",
 		"operator new(unsigned long, std::align_val_t)",
