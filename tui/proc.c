@@ -165,63 +165,76 @@ void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len)
 	snprintf(buf, len, "%s", tmp);
 }
 
-int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
+/* Call fn for each line of /proc/PID/maps (its first 511 bytes: the
+ * fields up to the path have fixed forms, a longer path is cut) until it
+ * returns non-zero.  That value; 0 when no line stopped it; -ESRCH when
+ * the process maps nothing at all (it is exiting: its memory goes before
+ * it becomes a zombie); -errno when the maps cannot be read. */
+static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return errno ? -errno : -EIO;
-	/* start-end perms offset MAJ:MIN inode path: the fields up to the
-	 * inode have fixed forms; a line longer than the buffer is read on in
-	 * pieces, of which only the first can match. */
 	char line[512];
-	int found = 0, at_start = 1, lines = 0;
-	unsigned maj = major((dev_t)dev), min = minor((dev_t)dev);
-	while (!found && fgets(line, sizeof line, f)) {
-		lines++;
-		int whole = strchr(line, '\n') != NULL;
+	int rc = 0, lines = 0, at_start = 1;
+	while (!rc && fgets(line, sizeof line, f)) {
+		char *nl = strchr(line, '\n');
+		int whole = nl != NULL;
+		if (nl)
+			*nl = '\0';
 		if (at_start) {
-			unsigned a, b;
-			unsigned long long in;
-			if (sscanf(line, "%*x-%*x %*4s %*x %x:%x %llu", &a, &b, &in) == 3 &&
-			    a == maj && b == min && in == ino)
-				found = 1;
+			lines++;
+			rc = fn(line, ctx);
 		}
 		at_start = whole;
 	}
-	/* No mapping at all: the process is exiting (its memory is gone
-	 * before it becomes a zombie). */
-	int e = ferror(f) ? -EIO : lines == 0 ? -ESRCH : 0;
+	if (!rc)
+		rc = ferror(f) ? -EIO : lines == 0 ? -ESRCH : 0;
 	fclose(f);
-	return found ? 1 : e;
+	return rc;
+}
+
+struct file_id {
+	unsigned maj, min;
+	unsigned long long ino;
+};
+
+static int maps_file_line(char *line, void *ctx)
+{
+	const struct file_id *id = ctx;
+	unsigned a, b;
+	unsigned long long in;
+	return sscanf(line, "%*x-%*x %*4s %*x %x:%x %llu", &a, &b, &in) == 3 &&
+	       a == id->maj && b == id->min && in == id->ino;
+}
+
+int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
+{
+	struct file_id id = { major((dev_t)dev), minor((dev_t)dev), ino };
+	return maps_each(pid, maps_file_line, &id);
+}
+
+static int maps_agent_line(char *line, void *ctx)
+{
+	int *found = ctx;
+	const char *slash = strrchr(line, '/');
+	if (!slash)
+		return 0;
+	if (!strcmp(slash + 1, "libymagent.so") ||
+	    !strncmp(slash + 1, "memfd:libymagent.so", 19))
+		*found |= PROC_HAS_AGENT;
+	else if (!strncmp(slash + 1, "libc.so.", 8) || !strncmp(slash + 1, "libc-2.", 7))
+		*found |= PROC_HAS_LIBC;
+	return *found == (PROC_HAS_AGENT | PROC_HAS_LIBC);
 }
 
 int proc_maps_agent(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errno ? -errno : -EIO;
-	char line[512];
 	int found = 0;
-	while (found != (PROC_HAS_AGENT | PROC_HAS_LIBC) && fgets(line, sizeof line, f)) {
-		char *nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		char *slash = strrchr(line, '/');
-		if (!slash)
-			continue;
-		if (!strcmp(slash + 1, "libymagent.so") ||
-		    !strncmp(slash + 1, "memfd:libymagent.so", 19))
-			found |= PROC_HAS_AGENT;
-		else if (!strncmp(slash + 1, "libc.so.", 8) ||
-			 !strncmp(slash + 1, "libc-2.", 7))
-			found |= PROC_HAS_LIBC;
-	}
-	fclose(f);
-	return found;
+	int rc = maps_each(pid, maps_agent_line, &found);
+	return rc < 0 ? rc : found;
 }
 
 int proc_preloads_agent(pid_t pid)

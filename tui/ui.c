@@ -646,24 +646,25 @@ static void draw(struct view *v)
 
 /* ---- prompts ---- */
 
-static void prompt_filter(struct view *v)
+/* Read a line on the bottom row after `label`, editing buf (of size len,
+ * which holds the initial text): 1 when Enter applies it, 0 on Esc. */
+static int prompt_line(struct view *v, const char *label, char *buf, size_t len)
 {
-	char buf[sizeof v->filter];
-	snprintf(buf, sizeof buf, "%s", v->filter);
 	size_t n = strlen(buf);
+	int applied = 0;
 	curs_set(1);
 	timeout(-1);
 	for (;;) {
 		move(LINES - 1, 0);
 		clrtoeol();
-		put(LINES - 1, 0, A_BOLD, "filter (function, file, module; Enter applies, Esc cancels): ");
+		put(LINES - 1, 0, A_BOLD, "%s", label);
 		addnstr(buf, COLS - getcurx(stdscr) - 1);
 		refresh();
 		int ch = getch();
 		if (ch == 27) {
 			break;
 		} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
-			view_set_filter(v, buf);
+			applied = 1;
 			break;
 		} else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
 			if (n)
@@ -671,7 +672,7 @@ static void prompt_filter(struct view *v)
 		} else if (ch == 21) {   /* ^U */
 			n = 0;
 			buf[0] = '\0';
-		} else if (ch >= 32 && ch < 127 && n + 1 < sizeof buf) {
+		} else if (ch >= 32 && ch < 127 && n + 1 < len) {
 			buf[n++] = (char)ch;
 			buf[n] = '\0';
 		} else if (ch == KEY_RESIZE) {
@@ -679,39 +680,26 @@ static void prompt_filter(struct view *v)
 		}
 	}
 	curs_set(0);
+	return applied;
+}
+
+static void prompt_filter(struct view *v)
+{
+	char buf[sizeof v->filter];
+	snprintf(buf, sizeof buf, "%s", v->filter);
+	if (prompt_line(v, "filter (function, file, module; Enter applies, Esc cancels): ",
+			buf, sizeof buf))
+		view_set_filter(v, buf);
 }
 
 static void prompt_rate(struct view *v)
 {
-	char buf[32] = "", a[32];
-	size_t n = 0;
-	curs_set(1);
-	timeout(-1);
-	for (;;) {
-		move(LINES - 1, 0);
-		clrtoeol();
-		put(LINES - 1, 0, A_BOLD, "sample rate in bytes, k/M/G suffixes (now %s; Enter "
-		    "applies, Esc cancels): ",
-		    fmt_bytes((double)v->m->snap.hdr.sample_rate, a, sizeof a));
-		addnstr(buf, COLS - getcurx(stdscr) - 1);
-		refresh();
-		int ch = getch();
-		if (ch == 27) {
-			break;
-		} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
-			view_set_rate(v, buf);
-			break;
-		} else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
-			if (n)
-				buf[--n] = '\0';
-		} else if (ch >= 32 && ch < 127 && n + 1 < sizeof buf) {
-			buf[n++] = (char)ch;
-			buf[n] = '\0';
-		} else if (ch == KEY_RESIZE) {
-			draw(v);
-		}
-	}
-	curs_set(0);
+	char buf[32] = "", a[32], label[160];
+	snprintf(label, sizeof label, "sample rate in bytes, k/M/G suffixes (now %s; "
+		 "Enter applies, Esc cancels): ",
+		 fmt_bytes((double)v->m->snap.hdr.sample_rate, a, sizeof a));
+	if (prompt_line(v, label, buf, sizeof buf))
+		view_set_rate(v, buf);
 }
 
 static void sort_menu(struct view *v)
