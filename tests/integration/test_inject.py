@@ -55,8 +55,11 @@ def inject(t, verbose=True):
     if verbose:
         env["YM_INJECT_VERBOSE"] = "1"
     t0 = time.time()
-    r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p", str(t.pid)],
-                       capture_output=True, text=True, timeout=60, env=env)
+    # -i 0.05: the first report after an injection waits one interval
+    # (3 s without -i), which these tests and inject_timing do not measure.
+    r = subprocess.run([YMTOP, "-b", "-n", "1", "-i", "0.05", "-f", "json", "-p",
+                        str(t.pid)], capture_output=True, text=True, timeout=60,
+                       env=env)
     wall = time.time() - t0
     if r.returncode != 0:
         raise AssertionError("ymtop -p failed (%d): %s" % (r.returncode, r.stderr))
