@@ -10,7 +10,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ymlib import (AGENT, MiB, WORKLOAD, Target, functions, report,  # noqa: E402
-                   run_tests, site, site_total, within, ymtop)
+                   run_tests, site, site_total, within, ymtop, seg_path)
 
 SEEDED = {"YM_SEED": "12345"}
 
@@ -156,7 +156,7 @@ def test_fork_child_segment_kept():
     t = Target([WORKLOAD, "fork"], env=e)
     rc, _, _ = t.finish()
     assert rc == 0
-    mine = "ymtop-%d" % t.pid
+    mine = os.path.basename(seg_path(t.pid))
     kids = [n for n in os.listdir("/dev/shm")
             if n.startswith("ymtop-") and n != mine and
             not os.path.exists("/proc/" + n[6:]) and
@@ -312,8 +312,8 @@ def test_renamed_agent_preloaded_into_python():
         assert rep["totals"]["allocated_objects"] > 1000, rep["totals"]
     finally:
         shutil.rmtree(d)
-        if os.path.exists("/dev/shm/ymtop-%d" % p.pid):
-            os.unlink("/dev/shm/ymtop-%d" % p.pid)
+        if os.path.exists(seg_path(p.pid)):
+            os.unlink(seg_path(p.pid))
 
 
 def test_bad_config_warns_and_runs():
@@ -339,7 +339,7 @@ def test_start_leaves_the_host_heap_alone():
                                   YM_KEEP_SEGMENT="1"),
                          stdout=subprocess.PIPE, text=True)
     out, _ = p.communicate(timeout=30)
-    seg = "/dev/shm/ymtop-%d" % p.pid
+    seg = seg_path(p.pid)
     try:
         assert os.path.exists(seg), "the agent did not start"
     finally:

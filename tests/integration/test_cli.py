@@ -9,7 +9,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import WORKLOAD, YMTOP, Target, run_tests, site, ymtop  # noqa: E402
+from ymlib import WORKLOAD, YMTOP, Target, run_tests, site, ymtop, seg_path  # noqa: E402
 
 
 def one_line_error(r, code):
@@ -83,7 +83,7 @@ def test_process_without_agent_and_no_agent_file_exit_1():
         one_line_error(r, 1)
         assert "/nonexistent/libymagent.so" in r.stderr, r.stderr
         assert p.poll() is None
-        assert not os.path.exists("/dev/shm/ymtop-%d" % p.pid)
+        assert not os.path.exists(seg_path(p.pid))
     finally:
         p.kill()
         p.wait()
@@ -92,7 +92,7 @@ def test_process_without_agent_and_no_agent_file_exit_1():
 def fake_segment(data):
     """A live process without the agent, and a segment file for its pid."""
     p = subprocess.Popen(["sleep", "30"])
-    path = "/dev/shm/ymtop-%d" % p.pid
+    path = seg_path(p.pid)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, data)
     os.close(fd)
@@ -113,7 +113,7 @@ def test_garbage_segment_exit_1():
 def test_truncated_segment_exit_1():
     t = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
     try:
-        with open("/dev/shm/ymtop-%d" % t.pid, "rb") as f:
+        with open(seg_path(t.pid), "rb") as f:
             real = f.read()
     finally:
         t.finish()
@@ -130,7 +130,7 @@ def test_truncated_segment_exit_1():
 def test_world_writable_segment_refused():
     t = Target([WORKLOAD], env={})
     try:
-        path = "/dev/shm/ymtop-%d" % t.pid
+        path = seg_path(t.pid)
         os.chmod(path, 0o666)
         r = ymtop("-b", "-p", t.pid, check=False)
         one_line_error(r, 1)

@@ -11,7 +11,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target,  # noqa: E402
-                   functions, readable, run_tests, site, within, ymtop)
+                   functions, readable, run_tests, site, within, ymtop, seg_path)
 
 NOBODY = 65534
 DROPPER = os.path.join(BUILD, "progs", "dropper")
@@ -88,7 +88,7 @@ def test_segment_records_the_process_start_time():
     /proc/PID/stat (it was field 21, always 0, so nothing was checked)."""
     t = Target([WORKLOAD, "small"])
     try:
-        h = header("/dev/shm/ymtop-%d" % t.pid)
+        h = header(seg_path(t.pid))
         got = struct.unpack_from("<Q", h, OFF_START)[0]
         assert got == stat_field22(t.pid) and got != 0, (got, stat_field22(t.pid))
     finally:
@@ -101,12 +101,12 @@ def test_segment_of_a_dead_process_is_not_shown_for_its_pid():
     in the list of agents, and -p removes the stale segment and attaches
     to the process that really has the pid."""
     t = Target([WORKLOAD, "big"])
-    dead = "/dev/shm/ymtop-%d" % t.pid
+    dead = seg_path(t.pid)
     # (Read before the kill: any agent starting meanwhile removes it after.)
     data = bytearray(open(dead, "rb").read())
     t.kill()
     other = subprocess.Popen(["sleep", "60"])
-    stale = "/dev/shm/ymtop-%d" % other.pid
+    stale = seg_path(other.pid)
     try:
         # The pid reused: the dead process's segment under the new pid.
         struct.pack_into("<I", data, OFF_PID, other.pid)
@@ -133,7 +133,7 @@ def test_segment_of_a_dead_process_is_not_shown_for_its_pid():
 
 def test_next_agent_removes_segments_of_killed_processes():
     t = Target([WORKLOAD])
-    path = "/dev/shm/ymtop-%d" % t.pid
+    path = seg_path(t.pid)
     t.kill()
     assert os.path.exists(path)
     u = Target([WORKLOAD])
@@ -152,7 +152,7 @@ def test_next_agent_keeps_kept_segments_and_removes_unremoved_ones():
     agent keeps it.  One that its process could not remove at exit (it had
     become another user) is collected."""
     t = Target([WORKLOAD], env={"YM_KEEP_SEGMENT": "1"})
-    path = "/dev/shm/ymtop-%d" % t.pid
+    path = seg_path(t.pid)
     t.finish()
     try:
         flags = struct.unpack_from("<I", header(path), OFF_FLAGS)[0]
@@ -181,7 +181,7 @@ def test_exec_without_the_agent_is_not_shown_as_live():
         env=dict(os.environ, LD_PRELOAD=AGENT))
     try:
         assert p.stdout.readline().strip() == "ready"
-        seg = "/dev/shm/ymtop-%d" % p.pid
+        seg = seg_path(p.pid)
         assert os.path.exists(seg), "env made no segment: test needs one"
         r = ymtop("-b", "-n", "1", check=False)
         assert "pid %d " % p.pid not in r.stdout, r.stdout
@@ -330,12 +330,12 @@ def test_idle_daemon_that_forked_away_gets_its_segment_started():
     child = int(r.stdout.split()[1])
     try:
         time.sleep(2.2)
-        assert not os.path.exists("/dev/shm/ymtop-%d" % child)
+        assert not os.path.exists(seg_path(child))
         out = ymtop("-b", "-n", "1", "-f", "json", "-p", child, "-i", "0.2")
         rep = json.loads(out.stdout)
         assert rep["pid"] == child and rep["exe"].endswith("forkidle"), rep["exe"]
         assert rep["uptime_s"] >= 2.0, rep["uptime_s"]
-        assert os.path.exists("/dev/shm/ymtop-%d" % child)
+        assert os.path.exists(seg_path(child))
     finally:
         os.kill(child, 15)
 
@@ -360,7 +360,7 @@ def test_segment_follows_a_process_that_drops_privileges():
         print("skip: needs root to drop privileges")
         return
     p, worker = dropper("fork")
-    path = "/dev/shm/ymtop-%d" % worker
+    path = seg_path(worker)
     try:
         assert os.stat(path).st_uid == NOBODY, os.stat(path)
         rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", worker).stdout)
@@ -470,7 +470,7 @@ def test_nginx_workers_as_nobody_watched_and_cleaned_up():
         first = n.workers()
         for _ in range(20):
             assert n.get() == b"hi"
-        segs = ["/dev/shm/ymtop-%d" % w for w in first]
+        segs = [seg_path(w) for w in first]
         for p in segs:
             assert os.stat(p).st_uid == NOBODY, (p, os.stat(p).st_uid)
         r = ymtop("-b", "-n", "1", check=False)
@@ -497,8 +497,8 @@ def test_nginx_workers_as_nobody_watched_and_cleaned_up():
         second = n.workers(old=first)
         assert not gone(segs), "old workers' segments leaked after reload"
         n.signal("quit")
-        assert not gone(["/dev/shm/ymtop-%d" % w for w in second] +
-                        ["/dev/shm/ymtop-%d" % n.master]), "segments leaked at quit"
+        assert not gone([seg_path(w) for w in second] +
+                        [seg_path(n.master)]), "segments leaked at quit"
     finally:
         n.stop()
 
@@ -524,10 +524,10 @@ def test_nginx_daemonized_master_attached_and_its_new_workers_followed():
             n.get()
         for w in second:
             end = time.time() + 10
-            while not os.path.exists("/dev/shm/ymtop-%d" % w) and time.time() < end:
+            while not os.path.exists(seg_path(w)) and time.time() < end:
                 n.get()
                 time.sleep(0.05)
-            assert os.stat("/dev/shm/ymtop-%d" % w).st_uid == NOBODY, w
+            assert os.stat(seg_path(w)).st_uid == NOBODY, w
             r = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", w).stdout)
             assert r["pid"] == w, r["pid"]
     finally:

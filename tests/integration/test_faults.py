@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ymlib import (AGENT, BUILD, WORKLOAD, YMTOP, Target, report,  # noqa: E402
-                   run_tests, site)
+                   run_tests, site, seg_path)
 
 INJECT_SPIN = os.path.join(BUILD, "progs", "inject_spin")
 
@@ -102,7 +102,7 @@ def test_killed_while_choosing_a_thread_leaves_target_untouched():
         assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
         time.sleep(0.2)
         assert t.p.poll() is None, "the target died"
-        assert not os.path.exists("/dev/shm/ymtop-%d" % t.pid)
+        assert not os.path.exists(seg_path(t.pid))
         with open("/proc/%d/status" % t.pid) as f:
             st = f.read()
         assert "TracerPid:\t0" in st and "State:\tS" in st or \
@@ -182,7 +182,7 @@ def test_target_killed_while_batch_watches_gives_final_report():
         if p.poll() is None:
             p.kill()
         t.p.wait()
-        seg = "/dev/shm/ymtop-%d" % t.pid
+        seg = seg_path(t.pid)
         if os.path.exists(seg):
             os.unlink(seg)   # SIGKILL left it; the next agent would too
 

@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ymlib import (AGENT, BUILD, MiB, YMTOP, Target, functions, readable, report,  # noqa: E402
-                   run_tests, site, within, ymtop)
+                   run_tests, site, within, ymtop, seg_path)
 
 PROGS = os.path.join(BUILD, "progs")
 PLUGIN = os.path.join(PROGS, "libplugin.so")
@@ -625,7 +625,7 @@ def test_seccomp_filter_forbidding_open_fails_cleanly():
         line = one_line_failure(["-b", "-n", "1", "-p", t.pid], "seccomp")
         assert "Operation not permitted" in line, line
         assert not t.agent_maps()
-        assert not os.path.exists("/dev/shm/ymtop-%d" % t.pid)
+        assert not os.path.exists(seg_path(t.pid))
         t.send("after\n")
         t.expect("got after")
         rc, lines, err = t.finish()

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import AGENT, YMTOP, run_tests  # noqa: E402
+from ymlib import AGENT, YMTOP, run_tests, seg_path  # noqa: E402
 
 TIMEOUT = 120
 
@@ -215,7 +215,7 @@ def test_redis_under_load_while_ymtop_watches():
     watch = None
     try:
         wait_socket(sock, srv)
-        assert os.path.exists("/dev/shm/ymtop-%d" % srv.pid), "no segment"
+        assert os.path.exists(seg_path(srv.pid)), "no segment"
         out = os.path.join(d, "r-%n.json")
         watch = subprocess.Popen([YMTOP, "-b", "-i", "0.3", "-f", "json",
                                   "-o", out, "-p", str(srv.pid)],

@@ -12,7 +12,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ymlib import (AGENT, WORKLOAD, YMTOP, Target, readable,  # noqa: E402
-                   run_tests, ymtop)
+                   run_tests, ymtop, seg_path)
 
 NOBODY = 65534
 VICTIM_TEXT = b"precious: must never change\n"
@@ -51,7 +51,7 @@ def start_ticks(pid):
 
 
 def seg(pid):
-    return "/dev/shm/ymtop-%d" % pid
+    return seg_path(pid)
 
 
 def as_nobody(argv):

@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ymlib import (AGENT, BUILD, Target, functions, report,  # noqa: E402
-                   run_tests, ymtop)
+                   run_tests, ymtop, seg_path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -321,7 +321,7 @@ def test_post_mortem_changed_file_is_reported_not_misnamed():
             p = subprocess.Popen([prog], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True, env=e)
             p.communicate("\n", timeout=60)
-            seg = "/dev/shm/ymtop-%d" % p.pid
+            seg = seg_path(p.pid)
             try:
                 assert p.returncode == 0 and os.path.exists(seg)
                 if changed:

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import AGENT, Skip, readable, report, run_tests  # noqa: E402
+from ymlib import AGENT, Skip, readable, report, run_tests, seg_path  # noqa: E402
 
 TIMEOUT = 120
 TOP = 10
@@ -274,7 +274,7 @@ def test_postgres_backend_display_frames_past_palloc():
         while not pids and time.time() < end:
             assert bench.poll() is None, bench.stderr.read()
             pids = [p for p in backends(pm.pid)
-                    if os.path.exists("/dev/shm/ymtop-%d" % p)]
+                    if os.path.exists(seg_path(p))]
             time.sleep(0.1)
         assert pids, "no backend of pgbench with a segment"
         # Enough transactions for the executor and planner stacks; then the
@@ -282,7 +282,7 @@ def test_postgres_backend_display_frames_past_palloc():
         # benchmark's.
         time.sleep(3)
         pids = [p for p in backends(pm.pid)
-                if os.path.exists("/dev/shm/ymtop-%d" % p)]
+                if os.path.exists(seg_path(p))]
         assert len(pids) == 1, "backends: %s" % pids
         rep = report(pids[0])
         unnamed_then_wrapper = 0

@@ -17,6 +17,26 @@ WORKLOAD = os.path.join(BUILD, "progs", "workload")
 MiB = 1024 * 1024
 
 
+def _own_pidns():
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+PIDNS_INIT = 0xEFFFFFFC
+
+
+def seg_path(pid):
+    """The segment of pid, a process of our pid namespace: /dev/shm/ymtop-PID,
+    with the namespace's inode after a dot outside the initial one (tests
+    run inside a container)."""
+    ns = _own_pidns()
+    if ns in (0, PIDNS_INIT):
+        return "/dev/shm/ymtop-%d" % pid
+    return "/dev/shm/ymtop-%d.%d" % (pid, ns)
+
+
 class Target:
     """A program started under the agent that prints 'ready' and waits for a
     line on stdin before exiting."""
@@ -49,7 +69,7 @@ class Target:
         raise AssertionError("timeout waiting for " + word)
 
     def wait_segment(self, timeout=10):
-        path = "/dev/shm/ymtop-%d" % self.pid
+        path = seg_path(self.pid)
         end = time.time() + timeout
         while not os.path.exists(path):
             if time.time() > end:

@@ -16,7 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from ymlib import AGENT, BUILD, YMTOP, run_tests  # noqa: E402
+from ymlib import AGENT, BUILD, YMTOP, run_tests, seg_path  # noqa: E402
 
 S = os.path.join(BUILD, "stress")
 PLUGIN = os.path.join(BUILD, "progs", "libplugin.so")
@@ -43,7 +43,7 @@ class Reader(threading.Thread):
         self.results = []
 
     def run(self):
-        path = "/dev/shm/ymtop-%d" % self.pid
+        path = seg_path(self.pid)
         while not self.done.is_set():
             if os.path.exists(path):
                 r = subprocess.run([YMTOP, "-b", "-i", "0.05", "-f", "json",
