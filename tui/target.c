@@ -250,6 +250,12 @@ void target_attach(pid_t pid, struct shm_reader *r)
 		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
 		if (shm_reader_open_path(r, path, pid, pid, own, err, sizeof err) == 0)
 			return;
+		/* An agent that could not read /proc (a bare root) names its
+		 * segment without its namespace. */
+		shm_name(name, sizeof name, pid, 0);
+		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
+		if (shm_reader_open_path(r, path, pid, pid, own, err, sizeof err) == 0)
+			return;
 		cli_die(1, "no process with pid %ld", (long)pid);
 	}
 	if (rc != 0)

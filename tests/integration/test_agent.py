@@ -159,13 +159,14 @@ def test_fork_child_segment_kept():
     mine = os.path.basename(seg_path(t.pid))
     kids = [n for n in os.listdir("/dev/shm")
             if n.startswith("ymtop-") and n != mine and
-            not os.path.exists("/proc/" + n[6:]) and
+            not os.path.exists("/proc/" + n[6:].split(".")[0]) and
             os.stat("/dev/shm/" + n).st_mtime >= start]
     try:
         assert kids, "the forked child made no segment"
         found = False
         for k in kids:
-            r = ymtop("-b", "-n", "1", "-f", "json", "-p", k[6:], check=False)
+            r = ymtop("-b", "-n", "1", "-f", "json", "-p", k[6:].split(".")[0],
+                      check=False)
             if r.returncode == 0 and "child_site" in r.stdout:
                 found = True
         assert found, "no kept child segment shows child_site"
