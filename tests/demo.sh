@@ -9,7 +9,11 @@ secs=12
 LD_PRELOAD="$PWD/$B/libymagent.so" "$B/progs/demo" $secs &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 50); do [ -e /dev/shm/ymtop-$pid ] && break; sleep 0.1; done
+# (/dev/shm/ymtop-PID, with .PIDNS after it inside a container)
+for _ in $(seq 50); do
+	ls /dev/shm/ymtop-$pid /dev/shm/ymtop-$pid.* >/dev/null 2>&1 && break
+	sleep 0.1
+done
 if [ -t 0 ] && [ -t 1 ]; then
 	echo "== ymtop -p $pid (the demo runs $secs s; Tab cycles views, ? helps, q quits)"
 	sleep 1
