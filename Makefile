@@ -31,7 +31,7 @@ ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
 
-CPPFLAGS += -Iinclude -Ishm -MMD -MP -DYM_VERSION='"$(VERSION)"' -DYM_LIBDIR='"$(PREFIX)/lib/ymtop"'
+CPPFLAGS += -Iinclude -Ishm -Iinjector -MMD -MP -DYM_VERSION='"$(VERSION)"' -DYM_LIBDIR='"$(PREFIX)/lib/ymtop"'
 BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 
 # ---- Debian packages ----
@@ -81,8 +81,11 @@ install-pkgs:
 	fi
 
 # ---- The agent ----
-AGENT_SRC := injector/hooks.c injector/agent.c injector/table.c injector/backing.c \
-             injector/got.c injector/resume.c injector/unwind.c shm/layout.c \
+# Folders say where code runs: injector/agent/ is the guest (linked into
+# libymagent.so only), injector/ptrace/ is linked into ymtop only, and
+# injector/resume.[ch] is the contract between them (the agent half of it
+# is linked into the agent).  shm/ is used by both sides.
+AGENT_SRC := $(wildcard injector/agent/*.c) injector/resume.c shm/layout.c \
              shm/create.c
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
@@ -94,16 +97,20 @@ $(B)/agent/%.o: %.c
 
 # Nothing but libc and ld.so: the agent must load into a minimal root and
 # add no shared object to the processes it is preloaded into (it unwinds
-# with its own injector/unwind.c).
+# with its own injector/agent/unwind.c).
 $(B)/libymagent.so: $(AGENT_OBJ)
 	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
 
 # ---- ymtop ----
-# ymtop also links the ptrace injector (injector/inject*.c); the agent's
-# own sources are never linked into ymtop.
-TUI_SRC := $(wildcard tui/*.c) $(wildcard injector/inject*.c) shm/layout.c shm/reader.c
+# ymtop: tui/ (driver, command line, /proc) and its folders screen/ (the
+# only curses code and its view state), model/, sym/ (symbolizer, display
+# frames), report/ (the writers), with the ptrace injector; the agent's own
+# sources (injector/agent/) are never linked into ymtop.
+TUI_DIRS := tui tui/screen tui/model tui/sym tui/report
+TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptrace/*.c) \
+           shm/layout.c shm/reader.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)
-TUI_CFLAGS := $(BASE_CFLAGS) $(SAN) $(shell $(PKG_CONFIG) --cflags $(TUI_PKGS) 2>/dev/null)
+TUI_CFLAGS := $(BASE_CFLAGS) $(SAN) -Itui $(shell $(PKG_CONFIG) --cflags $(TUI_PKGS) 2>/dev/null)
 TUI_LIBS := $(shell $(PKG_CONFIG) --libs $(TUI_PKGS) 2>/dev/null) -lelf -liberty -lm
 
 $(B)/tui/%.o: %.c
@@ -162,7 +169,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
 # Each unit test lists the sources it links in tests/unit/<test>.deps;
 # the word @tui there stands for all of ymtop's objects but main.
 TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
-$(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] injector/*.[ch] include/ymtop/*.h) | $(TUI_LIB_OBJ)
+$(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] tui/*/*.[ch] injector/*.[ch] injector/*/*.[ch] include/ymtop/*.h) | $(TUI_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
 	  $(patsubst @tui,$(TUI_LIB_OBJ),$(shell cat tests/unit/$*.deps 2>/dev/null)) \
@@ -197,12 +204,12 @@ unit: $(UNIT_BIN)
 # concurrent segment reader (tests/tsan; the agent itself cannot run under
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
-TSAN_SRC := tests/tsan/test_tsan_tables.c injector/table.c injector/backing.c shm/layout.c shm/reader.c
+TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/backing.c shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
 # gcc warns that TSan does not model atomic_thread_fence (the live table's
 # seqcount); clang has no such warning (nor the option).
 TSAN_WNO := $(shell $(CC) -Werror -Wno-tsan -fsyntax-only -x c /dev/null 2>/dev/null && echo -Wno-tsan)
-$(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/*.h include/ymtop/*.h)
+$(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/agent/*.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -Iinjector \
 	  -fsanitize=thread $(TSAN_WNO) -o $@ $(TSAN_SRC) \
@@ -234,7 +241,7 @@ stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 # $(B)/fuzz/corpus, crashes to $(B)/fuzz/crash-*.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
-FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model.c tui/proc.c shm/layout.c shm/reader.c
+FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c tui/proc.c shm/layout.c shm/reader.c
 FUZZ_BIN     := $(B)/fuzz/fuzz_segment
 FUZZ_SEEDS   := $(B)/fuzz/seeds
 FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
@@ -242,7 +249,7 @@ FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
                 $(B)/fuzz/corpus $(FUZZ_SEEDS)
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
 
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model.h tui/proc.h include/ymtop/*.h)
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/proc.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -Iinclude -Ishm -Itui $(STD) -O1 -g $(WARN) \
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
@@ -309,10 +316,10 @@ bench: bench-deps all
 	@YM_BUILD=$(B) python3 tests/bench/sym_speed.py
 
 # The agent's unwinder against libunwind's unw_backtrace, per call.
-$(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/unwind.c injector/unwind.h
+$(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/agent/unwind.c injector/agent/unwind.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -Iinjector -o $@ tests/bench/unwind_bench.c \
-	  injector/unwind.c -lunwind
+	  injector/agent/unwind.c -lunwind
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

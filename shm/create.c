@@ -74,7 +74,7 @@ int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map)
 		return -EEXIST;
 
 	/* Sparse: pages get memory when the agent first needs them
-	 * (injector/backing.c), so that a small process holds a small part
+	 * (injector/agent/backing.c), so that a small process holds a small part
 	 * of /dev/shm.  A write to a page tmpfs cannot supply would raise
 	 * SIGBUS in the host; MADV_POPULATE_WRITE reports it as an error
 	 * instead (EFAULT, or ENOMEM).  Kernels before 5.14 lack it (EINVAL;

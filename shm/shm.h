@@ -59,7 +59,7 @@ static inline uint32_t shm_alarm_stride(uint32_t depth)
  * Agent side.  Create /ymtop-<pid> of `size` bytes (0600, O_EXCL,
  * O_NOFOLLOW), mapped at *map.  The file is sparse and only its header page
  * is backed: the caller backs every other page before it touches it
- * (injector/backing.h), so that a full /dev/shm is an error, never SIGBUS.
+ * (injector/agent/backing.h), so that a full /dev/shm is an error, never SIGBUS.
  * On a kernel without MADV_POPULATE_WRITE every page is reserved here.  A
  * segment already bearing our pid (a previous image of this process before
  * exec, or a dead process whose pid we reuse) and owned by us is marked

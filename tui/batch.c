@@ -7,12 +7,12 @@
 
 #include "batch.h"
 #include "fmt.h"
-#include "model.h"
-#include "outfile.h"
+#include "model/model.h"
+#include "report/outfile.h"
 #include "proc.h"
-#include "report.h"
+#include "report/report.h"
 #include "shm.h"
-#include "sym.h"
+#include "sym/sym.h"
 #include "target.h"
 
 /* Sleep up to secs, waking early on a signal or when the target exits. */

@@ -10,8 +10,8 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include "frames.h"
-#include "report.h"
+#include "sym/frames.h"
+#include "report/report.h"
 
 struct options {
 	pid_t    pid;

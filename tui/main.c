@@ -8,7 +8,7 @@
 #include "batch.h"
 #include "cli.h"
 #include "target.h"
-#include "ui.h"
+#include "screen/ui.h"
 
 static void on_signal(int sig)
 {

@@ -13,7 +13,7 @@
 #define PROC_SUPER_MAGIC 0x9fa0
 #endif
 
-#include "../injector/inject.h"
+#include "ptrace/inject.h"
 #include "shm.h"
 #include "cli.h"
 #include "proc.h"

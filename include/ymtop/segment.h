@@ -339,7 +339,7 @@ _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
  * <= YM_LIMIT_STRIPES) stripes when it samples: bits 4.. of the address,
  * as its free filter, so that one filter word belongs to one stripe.  In
  * exact mode (no filter) it gives each 64 MiB region of addresses a
- * quarter of the stripes instead (injector/table.c). */
+ * quarter of the stripes instead (injector/agent/table.c). */
 static inline uint32_t ym_live_stripe_of(uint64_t addr, uint32_t stripes)
 {
 	return ((uint32_t)(addr >> 4) & 0x7fffu) / (0x8000u / stripes);

@@ -1,5 +1,5 @@
 /*
- * unwind_bench: the agent's unwinder (injector/unwind.c) against
+ * unwind_bench: the agent's unwinder (injector/agent/unwind.c) against
  * libunwind's unw_backtrace (per-thread cache, as the agent used it), per
  * call at stack depths 8, 16 and 32 (frames returned, main and libc's
  * start included), rules cached; and ours with its cache flushed before
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "unwind.h"
+#include "agent/unwind.h"
 
 enum { OURS, OURS_COLD, LIBUNWIND, METHODS };
 static const char *const method_name[METHODS] = {

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "shm.h"
 
 #define FUZZ_MAX_SIZE (4u << 20)

@@ -2,7 +2,7 @@
  * The agent's tables under ThreadSanitizer, with a concurrent reader.
  *
  * The agent itself cannot run under TSan (it replaces malloc, which the
- * TSan runtime owns), so this program links injector/table.c with the
+ * TSan runtime owns), so this program links injector/agent/table.c with the
  * segment layout and the reader, builds a segment in a memfd the way
  * agent.c does, and runs what the agent's sampled path runs — table_intern
  * (lock-free probe, locked insert, release publication), live insert and
@@ -29,8 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "backing.h"
+#include "agent/agent.h"
+#include "agent/backing.h"
 #include "shm.h"
 
 /* table.c's collaborators, normally in agent.c. */

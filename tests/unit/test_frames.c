@@ -1,5 +1,5 @@
 /*
- * Unit tests for tui/frames.c: which frames are allocator plumbing, which
+ * Unit tests for tui/sym/frames.c: which frames are allocator plumbing, which
  * are Rust async noise, and which one is displayed.  The names are what
  * sym.c really produced for tests/progs/symbols.cc and rsyms.rs (g++ 12,
  * libstdc++, rustc 1.95 v0 and legacy), plus the forms other versions
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "frames.h"
+#include "sym/frames.h"
 
 static int plumbing(const struct frames_rules *r, const char *fn)
 {

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "ptrace/inject.h"
 
 #define LIBZ "/lib/x86_64-linux-gnu/libz.so.1"
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model/model.h"
 
 #define NST 4
 

@@ -1,4 +1,4 @@
-/* The protobuf encoder (tui/pb.c) and the XML escaping (tui/fmt.c) that
+/* The protobuf encoder (tui/report/pb.c) and the XML escaping (tui/fmt.c) that
  * the pprof and svg writers stand on, byte for byte. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fmt.h"
-#include "pb.h"
+#include "report/pb.h"
 
 static void varints(void **state)
 {

@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "report.h"
+#include "report/report.h"
 
 #define NOINLINE __attribute__((noinline, used))
 

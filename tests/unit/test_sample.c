@@ -1,4 +1,4 @@
-/* Sampling distribution and estimator (injector/sample.h). */
+/* Sampling distribution and estimator (injector/agent/sample.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "sample.h"
+#include "agent/sample.h"
 
 static void gap_mean_is_rate(void **state)
 {

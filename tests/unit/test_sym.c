@@ -1,8 +1,8 @@
 /*
- * Unit tests for tui/sym.c: the test symbolizes its own process, with a
+ * Unit tests for tui/sym/sym.c: the test symbolizes its own process, with a
  * module list built the way the agent builds it (dl_iterate_phdr).
  *
- * Link with tui/sym.c (UNIT_DEPS_test_sym := tui/sym.c).
+ * Link with tui/sym/sym.c (UNIT_DEPS_test_sym := tui/sym/sym.c).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sym.h"
+#include "sym/sym.h"
 
 /* Internal helper of sym.c, not part of sym.h. */
 char *sym_demangle(const char *name);

@@ -1,6 +1,6 @@
-/* The agent's tables (injector/table.c), white-box, on a segment laid out
+/* The agent's tables (injector/agent/table.c), white-box, on a segment laid out
  * as the agent's: a sparse shared file whose pages the tables back as they
- * touch them (injector/backing.c). */
+ * touch them (injector/agent/backing.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "backing.h"
-#include "sample.h"
+#include "agent/agent.h"
+#include "agent/backing.h"
+#include "agent/sample.h"
 #include "shm.h"
 
 /* table.c's collaborators, normally in agent.c. */

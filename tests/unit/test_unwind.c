@@ -1,5 +1,5 @@
 /*
- * The agent's unwinder (injector/unwind.c) against libunwind's unw_step,
+ * The agent's unwinder (injector/agent/unwind.c) against libunwind's unw_step,
  * frame by frame: recursion at -O2, libraries loaded with dlopen built
  * with and without frame pointers, C++ (virtual calls, std::function,
  * std::sort's comparator, a catch block), a signal handler (through
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "unwind.h"
+#include "agent/unwind.h"
 
 #define MAXF 256
 

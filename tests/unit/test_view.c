@@ -1,4 +1,4 @@
-/* The live screen's state without curses (tui/view.c): keys, views, sort,
+/* The live screen's state without curses (tui/screen/view.c): keys, views, sort,
  * filter, selection, mark, freeze, detail. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fmt.h"
-#include "view.h"
+#include "screen/view.h"
 
 #define NST 5
 

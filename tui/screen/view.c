@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "fmt.h"
-#include "outfile.h"
-#include "report.h"
+#include "report/outfile.h"
+#include "report/report.h"
 #include "view.h"
 
 static uint64_t mono_ns(void)

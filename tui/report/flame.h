@@ -14,10 +14,10 @@
 
 #include <stdint.h>
 
-#include "frames.h"
-#include "model.h"
+#include "sym/frames.h"
+#include "model/model.h"
 #include "report.h"
-#include "sym.h"
+#include "sym/sym.h"
 
 #define FLAME_NONE UINT32_MAX
 

@@ -29,7 +29,7 @@
 #include "got.h"
 #include "sample.h"
 #include "unwind.h"
-#include "../shm/shm.h"
+#include "shm.h"
 
 struct agent agent;
 __thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));

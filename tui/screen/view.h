@@ -13,10 +13,10 @@
 
 #include <stdint.h>
 
-#include "frames.h"
-#include "model.h"
+#include "sym/frames.h"
+#include "model/model.h"
 #include "shm.h"
-#include "sym.h"
+#include "sym/sym.h"
 
 enum view_kind {
 	VIEW_STACKS = 0,

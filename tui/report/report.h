@@ -22,9 +22,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "frames.h"
-#include "model.h"
-#include "sym.h"
+#include "sym/frames.h"
+#include "model/model.h"
+#include "sym/sym.h"
 
 enum report_format {
 	REPORT_TEXT = 0,
