@@ -164,16 +164,46 @@ $(B)/progs/rust-legacy-%: tests/progs/rust/%.rs
 endif
 
 # Unit tests: cmocka, white-box, built with the sanitizer when one is set.
+# Each links its test .c with three static libraries, in this order, and
+# the linker takes from them only the objects the test needs (no list of
+# sources per test):
+#   $(B)/libymtest.a        tests/lib/: fixtures shared between tests
+#   $(B)/libymagent-test.a  the agent's modules that run outside a
+#                           process's malloc (tables, backing, unwinder,
+#                           resume, shm/create.c), compiled like ymtop's
+#                           objects, with TUI_CFLAGS (so with $(SAN)), not
+#                           with AGENT_CFLAGS (-fvisibility=hidden is moot in
+#                           a static link; the tests never used those flags)
+#   $(B)/libymtop.a         ymtop's objects but main.o
+# The linker takes an archive member for ANY symbol still undefined, libc's
+# too: so the agent's interposers are never in libymagent-test.a (hooks.c
+# defines malloc and free, got.c patches GOTs: a test calling malloc would
+# get the agent in itself), nor agent.c, which owns the agent's globals
+# and constructor; a test of table.c defines the globals it reads (agent,
+# agent_tls, agent_giant_limit: test_table.c), and without them its link
+# fails, loudly.  UNIT_LIBS_<test> adds a test's own libraries.
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
-# Each unit test lists the sources it links in tests/unit/<test>.deps;
-# the word @tui there stands for all of ymtop's objects but main.
 TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
-$(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] tui/*/*.[ch] injector/*.[ch] injector/*/*.[ch] include/ymtop/*.h) | $(TUI_LIB_OBJ)
+TEST_LIB_SRC := $(wildcard tests/lib/*.c)
+TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(B)/tui/%.o)
+AGENT_TEST_SRC := $(filter-out injector/agent/agent.c injector/agent/hooks.c \
+                    injector/agent/got.c $(TUI_SRC),$(AGENT_SRC))
+AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
+UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a
+UNIT_LIBS_test_unwind := -lunwind -ldl -lpthread -lstdc++
+
+$(B)/libymtop.a: $(TUI_LIB_OBJ)
+$(B)/libymagent-test.a: $(AGENT_TEST_OBJ)
+$(B)/libymtest.a: $(TEST_LIB_OBJ)
+$(UNIT_ARCHIVES):
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/unit/%: tests/unit/%.c $(UNIT_ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
-	  $(patsubst @tui,$(TUI_LIB_OBJ),$(shell cat tests/unit/$*.deps 2>/dev/null)) \
-	  $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
+	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Itests/lib -o $@ $< $(UNIT_ARCHIVES) \
+	  $(UNIT_LIBS_$*) $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
 
 # test_unwind's libraries, loaded with dlopen from its directory: the same
 # code with and without frame pointers, C++, and two libraries of one
