@@ -644,12 +644,7 @@ static void test_short_names(void **state)
 	assert_string_equal(buf, "void std::vector<std::pair<...>, std::allocator<...> >::_M_realloc_insert<std::pair<...> >(__gnu_cxx::__normal_iterator<std::pair<...>*, std::vector<...> >, std::pair<std::__cxx11::basic_string<...>, std::vector<...> >&&)");
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 /* The display rule runs on every stack of every report and screen: 4096
  * stacks of 30 frames with long C++ and Rust names in well under a second

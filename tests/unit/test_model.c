@@ -34,27 +34,17 @@ static void alive(struct shm_snapshot *s)
 }
 #define DEPTH 4
 
+#include "snap.h"
+
 /* A snapshot with NST stacks; stack i holds retained[i] bytes and has
- * allocated alloc[i] bytes, at time t seconds. */
+ * allocated alloc[i] bytes (objects of 100 bytes), at time t seconds
+ * (tests/lib/snap.h), with two live entries and totals. */
 static void snap_make(struct shm_snapshot *s, const double *retained,
 		      const double *alloc, double t)
 {
-	memset(s, 0, sizeof *s);
-	s->hdr.pid = 0x7fffffff;   /* no such process: model sees it exited */
-	s->hdr.sample_rate = 4096;
-	s->hdr.max_depth = DEPTH;
-	s->taken_mono_ns = (uint64_t)(t * 1e9) + 1000000000ULL;
-	s->stack_stride = shm_stack_stride(DEPTH);
-	s->nstacks = NST;
-	s->stacks = calloc(NST, s->stack_stride);
+	snap_fake(s, NST, DEPTH, retained, alloc, t);
 	for (uint32_t i = 0; i < NST; i++) {
-		struct ym_stack *st = (struct ym_stack *)(s->stacks + i * s->stack_stride);
-		st->hash = 10 + i;
-		st->depth = 1;
-		st->frames[0] = 0x1000 + i;
-		st->alloc_samples = alloc[i] > 0;
-		st->alloc_bytes = (uint64_t)alloc[i];
-		st->free_bytes = (uint64_t)(alloc[i] - retained[i]);
+		struct ym_stack *st = snap_stack(s, i);
 		st->alloc_objects_fx = (uint64_t)(alloc[i] / 100) * YM_FX_ONE;
 		st->free_objects_fx = (uint64_t)((alloc[i] - retained[i]) / 100) * YM_FX_ONE;
 	}

@@ -37,40 +37,7 @@ NOINLINE static void caller_y(void) { site_a(); }
 static struct ym_module mods[256];
 static uint32_t nmods;
 
-static int add_module(struct dl_phdr_info *info, size_t size, void *data)
-{
-	(void)size;
-	(void)data;
-	if (nmods >= 256)
-		return 1;
-	struct ym_module *m = &mods[nmods];
-	memset(m, 0, sizeof *m);
-	m->base = info->dlpi_addr;
-	m->state = YM_MODULE_LOADED;
-	uint64_t lo = UINT64_MAX, hi = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD)
-			continue;
-		uint64_t a = info->dlpi_addr + ph->p_vaddr;
-		lo = a < lo ? a : lo;
-		hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
-	}
-	if (lo >= hi)
-		return 0;
-	m->lo = lo;
-	m->hi = hi;
-	/* No build id: the symbolizer would check a made-up one against
-	 * the file (the integration tests see real ones). */
-	if (info->dlpi_name && info->dlpi_name[0]) {
-		snprintf(m->path, sizeof m->path, "%s", info->dlpi_name);
-	} else {
-		ssize_t n = readlink("/proc/self/exe", m->path, sizeof m->path - 1);
-		m->path[n > 0 ? n : 0] = '\0';
-	}
-	nmods++;
-	return 0;
-}
+#include "modules.h"
 
 /* ---- the model ---- */
 
@@ -95,8 +62,9 @@ static int setup(void **state)
 	struct fixture *fx = calloc(1, sizeof *fx);
 	if (!fx)
 		return -1;
-	nmods = 0;
-	dl_iterate_phdr(add_module, NULL);
+	/* No build id: the symbolizer would check a made-up one against
+	 * the file (the integration tests see real ones). */
+	nmods = modules_of_self(mods, 256, 0);
 	const uint64_t frames[NST][DEPTH] = {
 		{ 0, 0 },
 		{ ret(site_a, 1), ret(caller_x, 1) },

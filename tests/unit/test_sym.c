@@ -32,73 +32,12 @@ char *sym_demangle(const char *name);
 static struct ym_module g_mods[MAX_MODS];
 static uint32_t g_nmods;
 
-static void note_build_id(struct ym_module *m, const struct dl_phdr_info *info,
-			  const ElfW(Phdr) *ph)
-{
-	const unsigned char *p =
-		(const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-	const unsigned char *end = p + ph->p_memsz;
-	while (p + sizeof(ElfW(Nhdr)) <= end) {
-		const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
-		size_t namesz = (nh->n_namesz + 3) & ~3u;
-		size_t descsz = (nh->n_descsz + 3) & ~3u;
-		const unsigned char *name = p + sizeof *nh;
-		const unsigned char *desc = name + namesz;
-		if (desc + descsz > end)
-			return;
-		if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-		    !memcmp(name, "GNU", 4) && nh->n_descsz <= 20) {
-			memcpy(m->build_id, desc, nh->n_descsz);
-			m->build_id_len = nh->n_descsz;
-			return;
-		}
-		p = desc + descsz;
-	}
-}
-
-static int add_module(struct dl_phdr_info *info, size_t size, void *data)
-{
-	(void)size;
-	(void)data;
-	if (g_nmods >= MAX_MODS)
-		return 1;
-	struct ym_module *m = &g_mods[g_nmods];
-	memset(m, 0, sizeof *m);
-	m->base = info->dlpi_addr;
-	m->state = YM_MODULE_LOADED;
-	uint64_t lo = UINT64_MAX, hi = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_LOAD) {
-			uint64_t a = info->dlpi_addr + ph->p_vaddr;
-			if (a < lo)
-				lo = a;
-			if (a + ph->p_memsz > hi)
-				hi = a + ph->p_memsz;
-		} else if (ph->p_type == PT_NOTE && !m->build_id_len) {
-			note_build_id(m, info, ph);
-		}
-	}
-	if (lo >= hi)
-		return 0;
-	m->lo = lo;
-	m->hi = hi;
-	if (info->dlpi_name && info->dlpi_name[0]) {
-		snprintf(m->path, sizeof m->path, "%s", info->dlpi_name);
-	} else {
-		ssize_t n = readlink("/proc/self/exe", m->path,
-				     sizeof m->path - 1);
-		m->path[n > 0 ? n : 0] = '\0';
-	}
-	g_nmods++;
-	return 0;
-}
+#include "modules.h"
 
 static int setup_mods(void **state)
 {
 	(void)state;
-	g_nmods = 0;
-	dl_iterate_phdr(add_module, NULL);
+	g_nmods = modules_of_self(g_mods, MAX_MODS, 1);
 	return g_nmods > 0 ? 0 : -1;
 }
 
@@ -664,12 +603,7 @@ static void test_demangle_through_resolve(void **state)
 	sym_free(s);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 /* Thousands of stacks of ~20 frames: about 4000 distinct addresses,
  * looked up 60000 times, must take well under a second. */

@@ -13,27 +13,14 @@
 
 #define NST 5
 
-/* Stack i holds retained[i] bytes, allocated alloc[i]; frame 0x1000 + i. */
+#include "snap.h"
+
+/* Stack i holds retained[i] bytes, allocated alloc[i]; frame 0x1000 + i
+ * (tests/lib/snap.h). */
 static void snap_make(struct shm_snapshot *s, const double *retained,
 		      const double *alloc, double t)
 {
-	memset(s, 0, sizeof *s);
-	s->hdr.pid = 0x7fffffff;
-	s->hdr.sample_rate = 4096;
-	s->hdr.max_depth = 2;
-	s->taken_mono_ns = (uint64_t)(t * 1e9) + 1000000000ULL;
-	s->stack_stride = shm_stack_stride(2);
-	s->nstacks = NST;
-	s->stacks = calloc(NST, s->stack_stride);
-	for (uint32_t i = 0; i < NST; i++) {
-		struct ym_stack *st = (struct ym_stack *)(s->stacks + i * s->stack_stride);
-		st->hash = 10 + i;
-		st->depth = 1;
-		st->frames[0] = 0x1000 + i;
-		st->alloc_samples = alloc[i] > 0;
-		st->alloc_bytes = (uint64_t)alloc[i];
-		st->free_bytes = (uint64_t)(alloc[i] - retained[i]);
-	}
+	snap_fake(s, NST, 2, retained, alloc, t);
 }
 
 struct fixture {
