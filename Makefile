@@ -245,6 +245,11 @@ $(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/agent/*.h include/ymtop/*.h
 	  -fsanitize=thread $(TSAN_WNO) -o $@ $(TSAN_SRC) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) -lpthread
 
+# The Python tests import their helpers (tests/lib/ymlib.py) as a module of
+# PYTHONPATH, as tests/run.sh sets it; the benchmarks that time a test's
+# own functions also import from tests/integration.
+TEST_PYTHONPATH := $(CURDIR)/tests/lib
+
 # ---- Torture suite (tests/stress): programs run with and without the agent
 # by tests/stress/test_stress.py (never sanitized: they host the agent).
 STRESS_C    := $(wildcard tests/stress/*.c)
@@ -261,7 +266,7 @@ $(B)/stress/%: tests/stress/%.cc
 	$(CXX) -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $< -lpthread
 
 stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
-	@YM_BUILD=$(B) python3 tests/stress/test_stress.py
+	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH) python3 tests/stress/test_stress.py
 
 # ---- Fuzzing the segment reader (tests/fuzz), needs clang's libFuzzer ----
 #   make fuzz-smoke   a short bounded run (part of check; skipped without clang)
@@ -342,8 +347,10 @@ bench: bench-deps all
 	@tests/bench/run.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/tui_cost.sh $(B) 30
-	@YM_BUILD=$(B) python3 tests/bench/inject_timing.py
-	@YM_BUILD=$(B) python3 tests/bench/sym_speed.py
+	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
+	  python3 tests/bench/inject_timing.py
+	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
+	  python3 tests/bench/sym_speed.py
 
 # The agent's unwinder against libunwind's unw_backtrace, per call.
 $(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/agent/unwind.c injector/agent/unwind.h

@@ -4,9 +4,13 @@
 #   integration: tests/integration/*.py (each "ok"/"FAIL" line counts)
 #   terminal:    tests/tui/*.py (tmux; the same)
 #   stress:      tests/stress/test_stress.py (the torture programs, the same)
+# The Python tests import their helpers from tests/lib (ymlib.py): this
+# puts it on PYTHONPATH.  One test file by hand:
+#   PYTHONPATH=tests/lib YM_BUILD=build python3 tests/integration/test_x.py
 set -u
 B=${YM_BUILD:-build}
 export YM_BUILD=$B
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd)/lib${PYTHONPATH:+:$PYTHONPATH}"
 pass=0
 fail=0
 failed=()

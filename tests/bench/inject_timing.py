@@ -4,10 +4,8 @@ fresh processes started without the agent: one quiet (blocked in read) and
 one with 9 threads allocating flat out.  Goals: pause < 100 ms, first
 report < 1 s.   ROUNDS=N python3 tests/bench/inject_timing.py"""
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from test_inject import Plain, inject, prog  # noqa: E402
+from test_inject import Plain, inject, prog
 
 
 def timings(argv, runs):

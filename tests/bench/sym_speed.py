@@ -3,10 +3,8 @@ stacks through 2048 distinct sites (exact mode), from ymtop's start to its
 exit: attach, symbolize every frame, write the report.  Median of ROUNDS.
 Goal (issue 3): thousands of stacks well under a second."""
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from test_symbols import many_sites_report  # noqa: E402
+from test_symbols import many_sites_report
 
 runs = int(os.environ.get("ROUNDS", "5"))
 took = sorted(many_sites_report()[1] for _ in range(runs))

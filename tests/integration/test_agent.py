@@ -8,8 +8,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, MiB, WORKLOAD, Target, functions, report,  # noqa: E402
+from ymlib import (AGENT, MiB, WORKLOAD, Target, functions, report,
                    run_tests, site, site_total, within, ymtop, seg_path)
 
 SEEDED = {"YM_SEED": "12345"}

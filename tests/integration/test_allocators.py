@@ -14,8 +14,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, BUILD, Target, functions, report,  # noqa: E402
+from ymlib import (AGENT, BUILD, Target, functions, report,
                    run_tests)
 
 ALLOCS = os.path.join(BUILD, "progs", "allocs")

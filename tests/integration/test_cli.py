@@ -8,8 +8,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import WORKLOAD, YMTOP, Target, run_tests, site, ymtop, seg_path  # noqa: E402
+from ymlib import WORKLOAD, YMTOP, Target, run_tests, site, ymtop, seg_path
 
 
 def one_line_error(r, code):

@@ -9,8 +9,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target,  # noqa: E402
+from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target,
                    functions, readable, run_tests, site, within, ymtop, seg_path)
 
 NOBODY = 65534

@@ -12,8 +12,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, BUILD, WORKLOAD, YMTOP, Target, report,  # noqa: E402
+from ymlib import (AGENT, BUILD, WORKLOAD, YMTOP, Target, report,
                    run_tests, site, seg_path)
 
 INJECT_SPIN = os.path.join(BUILD, "progs", "inject_spin")

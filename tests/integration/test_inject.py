@@ -11,8 +11,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, BUILD, MiB, YMTOP, Target, functions, readable, report,  # noqa: E402
+from ymlib import (AGENT, BUILD, MiB, YMTOP, Target, functions, readable, report,
                    run_tests, site, within, ymtop, seg_path)
 
 PROGS = os.path.join(BUILD, "progs")

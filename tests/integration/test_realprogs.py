@@ -13,8 +13,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import AGENT, YMTOP, run_tests, seg_path  # noqa: E402
+from ymlib import AGENT, YMTOP, run_tests, seg_path
 
 TIMEOUT = 120
 

@@ -15,8 +15,7 @@ import time
 import zlib
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import BUILD, WORKLOAD, YMTOP, Target, run_tests, within, ymtop  # noqa: E402
+from ymlib import BUILD, WORKLOAD, YMTOP, Target, run_tests, within, ymtop
 
 PROG = os.path.join(BUILD, "progs", "reports_prog")
 MAN = os.path.join(os.path.dirname(__file__), "..", "..", "man", "ymtop.1")

@@ -10,8 +10,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, WORKLOAD, YMTOP, Target, readable,  # noqa: E402
+from ymlib import (AGENT, WORKLOAD, YMTOP, Target, readable,
                    run_tests, ymtop, seg_path)
 
 NOBODY = 65534

@@ -15,8 +15,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import (AGENT, BUILD, Target, functions, report,  # noqa: E402
+from ymlib import (AGENT, BUILD, Target, functions, report,
                    run_tests, ymtop, seg_path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -26,8 +26,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from ymlib import AGENT, Skip, readable, report, run_tests, seg_path  # noqa: E402
+from ymlib import AGENT, Skip, readable, report, run_tests, seg_path
 
 TIMEOUT = 120
 TOP = 10

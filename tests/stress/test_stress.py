@@ -15,8 +15,7 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from ymlib import AGENT, BUILD, YMTOP, run_tests, seg_path  # noqa: E402
+from ymlib import AGENT, BUILD, YMTOP, run_tests, seg_path
 
 S = os.path.join(BUILD, "stress")
 PLUGIN = os.path.join(BUILD, "progs", "libplugin.so")

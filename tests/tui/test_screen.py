@@ -9,8 +9,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from ymlib import BUILD, YMTOP, Target, run_tests  # noqa: E402
+from ymlib import BUILD, YMTOP, Target, run_tests
 
 PROG = os.path.join(BUILD, "progs", "tuiprog")
 SOCK = "ymtop-test-%d" % os.getpid()
