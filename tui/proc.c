@@ -150,6 +150,22 @@ int proc_same(pid_t pid, uint64_t start_ticks)
 	return start_ticks == 0 || pi.start_ticks == start_ticks;
 }
 
+void proc_display_name(const struct proc_info *pi, char *out, size_t len)
+{
+	snprintf(out, len, "%s", pi->comm);
+	if (strlen(pi->comm) < 15)
+		return;
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)pi->pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return;
+	/* argv[0] ends at its NUL, or at the end of what was read */
+	const char *base = strrchr(buf, '/');
+	base = base ? base + 1 : buf;
+	if (!strncmp(base, pi->comm, strlen(pi->comm)))
+		snprintf(out, len, "%.63s", base);
+}
+
 void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len)
 {
 	char path[96];
@@ -335,7 +351,7 @@ static int runs_agent(pid_t pid)
 	if (proc_segment_open(&r, &pi, pi.uid, err, sizeof err) != 0)
 		return 0;
 	struct ym_header h;
-	int ok = pread(r.fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+	int ok = shm_header_read(&r, &h, err, sizeof err) == 0 &&
 		 !(h.flags & YM_FLAG_EXITED) &&
 		 proc_writer(pid, h.start_ticks, r.dev, r.ino) == WRITER_LIVE;
 	shm_reader_close(&r);

@@ -79,6 +79,13 @@ int proc_preloads_agent(pid_t pid);
 int proc_segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
 		      char *err, size_t errlen);
 
+/* The name process pi was started as, for display and file names, into
+ * out: its comm, or argv[0]'s basename when comm is its first 15
+ * characters (the kernel's limit).  argv[0] may have been rewritten as a
+ * title ("nginx: master process ..."): then it does not start with comm's
+ * full 15 characters, and comm stays. */
+void proc_display_name(const struct proc_info *pi, char *out, size_t len);
+
 /* Thread name from /proc/pid/task/tid/comm into buf ("" if gone). */
 void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len);
 

@@ -201,10 +201,10 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 		int rc = proc_segment_open(r, pi, pi->uid, err, len);
 		if (rc != 0)
 			return rc;
-		if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+		rc = shm_header_read(r, &h, err, len);
+		if (rc != 0) {
 			shm_reader_close(r);
-			snprintf(err, len, "cannot read the segment header");
-			return -EIO;
+			return rc;
 		}
 		w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
 		/* Gone, or exiting (the agent marked it): its final state. */
