@@ -172,6 +172,16 @@ static void name_is_comm_not_exe_target(void **state)
 	model_free(&m);
 }
 
+/* A copy of n thread slots for snapshot s (which owns it). */
+static void give_threads(struct shm_snapshot *s, const struct ym_thread *th,
+			 uint32_t n)
+{
+	s->threads = malloc(n * sizeof *th);
+	assert_non_null(s->threads);
+	memcpy(s->threads, th, n * sizeof *th);
+	s->nthreads = n;
+}
+
 /* A thread's name: the one its slot kept at exit, else the facts' while the
  * process runs, else none; facts with the EXITED flag set are not alive. */
 static void thread_names_from_facts(void **state)
@@ -191,9 +201,7 @@ static void thread_names_from_facts(void **state)
 	char buf[64];
 	model_init(&m);
 	snap_make(&s, r, r, 0);
-	s.threads = malloc(sizeof th);
-	memcpy(s.threads, th, sizeof th);
-	s.nthreads = 2;
+	give_threads(&s, th, 2);
 	model_update_facts(&m, &s, &f);
 	assert_string_equal(model_thread_name(&m, &m.snap.threads[0], buf, sizeof buf),
 			    "io-worker");
@@ -201,9 +209,7 @@ static void thread_names_from_facts(void **state)
 			    "gone-worker");
 	assert_string_equal(model_thread_name(&m, &th[0], buf, sizeof buf), "");
 	snap_make(&s, r, r, 1);
-	s.threads = malloc(sizeof th);
-	memcpy(s.threads, th, sizeof th);
-	s.nthreads = 2;
+	give_threads(&s, th, 2);
 	s.hdr.flags = YM_FLAG_EXITED;     /* the agent saw its exit */
 	model_update_facts(&m, &s, &f);
 	assert_false(m.alive);

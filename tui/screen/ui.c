@@ -749,12 +749,14 @@ static int take(struct session *ss, struct view *v)
 	int skip = (v->detail || v->kind == VIEW_STACKS) ? (tick++ % every) != 0
 							 : (tick++ % (every * 4)) != 0;
 	int rc = session_refresh(ss, skip, err, sizeof err);
-	if (rc == SESSION_ENOMEM)
-		view_set_status(v, "%s", err);
-	else if (rc != 0)
-		view_set_status(v, "cannot read the segment: %s", err);
-	if (rc != 0)
+	if (rc == SESSION_ENOMEM) {
+		view_set_status(v, "%s", err);   /* "out of memory" */
 		return -1;
+	}
+	if (rc != 0) {
+		view_set_status(v, "cannot read the segment: %s", err);
+		return -1;
+	}
 	view_refresh(v);
 	return 0;
 }
