@@ -642,3 +642,12 @@ int shm_control_rate(struct shm_reader *r, uint64_t rate)
 	return control_write(r, __builtin_offsetof(struct ym_control, sample_rate),
 			     &rate, sizeof rate);
 }
+
+int shm_header_read(struct shm_reader *r, struct ym_header *h, char *err,
+		    size_t len)
+{
+	int rc = read_at(r->fd, h, sizeof *h, 0);
+	if (rc < 0)
+		return fail(err, len, rc, "cannot read the segment header");
+	return shm_header_check(h, r->size, err, len);
+}

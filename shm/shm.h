@@ -145,4 +145,11 @@ int shm_control_reset(struct shm_reader *r);
 #define SHM_RATE_MAX (1ULL << 40)
 int shm_control_rate(struct shm_reader *r, uint64_t rate);
 
+/* A validated copy of the header now, for the fields that change (flags,
+ * sample_rate, exit_mono_ns...) between snapshots: read as
+ * shm_snapshot_take does and checked with shm_header_check against the
+ * size the reader opened.  0, or a negative code with err filled. */
+int shm_header_read(struct shm_reader *r, struct ym_header *h, char *err,
+		    size_t errlen);
+
 #endif

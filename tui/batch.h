@@ -20,11 +20,6 @@
  * exit status. */
 int batch_run(const struct options *o, pid_t pid);
 
-/* --rate: ask the agent behind r for o->rate (nothing when 0); one line
- * on stderr says so.  Exits 1 when the agent samples exactly (its rate is
- * fixed) or the control block is read-only. */
-void batch_apply_rate(const struct options *o, struct shm_reader *r);
-
 /* How long a report waits after an attach for its data: the first report
  * of a freshly injected agent is taken once the agent has run this many
  * seconds (-i when given, else BATCH_SETTLE_S), not at the attach, when it

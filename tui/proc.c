@@ -1,5 +1,4 @@
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,7 +9,6 @@
 #include <unistd.h>
 
 #include "proc.h"
-#include "shm.h"
 
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
@@ -46,9 +44,7 @@ static uint64_t parse_u64_ws(const char **p)
 	return parse_u64(p);
 }
 
-/* The inode of pid's pid namespace (0 when /proc/PID/ns is closed to us:
- * then the caller assumes its own). */
-static uint32_t pidns_of(pid_t pid)
+uint32_t proc_pidns(pid_t pid)
 {
 	char path[64];
 	struct stat st;
@@ -121,7 +117,7 @@ int proc_read(pid_t pid, struct proc_info *o)
 				o->nspid = (pid_t)v;
 		}
 	}
-	o->pidns = pidns_of(pid);
+	o->pidns = proc_pidns(pid);
 	return 0;
 }
 
@@ -148,6 +144,22 @@ int proc_same(pid_t pid, uint64_t start_ticks)
 	if (proc_read(pid, &pi) != 0 || proc_gone(&pi))
 		return 0;
 	return start_ticks == 0 || pi.start_ticks == start_ticks;
+}
+
+void proc_display_name(const struct proc_info *pi, char *out, size_t len)
+{
+	snprintf(out, len, "%s", pi->comm);
+	if (strlen(pi->comm) < 15)
+		return;
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)pi->pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return;
+	/* argv[0] ends at its NUL, or at the end of what was read */
+	const char *base = strrchr(buf, '/');
+	base = base ? base + 1 : buf;
+	if (!strncmp(base, pi->comm, strlen(pi->comm)))
+		snprintf(out, len, "%.63s", base);
 }
 
 void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len)
@@ -290,99 +302,4 @@ const char *proc_writer_why(enum proc_writer w)
 	case WRITER_EXECED: return "its process has exec'd a program without the agent";
 	}
 	return "?";
-}
-
-int proc_segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
-		      char *err, size_t len)
-{
-	static uint32_t own_ns;
-	if (!own_ns)
-		own_ns = pidns_of(0);
-	uint32_t ns = pi->pidns;
-	if (!ns && pi->nspid == pi->pid)
-		ns = own_ns;   /* NSpid has one level: our namespace */
-	if (!ns && own_ns) {
-		snprintf(err, len, "cannot read /proc/%ld/ns/pid: the process is in "
-			 "another pid namespace; run ymtop as root", (long)pi->pid);
-		return -EACCES;
-	}
-	char name[48], path[128];
-	shm_name(name, sizeof name, pi->nspid, ns);
-	/* /proc/PID/root is closed to us when the process is not dumpable or
-	 * is another user's: then our own /dev/shm, right in our mount
-	 * namespace, where the checks that follow (owner, pid, start time,
-	 * mapping) hold as anywhere. */
-	struct stat st;
-	snprintf(path, sizeof path, "/proc/%ld/root/", (long)pi->pid);
-	if (stat(path, &st) != 0 && (errno == EACCES || errno == EPERM))
-		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
-	else
-		snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid,
-			 YM_SHM_DIR, name);
-	return shm_reader_open_path(r, path, pi->pid, pi->nspid, uid, err, len);
-}
-
-/* One candidate for proc_find_agents: 1 when pid runs a live agent. */
-static int runs_agent(pid_t pid)
-{
-	struct proc_info pi;
-	if (proc_read(pid, &pi) != 0 || proc_gone(&pi) || pi.tgid != pid)
-		return 0;
-	if (geteuid() != 0 && pi.uid != geteuid())
-		return 0;
-	struct shm_reader r;
-	char err[256];
-	if (proc_segment_open(&r, &pi, pi.uid, err, sizeof err) != 0)
-		return 0;
-	struct ym_header h;
-	int ok = pread(r.fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-		 !(h.flags & YM_FLAG_EXITED) &&
-		 proc_writer(pid, h.start_ticks, r.dev, r.ino) == WRITER_LIVE;
-	shm_reader_close(&r);
-	return ok;
-}
-
-/* Processes running a live agent: those named by the segments in our
- * /dev/shm, and (where /proc lets us look) processes in other pid
- * namespaces, whose segments are in their own /dev/shm. */
-int proc_find_agents(pid_t *pids, int max)
-{
-	int n = 0;
-	uint32_t own_ns = pidns_of(0);
-	DIR *d = opendir(YM_SHM_DIR);
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d)) != NULL) {
-			pid_t v;
-			uint32_t ns;
-			if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
-			    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
-				continue;   /* another namespace's: found below */
-			if (!runs_agent(v))
-				continue;
-			if (n < max)
-				pids[n] = v;
-			n++;
-		}
-		closedir(d);
-	}
-	d = opendir("/proc");
-	if (!d)
-		return n;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		char *end;
-		errno = 0;
-		long v = strtol(e->d_name, &end, 10);
-		if (errno || *end || v <= 0 || v > 0x3fffffff)
-			continue;
-		uint32_t ns = pidns_of((pid_t)v);
-		if (!ns || ns == own_ns || !runs_agent((pid_t)v))
-			continue;
-		if (n < max)
-			pids[n] = (pid_t)v;
-		n++;
-	}
-	closedir(d);
-	return n;
 }

@@ -1,7 +1,8 @@
 /*
- * proc: what ymtop reads about a target from /proc, and the discovery of
- * processes running the agent.  Everything read here is untrusted and
- * bounded.
+ * proc: what ymtop reads about a process from /proc (stat, status,
+ * cmdline, environ, maps, task names, namespaces), and nothing else: the
+ * discovery of targets and of their segments is target.c's.  Everything
+ * read here is untrusted and bounded.
  */
 #ifndef YMTOP_PROC_H
 #define YMTOP_PROC_H
@@ -10,7 +11,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "shm.h"
 
 struct proc_info {
 	pid_t    pid;
@@ -71,19 +71,18 @@ int proc_maps_agent(pid_t pid);
  * libymagent): a fresh image that will load it, 0 when not, -errno. */
 int proc_preloads_agent(pid_t pid);
 
-/* Open the segment of the process pi where it made it: its /dev/shm seen
- * through /proc/PID/root (its mount namespace: a container's), or ours
- * when that is closed to us and the process is in our mount namespace.
- * Owner checked against uid as shm_reader_open_path does.  Returns its
- * code (-ENOENT: the process has no segment). */
-int proc_segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
-		      char *err, size_t errlen);
+/* The name process pi was started as, for display and file names, into
+ * out: its comm, or argv[0]'s basename when comm is its first 15
+ * characters (the kernel's limit).  argv[0] may have been rewritten as a
+ * title ("nginx: master process ..."): then it does not start with comm's
+ * full 15 characters, and comm stays. */
+void proc_display_name(const struct proc_info *pi, char *out, size_t len);
 
 /* Thread name from /proc/pid/task/tid/comm into buf ("" if gone). */
 void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len);
 
-/* Processes with a live segment in /dev/shm that we may read: fills up to
- * max pids and returns how many there are in total. */
-int proc_find_agents(pid_t *pids, int max);
+/* The inode of pid's pid namespace (pid 0: ours); 0 when /proc/PID/ns
+ * is closed to us: then the caller assumes its own. */
+uint32_t proc_pidns(pid_t pid);
 
 #endif

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -59,13 +60,113 @@ void target_agent_path(char *buf, size_t len)
 	snprintf(buf, len, "%s/libymagent.so", YM_LIBDIR);
 }
 
+/* Open the segment of the process pi where it made it: its /dev/shm seen
+ * through /proc/PID/root (its mount namespace: a container's), or ours
+ * when that is closed to us and the process is in our mount namespace.
+ * Owner checked against uid as shm_reader_open_path does.  Returns its
+ * code (-ENOENT: the process has no segment). */
+static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
+			char *err, size_t len)
+{
+	static uint32_t own_ns;
+	if (!own_ns)
+		own_ns = proc_pidns(0);
+	uint32_t ns = pi->pidns;
+	if (!ns && pi->nspid == pi->pid)
+		ns = own_ns;   /* NSpid has one level: our namespace */
+	if (!ns && own_ns) {
+		snprintf(err, len, "cannot read /proc/%ld/ns/pid: the process is in "
+			 "another pid namespace; run ymtop as root", (long)pi->pid);
+		return -EACCES;
+	}
+	char name[48], path[128];
+	shm_name(name, sizeof name, pi->nspid, ns);
+	/* /proc/PID/root is closed to us when the process is not dumpable or
+	 * is another user's: then our own /dev/shm, right in our mount
+	 * namespace, where the checks that follow (owner, pid, start time,
+	 * mapping) hold as anywhere. */
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%ld/root/", (long)pi->pid);
+	if (stat(path, &st) != 0 && (errno == EACCES || errno == EPERM))
+		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
+	else
+		snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid,
+			 YM_SHM_DIR, name);
+	return shm_reader_open_path(r, path, pi->pid, pi->nspid, uid, err, len);
+}
+
+/* One candidate for find_agents: 1 when pid runs a live agent. */
+static int runs_agent(pid_t pid)
+{
+	struct proc_info pi;
+	if (proc_read(pid, &pi) != 0 || proc_gone(&pi) || pi.tgid != pid)
+		return 0;
+	if (geteuid() != 0 && pi.uid != geteuid())
+		return 0;
+	struct shm_reader r;
+	char err[256];
+	if (segment_open(&r, &pi, pi.uid, err, sizeof err) != 0)
+		return 0;
+	struct ym_header h;
+	int ok = shm_header_read(&r, &h, err, sizeof err) == 0 &&
+		 !(h.flags & YM_FLAG_EXITED) &&
+		 proc_writer(pid, h.start_ticks, r.dev, r.ino) == WRITER_LIVE;
+	shm_reader_close(&r);
+	return ok;
+}
+
+/* Processes running a live agent: those named by the segments in our
+ * /dev/shm, and (where /proc lets us look) processes in other pid
+ * namespaces, whose segments are in their own /dev/shm. */
+static int find_agents(pid_t *pids, int max)
+{
+	int n = 0;
+	uint32_t own_ns = proc_pidns(0);
+	DIR *d = opendir(YM_SHM_DIR);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			pid_t v;
+			uint32_t ns;
+			if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
+			    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
+				continue;   /* another namespace's: found below */
+			if (!runs_agent(v))
+				continue;
+			if (n < max)
+				pids[n] = v;
+			n++;
+		}
+		closedir(d);
+	}
+	d = opendir("/proc");
+	if (!d)
+		return n;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		errno = 0;
+		long v = strtol(e->d_name, &end, 10);
+		if (errno || *end || v <= 0 || v > 0x3fffffff)
+			continue;
+		uint32_t ns = proc_pidns((pid_t)v);
+		if (!ns || ns == own_ns || !runs_agent((pid_t)v))
+			continue;
+		if (n < max)
+			pids[n] = (pid_t)v;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 pid_t target_choose(pid_t pid)
 {
 	char agent[PATH_MAX];
 	if (pid)
 		return pid;
 	pid_t pids[64];
-	int n = proc_find_agents(pids, 64);
+	int n = find_agents(pids, 64);
 	if (n == 1)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);
@@ -157,13 +258,13 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	int ir = inject_agent(pid, agent, bring, &res, why, sizeof why);
 	if (ir < 0) {
 		/* Another ymtop may have injected it meanwhile: then attach. */
-		if (proc_segment_open(r, pi, pi->uid, err, len) == 0)
+		if (segment_open(r, pi, pi->uid, err, len) == 0)
 			return 0;
 		cli_die(1, "%s", why);
 	}
 	int rc = -ENOENT;
 	for (int i = 0; i < 400 && rc == -ENOENT; i++) {
-		rc = proc_segment_open(r, pi, pi->uid, err, len);
+		rc = segment_open(r, pi, pi->uid, err, len);
 		if (rc == -ENOENT) {
 			struct timespec ts = { 0, 5000000 };
 			nanosleep(&ts, NULL);
@@ -198,13 +299,13 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 	enum proc_writer w = WRITER_LIVE;
 	struct ym_header h;
 	for (int tries = 0;; tries++) {
-		int rc = proc_segment_open(r, pi, pi->uid, err, len);
+		int rc = segment_open(r, pi, pi->uid, err, len);
 		if (rc != 0)
 			return rc;
-		if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+		rc = shm_header_read(r, &h, err, len);
+		if (rc != 0) {
 			shm_reader_close(r);
-			snprintf(err, len, "cannot read the segment header");
-			return -EIO;
+			return rc;
 		}
 		w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
 		/* Gone, or exiting (the agent marked it): its final state. */

@@ -7,31 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "model/model.h"
 
 #define NST 4
 
-/* Make s the snapshot of a live writer: this process, which maps a
- * segment-like file (proc_writer's test: same process, still mapping its
- * segment). */
-static void alive(struct shm_snapshot *s)
-{
-	static struct stat st;
-	if (!st.st_ino) {
-		int fd = memfd_create("ym-test-segment", MFD_CLOEXEC);
-		assert_true(fd >= 0);
-		assert_int_equal(ftruncate(fd, 4096), 0);
-		assert_true(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) != MAP_FAILED);
-		assert_int_equal(fstat(fd, &st), 0);
-	}
-	s->hdr.pid = (uint32_t)getpid();
-	s->seg_dev = st.st_dev;
-	s->seg_ino = st.st_ino;
-}
+/* What the session would say of a running process (session.c reads it
+ * from /proc; the model takes it as given). */
+static const struct model_facts live = { .alive = 1, .name = "redis-server" };
+
 #define DEPTH 4
 
 #include "snap.h"
@@ -101,12 +85,10 @@ static void rates_mark_growth_filter(void **state)
 	const double a2[NST] = { 0, 5000, 19000, 2000 };
 	model_init(&m);
 	snap_make(&s, r1, a1, 0);
-	alive(&s);   /* alive: rates are measured */
-	model_update(&m, &s);
+	model_update_facts(&m, &s, &live);   /* alive: rates are measured */
 	model_mark(&m);
 	snap_make(&s, r2, a2, 2);
-	alive(&s);
-	model_update(&m, &s);
+	model_update_facts(&m, &s, &live);
 	assert_true(m.interval_s == 2.0);
 	assert_true(m.stacks[2].alloc_rate == 5000.0);   /* 10000 B in 2 s */
 	assert_true(m.alloc_bytes_rate == 1000.0);
@@ -137,8 +119,7 @@ static void rates_first_and_after_exit(void **state)
 	struct ym_thread th = { .tid = 1, .state = YM_THREAD_LIVE };
 	model_init(&m);
 	snap_make(&s, r, a1, 1);          /* taken 2 s after the agent started */
-	alive(&s);
-	model_update(&m, &s);
+	model_update_facts(&m, &s, &live);
 	assert_true(m.alive);
 	assert_true(m.stacks[2].alloc_rate == 4500.0);   /* 9000 B in 2 s */
 	assert_true(m.alloc_bytes_rate == 500.0);        /* 1000 B in 2 s */
@@ -153,22 +134,16 @@ static void rates_first_and_after_exit(void **state)
 	model_free(&m);
 }
 
-/* The name shown is the one the process was started as (its comm), not
- * the basename of header.exe, which the agent took from /proc/self/exe and
- * is a symlink's target (redis-server -> redis-check-rdb); it is kept after
- * the process is gone. */
+/* The name shown is the one the process was started as (the facts' name,
+ * from its comm), not the basename of header.exe, which the agent took
+ * from /proc/self/exe and is a symlink's target (redis-server ->
+ * redis-check-rdb); it is kept after the process is gone. */
 static void name_is_comm_not_exe_target(void **state)
 {
 	(void)state;
 	struct model m;
 	struct shm_snapshot s;
 	const double r[NST] = { 0, 3000, 1000, 2000 };
-	char comm[64] = "";
-	FILE *f = fopen("/proc/self/comm", "r");
-	assert_non_null(f);
-	assert_non_null(fgets(comm, sizeof comm, f));
-	fclose(f);
-	comm[strcspn(comm, "\n")] = '\0';
 	model_init(&m);
 	snap_make(&s, r, r, 0);
 	assert_int_equal(model_update(&m, &s), 0);   /* never alive: exe */
@@ -177,14 +152,59 @@ static void name_is_comm_not_exe_target(void **state)
 	model_free(&m);
 	model_init(&m);
 	snap_make(&s, r, r, 0);
-	alive(&s);
 	snprintf(s.hdr.exe, sizeof s.hdr.exe, "/usr/bin/resolved-target");
-	model_update(&m, &s);
-	assert_string_equal(model_name(&m), comm);
+	model_update_facts(&m, &s, &live);
+	assert_string_equal(model_name(&m), "redis-server");
 	snap_make(&s, r, r, 1);           /* gone: the name stays */
 	snprintf(s.hdr.exe, sizeof s.hdr.exe, "/usr/bin/resolved-target");
 	model_update(&m, &s);
-	assert_string_equal(model_name(&m), comm);
+	assert_string_equal(model_name(&m), "redis-server");
+	model_free(&m);
+}
+
+/* A copy of n thread slots for snapshot s (which owns it). */
+static void give_threads(struct shm_snapshot *s, const struct ym_thread *th,
+			 uint32_t n)
+{
+	s->threads = malloc(n * sizeof *th);
+	assert_non_null(s->threads);
+	memcpy(s->threads, th, n * sizeof *th);
+	s->nthreads = n;
+}
+
+/* A thread's name: the one its slot kept at exit, else the facts' while the
+ * process runs, else none; facts with the EXITED flag set are not alive. */
+static void thread_names_from_facts(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	struct ym_thread th[2] = {
+		{ .tid = 7, .state = YM_THREAD_LIVE },
+		{ .tid = 8, .state = YM_THREAD_EXITED, .name = "gone-worker" },
+	};
+	const char names[2][MODEL_THREAD_NAME] = { "io-worker", "" };
+	struct model_facts f = live;
+	f.thread_names = names;
+	f.nthread_names = 2;
+	char buf[64];
+	model_init(&m);
+	snap_make(&s, r, r, 0);
+	give_threads(&s, th, 2);
+	model_update_facts(&m, &s, &f);
+	assert_string_equal(model_thread_name(&m, &m.snap.threads[0], buf, sizeof buf),
+			    "io-worker");
+	assert_string_equal(model_thread_name(&m, &m.snap.threads[1], buf, sizeof buf),
+			    "gone-worker");
+	assert_string_equal(model_thread_name(&m, &th[0], buf, sizeof buf), "");
+	snap_make(&s, r, r, 1);
+	give_threads(&s, th, 2);
+	s.hdr.flags = YM_FLAG_EXITED;     /* the agent saw its exit */
+	model_update_facts(&m, &s, &f);
+	assert_false(m.alive);
+	assert_string_equal(model_thread_name(&m, &m.snap.threads[0], buf, sizeof buf), "");
+	assert_string_equal(model_state(&m), "exited");
 	model_free(&m);
 }
 
@@ -195,6 +215,7 @@ int main(void)
 		cmocka_unit_test(rates_mark_growth_filter),
 		cmocka_unit_test(rates_first_and_after_exit),
 		cmocka_unit_test(name_is_comm_not_exe_target),
+		cmocka_unit_test(thread_names_from_facts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,6 @@
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "model.h"
 
@@ -18,6 +16,7 @@ void model_free(struct model *m)
 	free(m->order);
 	free(m->prev_alloc);
 	free(m->mark_retained);
+	free(m->thread_names);
 	memset(m, 0, sizeof *m);
 }
 
@@ -46,32 +45,6 @@ static int grow(double **arr, uint32_t *n, uint32_t want)
 	return 0;
 }
 
-/* The display name (model_name) of a running process: comm, or argv[0]'s
- * basename when comm is its first 15 characters (the kernel's limit).
- * argv[0] may have been rewritten as a title ("nginx: master process
- * ..."): then it does not start with comm's full 15 characters, and comm
- * stays. */
-static void read_name(const struct model *m, char *out, size_t len)
-{
-	snprintf(out, len, "%s", m->proc.comm);
-	if (strlen(m->proc.comm) < 15)
-		return;
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)model_pid(m));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';   /* argv[0] ends at its NUL, or here */
-	const char *base = strrchr(buf, '/');
-	base = base ? base + 1 : buf;
-	if (!strncmp(base, m->proc.comm, strlen(m->proc.comm)))
-		snprintf(out, len, "%.63s", base);
-}
-
 const char *model_name(const struct model *m)
 {
 	if (m->name[0])
@@ -82,15 +55,27 @@ const char *model_name(const struct model *m)
 
 int model_update(struct model *m, struct shm_snapshot *snap)
 {
+	return model_update_facts(m, snap, NULL);
+}
+
+int model_update_facts(struct model *m, struct shm_snapshot *snap,
+		       const struct model_facts *facts)
+{
 	uint32_t n = snap->nstacks;
+	uint32_t nnames = facts && facts->thread_names ? facts->nthread_names : 0;
 	struct model_stack *st = calloc(n ? n : 1, sizeof *st);
 	uint32_t *order = calloc(n ? n : 1, sizeof *order);
-	if (!st || !order || grow(&m->prev_alloc, &m->nprev, n) ||
+	char (*names)[MODEL_THREAD_NAME] = nnames ? calloc(nnames, sizeof *names) : NULL;
+	if (!st || !order || (nnames && !names) ||
+	    grow(&m->prev_alloc, &m->nprev, n) ||
 	    (m->marked && grow(&m->mark_retained, &m->nmark, n))) {
 		free(st);
 		free(order);
+		free(names);
 		return -1;
 	}
+	if (nnames)
+		memcpy(names, facts->thread_names, (size_t)nnames * sizeof *names);
 	double dt = 0;
 	if (m->have_snap && snap->taken_mono_ns > m->prev_mono_ns)
 		dt = (double)(snap->taken_mono_ns - m->prev_mono_ns) / 1e9;
@@ -102,15 +87,9 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	if (first)
 		memset(&m->prev_totals, 0, sizeof m->prev_totals);
 	/* A target that is gone allocates nothing: its rates are 0, not the
-	 * last ones seen. */
-	/* Live while the process that wrote the segment still runs and
-	 * still maps it: not after its pid went to another process, nor
-	 * after it exec'd a program without the agent. */
-	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
-	int alive = proc_read(pid, &m->proc) == 0 &&
-		    proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
-				snap->seg_ino) == WRITER_LIVE &&
-		    !(snap->hdr.flags & YM_FLAG_EXITED);
+	 * last ones seen.  (The session's facts.alive also requires the
+	 * EXITED flag clear; checked here again for callers without facts.) */
+	int alive = facts && facts->alive && !(snap->hdr.flags & YM_FLAG_EXITED);
 	if (!alive)
 		dt = 0;
 
@@ -187,13 +166,20 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	m->order = order;
 	m->norder = 0;
 
+	free(m->thread_names);
+	m->thread_names = names;
+	m->nthread_names = nnames;
+	if (facts)
+		m->proc = facts->proc;
+	else
+		memset(&m->proc, 0, sizeof m->proc);
 	m->alive = alive;
 	if (alive) {
-		read_name(m, m->name, sizeof m->name);
+		snprintf(m->name, sizeof m->name, "%s", facts->name);
 		/* Uptime is the process's: a daemon's segment is made at its
 		 * first allocation after it forked away, an injected one at
 		 * the attach. */
-		uint64_t age = (uint64_t)(proc_age_s(&m->proc) * 1e9);
+		uint64_t age = (uint64_t)(facts->age_s * 1e9);
 		if (age && age < m->snap.taken_mono_ns)
 			m->proc_start_mono_ns = m->snap.taken_mono_ns - age;
 	}
@@ -331,8 +317,10 @@ const char *model_thread_name(const struct model *m, const struct ym_thread *t,
 	buf[0] = '\0';
 	if (t->name[0])
 		snprintf(buf, len, "%s", t->name);
-	else if (m->alive && t->tid)
-		proc_thread_name(model_pid(m), t->tid, buf, len);
+	else if (m->alive && t->tid && m->snap.threads && t >= m->snap.threads &&
+		 t < m->snap.threads + m->snap.nthreads &&
+		 (uint32_t)(t - m->snap.threads) < m->nthread_names)
+		snprintf(buf, len, "%s", m->thread_names[t - m->snap.threads]);
 	return buf;
 }
 

@@ -5,6 +5,11 @@
  * derived from it: per-stack estimates, rates against the previous
  * snapshot, growth against a mark, and a sorted, filtered view.  Views and
  * reports read it; only model_* functions change it.
+ *
+ * The model is pure data: it reads no file, no /proc, no terminal.  What
+ * is known about the running process (alive, its name, its threads' names)
+ * comes in as struct model_facts from the session (session.h), which
+ * reads /proc through proc.h.
  */
 #ifndef YMTOP_MODEL_H
 #define YMTOP_MODEL_H
@@ -25,6 +30,26 @@ enum model_sort {
 	SORT_AGE,            /* age of the oldest live sample */
 	SORT_FUNCTION,       /* display frame name (needs a key callback) */
 	SORT_COUNT
+};
+
+/* The length of a thread name the facts carry (/proc's comm fits). */
+#define MODEL_THREAD_NAME 64
+
+/* What the session learned about the process right after a snapshot. */
+struct model_facts {
+	/* The process that wrote the segment still runs and still maps it
+	 * (not after its pid went to another process, nor after it exec'd a
+	 * program without the agent), and the agent has not marked it
+	 * exited.  name and age_s count only when alive. */
+	int      alive;
+	struct proc_info proc;       /* its /proc/PID/stat and status */
+	char     name[64];           /* proc_display_name */
+	double   age_s;              /* proc_age_s: seconds it has run */
+	/* Indexed like the snapshot's thread slots: /proc's name of each
+	 * slot's thread when the slot has none of its own ("" otherwise);
+	 * NULL or fewer entries than slots: none.  Copied. */
+	const char (*thread_names)[MODEL_THREAD_NAME];
+	uint32_t nthread_names;
 };
 
 struct model_stack {
@@ -67,8 +92,10 @@ struct model {
 	double   free_bytes_rate, free_calls_rate;
 	double   interval_s;         /* between the last two snapshots */
 
-	struct proc_info proc;
-	int      alive;              /* target running (same start time) */
+	struct proc_info proc;       /* model_facts.proc */
+	int      alive;              /* model_facts.alive */
+	char   (*thread_names)[MODEL_THREAD_NAME]; /* model_facts' copy */
+	uint32_t nthread_names;
 	char     name[64];           /* model_name */
 	uint64_t proc_start_mono_ns; /* the process's start on our clock, 0
 					unknown: model_uptime */
@@ -86,7 +113,13 @@ struct model {
 void model_init(struct model *m);
 void model_free(struct model *m);
 
-/* Take ownership of snap (left empty) and derive everything. */
+/* Take ownership of snap (left empty) and derive everything, with what
+ * the session knows of the process (facts, not kept).  0, or -1 when out of
+ * memory: then snap is still the caller's. */
+int model_update_facts(struct model *m, struct shm_snapshot *snap,
+		       const struct model_facts *facts);
+/* The same for a process not seen running (a segment read post mortem,
+ * tests, fuzzing): no facts, not alive. */
 int model_update(struct model *m, struct shm_snapshot *snap);
 
 /* The target's pid as ymtop sees it (the host's, for a process in a
@@ -131,8 +164,9 @@ const char *model_name(const struct model *m);
 /* A thread slot's state word: "live", "exited", "shared", "free".  A slot
  * still marked live is "exited" once the process is gone. */
 const char *model_thread_state(const struct model *m, const struct ym_thread *t);
-/* A thread's name into buf: the one kept at its exit, else /proc's while
- * the target runs, else "".  Returns buf. */
+/* A thread's name into buf: the one kept at its exit, else the facts'
+ * (/proc's while the target runs), else "".  t is one of m->snap.threads.
+ * Returns buf. */
 const char *model_thread_name(const struct model *m, const struct ym_thread *t,
 			      char *buf, size_t len);
 /* Reports list a slot unless it is free, or the shared slot 0 that

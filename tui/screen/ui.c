@@ -8,9 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
 #include "fmt.h"
-#include "target.h"
+#include "session.h"
 #include "ui.h"
 #include "view.h"
 
@@ -740,28 +739,23 @@ static void sort_menu(struct view *v)
 /* A large live table (exact mode: 48 MiB) is copied once every few
  * refreshes; in between the model keeps the last ages.  Its cost is then
  * about that of a 4 MiB table per refresh. */
-static int take(struct shm_reader *r, struct model *m, struct sym *s, struct view *v,
-		uint32_t *known_modules)
+static int take(struct session *ss, struct view *v)
 {
 	static unsigned tick;
-	struct shm_snapshot snap;
 	char err[512];
+	const struct model *m = &ss->model;
 	uint64_t live = m->have_snap ? shm_live_bytes(&m->snap.hdr) : 0;
 	unsigned every = (unsigned)(live / (4u << 20)) + 1;
-	r->skip_live = (v->detail || v->kind == VIEW_STACKS) ? (tick++ % every) != 0
-							      : (tick++ % (every * 4)) != 0;
-	if (shm_snapshot_take(r, &snap, err, sizeof err) != 0) {
+	int skip = (v->detail || v->kind == VIEW_STACKS) ? (tick++ % every) != 0
+							 : (tick++ % (every * 4)) != 0;
+	int rc = session_refresh(ss, skip, err, sizeof err);
+	if (rc == SESSION_ENOMEM) {
+		view_set_status(v, "%s", err);   /* "out of memory" */
+		return -1;
+	}
+	if (rc != 0) {
 		view_set_status(v, "cannot read the segment: %s", err);
 		return -1;
-	}
-	if (model_update(m, &snap) != 0) {
-		shm_snapshot_free(&snap);
-		view_set_status(v, "out of memory");
-		return -1;
-	}
-	if (m->snap.nmodules != *known_modules) {
-		sym_set_modules(s, m->snap.modules, m->snap.nmodules);
-		*known_modules = m->snap.nmodules;
 	}
 	view_refresh(v);
 	return 0;
@@ -769,19 +763,13 @@ static int take(struct shm_reader *r, struct model *m, struct sym *s, struct vie
 
 int ui_run(const struct options *o, pid_t pid)
 {
-	struct shm_reader r;
-	struct model m;
+	struct session ss;
 	struct view v;
 	/* Snapshot buffers of many MiB come and go every refresh: keep them
 	 * on the heap rather than mmap'ing and faulting them in each time. */
 	mallopt(M_MMAP_THRESHOLD, 256 << 20);
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
-	target_attach(pid, &r);
-	batch_apply_rate(o, &r);
-	struct sym *s = sym_new(target_sym_root(&r));
-	if (!s)
-		cli_die(1, "cannot start the symbolizer (libdw)");
-	model_init(&m);
+	session_open(&ss, o, pid);
 	char outdir[4096] = ".";
 	if (o->output) {
 		const char *slash = strrchr(o->output, '/');
@@ -791,10 +779,9 @@ int ui_run(const struct options *o, pid_t pid)
 		if (!outdir[0])
 			snprintf(outdir, sizeof outdir, "/");
 	}
-	view_init(&v, &m, s, &o->rules, &r, outdir);
+	view_init(&v, &ss.model, ss.sym, &o->rules, &ss.reader, outdir);
 	v.sort = o->sort;
-	uint32_t known_modules = UINT32_MAX;
-	take(&r, &m, s, &v, &known_modules);
+	take(&ss, &v);
 	start_curses();
 	uint64_t delay = (uint64_t)(o->delay * 1e9);
 	uint64_t next = mono_ns() + delay;
@@ -824,9 +811,9 @@ int ui_run(const struct options *o, pid_t pid)
 		}
 		now = mono_ns();
 		if (((react & REACT_RELOAD) || now >= next) && !v.frozen && !exited_seen) {
-			take(&r, &m, s, &v, &known_modules);
+			take(&ss, &v);
 			next = now + delay;
-			if (!m.alive) {
+			if (!ss.model.alive) {
 				exited_seen = 1;   /* keep the final data on screen */
 				view_set_status(&v, "the process has exited: final data shown (s and f still work)");
 			}
@@ -834,8 +821,6 @@ int ui_run(const struct options *o, pid_t pid)
 	}
 	restore();
 	view_free(&v);
-	model_free(&m);
-	sym_free(s);
-	shm_reader_close(&r);
+	session_close(&ss);
 	return 0;
 }

@@ -1,0 +1,150 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fmt.h"
+#include "proc.h"
+#include "session.h"
+#include "target.h"
+
+/* --rate: ask the agent for o->rate (nothing when 0); one line on stderr
+ * says so.  Exits 1 when the agent samples exactly (its rate is fixed) or
+ * the control block is read-only. */
+static void apply_rate(const struct options *o, struct shm_reader *r)
+{
+	if (!o->rate)
+		return;
+	struct ym_header h;
+	if (shm_header_read(r, &h, NULL, 0) != 0)
+		cli_die(1, "pid %ld: cannot read the segment header", (long)r->pid);
+	if (h.sample_rate <= 1)
+		cli_die(1, "pid %ld samples every allocation (YM_SAMPLE_RATE=1, chosen at "
+			"its start): --rate cannot change that; restart it with "
+			"YM_SAMPLE_RATE=BYTES", (long)r->pid);
+	int rc = shm_control_rate(r, o->rate);
+	if (rc == -EPERM)
+		cli_die(1, "pid %ld: the segment is read-only to us, so --rate cannot "
+			"reach the agent; run ymtop as the process's user or root",
+			(long)r->pid);
+	if (rc != 0)
+		cli_die(1, "pid %ld: cannot write the control block: %s", (long)r->pid,
+			strerror(-rc));
+	char a[32], b[32];
+	fprintf(stderr, "ymtop: pid %ld: sample rate %s asked (was %s); each thread "
+		"takes it at its next sample\n", (long)r->pid,
+		fmt_bytes((double)o->rate, a, sizeof a),
+		fmt_bytes((double)h.sample_rate, b, sizeof b));
+}
+
+void session_open(struct session *s, const struct options *o, pid_t pid)
+{
+	memset(s, 0, sizeof *s);
+	target_attach(pid, &s->reader);
+	apply_rate(o, &s->reader);
+	s->sym = sym_new(target_sym_root(&s->reader));
+	if (!s->sym)
+		cli_die(1, "cannot start the symbolizer (libdw)");
+	model_init(&s->model);
+	s->known_modules = UINT32_MAX;
+}
+
+/* What /proc says of the process that wrote snap, into f (its thread
+ * names into s->names).  -1 when out of memory. */
+static int read_facts(struct session *s, const struct shm_snapshot *snap,
+		      struct model_facts *f)
+{
+	memset(f, 0, sizeof *f);
+	/* Live while the process that wrote the segment still runs and
+	 * still maps it: not after its pid went to another process, nor
+	 * after it exec'd a program without the agent. */
+	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
+	f->alive = proc_read(pid, &f->proc) == 0 &&
+		   proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
+			       snap->seg_ino) == WRITER_LIVE &&
+		   !(snap->hdr.flags & YM_FLAG_EXITED);
+	if (!f->alive)
+		return 0;
+	proc_display_name(&f->proc, f->name, sizeof f->name);
+	f->age_s = proc_age_s(&f->proc);
+	if (snap->nthreads > s->nnames) {
+		void *p = realloc(s->names, (size_t)snap->nthreads * sizeof *s->names);
+		if (!p)
+			return -1;
+		s->names = p;
+		s->nnames = snap->nthreads;
+	}
+	/* A slot's own name is the one its thread had at exit; a running
+	 * thread's is /proc's. */
+	for (uint32_t i = 0; i < snap->nthreads; i++) {
+		const struct ym_thread *t = &snap->threads[i];
+		s->names[i][0] = '\0';
+		if (!t->name[0] && t->tid && t->state != YM_THREAD_FREE)
+			proc_thread_name(pid, t->tid, s->names[i], sizeof s->names[i]);
+	}
+	f->thread_names = (const char (*)[MODEL_THREAD_NAME])s->names;
+	f->nthread_names = snap->nthreads;
+	return 0;
+}
+
+int session_refresh(struct session *s, int skip_live, char *err, size_t len)
+{
+	struct shm_snapshot snap;
+	struct model_facts facts;
+	s->reader.skip_live = skip_live;
+	if (shm_snapshot_take(&s->reader, &snap, err, len) != 0)
+		return SESSION_EREAD;
+	if (read_facts(s, &snap, &facts) != 0 ||
+	    model_update_facts(&s->model, &snap, &facts) != 0) {
+		shm_snapshot_free(&snap);
+		snprintf(err, len, "out of memory");
+		return SESSION_ENOMEM;
+	}
+	const struct shm_snapshot *m = &s->model.snap;
+	if (m->nmodules != s->known_modules) {
+		sym_set_modules(s->sym, m->modules, m->nmodules);
+		s->known_modules = m->nmodules;
+	}
+	return 0;
+}
+
+void session_wait(struct session *s, double secs)
+{
+	const struct shm_reader *r = &s->reader;
+	uint64_t start_ticks = s->model.snap.hdr.start_ticks;
+	struct timespec end, now;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	double t = (double)end.tv_sec + (double)end.tv_nsec / 1e9 + secs;
+	unsigned steps = 0;
+	for (;;) {
+		if (cli_stop)
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
+		if (left <= 0)
+			return;
+		struct ym_header h;
+		if (shm_header_read(&s->reader, &h, NULL, 0) == 0 &&
+		    (h.flags & YM_FLAG_EXITED))
+			return;
+		if (!proc_same(r->pid, start_ticks))
+			return;
+		/* Exec'd away (a maps read: every 2 s, not every step). */
+		if (++steps % 20 == 0 &&
+		    proc_writer(r->pid, start_ticks, r->dev, r->ino) != WRITER_LIVE)
+			return;
+		double step = left < 0.1 ? left : 0.1;
+		struct timespec ts = { 0, (long)(step * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+}
+
+void session_close(struct session *s)
+{
+	model_free(&s->model);
+	sym_free(s->sym);
+	shm_reader_close(&s->reader);
+	free(s->names);
+	memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,59 @@
+/*
+ * session: one watched process, shared by the screen (screen/ui.c) and
+ * batch mode (batch.c).  It owns the segment's reader, the model and the
+ * symbolizer, and is the one place that runs the sequence
+ *
+ *   segment --shm_snapshot_take--> snapshot (a validated copy)
+ *   /proc   --proc.h-------------> facts (alive, name, uptime, thread names)
+ *   snapshot + facts --model_update_facts--> model (pure data)
+ *   model's module list --sym_set_modules--> symbolizer (when it grew)
+ *
+ * after which the screen draws and the report writers write from the model
+ * and the symbolizer.  The model reads no /proc: the session does, here.
+ */
+#ifndef YMTOP_SESSION_H
+#define YMTOP_SESSION_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cli.h"
+#include "model/model.h"
+#include "shm.h"
+#include "sym/sym.h"
+
+struct session {
+	struct shm_reader reader;   /* owned; the view uses it for control */
+	struct model      model;    /* owned; views and reports read it */
+	struct sym       *sym;      /* owned */
+	uint32_t known_modules;     /* modules the symbolizer has */
+	/* Scratch for the facts' thread names, one per thread slot. */
+	char   (*names)[MODEL_THREAD_NAME];
+	uint32_t nnames;
+};
+
+/* Attach to pid (target_attach: the process's segment, injecting the agent
+ * when it has none, or a segment kept after its exit), ask for o->rate
+ * (--rate: one line on stderr says so), start the symbolizer and an empty
+ * model.  Every failure exits with the reason and the remedy (cli_die).  s
+ * must not move until session_close: views keep pointers into it. */
+void session_open(struct session *s, const struct options *o, pid_t pid);
+
+/* Take a snapshot (without the live table when skip_live, see
+ * shm_reader.skip_live), read what /proc says of the process, update the
+ * model and give the symbolizer the modules that are new.  0; or
+ * SESSION_EREAD (the segment could not be read or failed validation) or
+ * SESSION_ENOMEM, with one line in err; the model then keeps its last
+ * snapshot. */
+#define SESSION_EREAD  (-1)
+#define SESSION_ENOMEM (-2)
+int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
+
+/* Sleep up to secs, waking early on a signal (cli_stop) or when the
+ * process is gone: the agent marked it exited, its pid went to another
+ * process, or it exec'd a program without the agent. */
+void session_wait(struct session *s, double secs);
+
+void session_close(struct session *s);
+
+#endif
