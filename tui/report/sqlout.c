@@ -213,8 +213,7 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	fs = prep(d, "INSERT INTO alarm_frames VALUES(?,?,?,?,?,?,?,?,?)");
 	for (uint32_t i = 0; i < m->snap.nalarms && !d->failed; i++) {
 		const struct ym_alarm *al = shm_alarm(&m->snap, i);
-		double when = (double)h->start_real_ns / 1e9 +
-			((double)al->mono_ns - (double)h->start_mono_ns) / 1e9;
+		double when = report_alarm_time(m, al);
 		row(d, st, "iidii", (int64_t)i + 1, (int64_t)al->size, when,
 		    (int64_t)al->tid, (int64_t)((al->flags & YM_ALARM_FAILED) != 0));
 		frame_rows(d, fs, s, o->rules, (int64_t)i + 1, al->frames, al->depth,
