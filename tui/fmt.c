@@ -1,6 +1,11 @@
 #include <math.h>
 #include <string.h>
 
+/* The NetBSD prototypes of <bsd/vis.h> (which warns without a choice);
+ * only vis() is used, which both have alike. */
+#define LIBBSD_NETBSD_VIS
+#include <bsd/vis.h>
+
 #include "fmt.h"
 
 const char *fmt_bytes(double b, char *buf, size_t len)
@@ -161,6 +166,59 @@ void fmt_xml_string(FILE *f, const char *s)
 		}
 		fwrite(p, 1, (size_t)n, f);
 		p += n;
+	}
+}
+
+/* VIS_NOLOCALE: the same escapes whatever the locale (the screen sets
+ * the user's, batch mode keeps "C"); multibyte text is judged here. */
+#define VIS_FLAGS (VIS_CSTYLE | VIS_OCTAL | VIS_TAB | VIS_NL | VIS_NOLOCALE)
+
+/* The encoding of the character at p into one (at most 4 bytes and a
+ * NUL): *out points at it, or at p itself when it is kept; returns how
+ * many bytes of p it takes, *n how many it writes. */
+static int vis_char(const unsigned char *p, char one[8], const char **out,
+		    size_t *n)
+{
+	int u = *p >= 0x80 ? utf8_len(p) : 0;
+	/* U+0080..U+009F (c2 80..c2 9f) are C1 controls: 0x9b is CSI on
+	 * terminals that take 8-bit controls. */
+	if (u > 1 && !(p[0] == 0xc2 && p[1] < 0xa0)) {
+		*out = (const char *)p;
+		*n = (size_t)u;
+		return u;
+	}
+	vis(one, *p, VIS_FLAGS, p[1]);
+	*out = one;
+	*n = strlen(one);
+	return 1;
+}
+
+const char *fmt_vis(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		char one[8];
+		const char *out;
+		size_t n;
+		int u = vis_char(p, one, &out, &n);
+		if (o + n >= len)
+			break;
+		memcpy(buf + o, out, n);
+		o += n;
+		p += u;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+void fmt_vis_fputs(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		char one[8];
+		const char *out;
+		size_t n;
+		p += vis_char(p, one, &out, &n);
+		fwrite(out, 1, n, f);
 	}
 }
 

@@ -18,12 +18,12 @@ static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
 	}
 	if (frames_view(s, r, frames, depth, &v) != 0)
 		return;
-	char buf[1024];
+	char buf[1024], vis[FMT_VIS_SIZE(sizeof buf)];
 	for (uint32_t i = 0; i < v.n; i++) {
 		const char *mark = i < v.display ? "  " : i == v.display ? "=>" : "  ";
 		fprintf(f, "%s%s %s%s\n", indent, mark,
 			v.f[i].inlined ? "[inlined] " : "",
-			frames_label(&v.f[i], buf, sizeof buf));
+			fmt_vis(frames_label(&v.f[i], buf, sizeof buf), vis, sizeof vis));
 	}
 	frames_view_free(&v);
 }
@@ -62,7 +62,7 @@ static void text_lifetimes(FILE *f, const struct model *m)
 
 static void text_threads(FILE *f, const struct model *m)
 {
-	char a[32], b[32], name[64];
+	char a[32], b[32], name[64], vis[FMT_VIS_SIZE(sizeof name)];
 	int first = 1;
 	for (uint32_t i = 0; i < m->snap.nthreads; i++) {
 		const struct ym_thread *th = &m->snap.threads[i];
@@ -75,7 +75,7 @@ static void text_threads(FILE *f, const struct model *m)
 		const char *nm = th->state == YM_THREAD_SHARED ? "(shared)" :
 				 model_thread_name(m, th, name, sizeof name);
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
-			*nm ? nm : "-",
+			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),
 			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
 			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
@@ -103,12 +103,15 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		snprintf(ns, sizeof ns, " (pid %u in its namespace)", h->pid);
 	const char *name = model_name(m), *base = strrchr(h->exe, '/');
 	base = base ? base + 1 : h->exe;
+	char vname[FMT_VIS_SIZE(sizeof m->name)], vexe[FMT_VIS_SIZE(sizeof h->exe)];
+	fmt_vis(h->exe[0] ? h->exe : "?", vexe, sizeof vexe);
 	if (strcmp(name, base) != 0 && name[0])
 		fprintf(f, "ymtop %s heap report: pid %ld%s %s (%s), %s\n", YM_VERSION,
-			(long)model_pid(m), ns, name, h->exe[0] ? h->exe : "?", when);
+			(long)model_pid(m), ns, fmt_vis(name, vname, sizeof vname),
+			vexe, when);
 	else
 		fprintf(f, "ymtop %s heap report: pid %ld%s (%s), %s\n", YM_VERSION,
-			(long)model_pid(m), ns, h->exe[0] ? h->exe : "?", when);
+			(long)model_pid(m), ns, vexe, when);
 	fprintf(f, "state %s, uptime %s, RSS %s, sample rate %s%s\n",
 		model_state(m), fmt_duration(model_uptime(m), a, sizeof a),
 		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-",
@@ -139,8 +142,11 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, "giant allocations: %llu (see below)\n",
 			(unsigned long long)h->alarms_written);
 	/* Symbolization (issue 3): files changed since the process loaded them. */
-	for (uint32_t it = 0; sym_next_warning(s, &it) != NULL;)
-		fprintf(f, "warning: %s\n", sym_module_warning(s, it - 1));
+	for (uint32_t it = 0; sym_next_warning(s, &it) != NULL;) {
+		fputs("warning: ", f);
+		fmt_vis_fputs(f, sym_module_warning(s, it - 1));
+		fputc('\n', f);
+	}
 
 	int top = o->top > 0 ? o->top : 20;
 	uint32_t norder;
