@@ -12,7 +12,7 @@
 #include "report/report.h"
 #include "view.h"
 
-static uint64_t mono_ns(void)
+uint64_t view_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -25,7 +25,7 @@ void view_set_status(struct view *v, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(v->status, sizeof v->status, fmt, ap);
 	va_end(ap);
-	v->status_until_ns = mono_ns() + 5000000000ULL;
+	v->status_until_ns = view_now_ns() + 5000000000ULL;
 }
 
 const char *view_status(const struct view *v, uint64_t now_ns)
