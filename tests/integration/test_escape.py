@@ -1,7 +1,8 @@
 """Names a hostile target chooses never put an escape sequence on a
 terminal (issue 17).  tests/progs/hostile runs under a file name holding an
 OSC window title and a CSI color, with thread names holding CSI, OSC, a C1
-CSI and a terminal reset, a function symbol holding an OSC title and a
+CSI and a terminal reset (an exited thread's raw name is the agent's; /proc
+shows live ones with '?'), a function symbol holding an OSC title and a
 source file name holding a CSI.  The text report, the folded stacks and the
 live screen (tmux, read back with capture-pane -e) show them escaped
 (fmt_vis: "\\033]0;pwned\\a"); JSON keeps them exact, escaped its own way."""
@@ -64,9 +65,11 @@ def test_text_report_escapes_target_names():
         assert b"file_site (hostile\\033[31m_file.c:" in out, out
         # Ordinary names are untouched.
         assert b"thread_site (hostile.c:" in out and b"main (hostile.c:" in out
-        # Every thread is listed, none of them raw.
+        # Every thread is listed, none of them raw; the exited one under
+        # the name the agent kept (/proc's names of live ones have '?').
         threads = out.split(b"Threads (exact):")[1]
         assert threads.count(b" live ") == 5, threads
+        assert re.search(rb"\\033\]2;gone\\a +exited", threads), threads
     finally:
         stop(t)
 
@@ -167,6 +170,7 @@ def test_screen_escapes_target_names():
         text = wait_text(name, r"TID +NAME")
         text = check_pane(name, "Threads view")
         assert len(re.findall(r"^ +\d+ .* live ", text, re.M)) == 5, text
+        assert re.search(r"\\033\]2;gone\\a +exited", text), text
         # The hostile stack in full: frames and the module's file name.
         tmux("send-keys", "-t", name, "BTab", "BTab")
         tmux("send-keys", "-t", name, "/", "_symbol", "Enter")

@@ -5,7 +5,10 @@
  *
  *   - four threads named with escapes (pthread_setname_np): CSI color,
  *     OSC window title ended by BEL, C1 CSI (U+009B) erase, RIS reset;
- *     each holds 4 MiB and waits
+ *     each holds 4 MiB and waits.  /proc shows a live thread's name with
+ *     '?' for what is not printable (proc.c); the agent keeps the raw name
+ *     of an exited thread (PR_GET_NAME): so a fifth thread, named with an
+ *     OSC title, holds 4 MiB and exits before "ready"
  *   - a function named with an asm label holding an OSC title sequence
  *     (hostile_symbol): 16 MiB
  *   - a function whose source file name (#line) holds a CSI sequence:
@@ -15,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -109,6 +113,14 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void *quitter(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "\x1b]2;gone\x07", 0, 0, 0);
+	thread_site();
+	return NULL;
+}
+
 int main(void)
 {
 	/* At most 15 bytes each (the kernel's TASK_COMM_LEN). */
@@ -123,6 +135,9 @@ int main(void)
 			return 1;
 		pthread_setname_np(t[i], names[i]);
 	}
+	pthread_t q;
+	if (pthread_create(&q, NULL, quitter, NULL) != 0 || pthread_join(q, NULL) != 0)
+		return 1;
 	hostile_fn();
 	file_site();
 	pthread_barrier_wait(&named);
