@@ -74,6 +74,21 @@ def test_text_report_escapes_target_names():
         stop(t)
 
 
+def test_batch_messages_escape_target_names():
+    """-o with %e names the file after the target (outfile.c puts '_' for
+    what a file name should not hold): "wrote PATH" on stderr is clean."""
+    t = start()
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid), "-o",
+                            os.path.join(t.dir, "r-%e.txt")], capture_output=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert_no_raw(r.stderr, "ymtop's stderr")
+        assert b"wrote " in r.stderr and b"/r-hostile_]0;pwned_" in r.stderr, r.stderr
+    finally:
+        stop(t)
+
+
 def test_folded_escapes_target_names():
     t = start()
     try:
