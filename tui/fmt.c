@@ -105,68 +105,62 @@ static int utf8_len(const unsigned char *p)
 	return n;
 }
 
-/* JSON must be UTF-8: a byte that does not start a valid sequence (names
- * and paths come from files we do not control) becomes U+FFFD. */
+/* The walk JSON and XML escaping share: a byte with an entry in map goes
+ * as that entry; another control character or DEL as ctl (JSON: \u00XX;
+ * XML: '?'); a byte that does not start a valid UTF-8 sequence as bad;
+ * valid UTF-8 as it is (names and paths come from files we do not
+ * control, and both formats must be valid UTF-8). */
+static void escape_utf8(FILE *f, const char *s, const char *const map[128],
+			int json_ctl, const char *bad)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		if (*p < 128 && map[*p]) {
+			fputs(map[*p], f);
+			p++;
+			continue;
+		}
+		if (*p < 0x20 || *p == 0x7f) {
+			if (json_ctl)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc('?', f);
+			p++;
+			continue;
+		}
+		int n = utf8_len(p);
+		if (n == 0) {
+			fputs(bad, f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
+	}
+}
+
 void fmt_json_string(FILE *f, const char *s)
 {
+	static const char *const map[128] = {
+		['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\t'] = "\\t",
+		['\r'] = "\\r",
+	};
 	if (!s) {
 		fputs("null", f);
 		return;
 	}
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		switch (*p) {
-		case '"':  fputs("\\\"", f); p++; continue;
-		case '\\': fputs("\\\\", f); p++; continue;
-		case '\n': fputs("\\n", f); p++; continue;
-		case '\t': fputs("\\t", f); p++; continue;
-		case '\r': fputs("\\r", f); p++; continue;
-		default: break;
-		}
-		if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p);
-			p++;
-			continue;
-		}
-		int n = utf8_len(p);
-		if (n == 0) {
-			fputs("\\ufffd", f);
-			p++;
-			continue;
-		}
-		fwrite(p, 1, (size_t)n, f);
-		p += n;
-	}
+	escape_utf8(f, s, map, 1, "\\ufffd");
 	fputc('"', f);
 }
 
 void fmt_xml_string(FILE *f, const char *s)
 {
-	if (!s)
-		return;
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		switch (*p) {
-		case '&':  fputs("&amp;", f); p++; continue;
-		case '<':  fputs("&lt;", f); p++; continue;
-		case '>':  fputs("&gt;", f); p++; continue;
-		case '"':  fputs("&quot;", f); p++; continue;
-		case '\'':  fputs("&apos;", f); p++; continue;
-		default: break;
-		}
-		if (*p < 0x20 || *p == 0x7f) {
-			fputc('?', f);
-			p++;
-			continue;
-		}
-		int n = utf8_len(p);
-		if (n == 0) {
-			fputc('?', f);
-			p++;
-			continue;
-		}
-		fwrite(p, 1, (size_t)n, f);
-		p += n;
-	}
+	static const char *const map[128] = {
+		['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;",
+		['\''] = "&apos;",
+	};
+	if (s)
+		escape_utf8(f, s, map, 0, "?");
 }
 
 /* VIS_NOLOCALE: the same escapes whatever the locale (the screen sets

@@ -117,3 +117,21 @@ double report_alarm_time(const struct model *m, const struct ym_alarm *a)
 	double off = ((double)a->mono_ns - (double)h->start_mono_ns) / 1e9;
 	return (double)h->start_real_ns / 1e9 + off;
 }
+
+const struct ym_thread *report_next_thread(const struct model *m, uint32_t *it)
+{
+	while (*it < m->snap.nthreads) {
+		const struct ym_thread *th = &m->snap.threads[(*it)++];
+		if (model_thread_listed(th))
+			return th;
+	}
+	return NULL;
+}
+
+const char *report_thread_name(const struct model *m, const struct ym_thread *th,
+			       char *buf, size_t len)
+{
+	if (th->state == YM_THREAD_SHARED)
+		return "(shared)";
+	return model_thread_name(m, th, buf, len);
+}

@@ -89,6 +89,15 @@ uint32_t *report_order(const struct model *m, uint32_t *n);
  * descending, then by the others in that order, then id ascending. */
 uint32_t *report_order_by(const struct model *m, enum model_sort key, uint32_t *n);
 
+/* The threads reports list (model_thread_listed), in slot order: *it
+ * starts at 0; NULL after the last. */
+const struct ym_thread *report_next_thread(const struct model *m, uint32_t *it);
+/* A listed thread's name as reports give it: "(shared)" for slot 0 (the
+ * threads that had no slot of their own), else model_thread_name (may be
+ * ""; raw: a text writer escapes it). */
+const char *report_thread_name(const struct model *m, const struct ym_thread *th,
+			       char *buf, size_t len);
+
 /* An alarm's wall-clock time in seconds since the epoch, from the
  * segment's start times (the alarm carries only CLOCK_MONOTONIC). */
 double report_alarm_time(const struct model *m, const struct ym_alarm *a);

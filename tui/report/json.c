@@ -107,15 +107,12 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	}
 	fputs("],\"threads\":[", f);
 	int first = 1;
-	for (uint32_t i = 0; i < m->snap.nthreads; i++) {
-		const struct ym_thread *th = &m->snap.threads[i];
-		if (!model_thread_listed(th))
-			continue;
+	const struct ym_thread *th;
+	for (uint32_t it = 0; (th = report_next_thread(m, &it)) != NULL;) {
 		char name[64];
 		fprintf(f, "%s{\"tid\":%u,\"name\":", first ? "" : ",", th->tid);
 		first = 0;
-		fmt_json_string(f, th->state == YM_THREAD_SHARED ? "(shared)" :
-				model_thread_name(m, th, name, sizeof name));
+		fmt_json_string(f, report_thread_name(m, th, name, sizeof name));
 		fprintf(f, ",\"state\":\"%s\",\"allocated_bytes\":%llu,"
 			"\"allocated_objects\":%llu,\"freed_bytes\":%llu,"
 			"\"freed_objects\":%llu}",

@@ -195,14 +195,11 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	sqlite3_finalize(st);
 
 	st = prep(d, "INSERT INTO threads VALUES(?,?,?,?,?,?,?)");
-	for (uint32_t i = 0; i < m->snap.nthreads && !d->failed; i++) {
-		const struct ym_thread *th = &m->snap.threads[i];
-		if (!model_thread_listed(th))
-			continue;
+	const struct ym_thread *th;
+	for (uint32_t it = 0; !d->failed && (th = report_next_thread(m, &it)) != NULL;) {
 		char name[64];
 		row(d, st, "ittiiii", (int64_t)th->tid,
-		    th->state == YM_THREAD_SHARED ? "(shared)" :
-		    model_thread_name(m, th, name, sizeof name),
+		    report_thread_name(m, th, name, sizeof name),
 		    model_thread_state(m, th),
 		    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
 		    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);

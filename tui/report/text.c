@@ -64,16 +64,13 @@ static void text_threads(FILE *f, const struct model *m)
 {
 	char a[32], b[32], name[64], vis[FMT_VIS_SIZE(sizeof name)];
 	int first = 1;
-	for (uint32_t i = 0; i < m->snap.nthreads; i++) {
-		const struct ym_thread *th = &m->snap.threads[i];
-		if (!model_thread_listed(th))
-			continue;
+	const struct ym_thread *th;
+	for (uint32_t it = 0; (th = report_next_thread(m, &it)) != NULL;) {
 		if (first)
 			fprintf(f, "\nThreads (exact):\n  %8s %-16s %-7s %12s %12s %12s\n",
 				"TID", "NAME", "STATE", "ALLOCATED", "FREED", "CALLS");
 		first = 0;
-		const char *nm = th->state == YM_THREAD_SHARED ? "(shared)" :
-				 model_thread_name(m, th, name, sizeof name);
+		const char *nm = report_thread_name(m, th, name, sizeof name);
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
 			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),

@@ -305,6 +305,16 @@ static const char *shown_name(const char *label, char *buf, size_t len)
 	return fmt_vis(label, buf, len);
 }
 
+/* The attributes of a table row at screen line y: the selection's, drawn
+ * across the whole line, or none. */
+static attr_t row_attr(const struct view *v, int row, int y)
+{
+	attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
+	if (base)
+		fill_line(y, base);
+	return base;
+}
+
 static void draw_stacks(struct view *v, int y0, int rows)
 {
 	struct model *m = v->m;
@@ -316,9 +326,7 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		if (row >= (int)m->norder)
 			break;
 		const struct model_stack *s = &m->stacks[m->order[row]];
-		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
-		if (base)
-			fill_line(y0 + 1 + r, base);
+		attr_t base = row_attr(v, row, y0 + 1 + r);
 		double avg = s->alloc_objects > 0 ? s->alloc_bytes / s->alloc_objects : 0;
 		stack_cells(v, s, s->growth, s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
@@ -342,9 +350,7 @@ static void draw_functions(struct view *v, int y0, int rows)
 		if (row >= (int)v->nfns)
 			break;
 		const struct view_fn *f = &v->fns[row];
-		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
-		if (base)
-			fill_line(y0 + 1 + r, base);
+		attr_t base = row_attr(v, row, y0 + 1 + r);
 		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
 			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
 		char nb[1024];
@@ -365,9 +371,7 @@ static void draw_threads(struct view *v, int y0, int rows)
 		const struct ym_thread *t = view_row_thread(v, row);
 		if (!t)
 			break;
-		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
-		if (base)
-			fill_line(y0 + 1 + r, base);
+		attr_t base = row_attr(v, row, y0 + 1 + r);
 		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
 				 fmt_vis(model_thread_name(m, t, name, sizeof name),
 					 vis, sizeof vis);
@@ -438,9 +442,7 @@ static void draw_alarms(struct view *v, int y0, int rows)
 		if (row >= (int)m->snap.nalarms)
 			break;
 		const struct ym_alarm *al = shm_alarm(&m->snap, (uint32_t)row);
-		attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
-		if (base)
-			fill_line(y0 + 1 + r, base);
+		attr_t base = row_attr(v, row, y0 + 1 + r);
 		snprintf(lab, sizeof lab, "?");
 		struct stack_view sv;
 		if (al->depth && frames_view(v->sym, v->rules, al->frames, al->depth, &sv) == 0) {

@@ -442,18 +442,11 @@ static int act_quit(struct view *v, int key)
 	return REACT_QUIT;
 }
 
-static int act_filter(struct view *v, int key)
+/* Keys that need a line typed or a menu: the main loop asks (ui.c). */
+static int act_ask(struct view *v, int key)
 {
 	(void)v;
-	(void)key;
-	return REACT_FILTER;
-}
-
-static int act_sortmenu(struct view *v, int key)
-{
-	(void)v;
-	(void)key;
-	return REACT_SORTMENU;
+	return key == '/' ? REACT_FILTER : REACT_SORTMENU;
 }
 
 static int act_redraw(struct view *v, int key)
@@ -472,12 +465,12 @@ static const struct {
 	{ 'k', act_move }, { 'j', act_move },
 	{ VK_ENTER, act_enter }, { VK_ESC, act_escape },
 	{ VK_TAB, act_tab }, { VK_BTAB, act_tab },
-	{ '<', act_sort_step }, { '>', act_sort_step }, { VK_F6, act_sortmenu },
+	{ '<', act_sort_step }, { '>', act_sort_step }, { VK_F6, act_ask },
 	{ 'R', act_sort_key }, { 'T', act_sort_key }, { 'A', act_sort_key },
 	{ 'L', act_sort_key }, { 'G', act_sort_key }, { 'N', act_sort_key },
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
-	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_filter },
+	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },
 	{ 'r', act_rate },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };
