@@ -3,9 +3,10 @@ terminal (issue 17).  tests/progs/hostile runs under a file name holding an
 OSC window title and a CSI color, with thread names holding CSI, OSC, a C1
 CSI and a terminal reset (an exited thread's raw name is the agent's; /proc
 shows live ones with '?'), a function symbol holding an OSC title and a
-source file name holding a CSI.  The text report, the folded stacks and the
-live screen (tmux, read back with capture-pane -e) show them escaped
-(fmt_vis: "\\033]0;pwned\\a"); JSON keeps them exact, escaped its own way."""
+source file name holding a CSI.  The text report, the folded stacks and
+ymtop's messages show them escaped (fmt_vis: "\\033]0;pwned\\a"); JSON keeps
+them exact, escaped its own way.  The live screen's side is in
+tests/tui/test_screen.py (test_target_names_reach_the_screen_escaped)."""
 import json
 import os
 import re
@@ -13,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 from ymlib import BUILD, YMTOP, Target, run_tests
 
@@ -117,94 +117,5 @@ def test_json_keeps_names_exact():
         stop(t)
 
 
-# ---- the live screen, in tmux ----
-
-SOCK = "ymtop-escape-%d" % os.getpid()
-
-
-def tmux(*args, check=True):
-    r = subprocess.run(["tmux", "-L", SOCK] + list(args), capture_output=True)
-    if check and r.returncode != 0:
-        raise AssertionError("tmux %s: %s" % (args, r.stderr))
-    return r.stdout
-
-
-SEQ = re.compile(rb"\x1b(\[[0-9;]*[A-Za-z]|.)")
-# What tmux itself writes for ymtop's monochrome attributes (NO_COLOR):
-# SGR reset, bold, dim, underline, blink, reverse and their ends; never a
-# color (30-49, 90-107): the target's CSI 31m would show as one.
-SGR_OK = {b"", b"0", b"1", b"2", b"4", b"5", b"7", b"22", b"24", b"25", b"27",
-          b"39", b"49"}
-
-
-def check_pane(name, what):
-    raw = tmux("capture-pane", "-p", "-e", "-t", name)
-    for m in SEQ.finditer(raw):
-        seq = m.group(0)
-        assert seq.startswith(b"\x1b[") and seq.endswith(b"m"), \
-            "%s: %r on the terminal:\n%r" % (what, seq, raw)
-        for p in seq[2:-1].split(b";"):
-            assert p in SGR_OK, "%s: color %r on a monochrome screen:\n%r" % (
-                what, seq, raw)
-    for b in (b"\x07", b"\xc2\x9b"):
-        assert b not in raw, "%s: %r on the terminal" % (what, b)
-    title = tmux("display-message", "-p", "-t", name, "#{pane_title}")
-    assert b"pwned" not in title, "%s: the window title became %r" % (what, title)
-    return tmux("capture-pane", "-p", "-t", name).decode("utf-8")
-
-
-def wait_text(name, pattern, timeout=10):
-    end = time.time() + timeout
-    while True:
-        text = tmux("capture-pane", "-p", "-t", name).decode("utf-8")
-        if re.search(pattern, text):
-            return text
-        if time.time() > end:
-            raise AssertionError("screen never showed %r:\n%s" % (pattern, text))
-        time.sleep(0.1)
-
-
-def test_screen_escapes_target_names():
-    t = start()
-    name = "e%d" % t.pid
-    try:
-        cmd = "%s -d 0.3 -p %d; echo EXIT=$?; sleep 60" % (YMTOP, t.pid)
-        tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "40",
-             "env TERM=xterm-256color LANG=C.UTF-8 NO_COLOR=1 sh -c '%s'" % cmd)
-        # Header (process name) and Stacks view (function, file names).
-        wait_text(name, r"_symbol")
-        text = check_pane(name, "Stacks view")
-        assert "hostile_\\033]0;pwned\\a_symbol" in text, text
-        assert "hostile\\033]0;p" in text.splitlines()[0], text
-        assert "hostile\\033[31m_file.c" in text, text
-        # Functions, then Threads: the five threads' names.
-        tmux("send-keys", "-t", name, "Tab")
-        wait_text(name, r"\[1\]")
-        check_pane(name, "Functions view")
-        tmux("send-keys", "-t", name, "Tab")
-        text = wait_text(name, r"TID +NAME")
-        text = check_pane(name, "Threads view")
-        assert len(re.findall(r"^ +\d+ .* live ", text, re.M)) == 5, text
-        assert re.search(r"\\033\]2;gone\\a +exited", text), text
-        # The hostile stack in full: frames and the module's file name.
-        tmux("send-keys", "-t", name, "BTab", "BTab")
-        tmux("send-keys", "-t", name, "/", "_symbol", "Enter")
-        wait_text(name, r"filter: _symbol")
-        tmux("send-keys", "-t", name, "Enter")
-        text = wait_text(name, r"Stack \d+ +\(Enter")
-        text = check_pane(name, "stack detail")
-        assert "=> " in text and "hostile_\\033]0;pwned\\a_symbol" in text, text
-        assert "hostile\\033]0;pwned\\a\\033[31mx" in text, text
-        tmux("send-keys", "-t", name, "q", "q")
-        wait_text(name, r"EXIT=0")
-    finally:
-        tmux("kill-session", "-t", name, check=False)
-        stop(t)
-
-
 if __name__ == "__main__":
-    try:
-        rc = run_tests(dict(globals()))
-    finally:
-        tmux("kill-server", check=False)
-    sys.exit(rc)
+    sys.exit(run_tests(dict(globals())))
