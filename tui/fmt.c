@@ -1,6 +1,11 @@
 #include <math.h>
 #include <string.h>
 
+/* The NetBSD prototypes of <bsd/vis.h> (which warns without a choice);
+ * only vis() is used, which both have alike. */
+#define LIBBSD_NETBSD_VIS
+#include <bsd/vis.h>
+
 #include "fmt.h"
 
 const char *fmt_bytes(double b, char *buf, size_t len)
@@ -100,67 +105,114 @@ static int utf8_len(const unsigned char *p)
 	return n;
 }
 
-/* JSON must be UTF-8: a byte that does not start a valid sequence (names
- * and paths come from files we do not control) becomes U+FFFD. */
+/* The walk JSON and XML escaping share: a byte with an entry in map goes
+ * as that entry; another control character or DEL as ctl (JSON: \u00XX;
+ * XML: '?'); a byte that does not start a valid UTF-8 sequence as bad;
+ * valid UTF-8 as it is (names and paths come from files we do not
+ * control, and both formats must be valid UTF-8). */
+static void escape_utf8(FILE *f, const char *s, const char *const map[128],
+			int json_ctl, const char *bad)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		if (*p < 128 && map[*p]) {
+			fputs(map[*p], f);
+			p++;
+			continue;
+		}
+		if (*p < 0x20 || *p == 0x7f) {
+			if (json_ctl)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc('?', f);
+			p++;
+			continue;
+		}
+		int n = utf8_len(p);
+		if (n == 0) {
+			fputs(bad, f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
+	}
+}
+
 void fmt_json_string(FILE *f, const char *s)
 {
+	static const char *const map[128] = {
+		['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\t'] = "\\t",
+		['\r'] = "\\r",
+	};
 	if (!s) {
 		fputs("null", f);
 		return;
 	}
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		switch (*p) {
-		case '"':  fputs("\\\"", f); p++; continue;
-		case '\\': fputs("\\\\", f); p++; continue;
-		case '\n': fputs("\\n", f); p++; continue;
-		case '\t': fputs("\\t", f); p++; continue;
-		case '\r': fputs("\\r", f); p++; continue;
-		default: break;
-		}
-		if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p);
-			p++;
-			continue;
-		}
-		int n = utf8_len(p);
-		if (n == 0) {
-			fputs("\\ufffd", f);
-			p++;
-			continue;
-		}
-		fwrite(p, 1, (size_t)n, f);
-		p += n;
-	}
+	escape_utf8(f, s, map, 1, "\\ufffd");
 	fputc('"', f);
 }
 
 void fmt_xml_string(FILE *f, const char *s)
 {
-	if (!s)
-		return;
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		switch (*p) {
-		case '&':  fputs("&amp;", f); p++; continue;
-		case '<':  fputs("&lt;", f); p++; continue;
-		case '>':  fputs("&gt;", f); p++; continue;
-		case '"':  fputs("&quot;", f); p++; continue;
-		case '\'':  fputs("&apos;", f); p++; continue;
-		default: break;
-		}
-		if (*p < 0x20 || *p == 0x7f) {
-			fputc('?', f);
-			p++;
-			continue;
-		}
-		int n = utf8_len(p);
-		if (n == 0) {
-			fputc('?', f);
-			p++;
-			continue;
-		}
-		fwrite(p, 1, (size_t)n, f);
-		p += n;
+	static const char *const map[128] = {
+		['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;",
+		['\''] = "&apos;",
+	};
+	if (s)
+		escape_utf8(f, s, map, 0, "?");
+}
+
+/* VIS_NOLOCALE: the same escapes whatever the locale (the screen sets
+ * the user's, batch mode keeps "C"); multibyte text is judged here. */
+#define VIS_FLAGS (VIS_CSTYLE | VIS_OCTAL | VIS_TAB | VIS_NL | VIS_NOLOCALE)
+
+/* The encoding of the character at p into one (at most 4 bytes and a
+ * NUL): *out points at it, or at p itself when it is kept; returns how
+ * many bytes of p it takes, *n how many it writes. */
+static int vis_char(const unsigned char *p, char one[8], const char **out,
+		    size_t *n)
+{
+	int u = *p >= 0x80 ? utf8_len(p) : 0;
+	/* U+0080..U+009F (c2 80..c2 9f) are C1 controls: 0x9b is CSI on
+	 * terminals that take 8-bit controls. */
+	if (u > 1 && !(p[0] == 0xc2 && p[1] < 0xa0)) {
+		*out = (const char *)p;
+		*n = (size_t)u;
+		return u;
+	}
+	vis(one, *p, VIS_FLAGS, p[1]);
+	*out = one;
+	*n = strlen(one);
+	return 1;
+}
+
+const char *fmt_vis(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		char one[8];
+		const char *out;
+		size_t n;
+		int u = vis_char(p, one, &out, &n);
+		if (o + n >= len)
+			break;
+		memcpy(buf + o, out, n);
+		o += n;
+		p += u;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+void fmt_vis_fputs(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		char one[8];
+		const char *out;
+		size_t n;
+		p += vis_char(p, one, &out, &n);
+		fwrite(out, 1, n, f);
 	}
 }
 

@@ -1,6 +1,7 @@
 /*
  * fmt: numbers as people read them (sizes in KiB/MiB, durations, rates),
- * and JSON and XML string escaping.  Pure functions into caller buffers.
+ * and string escaping: for terminals and text reports (fmt_vis), JSON and
+ * XML.  Pure functions into caller buffers.
  */
 #ifndef YMTOP_FMT_H
 #define YMTOP_FMT_H
@@ -25,6 +26,21 @@ int fmt_parse_bytes(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
  * characters and bytes that are not valid UTF-8 replaced by '?'.  NULL
  * prints nothing. */
 void fmt_xml_string(FILE *f, const char *s);
+/* Text the target supplies (executable path, process and thread names,
+ * function, file and module names: a hostile program chooses them all)
+ * made safe for a terminal, with libbsd's vis(3) in the C locale
+ * (VIS_CSTYLE | VIS_OCTAL, also tab and newline): control characters, DEL,
+ * C1 controls (U+0080..U+009F) and bytes that are not valid UTF-8 become C
+ * escapes ("\033", "\n", "\t", "\302\233"), a backslash "\\";
+ * printable UTF-8 is kept, so names stay readable.  Text without those
+ * characters comes out unchanged.  Cut at a whole character to fit len
+ * (len > 0); NULL is "".  Returns buf. */
+const char *fmt_vis(const char *s, char *buf, size_t len);
+/* The room fmt_vis needs for n bytes never to be cut: 4 bytes each
+ * ("\ooo"), and the NUL. */
+#define FMT_VIS_SIZE(n) (4 * (n) + 1)
+/* fmt_vis to a stream, whatever the length. */
+void fmt_vis_fputs(FILE *f, const char *s);
 /* A JSON string literal, quotes included; NULL prints null. */
 void fmt_json_string(FILE *f, const char *s);
 

@@ -17,6 +17,7 @@
 #include "ptrace/inject.h"
 #include "shm.h"
 #include "cli.h"
+#include "fmt.h"
 #include "proc.h"
 #include "target.h"
 
@@ -176,8 +177,10 @@ pid_t target_choose(pid_t pid)
 	fprintf(stderr, "ymtop: %d processes run the agent; choose one with -p PID:\n", n);
 	for (int i = 0; i < n && i < 64; i++) {
 		struct proc_info pi;
+		char vis[FMT_VIS_SIZE(sizeof pi.comm)];
 		if (proc_read(pids[i], &pi) == 0)
-			fprintf(stderr, "  %7ld  %s\n", (long)pids[i], pi.comm);
+			fprintf(stderr, "  %7ld  %s\n", (long)pids[i],
+				fmt_vis(pi.comm, vis, sizeof vis));
 	}
 	exit(1);
 }
@@ -270,9 +273,10 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 			nanosleep(&ts, NULL);
 		}
 	}
+	char vis[FMT_VIS_SIZE(sizeof pi->comm)];
 	if (rc == -ENOENT)
 		cli_die(1, "process %ld (%s) loaded the agent but created no segment: %s",
-			(long)pid, pi->comm, shm_dir_trouble(pid));
+			(long)pid, fmt_vis(pi->comm, vis, sizeof vis), shm_dir_trouble(pid));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (getenv("YM_INJECT_VERBOSE") && ir == 1)
 		fprintf(stderr, "ymtop: another ymtop loaded the agent into process "

@@ -4,6 +4,7 @@ import contextlib
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,15 +28,19 @@ class Screen:
     """ymtop -p PID in a tmux window of the given size.  After ymtop exits,
     the shell prints EXIT=<status> and stays, so the pane can be read."""
 
-    def __init__(self, pid, cols=100, rows=30, cwd=None, extra=""):
+    def __init__(self, pid, cols=100, rows=30, cwd=None, extra="", env=""):
         self.name = "s%d" % pid
         cmd = "cd %s && %s -d 0.3 -p %d %s; echo EXIT=$?; sleep 60" % (
             cwd or os.getcwd(), YMTOP, pid, extra)
         tmux("new-session", "-d", "-s", self.name, "-x", str(cols), "-y",
-             str(rows), "env TERM=xterm-256color LANG=C.UTF-8 sh -c '%s'" % cmd)
+             str(rows), "env TERM=xterm-256color LANG=C.UTF-8 %s sh -c '%s'" % (env, cmd))
 
     def text(self):
         return tmux("capture-pane", "-p", "-t", self.name)
+
+    def raw(self):
+        """The pane with the escape sequences that draw it (-e)."""
+        return tmux("capture-pane", "-p", "-e", "-t", self.name)
 
     def keys(self, *keys):
         tmux("send-keys", "-t", self.name, *keys)
@@ -370,6 +375,75 @@ def test_no_color_and_monochrome():
     finally:
         tmux("kill-session", "-t", name, check=False)
         t.finish()
+
+
+# ---- names a hostile target chooses (issue 17) ----
+# tests/progs/hostile under a file name with an OSC title and a CSI color;
+# its threads, a function symbol and a source file name hold escapes too.
+# tests/integration/test_escape.py checks the reports.
+HOSTILE = os.path.join(BUILD, "progs", "hostile")
+HOSTILE_NAME = "hostile\x1b]0;pwned\x07\x1b[31mx"
+SEQ = re.compile(r"\x1b(\[[0-9;]*[A-Za-z]|.)")
+# What tmux writes itself for a monochrome screen (NO_COLOR): SGR reset,
+# bold, dim, underline, blink, reverse, their ends and default colors;
+# never a color (30-38, 40-48, 90-107): the target's CSI 31m would be one.
+SGR_OK = {"", "0", "1", "2", "4", "5", "7", "22", "24", "25", "27", "39", "49"}
+
+
+def escapes_only_ours(s, what):
+    """The pane holds no escape sequence but tmux's own attributes, the
+    window title is untouched; returns the pane's text."""
+    raw = s.raw()
+    for m in SEQ.finditer(raw):
+        seq = m.group(0)
+        assert seq.startswith("\x1b[") and seq.endswith("m"), \
+            "%s: %r on the terminal:\n%r" % (what, seq, raw)
+        for p in seq[2:-1].split(";"):
+            assert p in SGR_OK, "%s: color %r on a monochrome screen:\n%r" % (
+                what, seq, raw)
+    assert "\x07" not in raw and "\x9b" not in raw, "%s: %r" % (what, raw)
+    title = tmux("display-message", "-p", "-t", s.name, "#{pane_title}")
+    assert "pwned" not in title, "%s: the window title became %r" % (what, title)
+    return s.text()
+
+
+def test_target_names_reach_the_screen_escaped():
+    d = tempfile.mkdtemp(prefix="ymtop-escape-")
+    exe = os.path.join(d, HOSTILE_NAME)
+    shutil.copy2(HOSTILE, exe)
+    t = Target([exe], env={"YM_SAMPLE_RATE": "65536", "YM_SEED": "7"})
+    s = Screen(t.pid, cols=160, rows=40, env="NO_COLOR=1")
+    try:
+        # Header (process name), Stacks view (function and file names).
+        s.wait(r"_symbol")
+        text = escapes_only_ours(s, "Stacks view")
+        assert "hostile\\033]0;p" in text.splitlines()[0], text
+        assert "hostile_\\033]0;pwned\\a_symbol" in text, text
+        assert "hostile\\033[31m_file.c" in text, text
+        s.keys("Tab")
+        s.wait(r"\[1\]")
+        escapes_only_ours(s, "Functions view")
+        # Threads: five live ('?' from /proc), one exited (the agent's
+        # raw name, escaped here).
+        s.keys("Tab")
+        s.wait(r"TID +NAME")
+        text = escapes_only_ours(s, "Threads view")
+        assert len(re.findall(r"^ +\d+ .* live ", text, re.M)) == 5, text
+        assert re.search(r"\\033\]2;gone\\a +exited", text), text
+        # The hostile stack in full: its frames and the module's name.
+        s.keys("BTab", "BTab", "/", "_symbol", "Enter")
+        s.wait(r"filter: _symbol")
+        s.keys("Enter")
+        s.wait(r"Stack \d+ +\(Enter")
+        text = escapes_only_ours(s, "stack detail")
+        assert "=> " in text and "hostile_\\033]0;pwned\\a_symbol" in text, text
+        assert "hostile\\033]0;pwned\\a\\033[31mx" in text, text
+        s.keys("q", "q")
+        s.wait(r"EXIT=0")
+    finally:
+        s.close()
+        t.finish()
+        shutil.rmtree(d, True)
 
 
 def test_needs_a_terminal():

@@ -135,6 +135,40 @@ static void json_escaping(void **state)
 	assert_string_equal(json(NULL), "null");
 }
 
+static char *visf(const char *s)
+{
+	return escaped(fmt_vis_fputs, s);
+}
+
+/* fmt_vis: what the target names may hold never reaches a terminal raw,
+ * and ordinary names come out unchanged. */
+static void vis_escaping(void **state)
+{
+	(void)state;
+	char b[256];
+	const char *plain[] = { "main", "std::vector<int>::at(unsigned long) const",
+				"(anonymous namespace)::f", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+				"/usr/lib/x86_64-linux-gnu/libc.so.6", "" };
+	for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
+		assert_string_equal(fmt_vis(plain[i], b, sizeof b), plain[i]);
+		assert_string_equal(visf(plain[i]), plain[i]);
+	}
+	/* ESC, BEL, OSC title, CSI as a C1 control, DEL, tab, newline. */
+	assert_string_equal(fmt_vis("\x1b[31mred\x1b]0;title\x07", b, sizeof b),
+			    "\\033[31mred\\033]0;title\\a");
+	assert_string_equal(fmt_vis("a\xc2\x9b" "2J\x7f\t\n", b, sizeof b),
+			    "a\\302\\2332J\\177\\t\\n");
+	/* Invalid UTF-8 byte by byte; a backslash is doubled (unambiguous). */
+	assert_string_equal(fmt_vis("\xff\xe2\x82|a\\b", b, sizeof b),
+			    "\\377\\342\\202|a\\\\b");
+	assert_string_equal(visf("\x1b" "c"), "\\033c");
+	assert_string_equal(fmt_vis(NULL, b, sizeof b), "");
+	/* Cut at a whole escape or character, never inside one. */
+	assert_string_equal(fmt_vis("ab\x1b", b, 5), "ab");
+	assert_string_equal(fmt_vis("a\xc3\xa9", b, 3), "a");
+	assert_string_equal(fmt_vis("abc", b, 1), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +177,7 @@ int main(void)
 		cmocka_unit_test(nested),
 		cmocka_unit_test(xml_escaping),
 		cmocka_unit_test(json_escaping),
+		cmocka_unit_test(vis_escaping),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

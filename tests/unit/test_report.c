@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <link.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -176,6 +177,21 @@ static void names_and_order(void **state)
 		assert_int_equal(f, i);
 	}
 	assert_int_equal(report_format_parse("xml", &f), -1);
+	/* The registry's rows: the command line's names and the files'
+	 * extensions are an interface (-f, -o, s and f on the screen). */
+	static const char *const rows[REPORT_NFORMATS][2] = {
+		{ "text", "txt" }, { "json", "json" }, { "folded", "folded" },
+		{ "pprof", "pb.gz" }, { "sqlite", "db" }, { "svg", "svg" },
+	};
+	for (int i = 0; i < REPORT_NFORMATS; i++) {
+		assert_string_equal(report_format_name(i), rows[i][0]);
+		assert_string_equal(report_format_ext(i), rows[i][1]);
+	}
+	assert_string_equal(report_format_name(REPORT_NFORMATS), "?");
+	assert_string_equal(report_format_ext(REPORT_NFORMATS), "out");
+	assert_false(report_format_needs_file(REPORT_NFORMATS));
+	assert_false(report_format_needs_file(REPORT_TEXT));
+	assert_false(report_format_needs_file(REPORT_JSON));
 	assert_false(report_format_needs_file(REPORT_FOLDED));
 	assert_true(report_format_needs_file(REPORT_PPROF));
 	assert_true(report_format_needs_file(REPORT_SQLITE));
@@ -408,10 +424,16 @@ static void save_never_overwrites(void **state)
 	assert_non_null(strstr(err, path));
 	assert_int_equal(dir_entries(fx->dir), 1);
 
-	/* sqlite: only through report_save. */
-	o.format = REPORT_SQLITE;
+	/* sqlite: only through report_save; no format out of range. */
 	FILE *f = fopen("/dev/null", "w");
+	o.format = REPORT_NFORMATS;
+	errno = 0;
 	assert_int_equal(report_write(f, &fx->m, fx->s, &o), -1);
+	assert_int_equal(errno, EINVAL);
+	o.format = REPORT_SQLITE;
+	errno = 0;
+	assert_int_equal(report_write(f, &fx->m, fx->s, &o), -1);
+	assert_int_equal(errno, EINVAL);
 	fclose(f);
 	snprintf(path, sizeof path, "%s/r.db", fx->dir);
 	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), 0);

@@ -16,7 +16,7 @@
 
 #include "sym/frames.h"
 #include "model/model.h"
-#include "report.h"
+#include "common.h"
 #include "sym/sym.h"
 
 #define FLAME_NONE UINT32_MAX

@@ -1,14 +1,28 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "flame.h"
+#include "fmt.h"
 #include "folded.h"
 
 static void put_name(FILE *f, const struct flame_node *x)
 {
-	for (const char *p = x->name; *p; p++)
-		fputc(*p == ';' ? ':' : (*p == '\n' || *p == '\r') ? ' ' : *p, f);
+	/* ';' separates frames and a line break ends a line: those first,
+	 * then the escapes (names have no length limit: C++ templates). */
+	char stack[256], *name = stack;
+	size_t len = strlen(x->name);
+	if (len >= sizeof stack && !(name = malloc(len + 1)))
+		name = stack, len = sizeof stack - 1;   /* out of memory: cut */
+	for (size_t i = 0; i < len; i++) {
+		char c = x->name[i];
+		name[i] = c == ';' ? ':' : (c == '\n' || c == '\r') ? ' ' : c;
+	}
+	name[len] = '\0';
+	fmt_vis_fputs(f, name);
+	if (name != stack)
+		free(name);
 	if (x->inlined)
 		fputs("_[i]", f);
 }

@@ -83,10 +83,7 @@ void pb_bytes(struct pb *b, uint32_t field, const void *p, size_t n)
 {
 	tag(b, field, WIRE_LEN);
 	pb_varint(b, n);
-	if (n == 0 || reserve(b, n) != 0)
-		return;
-	memcpy(b->buf + b->len, p, n);
-	b->len += n;
+	pb_raw(b, p, n);
 }
 
 void pb_raw(struct pb *b, const void *p, size_t n)

@@ -195,14 +195,11 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	sqlite3_finalize(st);
 
 	st = prep(d, "INSERT INTO threads VALUES(?,?,?,?,?,?,?)");
-	for (uint32_t i = 0; i < m->snap.nthreads && !d->failed; i++) {
-		const struct ym_thread *th = &m->snap.threads[i];
-		if (!model_thread_listed(th))
-			continue;
+	const struct ym_thread *th;
+	for (uint32_t it = 0; !d->failed && (th = report_next_thread(m, &it)) != NULL;) {
 		char name[64];
 		row(d, st, "ittiiii", (int64_t)th->tid,
-		    th->state == YM_THREAD_SHARED ? "(shared)" :
-		    model_thread_name(m, th, name, sizeof name),
+		    report_thread_name(m, th, name, sizeof name),
 		    model_thread_state(m, th),
 		    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
 		    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
@@ -213,8 +210,7 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	fs = prep(d, "INSERT INTO alarm_frames VALUES(?,?,?,?,?,?,?,?,?)");
 	for (uint32_t i = 0; i < m->snap.nalarms && !d->failed; i++) {
 		const struct ym_alarm *al = shm_alarm(&m->snap, i);
-		double when = (double)h->start_real_ns / 1e9 +
-			((double)al->mono_ns - (double)h->start_mono_ns) / 1e9;
+		double when = report_alarm_time(m, al);
 		row(d, st, "iidii", (int64_t)i + 1, (int64_t)al->size, when,
 		    (int64_t)al->tid, (int64_t)((al->flags & YM_ALARM_FAILED) != 0));
 		frame_rows(d, fs, s, o->rules, (int64_t)i + 1, al->frames, al->depth,

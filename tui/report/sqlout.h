@@ -30,7 +30,7 @@
 
 #include <stddef.h>
 
-#include "report.h"
+#include "common.h"
 
 /* Fill the database at path, which must exist and be empty (the caller
  * created it, see report_save).  0, or -1 with one line in err. */

@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "report.h"
+#include "common.h"
 
 /* 0, or -1 when writing failed or memory ran out (errno set). */
 int svg_write(FILE *f, struct model *m, struct sym *s,

@@ -1,6 +1,8 @@
 /*
- * ui: the live screen.  The only module that touches curses: it maps keys
- * to VK_* codes for view.c and draws what the view and model say.
+ * ui: the live screen.  ui.c and ui_draw.c are the only files that touch
+ * curses: ui.c owns the terminal, maps keys to VK_* codes for view.c, runs
+ * the prompts and the main loop; ui_draw.c draws what the view and model
+ * say.
  */
 #ifndef YMTOP_UI_H
 #define YMTOP_UI_H

@@ -1,5 +1,7 @@
-#include <ctype.h>
-#include <errno.h>
+/*
+ * view: the state of the live screen and what keys do to it (see view.h);
+ * the rows each view shows are built in view_rows.c.
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +13,9 @@
 #include "report/outfile.h"
 #include "report/report.h"
 #include "view.h"
+#include "view_rows.h"
 
-static uint64_t mono_ns(void)
+uint64_t view_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -25,7 +28,7 @@ void view_set_status(struct view *v, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(v->status, sizeof v->status, fmt, ap);
 	va_end(ap);
-	v->status_until_ns = mono_ns() + 5000000000ULL;
+	v->status_until_ns = view_now_ns() + 5000000000ULL;
 }
 
 const char *view_status(const struct view *v, uint64_t now_ns)
@@ -65,261 +68,11 @@ void view_init(struct view *v, struct model *m, struct sym *s,
 	v->cache_modules = UINT32_MAX;
 }
 
-static void cache_clear(struct view *v)
-{
-	for (uint32_t i = 0; i < v->ncache; i++) {
-		free(v->label[i]);
-		free(v->search[i]);
-	}
-	free(v->label);
-	free(v->search);
-	v->label = v->search = NULL;
-	v->ncache = 0;
-}
-
-static void fns_clear(struct view *v)
-{
-	free(v->fns);
-	v->fns = NULL;
-	v->nfns = 0;
-}
-
 void view_free(struct view *v)
 {
-	cache_clear(v);
-	fns_clear(v);
-	free(v->thr);
+	view_rows_free(v);
 	free(v->stack_hist);
 	memset(v, 0, sizeof *v);
-}
-
-/* Label and lowercase search text (every frame's function, file and
- * module) of a stack, computed once: a stack's frames never change. */
-static void cache_fill(struct view *v, uint32_t id)
-{
-	if (id >= v->m->nstacks)
-		return;
-	if (id >= v->ncache) {
-		uint32_t n = v->m->nstacks;
-		char **l = realloc(v->label, n * sizeof *l);
-		if (!l)
-			return;
-		v->label = l;
-		char **s = realloc(v->search, n * sizeof *s);
-		if (!s)
-			return;
-		v->search = s;
-		memset(l + v->ncache, 0, (n - v->ncache) * sizeof *l);
-		memset(s + v->ncache, 0, (n - v->ncache) * sizeof *s);
-		v->ncache = n;
-	}
-	if (v->label[id])
-		return;
-	const struct model_stack *st = &v->m->stacks[id];
-	struct stack_view sv;
-	char buf[1024];
-	if (st->depth == 0) {
-		v->label[id] = strdup("[stack table full: overflow]");
-		v->search[id] = strdup("overflow");
-		return;
-	}
-	if (frames_view(v->sym, v->rules, st->frames, st->depth, &sv) != 0 || sv.n == 0) {
-		v->label[id] = strdup("?");
-		v->search[id] = strdup("");
-		return;
-	}
-	v->label[id] = strdup(frames_label(&sv.f[sv.display], buf, sizeof buf));
-	size_t cap = 256, len = 0;
-	char *t = malloc(cap);
-	for (uint32_t i = 0; t && i < sv.n; i++) {
-		char fb[128];
-		const char *parts[4] = { sv.f[i].function, sv.f[i].file, sv.f[i].module,
-					 sv.f[i].function ? NULL :
-					 (sym_fallback(&sv.f[i], fb, sizeof fb), fb) };
-		for (int k = 0; k < 4; k++) {
-			const char *p = parts[k] ? parts[k] : "";
-			size_t pl = strlen(p);
-			if (len + pl + 2 > cap) {
-				cap = (len + pl + 2) * 2;
-				char *nt = realloc(t, cap);
-				if (!nt) {
-					free(t);
-					t = NULL;
-					break;
-				}
-				t = nt;
-			}
-			for (size_t j = 0; j < pl; j++)
-				t[len++] = (char)tolower((unsigned char)p[j]);
-			t[len++] = '\n';
-		}
-	}
-	if (t)
-		t[len] = '\0';
-	v->search[id] = t ? t : strdup("");
-	frames_view_free(&sv);
-}
-
-const char *view_label(struct view *v, uint32_t id)
-{
-	cache_fill(v, id);
-	return id < v->ncache && v->label[id] ? v->label[id] : "?";
-}
-
-static int keep_stack(void *ctx, const struct model_stack *s)
-{
-	struct view *v = ctx;
-	if (s->alloc_samples == 0)
-		return 0;
-	if (!v->filter[0])
-		return 1;
-	cache_fill(v, s->id);
-	if (s->id >= v->ncache || !v->search[s->id])
-		return 0;
-	char low[sizeof v->filter];
-	size_t i;
-	for (i = 0; v->filter[i] && i < sizeof low - 1; i++)
-		low[i] = (char)tolower((unsigned char)v->filter[i]);
-	low[i] = '\0';
-	return strstr(v->search[s->id], low) != NULL;
-}
-
-static const char *name_of(void *ctx, const struct model_stack *s)
-{
-	return view_label(ctx, s->id);
-}
-
-double view_fn_avg(const struct view_fn *f)
-{
-	return f->alloc_objects > 0 ? f->alloc / f->alloc_objects : 0;
-}
-
-uint64_t view_fn_age(const struct view *v, const struct view_fn *f)
-{
-	uint64_t now = v->m->snap.taken_mono_ns;
-	if (!f->oldest_birth_ns || now < f->oldest_birth_ns)
-		return 0;
-	return now - f->oldest_birth_ns;
-}
-
-static int cmp_fn(const void *a, const void *b, void *arg)
-{
-	const struct view *v = arg;
-	const struct view_fn *x = a, *y = b;
-	double vx, vy;
-	switch (v->sort) {
-	case SORT_AVG:       vx = view_fn_avg(x); vy = view_fn_avg(y); break;
-	case SORT_AGE:
-		vx = (double)view_fn_age(v, x);
-		vy = (double)view_fn_age(v, y);
-		break;
-	case SORT_ALLOCATED: vx = x->alloc; vy = y->alloc; break;
-	case SORT_RATE:      vx = x->rate; vy = y->rate; break;
-	case SORT_LIVE:      vx = x->retained_objects; vy = y->retained_objects; break;
-	case SORT_GROWTH:    vx = x->growth; vy = y->growth; break;
-	case SORT_FUNCTION:  return strcmp(x->name, y->name) * (v->asc ? 1 : -1);
-	default:             vx = x->retained; vy = y->retained; break;
-	}
-	int r = vx < vy ? 1 : vx > vy ? -1 : strcmp(x->name, y->name);
-	return v->asc ? -r : r;
-}
-
-/* Functions view: the filtered stacks grouped by display frame label. */
-static void build_fns(struct view *v)
-{
-	fns_clear(v);
-	struct model *m = v->m;
-	if (!m->norder)
-		return;
-	struct view_fn *f = calloc(m->norder, sizeof *f);
-	if (!f)
-		return;
-	uint32_t n = 0;
-	/* Group by label pointer order: sort a copy of the order by label. */
-	for (uint32_t k = 0; k < m->norder; k++) {
-		const struct model_stack *s = &m->stacks[m->order[k]];
-		const char *label = view_label(v, s->id);
-		uint32_t j;
-		for (j = 0; j < n; j++)
-			if (!strcmp(f[j].name, label))
-				break;
-		if (j == n) {
-			f[n].name = label;
-			f[n].top_stack = s->id;
-			n++;
-		}
-		struct view_fn *x = &f[j];
-		if (s->retained_bytes > m->stacks[x->top_stack].retained_bytes)
-			x->top_stack = s->id;
-		x->retained += s->retained_bytes;
-		x->retained_objects += s->retained_objects;
-		x->alloc += s->alloc_bytes;
-		x->alloc_objects += s->alloc_objects;
-		if (s->oldest_birth_ns && (!x->oldest_birth_ns ||
-					   s->oldest_birth_ns < x->oldest_birth_ns))
-			x->oldest_birth_ns = s->oldest_birth_ns;
-		x->rate += s->alloc_rate;
-		x->growth += s->growth;
-		x->nstacks++;
-	}
-	qsort_r(f, n, sizeof *f, cmp_fn, v);
-	v->fns = f;
-	v->nfns = n;
-}
-
-int view_rows(const struct view *v)
-{
-	const struct model *m = v->m;
-	switch (v->kind) {
-	case VIEW_STACKS:
-		return (int)m->norder;
-	case VIEW_FUNCTIONS:
-		return (int)v->nfns;
-	case VIEW_THREADS:
-		return (int)v->nthr;
-	case VIEW_LIFETIMES:
-		return YM_LIFE_BUCKETS;
-	case VIEW_ALARMS:
-		return (int)m->snap.nalarms;
-	default:
-		return 0;
-	}
-}
-
-uint32_t view_row_stack(const struct view *v, int row)
-{
-	if (row < 0 || row >= view_rows(v))
-		return UINT32_MAX;
-	if (v->kind == VIEW_STACKS)
-		return v->m->order[row];
-	if (v->kind == VIEW_FUNCTIONS)
-		return v->fns[row].top_stack;
-	return UINT32_MAX;
-}
-
-const struct ym_thread *view_row_thread(const struct view *v, int row)
-{
-	if (v->kind != VIEW_THREADS || row < 0 || row >= (int)v->nthr ||
-	    v->thr[row] >= v->m->snap.nthreads)
-		return NULL;
-	return &v->m->snap.threads[v->thr[row]];
-}
-
-/* The Threads view lists what reports list: no free slot, and the shared
- * slot 0 ("other threads") only when it counted something. */
-static void build_threads(struct view *v)
-{
-	const struct shm_snapshot *s = &v->m->snap;
-	v->nthr = 0;
-	if (!s->nthreads)
-		return;
-	uint32_t *t = realloc(v->thr, s->nthreads * sizeof *t);
-	if (!t)
-		return;
-	v->thr = t;
-	for (uint32_t i = 0; i < s->nthreads; i++)
-		if (model_thread_listed(&s->threads[i]))
-			t[v->nthr++] = i;
 }
 
 static void clamp(struct view *v)
@@ -341,10 +94,7 @@ static void clamp(struct view *v)
 static void resort(struct view *v)
 {
 	uint32_t keep_id = view_row_stack(v, v->selected);
-	model_sort(v->m, v->sort, v->asc, keep_stack, name_of, v);
-	if (v->kind == VIEW_FUNCTIONS)
-		build_fns(v);
-	build_threads(v);
+	view_rows_build(v);
 	/* Keep the selection on the same stack when it is still shown. */
 	if (keep_id != UINT32_MAX && v->kind == VIEW_STACKS)
 		for (uint32_t k = 0; k < v->m->norder; k++)
@@ -383,7 +133,7 @@ void view_refresh(struct view *v)
 {
 	if (v->m->snap.nmodules != v->cache_modules) {
 		/* New modules may name frames that were unknown: relabel. */
-		cache_clear(v);
+		view_rows_relabel(v);
 		v->cache_modules = v->m->snap.nmodules;
 	}
 	push_history(v);
@@ -442,7 +192,8 @@ int view_write_file(struct view *v, int kind)
 	localtime_r(&now, &tm);
 	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
 	char pattern[4096];
-	const char *ext = kind == 'f' ? "folded" : "txt";
+	enum report_format format = kind == 'f' ? REPORT_FOLDED : REPORT_TEXT;
+	const char *ext = report_format_ext(format);
 	/* Never overwrite: a second file within the same second gets -2... */
 	int found = 0;
 	for (int n = 1; n < 100 && !found; n++) {
@@ -459,7 +210,7 @@ int view_write_file(struct view *v, int kind)
 		}
 		found = access(path, F_OK) != 0;
 	}
-	struct report_opts ro = { kind == 'f' ? REPORT_FOLDED : REPORT_TEXT, 20,
+	struct report_opts ro = { format, 20,
 				  v->rules, WEIGHT_RETAINED, SORT_RETAINED };
 	if (report_save(path, m, v->sym, &ro, err, sizeof err) != 0) {
 		view_set_status(v, "%s", err);
@@ -691,18 +442,11 @@ static int act_quit(struct view *v, int key)
 	return REACT_QUIT;
 }
 
-static int act_filter(struct view *v, int key)
+/* Keys that need a line typed or a menu: the main loop asks (ui.c). */
+static int act_ask(struct view *v, int key)
 {
 	(void)v;
-	(void)key;
-	return REACT_FILTER;
-}
-
-static int act_sortmenu(struct view *v, int key)
-{
-	(void)v;
-	(void)key;
-	return REACT_SORTMENU;
+	return key == '/' ? REACT_FILTER : REACT_SORTMENU;
 }
 
 static int act_redraw(struct view *v, int key)
@@ -721,12 +465,12 @@ static const struct {
 	{ 'k', act_move }, { 'j', act_move },
 	{ VK_ENTER, act_enter }, { VK_ESC, act_escape },
 	{ VK_TAB, act_tab }, { VK_BTAB, act_tab },
-	{ '<', act_sort_step }, { '>', act_sort_step }, { VK_F6, act_sortmenu },
+	{ '<', act_sort_step }, { '>', act_sort_step }, { VK_F6, act_ask },
 	{ 'R', act_sort_key }, { 'T', act_sort_key }, { 'A', act_sort_key },
 	{ 'L', act_sort_key }, { 'G', act_sort_key }, { 'N', act_sort_key },
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
-	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_filter },
+	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },
 	{ 'r', act_rate },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };

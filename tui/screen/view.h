@@ -153,6 +153,10 @@ const char *view_label(struct view *v, uint32_t stack);
  * the status line; returns 0 or -1. */
 int view_write_file(struct view *v, int kind);
 
+/* CLOCK_MONOTONIC in ns: the clock of the status line's expiry and of
+ * the screen's refreshes. */
+uint64_t view_now_ns(void);
+
 /* Status line text (empty when expired). */
 const char *view_status(const struct view *v, uint64_t now_ns);
 void view_set_status(struct view *v, const char *fmt, ...)

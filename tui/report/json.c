@@ -1,0 +1,137 @@
+#include <errno.h>
+#include <stdlib.h>
+
+#include "fmt.h"
+#include "json.h"
+
+static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
+			const uint64_t *frames, uint32_t depth)
+{
+	struct stack_view v;
+	fputc('[', f);
+	if (depth && frames_view(s, r, frames, depth, &v) == 0) {
+		for (uint32_t i = 0; i < v.n; i++) {
+			const struct sym_frame *x = &v.f[i];
+			fprintf(f, "%s{\"address\":\"0x%llx\",\"module\":", i ? "," : "",
+				(unsigned long long)x->addr);
+			fmt_json_string(f, x->module);
+			fputs(",\"function\":", f);
+			char fb[128];
+			fmt_json_string(f, x->function ? x->function :
+					(sym_fallback(x, fb, sizeof fb), fb));
+			fputs(",\"file\":", f);
+			fmt_json_string(f, x->file);
+			fprintf(f, ",\"line\":%d,\"inlined\":%s}", x->line,
+				x->inlined ? "true" : "false");
+		}
+		/* Display frame (issue 3): index into frames, after them. */
+		fprintf(f, "],\"display_frame\":%u", v.n ? v.display : 0);
+		frames_view_free(&v);
+		return;
+	}
+	fputs("],\"display_frame\":null", f);
+}
+
+int json_write(FILE *f, struct model *m, struct sym *s,
+		      const struct report_opts *o)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	const struct ym_totals *t = &m->totals;
+	fprintf(f, "{\"pid\":%ld,", (long)model_pid(m));
+	if ((uint32_t)model_pid(m) != h->pid)
+		fprintf(f, "\"ns_pid\":%u,", h->pid);
+	fprintf(f, "\"exe\":");
+	fmt_json_string(f, h->exe);
+	fputs(",\"name\":", f);
+	fmt_json_string(f, model_name(m));
+	fprintf(f, ",\"sort\":\"%s\"", o->sort == SORT_ALLOCATED ? "allocated" :
+		o->sort == SORT_RATE ? "rate" : "retained");
+	fprintf(f, ",\"time\":%.3f,\"uptime_s\":%.3f,\"state\":\"%s\","
+		"\"attached\":%s,\"sample_rate\":%llu,\"rss_bytes\":%llu,",
+		(double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
+		(h->flags & YM_FLAG_INJECTED) ? "true" : "false",
+		(unsigned long long)h->sample_rate,
+		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
+	fprintf(f, "\"totals\":{\"allocated_bytes\":%llu,\"allocated_objects\":%llu,"
+		"\"requested_bytes\":%llu,\"freed_bytes\":%llu,\"freed_objects\":%llu,"
+		"\"in_use_bytes\":%lld,\"retained_bytes\":%.0f,\"retained_objects\":%.0f},",
+		(unsigned long long)t->alloc_bytes, (unsigned long long)t->alloc_objects,
+		(unsigned long long)t->req_bytes, (unsigned long long)t->free_bytes,
+		(unsigned long long)t->free_objects,
+		(long long)(t->alloc_bytes - t->free_bytes),
+		m->retained_bytes, m->retained_objects);
+	fprintf(f, "\"table\":{\"stacks_used\":%llu,\"stacks_capacity\":%u,"
+		"\"samples\":%llu,\"live_samples\":%llu,\"dropped_stacks\":%llu,"
+		"\"dropped_live\":%llu,\"dropped_busy\":%llu,\"dropped_threads\":%llu},",
+		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
+		h->sections[YM_SEC_STACKS].capacity - 1,
+		(unsigned long long)m->samples, (unsigned long long)m->snap.live_count,
+		(unsigned long long)h->drop_stacks, (unsigned long long)h->drop_live,
+		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads);
+
+	uint32_t norder;
+	uint32_t *order = report_order_by(m, o->sort, &norder);
+	if (!order) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* Symbolization warnings (issue 3): files changed since loaded. */
+	fputs("\"warnings\":[", f);
+	for (uint32_t it = 0, k = 0; sym_next_warning(s, &it) != NULL; k++)
+		fputs(k ? "," : "", f), fmt_json_string(f, sym_module_warning(s, it - 1));
+	fputs("],", f);
+	fputs("\"stacks\":[", f);
+	for (uint32_t k = 0; k < norder; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
+		fprintf(f, "%s{\"id\":%u,\"retained_bytes\":%.0f,\"retained_objects\":%.0f,"
+			"\"allocated_bytes\":%.0f,\"allocated_objects\":%.0f,"
+			"\"allocated_bytes_per_s\":%.0f,"
+			"\"samples\":%llu,\"live_samples\":%u,\"frames\":",
+			k ? "," : "", st->id, st->retained_bytes, st->retained_objects,
+			st->alloc_bytes, st->alloc_objects, st->alloc_rate,
+			(unsigned long long)st->alloc_samples, st->live_samples);
+		json_frames(f, s, o->rules, st->frames, st->depth);
+		fputc('}', f);
+	}
+	free(order);
+	fputs("],\"lifetimes\":[", f);
+	static const uint64_t upto[YM_LIFE_BUCKETS] = YM_LIFE_UPTO_NS_INIT;
+	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
+		fprintf(f, "%s{\"upto_ns\":", b ? "," : "");
+		if (upto[b])
+			fprintf(f, "%llu", (unsigned long long)upto[b]);
+		else
+			fputs("null", f);
+		fprintf(f, ",\"count\":%.0f,\"bytes\":%.0f}",
+			m->life[b].objects, m->life[b].bytes);
+	}
+	fputs("],\"threads\":[", f);
+	int first = 1;
+	const struct ym_thread *th;
+	for (uint32_t it = 0; (th = report_next_thread(m, &it)) != NULL;) {
+		char name[64];
+		fprintf(f, "%s{\"tid\":%u,\"name\":", first ? "" : ",", th->tid);
+		first = 0;
+		fmt_json_string(f, report_thread_name(m, th, name, sizeof name));
+		fprintf(f, ",\"state\":\"%s\",\"allocated_bytes\":%llu,"
+			"\"allocated_objects\":%llu,\"freed_bytes\":%llu,"
+			"\"freed_objects\":%llu}",
+			model_thread_state(m, th),
+			(unsigned long long)th->t.alloc_bytes,
+			(unsigned long long)th->t.alloc_objects,
+			(unsigned long long)th->t.free_bytes,
+			(unsigned long long)th->t.free_objects);
+	}
+	fputs("],\"alarms\":[", f);
+	for (uint32_t i = 0; i < m->snap.nalarms; i++) {
+		const struct ym_alarm *al = shm_alarm(&m->snap, i);
+		fprintf(f, "%s{\"size\":%llu,\"time\":%.3f,\"tid\":%u,\"failed\":%s,"
+			"\"frames\":", i ? "," : "", (unsigned long long)al->size,
+			report_alarm_time(m, al), al->tid,
+			(al->flags & YM_ALARM_FAILED) ? "true" : "false");
+		json_frames(f, s, o->rules, al->frames, al->depth);
+		fputc('}', f);
+	}
+	fputs("]}\n", f);
+	return ferror(f) ? -1 : 0;
+}

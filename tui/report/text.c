@@ -1,0 +1,194 @@
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fmt.h"
+#include "text.h"
+
+static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
+		       const uint64_t *frames, uint32_t depth, const char *indent)
+{
+	struct stack_view v;
+	if (depth == 0) {
+		fprintf(f, "%s(no frames: samples that found the stack table full)\n",
+			indent);
+		return;
+	}
+	if (frames_view(s, r, frames, depth, &v) != 0)
+		return;
+	char buf[1024], vis[FMT_VIS_SIZE(sizeof buf)];
+	for (uint32_t i = 0; i < v.n; i++) {
+		const char *mark = i < v.display ? "  " : i == v.display ? "=>" : "  ";
+		fprintf(f, "%s%s %s%s\n", indent, mark,
+			v.f[i].inlined ? "[inlined] " : "",
+			fmt_vis(frames_label(&v.f[i], buf, sizeof buf), vis, sizeof vis));
+	}
+	frames_view_free(&v);
+}
+
+static const char *const life_label[YM_LIFE_BUCKETS] = {
+	"< 1us", "< 10us", "< 100us", "< 1ms", "< 10ms", "< 100ms", "< 1s",
+	"< 10s", "< 100s", "< 1000s", "< 1h", ">= 1h",
+};
+
+/* Freed samples by lifetime, with a bar, for the buckets in use. */
+static void text_lifetimes(FILE *f, const struct model *m)
+{
+	double total = 0, most = 0;
+	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
+		total += m->life[b].bytes;
+		if (m->life[b].bytes > most)
+			most = m->life[b].bytes;
+	}
+	fprintf(f, "\nLifetimes of freed allocations (estimated):\n");
+	if (total <= 0) {
+		fprintf(f, "  (nothing sampled has been freed)\n");
+		return;
+	}
+	char a[32], c[32];
+	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
+		if (m->life[b].objects <= 0 && m->life[b].bytes <= 0)
+			continue;
+		int bar = most > 0 ? (int)lround(30.0 * m->life[b].bytes / most) : 0;
+		fprintf(f, "  %-8s %10s objects %10s %5.1f%% %.*s\n", life_label[b],
+			fmt_count(m->life[b].objects, c, sizeof c),
+			fmt_bytes(m->life[b].bytes, a, sizeof a),
+			100.0 * m->life[b].bytes / total, bar,
+			"##############################");
+	}
+}
+
+static void text_threads(FILE *f, const struct model *m)
+{
+	char a[32], b[32], name[64], vis[FMT_VIS_SIZE(sizeof name)];
+	int first = 1;
+	const struct ym_thread *th;
+	for (uint32_t it = 0; (th = report_next_thread(m, &it)) != NULL;) {
+		if (first)
+			fprintf(f, "\nThreads (exact):\n  %8s %-16s %-7s %12s %12s %12s\n",
+				"TID", "NAME", "STATE", "ALLOCATED", "FREED", "CALLS");
+		first = 0;
+		const char *nm = report_thread_name(m, th, name, sizeof name);
+		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
+			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
+			model_thread_state(m, th),
+			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
+			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
+			(unsigned long long)th->t.alloc_objects);
+	}
+}
+
+int text_write(FILE *f, struct model *m, struct sym *s,
+		      const struct report_opts *o)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	const struct ym_totals *t = &m->totals;
+	char a[32], b[32], c[32], d[32];
+	time_t now = (time_t)(m->snap.taken_real_ns / 1000000000ULL);
+	struct tm tm;
+	char when[64];
+	localtime_r(&now, &tm);
+	strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", &tm);
+
+	/* The name it was started as, and the file it runs, which differ
+	 * when that name is a symlink (redis-server -> redis-check-rdb);
+	 * and its pid inside its own namespace when that is another. */
+	char ns[48] = "";
+	if ((uint32_t)model_pid(m) != h->pid)
+		snprintf(ns, sizeof ns, " (pid %u in its namespace)", h->pid);
+	const char *name = model_name(m), *base = strrchr(h->exe, '/');
+	base = base ? base + 1 : h->exe;
+	char vname[FMT_VIS_SIZE(sizeof m->name)], vexe[FMT_VIS_SIZE(sizeof h->exe)];
+	fmt_vis(h->exe[0] ? h->exe : "?", vexe, sizeof vexe);
+	if (strcmp(name, base) != 0 && name[0])
+		fprintf(f, "ymtop %s heap report: pid %ld%s %s (%s), %s\n", YM_VERSION,
+			(long)model_pid(m), ns, fmt_vis(name, vname, sizeof vname),
+			vexe, when);
+	else
+		fprintf(f, "ymtop %s heap report: pid %ld%s (%s), %s\n", YM_VERSION,
+			(long)model_pid(m), ns, vexe, when);
+	fprintf(f, "state %s, uptime %s, RSS %s, sample rate %s%s\n",
+		model_state(m), fmt_duration(model_uptime(m), a, sizeof a),
+		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-",
+		h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, c, sizeof c),
+		(h->flags & YM_FLAG_INJECTED) ? ", attached (data starts at the attach)" : "");
+	double inuse = (double)t->alloc_bytes - (double)t->free_bytes;
+	/* Injected: the exact counters start at the attach, the estimates
+	 * too, but memory allocated before it is in neither. */
+	fprintf(f, "exact totals%s: allocated %s in %llu calls (%s requested), "
+		"freed %s in %llu calls, in use %s\n",
+		(h->flags & YM_FLAG_INJECTED) ? " since the attach" : "",
+		fmt_bytes((double)t->alloc_bytes, a, sizeof a),
+		(unsigned long long)t->alloc_objects,
+		fmt_bytes((double)t->req_bytes, b, sizeof b),
+		fmt_bytes((double)t->free_bytes, c, sizeof c),
+		(unsigned long long)t->free_objects,
+		fmt_sbytes(inuse, d, sizeof d));
+	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
+		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
+		(unsigned long long)m->snap.live_count);
+	fprintf(f, "stacks %llu / %u, samples %llu, dropped: %llu stack-table, "
+		"%llu live-table, %llu busy\n",
+		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
+		h->sections[YM_SEC_STACKS].capacity - 1,
+		(unsigned long long)m->samples, (unsigned long long)h->drop_stacks,
+		(unsigned long long)h->drop_live, (unsigned long long)h->drop_busy);
+	if (h->alarms_written)
+		fprintf(f, "giant allocations: %llu (see below)\n",
+			(unsigned long long)h->alarms_written);
+	/* Symbolization (issue 3): files changed since the process loaded them. */
+	for (uint32_t it = 0; sym_next_warning(s, &it) != NULL;) {
+		fputs("warning: ", f);
+		fmt_vis_fputs(f, sym_module_warning(s, it - 1));
+		fputc('\n', f);
+	}
+
+	int top = o->top > 0 ? o->top : 20;
+	uint32_t norder;
+	uint32_t *order = report_order_by(m, o->sort, &norder);
+	if (!order) {
+		errno = ENOMEM;
+		return -1;
+	}
+	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
+	int shown = 0;
+	/* Every stack with a sample, also those that retain nothing: on a
+	 * server that frees all it allocates the churn is the story. */
+	for (uint32_t k = 0; k < norder && shown < top; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
+		double pct = m->retained_bytes > 0 ?
+			100.0 * st->retained_bytes / m->retained_bytes : 0;
+		fprintf(f, "\n#%d retained %s (%.1f%%) in %.0f objects; "
+			"allocated %s in %.0f objects",
+			++shown, fmt_bytes(st->retained_bytes, a, sizeof a), pct,
+			st->retained_objects,
+			fmt_bytes(st->alloc_bytes, b, sizeof b), st->alloc_objects);
+		if (o->sort == SORT_RATE)
+			fprintf(f, "; %s/s", fmt_bytes(st->alloc_rate, c, sizeof c));
+		fputc('\n', f);
+		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
+	}
+	if (shown == 0)
+		fprintf(f, "  (no samples yet)\n");
+	free(order);
+
+	text_lifetimes(f, m);
+	text_threads(f, m);
+
+	uint32_t na = m->snap.nalarms;
+	if (na) {
+		fprintf(f, "\nGiant allocations (%u):\n", na);
+		for (uint32_t i = 0; i < na; i++) {
+			const struct ym_alarm *al = shm_alarm(&m->snap, i);
+			double ago = ((double)m->snap.taken_mono_ns - (double)al->mono_ns) / 1e9;
+			fprintf(f, "\n  %s by thread %u, %s ago%s\n",
+				fmt_bytes((double)al->size, a, sizeof a), al->tid,
+				fmt_duration(ago, b, sizeof b),
+				(al->flags & YM_ALARM_FAILED) ? " (refused: ENOMEM)" : "");
+			text_stack(f, s, o->rules, al->frames, al->depth, "   ");
+		}
+	}
+	return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,609 @@
+/*
+ * ui_draw: the drawing half of the live screen (ui.c has the terminal,
+ * keys, prompts and the main loop).  Header, the five views' tables, one
+ * stack in full, the help box; it draws what view.c and the model say and
+ * decides nothing.
+ *
+ * Every string the target supplies (process, thread, function, file and
+ * module names, paths) passes fmt_vis before it reaches curses: no escape
+ * sequence of the target's reaches the terminal.  So does the status line,
+ * which quotes paths made from the executable's name.
+ */
+#include <curses.h>
+#include <langinfo.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "ui_draw.h"
+
+/* ---- drawing helpers ---- */
+
+enum { C_HEAD = 1, C_COLS, C_SEL, C_ALARM, C_UP, C_DOWN, C_STATUS, C_DIM };
+
+static int colors;
+static int utf8;
+
+void ui_draw_start(void)
+{
+	utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
+	const char *nc = getenv("NO_COLOR");
+	colors = has_colors() && !(nc && *nc);
+	if (colors) {
+		start_color();
+		use_default_colors();
+		init_pair(C_HEAD, COLOR_CYAN, -1);
+		init_pair(C_COLS, COLOR_BLACK, COLOR_GREEN);
+		init_pair(C_SEL, COLOR_BLACK, COLOR_CYAN);
+		init_pair(C_ALARM, COLOR_WHITE, COLOR_RED);
+		init_pair(C_UP, COLOR_RED, -1);
+		init_pair(C_DOWN, COLOR_GREEN, -1);
+		init_pair(C_STATUS, COLOR_YELLOW, -1);
+		init_pair(C_DIM, COLOR_BLUE, -1);
+	}
+}
+
+static attr_t attr(int pair, attr_t mono)
+{
+	return colors ? (attr_t)COLOR_PAIR(pair) : mono;
+}
+
+void ui_put(int y, int x, attr_t a, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (y < 0 || y >= LINES || x >= COLS)
+		return;
+	attron(a);
+	mvaddnstr(y, x, buf, COLS - x);
+	attroff(a);
+}
+
+static void fill_line(int y, attr_t a)
+{
+	attron(a);
+	mvhline(y, 0, ' ', COLS);
+	attroff(a);
+}
+
+static const char *spark(const double *v, int n, int width, char *buf, size_t len)
+{
+	static const char *const blocks[8] = { "\u2581", "\u2582", "\u2583", "\u2584",
+					      "\u2585", "\u2586", "\u2587", "\u2588" };
+	static const char ascii[] = "_.-:=+*#";
+	if (width > n)
+		width = n;
+	double lo = INFINITY, hi = -INFINITY;
+	for (int i = n - width; i < n; i++) {
+		if (v[i] < lo)
+			lo = v[i];
+		if (v[i] > hi)
+			hi = v[i];
+	}
+	size_t o = 0;
+	buf[0] = '\0';
+	for (int i = n - width; i < n && o + 4 < len; i++) {
+		int k = hi > lo ? (int)((v[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
+		if (utf8) {
+			size_t bl = strlen(blocks[k]);
+			memcpy(buf + o, blocks[k], bl);
+			o += bl;
+		} else {
+			buf[o++] = ascii[k];
+		}
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* ---- header ---- */
+
+static int draw_header(struct view *v)
+{
+	struct model *m = v->m;
+	const struct ym_header *h = &m->snap.hdr;
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+	char exe[FMT_VIS_SIZE(sizeof h->exe)];
+	fmt_vis(model_name(m), exe, sizeof exe);
+	const char *state = model_state(m);
+	int y = 0;
+	ui_put(y, 0, attr(C_HEAD, A_BOLD), "ymtop - pid %ld %s  up %s  ", (long)model_pid(m), exe,
+	    fmt_duration(model_uptime(m), a, sizeof a));
+	int x = getcurx(stdscr);
+	int bad = strcmp(state, "sampling") != 0;
+	ui_put(y, x, bad ? attr(C_ALARM, A_REVERSE) | A_BOLD : A_BOLD, "%s%s",
+	    state, v->frozen ? " (frozen)" : "");
+	x = getcurx(stdscr);
+	ui_put(y, x, 0, "  rate %s",
+	    h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, a, sizeof a));
+	y++;
+	const struct ym_totals *t = &m->totals;
+	/* Injected: the exact counters started at the attach, unlike RSS and
+	 * what the program held before; say so beside the number. */
+	ui_put(y, 0, 0, "RSS %s  retained~ %s  in use%s %s  alloc %s/s %s/s  free %s/s %s/s",
+	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
+	    fmt_bytes(m->retained_bytes, b, sizeof b),
+	    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
+	    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c),
+	    fmt_bytes(m->alloc_bytes_rate, d, sizeof d),
+	    fmt_count(m->alloc_calls_rate, e, sizeof e),
+	    fmt_bytes(m->free_bytes_rate, f, sizeof f),
+	    fmt_count(m->free_calls_rate, g, sizeof g));
+	y++;
+	char sp[256];
+	uint64_t dropped = h->drop_stacks + h->drop_live + h->drop_busy;
+	ui_put(y, 0, 0, "stacks %llu/%u  dropped %llu  mark %s  ",
+	    (unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
+	    h->sections[YM_SEC_STACKS].capacity - 1, (unsigned long long)dropped,
+	    m->marked ? fmt_sbytes(m->retained_bytes - m->mark_total, a, sizeof a) : "-");
+	x = getcurx(stdscr);
+	int w = COLS - x - 12;
+	if (w > 8 && v->nhist > 1) {
+		ui_put(y, x, attr(C_HEAD, 0), "%s",
+		    spark(v->hist + VIEW_HISTORY - v->nhist, (int)v->nhist, w, sp, sizeof sp));
+		ui_put(y, getcurx(stdscr), attr(C_DIM, 0), " retained");
+	}
+	y++;
+	const struct ym_alarm *al = view_alarm(v);
+	if (al) {
+		char lab[256] = "?";
+		struct stack_view sv;
+		if (al->depth && frames_view(v->sym, v->rules, al->frames, al->depth, &sv) == 0) {
+			if (sv.n) {
+				char fb[128];
+				fmt_vis(frames_name(&sv.f[sv.display], fb, sizeof fb),
+					lab, sizeof lab);
+			}
+			frames_view_free(&sv);
+		}
+		double ago = ((double)m->snap.taken_mono_ns - (double)al->mono_ns) / 1e9;
+		fill_line(y, attr(C_ALARM, A_REVERSE) | A_BOLD);
+		ui_put(y, 0, attr(C_ALARM, A_REVERSE) | A_BOLD,
+		    " ALARM %s in %s() %s ago%s  (a: dismiss, Tab: Alarms view)",
+		    fmt_bytes((double)al->size, a, sizeof a), lab,
+		    fmt_duration(ago, b, sizeof b),
+		    (al->flags & YM_ALARM_FAILED) ? ", refused" : "");
+		y++;
+	}
+	/* View tabs. */
+	x = 0;
+	for (int k = 0; k < VIEW_COUNT; k++) {
+		attr_t at = k == (int)v->kind ? attr(C_SEL, A_REVERSE) | A_BOLD : attr(C_DIM, 0);
+		ui_put(y, x, at, " %s ", view_kind_name((enum view_kind)k));
+		x = getcurx(stdscr) + 1;
+	}
+	ui_put(y, x + 1, attr(C_DIM, 0), "sort: %s%s%s%s", view_sort_name(v->sort),
+	    v->asc ? " asc" : "", v->filter[0] ? "  filter: " : "", v->filter);
+	return y + 1;
+}
+
+/* ---- tables ---- */
+
+struct col {
+	const char *name;
+	int width;
+	enum model_sort key;
+	int min_cols;   /* shown when the terminal is at least this wide */
+};
+
+static const struct col stack_cols[] = {
+	{ "RETAINED", 9, SORT_RETAINED, 0 },
+	{ "%", 5, SORT_PERCENT, 0 },
+	{ "GROWTH", 9, SORT_GROWTH, 0 },
+	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
+	{ "RATE/s", 9, SORT_RATE, 90 },
+	{ "LIVE", 7, SORT_LIVE, 0 },
+	{ "AVG", 8, SORT_AVG, 110 },
+	{ "AGE", 7, SORT_AGE, 100 },
+};
+#define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
+
+static int col_on(int i)
+{
+	return COLS >= stack_cols[i].min_cols;
+}
+
+static int draw_col_header(int y, const struct view *v, const char *last)
+{
+	fill_line(y, attr(C_COLS, A_REVERSE));
+	int x = 0;
+	for (int i = 0; i < NCOLS; i++) {
+		if (!col_on(i))
+			continue;
+		const struct col *c = &stack_cols[i];
+		int sorted = v->sort == c->key;
+		ui_put(y, x, attr(C_COLS, A_REVERSE) | (sorted ? A_BOLD | A_UNDERLINE : 0),
+		    "%*s", c->width, c->name);
+		x += c->width + 1;
+	}
+	ui_put(y, x, attr(C_COLS, A_REVERSE) | (v->sort == SORT_FUNCTION ? A_BOLD | A_UNDERLINE : 0),
+	    "%s", last);
+	return x;
+}
+
+static void stack_cells(struct view *v, const struct model_stack *s, double growth,
+			double retained, double objects, double alloc, double rate,
+			double avg, uint64_t age, int y, attr_t base)
+{
+	struct model *m = v->m;
+	char buf[32];
+	int x = 0;
+	for (int i = 0; i < NCOLS; i++) {
+		if (!col_on(i))
+			continue;
+		const struct col *c = &stack_cols[i];
+		attr_t a = base;
+		switch (c->key) {
+		case SORT_RETAINED: fmt_bytes(retained, buf, sizeof buf); break;
+		case SORT_PERCENT:
+			snprintf(buf, sizeof buf, "%.1f", m->retained_bytes > 0 ?
+				 100.0 * retained / m->retained_bytes : 0.0);
+			break;
+		case SORT_GROWTH:
+			if (!m->marked) {
+				snprintf(buf, sizeof buf, "-");
+			} else {
+				fmt_sbytes(growth, buf, sizeof buf);
+				if (!base && fabs(growth) >= 0.5)
+					a = attr(growth > 0 ? C_UP : C_DOWN, A_BOLD);
+			}
+			break;
+		case SORT_ALLOCATED: fmt_bytes(alloc, buf, sizeof buf); break;
+		case SORT_RATE: fmt_bytes(rate, buf, sizeof buf); break;
+		case SORT_LIVE: fmt_count(objects, buf, sizeof buf); break;
+		case SORT_AVG: fmt_bytes(avg, buf, sizeof buf); break;
+		case SORT_AGE:
+			if (age)
+				fmt_duration((double)age / 1e9, buf, sizeof buf);
+			else
+				snprintf(buf, sizeof buf, "-");
+			break;
+		default: buf[0] = '\0';
+		}
+		ui_put(y, x, a, "%*s", c->width, buf);
+		x += c->width + 1;
+	}
+	(void)s;
+}
+
+static int label_x(void)
+{
+	int x = 0;
+	for (int i = 0; i < NCOLS; i++)
+		if (col_on(i))
+			x += stack_cols[i].width + 1;
+	return x;
+}
+
+/* ---- key t: C++ template arguments shortened or whole (issue 16) ----
+ * Names in the Stacks and Functions lists are shown with template argument
+ * lists deeper than FRAMES_SHORT_DEPTH elided (frames_short_name); t shows
+ * them whole.  The stack detail view always shows them whole. */
+static int ui_full_names;
+
+int ui_draw_full_names(struct view *v)
+{
+	ui_full_names = !ui_full_names;
+	view_set_status(v, ui_full_names ? "names in full (t: shorten templates)"
+					 : "template arguments shortened (t: names in full)");
+	return REACT_REDRAW;
+}
+
+/* label as the lists show it: shortened unless t asked for full names,
+ * and escaped. */
+static const char *shown_name(const char *label, char *buf, size_t len)
+{
+	char tmp[1024];
+	if (!ui_full_names)
+		label = frames_short_name(label, FRAMES_SHORT_DEPTH,
+					  MB_CUR_MAX > 1 ? "\u2026" : "...", tmp, sizeof tmp);
+	return fmt_vis(label, buf, len);
+}
+
+/* The attributes of a table row at screen line y: the selection's, drawn
+ * across the whole line, or none. */
+static attr_t row_attr(const struct view *v, int row, int y)
+{
+	attr_t base = row == v->selected ? attr(C_SEL, A_REVERSE) : 0;
+	if (base)
+		fill_line(y, base);
+	return base;
+}
+
+static void draw_stacks(struct view *v, int y0, int rows)
+{
+	struct model *m = v->m;
+	draw_col_header(y0, v, "FUNCTION (FILE:LINE)");
+	v->page = rows;
+	int lx = label_x();
+	for (int r = 0; r < rows; r++) {
+		int row = v->top + r;
+		if (row >= (int)m->norder)
+			break;
+		const struct model_stack *s = &m->stacks[m->order[row]];
+		attr_t base = row_attr(v, row, y0 + 1 + r);
+		double avg = s->alloc_objects > 0 ? s->alloc_bytes / s->alloc_objects : 0;
+		stack_cells(v, s, s->growth, s->retained_bytes, s->retained_objects,
+			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
+			    y0 + 1 + r, base);
+		char nb[1024];
+		ui_put(y0 + 1 + r, lx, base, "%s", shown_name(view_label(v, s->id), nb, sizeof nb));
+	}
+	if (m->norder == 0)
+		ui_put(y0 + 2, 2, attr(C_DIM, 0), "%s", v->filter[0] ?
+		    "no stack matches the filter (Esc clears it)" :
+		    "no samples yet: the process has not allocated enough since the start");
+}
+
+static void draw_functions(struct view *v, int y0, int rows)
+{
+	draw_col_header(y0, v, "FUNCTION (FILE:LINE)  [stacks]");
+	v->page = rows;
+	int lx = label_x();
+	for (int r = 0; r < rows; r++) {
+		int row = v->top + r;
+		if (row >= (int)v->nfns)
+			break;
+		const struct view_fn *f = &v->fns[row];
+		attr_t base = row_attr(v, row, y0 + 1 + r);
+		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
+			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
+		char nb[1024];
+		ui_put(y0 + 1 + r, lx, base, "%s  [%u]", shown_name(f->name, nb, sizeof nb), f->nstacks);
+	}
+}
+
+static void draw_threads(struct view *v, int y0, int rows)
+{
+	struct model *m = v->m;
+	fill_line(y0, attr(C_COLS, A_REVERSE));
+	ui_put(y0, 0, attr(C_COLS, A_REVERSE), "%8s %-16s %-7s %10s %10s %10s %9s %9s",
+	    "TID", "NAME", "STATE", "ALLOCATED", "FREED", "IN USE", "MALLOCS", "FREES");
+	v->page = rows;
+	char a[32], b[32], c[32], d[32], e[32], name[64], vis[FMT_VIS_SIZE(sizeof name)];
+	for (int r = 0; r < rows; r++) {
+		int row = v->top + r;
+		const struct ym_thread *t = view_row_thread(v, row);
+		if (!t)
+			break;
+		attr_t base = row_attr(v, row, y0 + 1 + r);
+		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
+				 fmt_vis(model_thread_name(m, t, name, sizeof name),
+					 vis, sizeof vis);
+		ui_put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
+		    nm, model_thread_state(m, t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
+		    fmt_bytes((double)t->t.free_bytes, b, sizeof b),
+		    fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c),
+		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
+		    fmt_count((double)t->t.free_objects, e, sizeof e));
+	}
+}
+
+static const char *bucket_name(int b, char *buf, size_t len)
+{
+	static const char *const n[YM_LIFE_BUCKETS] = {
+		"< 1 us", "< 10 us", "< 100 us", "< 1 ms", "< 10 ms", "< 100 ms",
+		"< 1 s", "< 10 s", "< 100 s", "< 17 min", "< 1 h", ">= 1 h"
+	};
+	snprintf(buf, len, "%s", n[b]);
+	return buf;
+}
+
+static void draw_histogram(struct view *v, int y0, int rows,
+			   const double *objects, const double *bytes)
+{
+	double max = 0;
+	for (int b = 0; b < YM_LIFE_BUCKETS; b++)
+		if (objects[b] > max)
+			max = objects[b];
+	char a[32], c[32], nm[32];
+	int barw = COLS - 34;
+	for (int b = 0; b < YM_LIFE_BUCKETS && b < rows; b++) {
+		attr_t base = v && b == v->selected && !v->detail ? attr(C_SEL, A_REVERSE) : 0;
+		ui_put(y0 + b, 0, base, "%-9s %9s %10s ", bucket_name(b, nm, sizeof nm),
+		    fmt_count(objects[b], a, sizeof a), fmt_bytes(bytes[b], c, sizeof c));
+		int n = max > 0 && barw > 0 ? (int)(objects[b] / max * barw + 0.5) : 0;
+		attron(attr(C_HEAD, A_BOLD));
+		for (int i = 0; i < n; i++)
+			addstr(utf8 ? "\u2588" : "#");
+		attroff(attr(C_HEAD, A_BOLD));
+	}
+}
+
+static void draw_lifetimes(struct view *v, int y0, int rows)
+{
+	double o[YM_LIFE_BUCKETS], b[YM_LIFE_BUCKETS];
+	for (int i = 0; i < YM_LIFE_BUCKETS; i++) {
+		o[i] = v->m->life[i].objects;
+		b[i] = v->m->life[i].bytes;
+	}
+	fill_line(y0, attr(C_COLS, A_REVERSE));
+	ui_put(y0, 0, attr(C_COLS, A_REVERSE), "%-9s %9s %10s  lifetimes of freed sampled allocations (estimated)",
+	    "LIFETIME", "OBJECTS", "BYTES");
+	v->page = rows;
+	draw_histogram(v, y0 + 1, rows, o, b);
+}
+
+static void draw_alarms(struct view *v, int y0, int rows)
+{
+	struct model *m = v->m;
+	fill_line(y0, attr(C_COLS, A_REVERSE));
+	ui_put(y0, 0, attr(C_COLS, A_REVERSE), "%10s %9s %8s %-8s %s", "SIZE", "AGO", "TID",
+	    "ACTION", "FUNCTION (FILE:LINE)");
+	v->page = rows;
+	char a[32], b[32], lab[FMT_VIS_SIZE(512)], fl[512];
+	for (int r = 0; r < rows; r++) {
+		int row = v->top + r;
+		if (row >= (int)m->snap.nalarms)
+			break;
+		const struct ym_alarm *al = shm_alarm(&m->snap, (uint32_t)row);
+		attr_t base = row_attr(v, row, y0 + 1 + r);
+		snprintf(lab, sizeof lab, "?");
+		struct stack_view sv;
+		if (al->depth && frames_view(v->sym, v->rules, al->frames, al->depth, &sv) == 0) {
+			if (sv.n)
+				fmt_vis(frames_label(&sv.f[sv.display], fl, sizeof fl),
+					lab, sizeof lab);
+			frames_view_free(&sv);
+		}
+		double ago = ((double)m->snap.taken_mono_ns - (double)al->mono_ns) / 1e9;
+		ui_put(y0 + 1 + r, 0, base, "%10s %9s %8u %-8s %s",
+		    fmt_bytes((double)al->size, a, sizeof a), fmt_duration(ago, b, sizeof b),
+		    al->tid, (al->flags & YM_ALARM_FAILED) ? "refused" : "reported", lab);
+	}
+	if (m->snap.nalarms == 0)
+		ui_put(y0 + 2, 2, attr(C_DIM, 0), "no giant allocations (YM_GIANT_BYTES = %s)",
+		    fmt_bytes((double)m->snap.hdr.giant_bytes, a, sizeof a));
+}
+
+static void draw_detail(struct view *v, int y0, int rows)
+{
+	struct model *m = v->m;
+	if (v->detail_stack >= m->nstacks) {
+		v->detail = 0;
+		return;
+	}
+	const struct model_stack *s = &m->stacks[v->detail_stack];
+	char a[32], b[32], c[32], d[32], sp[256];
+	int y = y0;
+	fill_line(y, attr(C_COLS, A_REVERSE));
+	ui_put(y++, 0, attr(C_COLS, A_REVERSE), "Stack %u  (Enter or Esc: back)", s->id);
+	ui_put(y++, 0, 0, "retained %s in %s objects  allocated %s in %s objects  rate %s/s",
+	    fmt_bytes(s->retained_bytes, a, sizeof a), fmt_count(s->retained_objects, b, sizeof b),
+	    fmt_bytes(s->alloc_bytes, c, sizeof c), fmt_count(s->alloc_objects, d, sizeof d),
+	    fmt_bytes(s->alloc_rate, sp, sizeof sp));
+	uint64_t age = model_oldest_age(m, s);
+	ui_put(y++, 0, 0, "samples %llu allocated, %llu freed, %u live; oldest live %s; growth %s",
+	    (unsigned long long)s->alloc_samples, (unsigned long long)s->free_samples,
+	    s->live_samples, age ? fmt_duration((double)age / 1e9, a, sizeof a) : "-",
+	    m->marked ? fmt_sbytes(s->growth, b, sizeof b) : "- (m sets a mark)");
+	if (v->stack_hist && s->id < v->nstack_hist && v->nhist > 1) {
+		double h[VIEW_HISTORY];
+		const float *src = v->stack_hist + (size_t)s->id * VIEW_HISTORY;
+		for (int i = 0; i < VIEW_HISTORY; i++)
+			h[i] = src[i];
+		ui_put(y++, 0, 0, "retained history: ");
+		ui_put(y - 1, 18, attr(C_HEAD, 0), "%s",
+		    spark(h + VIEW_HISTORY - v->nhist, (int)v->nhist, COLS - 20, sp, sizeof sp));
+	}
+	y++;
+	struct stack_view sv;
+	int frames_rows = rows - (y - y0) - YM_LIFE_BUCKETS - 2;
+	if (frames_rows < 3)
+		frames_rows = rows - (y - y0);
+	if (s->depth && frames_view(v->sym, v->rules, s->frames, s->depth, &sv) == 0) {
+		char lab[1024], fb[64], vlab[FMT_VIS_SIZE(sizeof lab)], vmod[1024];
+		/* More frames than rows: one row says where we are, the
+		 * movement keys scroll (view.c, detail_scroll). */
+		int fit = (int)sv.n > frames_rows ? frames_rows - 1 : frames_rows;
+		if (fit < 1)
+			fit = 1;
+		int top = view_detail_frames(v, (int)sv.n, fit);
+		for (uint32_t i = (uint32_t)top; i < sv.n && (int)i < top + fit; i++) {
+			const struct sym_frame *f = &sv.f[i];
+			const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+			mod = mod ? mod + 1 : (f->module ? f->module : "?");
+			attr_t at = i == sv.display ? A_BOLD : (i < sv.display ? attr(C_DIM, 0) : 0);
+			snprintf(fb, sizeof fb, "0x%llx", (unsigned long long)f->addr);
+			ui_put(y++, 0, at, "%s %-14s %-9s %s  %s", i == sv.display ? "=>" : "  ",
+			    fb, f->inlined ? "[inlined]" : "",
+			    fmt_vis(frames_label(f, lab, sizeof lab), vlab, sizeof vlab),
+			    fmt_vis(mod, vmod, sizeof vmod));
+		}
+		if ((int)sv.n > fit) {
+			int below = (int)sv.n - top - fit;
+			ui_put(y++, 3, attr(C_DIM, 0), "... frames %d-%d of %u; %d more %s (Up/Down, PgUp/PgDn scroll)",
+			    top + 1, top + fit, sv.n, below > 0 ? below : top,
+			    below > 0 ? "below" : "above");
+		}
+		frames_view_free(&sv);
+	}
+	if (y - y0 + YM_LIFE_BUCKETS + 1 <= rows) {
+		y++;
+		ui_put(y++, 0, A_BOLD, "lifetimes of this stack's freed samples:");
+		double o[YM_LIFE_BUCKETS], bb[YM_LIFE_BUCKETS];
+		for (int i = 0; i < YM_LIFE_BUCKETS; i++) {
+			o[i] = s->life[i].objects;
+			bb[i] = s->life[i].bytes;
+		}
+		draw_histogram(NULL, y, rows - (y - y0), o, bb);
+	}
+}
+
+static const char *const help_text[] = {
+	"ymtop keys",
+	"",
+	"  Up/Down, PgUp/PgDn, Home/End   move",
+	"  Enter         the selected stack in full (Enter/Esc: back)",
+	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms",
+	"  < >  F6       sort column (again: reverse)",
+	"  R T A L G N   sort by retained, total, rate, live, growth, name",
+	"  /             filter by function, file or module (Esc clears)",
+	"  m             set the mark: GROWTH is measured from now",
+	"  space         freeze the display",
+	"  p             pause or resume sampling in the agent",
+	"  r             ask the agent for another sample rate",
+	"  s             write a text report;  f  folded stacks (flame graphs)",
+	"  a             dismiss the alarm banner",
+	"  t             C++ template arguments: shortened <...> or in full",
+	"  ^L            redraw;  ?  this help;  q  quit",
+	"",
+	"RETAINED and LIVE are estimates from samples; in use is exact",
+	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
+};
+
+static void draw_help(void)
+{
+	int h = (int)(sizeof help_text / sizeof *help_text) + 2, w = 72;
+	int y0 = (LINES - h) / 2, x0 = (COLS - w) / 2;
+	if (y0 < 0)
+		y0 = 0;
+	if (x0 < 0)
+		x0 = 0;
+	for (int i = 0; i < h && y0 + i < LINES; i++) {
+		attron(A_REVERSE);
+		mvhline(y0 + i, x0, ' ', w < COLS ? w : COLS);
+		attroff(A_REVERSE);
+		if (i > 0 && i - 1 < (int)(sizeof help_text / sizeof *help_text))
+			ui_put(y0 + i, x0 + 2, A_REVERSE | (i == 1 ? A_BOLD : 0), "%s", help_text[i - 1]);
+	}
+}
+
+void ui_draw(struct view *v)
+{
+	erase();
+	if (!v->m->have_snap) {
+		ui_put(0, 0, 0, "ymtop: waiting for data...");
+		refresh();
+		return;
+	}
+	int y = draw_header(v);
+	int rows = LINES - y - 2;   /* column header and status line */
+	if (rows < 1)
+		rows = 1;
+	if (v->detail)
+		draw_detail(v, y, LINES - y - 1);
+	else switch (v->kind) {
+	case VIEW_STACKS:    draw_stacks(v, y, rows); break;
+	case VIEW_FUNCTIONS: draw_functions(v, y, rows); break;
+	case VIEW_THREADS:   draw_threads(v, y, rows); break;
+	case VIEW_LIFETIMES: draw_lifetimes(v, y, rows); break;
+	case VIEW_ALARMS:    draw_alarms(v, y, rows); break;
+	default: break;
+	}
+	const char *st = view_status(v, view_now_ns());
+	char vst[FMT_VIS_SIZE(sizeof v->status)];
+	if (*st)
+		ui_put(LINES - 1, 0, attr(C_STATUS, A_BOLD), "%s", fmt_vis(st, vst, sizeof vst));
+	else
+		ui_put(LINES - 1, 0, attr(C_DIM, 0),
+		    "?:help q:quit Tab:views Enter:stack /:filter <>:sort m:mark s:report f:folded");
+	if (v->help)
+		draw_help();
+	refresh();
+}
