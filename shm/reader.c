@@ -528,6 +528,14 @@ static void sum_totals(struct shm_snapshot *s)
 	s->totals = t;
 }
 
+/* The last read of a seqcount loop (segment.h): a header word read again
+ * after the data it guards, ordered after those reads. */
+static int read_again(struct shm_reader *r, void *word, size_t n, size_t off)
+{
+	ym_seq_fence();
+	return read_at(r->fd, word, n, off);
+}
+
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {
@@ -562,9 +570,8 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		if (rc < 0)
 			goto out;
 		uint32_t seq2;
-		ym_seq_fence();
-		rc = read_at(r->fd, &seq2, sizeof seq2,
-			     __builtin_offsetof(struct ym_header, retire_seq));
+		rc = read_again(r, &seq2, sizeof seq2,
+				__builtin_offsetof(struct ym_header, retire_seq));
 		if (rc < 0)
 			goto out;
 		if (ym_seq_stable(s->hdr.retire_seq, seq2) || tries >= 8)
@@ -614,9 +621,8 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		goto out;
 	/* The ring's second look at alarms_written (ym_alarm_complete). */
 	uint64_t alarms_after;
-	ym_seq_fence();
-	rc = read_at(r->fd, &alarms_after, sizeof alarms_after,
-		     __builtin_offsetof(struct ym_header, alarms_written));
+	rc = read_again(r, &alarms_after, sizeof alarms_after,
+			__builtin_offsetof(struct ym_header, alarms_written));
 	if (rc < 0)
 		goto out;
 	s->nmodules = (uint32_t)s->hdr.modules_used;

@@ -112,8 +112,9 @@
  *    with.  header.sample_rate is the rate in force for new countdowns.
  *
  * Readers must treat the segment as hostile: check owner, mode and size,
- * magic and version, then every offset, capacity, stride, count and index
- * against the file size before use (shm/shm.h does all of this).
+ * magic and versions (ym_abi_readable), then every offset, capacity,
+ * stride, count and index against the file size before use (shm/shm.h
+ * does all of this).
  */
 #ifndef YMTOP_SEGMENT_H
 #define YMTOP_SEGMENT_H

@@ -467,9 +467,10 @@ static void longer_records_read_by_prefix(void **state)
 	seg_free(&s);
 }
 
-/* The alarm ring's rule: published, of the last lap, not claimed again
- * while the reader copied. */
-static void alarm_ring_rule(void **state)
+/* The reader's loops of segment.h: the alarm ring's rule (published, of
+ * the last lap, not claimed again while the reader copied) and the
+ * seqcount loop. */
+static void reader_loop_helpers(void **state)
 {
 	(void)state;
 	/* cap 4; position i holds seq n + 1 with n % 4 == i. */
@@ -483,6 +484,17 @@ static void alarm_ring_rule(void **state)
 	assert_false(ym_alarm_complete(3, 2, 4, 3, 7));   /* claim 6 hit it */
 	assert_false(ym_alarm_complete(3, 2, 4, 3, 2));   /* forged: went back */
 	assert_false(ym_alarm_complete(1, 0, 0, 1, 1));
+	/* The seqcount loop of a reader that maps the segment. */
+	uint64_t seq = 4;
+	uint32_t seq32 = 6;
+	uint64_t b = ym_seq_read_begin(&seq);
+	assert_false(ym_seq_read_retry(&seq, b));
+	seq = 5;                                           /* a writer inside */
+	assert_true(ym_seq_read_retry(&seq, b));
+	assert_true(ym_seq_read_retry(&seq, ym_seq_read_begin(&seq)));
+	seq = 6;                                           /* it came and went */
+	assert_true(ym_seq_read_retry(&seq, b));
+	assert_false(ym_seq_read_retry32(&seq32, ym_seq_read_begin32(&seq32)));
 }
 
 static void truncated_file_no_sigbus(void **state)
@@ -565,7 +577,7 @@ int main(void)
 		cmocka_unit_test(forged_alarm_skipped),
 		cmocka_unit_test(versions_accepted_by_compat),
 		cmocka_unit_test(longer_records_read_by_prefix),
-		cmocka_unit_test(alarm_ring_rule),
+		cmocka_unit_test(reader_loop_helpers),
 		cmocka_unit_test(truncated_file_no_sigbus),
 		cmocka_unit_test(permissions_enforced),
 		cmocka_unit_test(garbage_never_crashes),
