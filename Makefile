@@ -268,7 +268,7 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/proc.h include
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $@ $(FUZZ_SRC)
 
-$(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(B)/progs/workload $(B)/progs/libplugin.so
+$(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(ABI_NEWER) $(B)/progs/workload $(B)/progs/libplugin.so
 	rm -rf $(FUZZ_SEEDS)
 	tests/fuzz/make_seeds.sh $(B) $(FUZZ_SEEDS)
 	@touch $@
