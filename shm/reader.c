@@ -62,16 +62,11 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 {
 	if (h->magic != YM_MAGIC)
 		return fail(err, len, -EPROTO, "not a ymtop segment (bad magic)");
-	if (!ym_abi_readable(h->magic, h->abi_version, h->compat_version)) {
-		if (h->compat_version > YM_ABI_VERSION)
-			return fail(err, len, -EPROTO,
-				    "segment ABI version %u needs a ymtop that reads ABI %u or later; this one reads %u",
-				    h->abi_version, h->compat_version, YM_ABI_VERSION);
-		return fail(err, len, -EPROTO,
-			    "segment ABI version %u (compat %u), this ymtop reads %u to %u",
-			    h->abi_version, h->compat_version, YM_ABI_OLDEST,
-			    YM_ABI_VERSION);
-	}
+	if (!ym_abi_readable(h->magic, h->abi_version, h->compat_version))
+		return fail(err, len, -EPROTO, h->compat_version > YM_ABI_VERSION
+			    ? "segment ABI version %u needs a ymtop that reads ABI %u or later; this one reads %u"
+			    : "segment ABI version %u (compat %u) is too old for this ymtop (ABI %u)",
+			    h->abi_version, h->compat_version, YM_ABI_VERSION);
 	/* Size rule (segment.h): the header holds at least the fields known
 	 * here; sections start after it, whatever its length. */
 	if (h->header_size < sizeof *h || h->header_size > YM_LIMIT_HEADER ||
