@@ -101,6 +101,19 @@ $(B)/agent/%.o: %.c
 $(B)/libymagent.so: $(AGENT_OBJ)
 	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
 
+# A second agent, built as if from a newer version of the ABI that only
+# adds (include/ymtop/segment.h, YM_TEST_ABI_NEWER): the current ymtop must
+# read its segments (tests/integration/test_abi.py).  Test-only.
+ABI_NEWER := $(B)/abi-newer/libymagent.so
+ABI_NEWER_OBJ := $(AGENT_SRC:%.c=$(B)/abi-newer/%.o)
+
+$(B)/abi-newer/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DYM_TEST_ABI_NEWER $(AGENT_CFLAGS) -c $< -o $@
+
+$(ABI_NEWER): $(ABI_NEWER_OBJ)
+	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
+
 # ---- ymtop ----
 # ymtop: tui/ (driver, command line, /proc) and its folders screen/ (the
 # only curses code and its view state), model/, sym/ (symbolizer, display
@@ -290,7 +303,7 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/proc.h include
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $@ $(FUZZ_SRC)
 
-$(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(B)/progs/workload $(B)/progs/libplugin.so
+$(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(ABI_NEWER) $(B)/progs/workload $(B)/progs/libplugin.so
 	rm -rf $(FUZZ_SEEDS)
 	tests/fuzz/make_seeds.sh $(B) $(FUZZ_SEEDS)
 	@touch $@
@@ -325,7 +338,7 @@ analyze:
 	  $(MAKE) --no-print-directory B=$(B)-analyze all $(STRESS_BIN:$(B)/%=$(B)-analyze/%)
 
 check: check-deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) fuzz-smoke
+	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 
 demo: deps

@@ -26,8 +26,7 @@ static void mark_replaced(int fd, uint64_t size)
 	if (h == MAP_FAILED)
 		return;
 	if (h->magic == YM_MAGIC)
-		__atomic_fetch_or(&h->flags, YM_FLAG_EXITED | YM_FLAG_EXECED,
-				  __ATOMIC_RELEASE);
+		__atomic_fetch_or(&h->flags, YM_FLAG_EXITED, __ATOMIC_RELEASE);
 	munmap(h, YM_HEADER_SIZE);
 }
 
@@ -101,6 +100,11 @@ int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map)
 		shm_unlink(name);
 		return rc;
 	}
+#ifdef YM_TEST_ABI_NEWER
+	/* Fields an older reader does not know, not zero: it must skip them. */
+	memset(((struct ym_header *)p)->test_newer, 0xa5,
+	       sizeof ((struct ym_header *)p)->test_newer);
+#endif
 	*map = p;
 	return all;
 }

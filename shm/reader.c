@@ -62,11 +62,15 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 {
 	if (h->magic != YM_MAGIC)
 		return fail(err, len, -EPROTO, "not a ymtop segment (bad magic)");
-	if (h->abi_version != YM_ABI_VERSION)
-		return fail(err, len, -EPROTO,
-			    "segment ABI version %u, this ymtop reads %u",
-			    h->abi_version, YM_ABI_VERSION);
-	if (h->header_size != YM_HEADER_SIZE)
+	if (!ym_abi_readable(h->magic, h->abi_version, h->compat_version))
+		return fail(err, len, -EPROTO, h->compat_version > YM_ABI_VERSION
+			    ? "segment ABI version %u needs a ymtop that reads ABI %u or later; this one reads %u"
+			    : "segment ABI version %u (compat %u) is too old for this ymtop (ABI %u)",
+			    h->abi_version, h->compat_version, YM_ABI_VERSION);
+	/* Size rule (segment.h): the header holds at least the fields known
+	 * here; sections start after it, whatever its length. */
+	if (h->header_size < sizeof *h || h->header_size > YM_LIMIT_HEADER ||
+	    h->header_size % 8 != 0)
 		return fail(err, len, -EPROTO, "bad header size %u", h->header_size);
 	if (h->total_size != fsize || fsize > YM_LIMIT_SEGMENT)
 		return fail(err, len, -EPROTO,
@@ -90,6 +94,8 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		[YM_SEC_STRIPES] = { 1, YM_LIMIT_STRIPES },
 		[YM_SEC_PLANES]  = { 1, YM_PLANES * YM_LIMIT_STACKS },
 	};
+	/* The record sizes known here: a segment's strides may be longer
+	 * (fields added at the end), never shorter. */
 	const uint32_t stride[YM_SEC_COUNT] = {
 		[YM_SEC_CONTROL] = sizeof(struct ym_control),
 		[YM_SEC_THREADS] = sizeof(struct ym_thread),
@@ -102,9 +108,10 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 	};
 	for (int i = 0; i < YM_SEC_COUNT; i++) {
 		const struct ym_section *s = &h->sections[i];
-		if (s->stride != stride[i] || s->capacity < lim[i].min_cap ||
+		if (s->stride < stride[i] || s->stride % 8 != 0 ||
+		    s->capacity < lim[i].min_cap ||
 		    s->capacity > lim[i].max_cap || s->offset % 8 != 0 ||
-		    s->offset < YM_HEADER_SIZE || s->offset > fsize ||
+		    s->offset < h->header_size || s->offset > fsize ||
 		    (uint64_t)s->capacity * s->stride > fsize - s->offset)
 			return fail(err, len, -EPROTO,
 				    "segment section %d out of bounds", i);
@@ -123,13 +130,12 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		return fail(err, len, -EPROTO, "bad counter planes (%u)",
 			    h->sections[YM_SEC_PLANES].capacity);
 
-	uint64_t threads = __atomic_load_n(&h->threads_used, __ATOMIC_ACQUIRE);
-	uint64_t stacks = __atomic_load_n(&h->stacks_used, __ATOMIC_ACQUIRE);
-	uint64_t modules = __atomic_load_n(&h->modules_used, __ATOMIC_ACQUIRE);
-	if (threads > h->sections[YM_SEC_THREADS].capacity ||
-	    stacks > h->sections[YM_SEC_STACKS].capacity ||
-	    modules > h->sections[YM_SEC_MODULES].capacity ||
-	    __atomic_load_n(&h->planes_used, __ATOMIC_ACQUIRE) > YM_PLANES)
+	/* h is the caller's copy: plain loads (the copy was read from the
+	 * segment before this check; see ym_seq_fence in segment.h). */
+	if (h->threads_used > h->sections[YM_SEC_THREADS].capacity ||
+	    h->stacks_used > h->sections[YM_SEC_STACKS].capacity ||
+	    h->modules_used > h->sections[YM_SEC_MODULES].capacity ||
+	    h->planes_used > YM_PLANES)
 		return fail(err, len, -EPROTO, "segment counts exceed capacities");
 	return 0;
 }
@@ -154,7 +160,7 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
 		return fail(err, len, -EPERM,
 			    "segment is group or world writable: refused");
-	if ((uint64_t)st.st_size < YM_HEADER_SIZE ||
+	if ((uint64_t)st.st_size < sizeof(struct ym_header) ||
 	    (uint64_t)st.st_size > YM_LIMIT_SEGMENT)
 		return fail(err, len, -EPROTO,
 			    "segment size %lld is not plausible",
@@ -218,8 +224,20 @@ void shm_snapshot_free(struct shm_snapshot *s)
 	memset(s, 0, sizeof *s);
 }
 
+/* Records of `stride` bytes in buf, moved down to `size` bytes each: the
+ * prefix this reader knows (segment.h, Versions and sizes). */
+static void compact(void *buf, uint64_t count, uint32_t stride, size_t size)
+{
+	if (stride == size)
+		return;
+	for (uint64_t i = 1; i < count; i++)
+		memmove((char *)buf + i * size, (char *)buf + i * stride, size);
+}
+
+/* Copy count records of section sec; with size non-zero, compacted to
+ * size bytes each (else left at the segment's stride). */
 static int copy_section(struct shm_reader *r, const struct ym_header *h,
-			int sec, uint64_t count, void **out)
+			int sec, uint64_t count, size_t size, void **out)
 {
 	size_t bytes = (size_t)count * h->sections[sec].stride;
 	*out = NULL;
@@ -235,6 +253,8 @@ static int copy_section(struct shm_reader *r, const struct ym_header *h,
 		free(buf);
 		return rc;
 	}
+	if (size)
+		compact(buf, count, h->sections[sec].stride, size);
 	*out = buf;
 	return 0;
 }
@@ -244,7 +264,16 @@ static int read_stripes(struct shm_reader *r, const struct ym_header *h,
 			struct ym_stripe *out)
 {
 	const struct ym_section *sec = &h->sections[YM_SEC_STRIPES];
-	return read_at(r->fd, out, (size_t)sec->capacity * sizeof *out, sec->offset);
+	if (sec->stride == sizeof *out)
+		return read_at(r->fd, out, (size_t)sec->capacity * sizeof *out,
+			       sec->offset);
+	for (uint32_t i = 0; i < sec->capacity; i++) {
+		int rc = read_at(r->fd, &out[i], sizeof *out,
+				 sec->offset + (uint64_t)i * sec->stride);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 static uint64_t stripes_count(const struct ym_stripe *st, uint32_t n)
@@ -268,31 +297,33 @@ static uint32_t stripe_used(const struct ym_stripe *st, uint32_t per)
  * a single-threaded program uses a quarter of the stripes, and a whole-row
  * read would copy four times what it needs). */
 struct pool_copy {
-	struct ym_live *buf;
+	uint8_t *buf;
 	uint32_t lo, width;
+	uint32_t stride;   /* the segment's, >= sizeof(struct ym_live) */
 };
 
 static const struct ym_live *pool_at(const struct pool_copy *c, uint32_t i,
 				     uint32_t j)
 {
-	return &c->buf[((size_t)(j / YM_LIVE_BLOCK) * c->width + (i - c->lo)) *
-		       YM_LIVE_BLOCK + j % YM_LIVE_BLOCK];
+	size_t k = ((size_t)(j / YM_LIVE_BLOCK) * c->width + (i - c->lo)) *
+		   YM_LIVE_BLOCK + j % YM_LIVE_BLOCK;
+	return (const struct ym_live *)(void *)(c->buf + k * c->stride);
 }
 
 static int read_pool(struct shm_reader *r, uint64_t off, uint32_t nst,
 		     uint32_t rows, struct pool_copy *c)
 {
-	size_t row = (size_t)c->width * YM_LIVE_BLOCK;   /* entries */
+	size_t row = (size_t)c->width * YM_LIVE_BLOCK * c->stride;   /* bytes */
 	size_t n = (size_t)rows * row;
-	c->buf = n ? malloc(n * sizeof *c->buf) : NULL;
+	c->buf = n ? malloc(n) : NULL;
 	if (n && !c->buf)
 		return -ENOMEM;
 	if (c->width == nst)
-		return n ? read_at(r->fd, c->buf, n * sizeof *c->buf, off) : 0;
+		return n ? read_at(r->fd, c->buf, n, off) : 0;
 	for (uint32_t b = 0; b < rows; b++) {
 		uint64_t at = off + ((uint64_t)b * nst + c->lo) * YM_LIVE_BLOCK *
-				    sizeof(struct ym_live);
-		int rc = read_at(r->fd, c->buf + b * row, row * sizeof *c->buf, at);
+				    c->stride;
+		int rc = read_at(r->fd, c->buf + b * row, row, at);
 		if (rc < 0)
 			return rc;
 	}
@@ -315,7 +346,7 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 	uint64_t off = h->sections[YM_SEC_LIVE].offset;
 	struct ym_stripe before[YM_LIMIT_STRIPES], after[YM_LIMIT_STRIPES];
 	uint8_t done[YM_LIMIT_STRIPES] = { 0 };
-	struct pool_copy pool = { NULL, 0, 0 };
+	struct pool_copy pool = { NULL, 0, 0, h->sections[YM_SEC_LIVE].stride };
 	struct ym_live *out = NULL;
 	size_t nout = 0, out_cap = 0;
 	uint32_t pending = nst;
@@ -328,6 +359,7 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 		}
 		if ((rc = read_stripes(r, h, before)) < 0)
 			break;
+		ym_seq_fence();
 		uint32_t top = 0, lo = nst, hi = 0;
 		size_t want = 0;
 		for (uint32_t i = 0; i < nst; i++) {
@@ -352,6 +384,7 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 		uint32_t rows = (top + YM_LIVE_BLOCK - 1) / YM_LIVE_BLOCK;
 		if ((rc = read_pool(r, off, nst, rows, &pool)) < 0)
 			break;
+		ym_seq_fence();
 		if ((rc = read_stripes(r, h, after)) < 0)
 			break;
 		if (nout + want > out_cap) {
@@ -367,7 +400,7 @@ static int copy_live(struct shm_reader *r, const struct ym_header *h,
 		for (uint32_t i = 0; i < nst; i++) {
 			if (done[i])
 				continue;
-			int stable = before[i].seq == after[i].seq && !(before[i].seq & 1);
+			int stable = ym_seq_stable(before[i].seq, after[i].seq);
 			if (!stable && round < ROUNDS - 1)
 				continue;
 			/* Entries past what the first read saw were not read. */
@@ -406,21 +439,21 @@ static int add_planes(struct shm_reader *r, const struct ym_header *h,
 	uint32_t cap = h->sections[YM_SEC_STACKS].capacity;
 	if (used == 0 || s->nstacks == 0)
 		return 0;
-	size_t bytes = (size_t)s->nstacks * sizeof(struct ym_counts);
-	uint64_t *buf = malloc(bytes);
+	size_t bytes = (size_t)s->nstacks * sec->stride;
+	uint8_t *buf = malloc(bytes);
 	if (!buf)
 		return -ENOMEM;
 	int rc = 0;
 	for (uint64_t p = 0; p < used && rc == 0; p++) {
 		if (h->plane_epoch[p] != h->reset_count)
 			continue;   /* its owner has not zeroed it since the reset */
-		rc = read_at(r->fd, buf, bytes,
-			     sec->offset + (p * cap) * sizeof(struct ym_counts));
+		rc = read_at(r->fd, buf, bytes, sec->offset + (p * cap) * sec->stride);
 		for (uint32_t i = 0; rc == 0 && i < s->nstacks; i++) {
 			uint64_t *w = (uint64_t *)(void *)(s->stacks +
 				(size_t)i * s->stack_stride +
 				__builtin_offsetof(struct ym_stack, alloc_samples));
-			const uint64_t *v = buf + (size_t)i * YM_COUNT_WORDS;
+			const uint64_t *v = (const uint64_t *)(void *)
+				(buf + (size_t)i * sec->stride);
 			for (size_t k = 0; k < YM_COUNT_WORDS; k++)
 				w[k] += v[k];
 		}
@@ -429,7 +462,8 @@ static int add_planes(struct shm_reader *r, const struct ym_header *h,
 	return rc;
 }
 
-static int check_records(struct shm_snapshot *s, char *err, size_t len)
+static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
+			 char *err, size_t len)
 {
 	uint32_t maxd = s->hdr.max_depth;
 	/* A section of no bytes was not copied (copy_section). */
@@ -452,9 +486,9 @@ static int check_records(struct shm_snapshot *s, char *err, size_t len)
 	for (uint32_t i = 0; i < s->nalarms; i++) {
 		struct ym_alarm *a = (struct ym_alarm *)(s->alarms +
 							 (size_t)i * s->alarm_stride);
-		/* seq n+1 must sit at position n % cap and be within what
-		 * was written; anything else is incomplete or forged. */
-		if (a->seq == 0 || a->seq > written || (a->seq - 1) % cap != i ||
+		/* Complete and not overwritten while copied (segment.h);
+		 * anything else is incomplete or forged. */
+		if (!ym_alarm_complete(a->seq, i, cap, written, alarms_after) ||
 		    a->depth > maxd)
 			continue;
 		if (keep != i)
@@ -489,6 +523,14 @@ static void sum_totals(struct shm_snapshot *s)
 	s->totals = t;
 }
 
+/* The last read of a seqcount loop (segment.h): a header word read again
+ * after the data it guards, ordered after those reads. */
+static int read_again(struct shm_reader *r, void *word, size_t n, size_t off)
+{
+	ym_seq_fence();
+	return read_at(r->fd, word, n, off);
+}
+
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {
@@ -501,11 +543,13 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 
 	int rc = 0;
 	/* Header and thread slots together under retire_seq, so that a slot
-	 * folded into `retired` is counted exactly once. */
+	 * folded into `retired` is counted exactly once: the seqcount loop
+	 * of segment.h, by reads (the header read holds the first one). */
 	for (int tries = 0;; tries++) {
 		rc = read_at(r->fd, &s->hdr, sizeof s->hdr, 0);
 		if (rc < 0)
 			return fail(err, len, rc, "segment truncated while reading");
+		ym_seq_fence();
 		rc = shm_header_check(&s->hdr, r->size, err, len);
 		if (rc < 0)
 			return rc;
@@ -517,15 +561,15 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		free(s->threads);
 		s->nthreads = (uint32_t)s->hdr.threads_used;
 		rc = copy_section(r, &s->hdr, YM_SEC_THREADS, s->nthreads,
-				  (void **)&s->threads);
+				  sizeof(struct ym_thread), (void **)&s->threads);
 		if (rc < 0)
 			goto out;
 		uint32_t seq2;
-		rc = read_at(r->fd, &seq2, sizeof seq2,
-			     __builtin_offsetof(struct ym_header, retire_seq));
+		rc = read_again(r, &seq2, sizeof seq2,
+				__builtin_offsetof(struct ym_header, retire_seq));
 		if (rc < 0)
 			goto out;
-		if ((seq2 == s->hdr.retire_seq && !(seq2 & 1)) || tries >= 8)
+		if (ym_seq_stable(s->hdr.retire_seq, seq2) || tries >= 8)
 			break;
 	}
 	s->taken_mono_ns = now_ns(CLOCK_MONOTONIC);
@@ -537,7 +581,7 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		goto out;
 	s->nstacks = (uint32_t)s->hdr.stacks_used;
 	s->stack_stride = s->hdr.sections[YM_SEC_STACKS].stride;
-	rc = copy_section(r, &s->hdr, YM_SEC_STACKS, s->nstacks,
+	rc = copy_section(r, &s->hdr, YM_SEC_STACKS, s->nstacks, 0,
 			  (void **)&s->stacks);
 	if (rc < 0)
 		goto out;
@@ -566,16 +610,22 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 	}
 	s->nalarms = s->hdr.sections[YM_SEC_ALARMS].capacity;
 	s->alarm_stride = s->hdr.sections[YM_SEC_ALARMS].stride;
-	rc = copy_section(r, &s->hdr, YM_SEC_ALARMS, s->nalarms,
+	rc = copy_section(r, &s->hdr, YM_SEC_ALARMS, s->nalarms, 0,
 			  (void **)&s->alarms);
+	if (rc < 0)
+		goto out;
+	/* The ring's second look at alarms_written (ym_alarm_complete). */
+	uint64_t alarms_after;
+	rc = read_again(r, &alarms_after, sizeof alarms_after,
+			__builtin_offsetof(struct ym_header, alarms_written));
 	if (rc < 0)
 		goto out;
 	s->nmodules = (uint32_t)s->hdr.modules_used;
 	rc = copy_section(r, &s->hdr, YM_SEC_MODULES, s->nmodules,
-			  (void **)&s->modules);
+			  sizeof(struct ym_module), (void **)&s->modules);
 	if (rc < 0)
 		goto out;
-	rc = check_records(s, err, len);
+	rc = check_records(s, alarms_after, err, len);
 	if (rc < 0) {
 		shm_snapshot_free(s);
 		return rc;

@@ -39,20 +39,28 @@ void shm_name(char *buf, size_t len, pid_t pid, uint32_t pidns);
  * segment's name, -1 otherwise. */
 int shm_parse_name(const char *name, pid_t *pid, uint32_t *pidns);
 
-/* Size of one stack or alarm record for a depth. */
 /* Bytes the live table takes in the segment of a snapshot's header. */
 static inline uint64_t shm_live_bytes(const struct ym_header *h)
 {
-	return (uint64_t)h->sections[YM_SEC_LIVE].capacity * sizeof(struct ym_live);
+	return (uint64_t)h->sections[YM_SEC_LIVE].capacity *
+	       h->sections[YM_SEC_LIVE].stride;
 }
 
+/* Size of one stack or alarm record for a depth: the frames, then (a
+ * test build's) fields after them (segment.h, Versions and sizes).  A
+ * reader takes these as the least stride it accepts. */
+#ifdef YM_TEST_RECORD_TAIL
+#define SHM_RECORD_TAIL YM_TEST_RECORD_TAIL
+#else
+#define SHM_RECORD_TAIL 0u
+#endif
 static inline uint32_t shm_stack_stride(uint32_t depth)
 {
-	return (uint32_t)(sizeof(struct ym_stack) + 8u * depth);
+	return (uint32_t)(sizeof(struct ym_stack) + 8u * depth + SHM_RECORD_TAIL);
 }
 static inline uint32_t shm_alarm_stride(uint32_t depth)
 {
-	return (uint32_t)(sizeof(struct ym_alarm) + 8u * depth);
+	return (uint32_t)(sizeof(struct ym_alarm) + 8u * depth + SHM_RECORD_TAIL);
 }
 
 /*

@@ -18,6 +18,32 @@
  *   sections[PLANES]    struct ym_counts   x cap  (cap = planes x STACKS.cap)
  *   sections[MODULES]   struct ym_module   x cap
  *
+ * Versions and sizes (the rules every change of this file keeps)
+ * -----------------------------------------------------------------
+ *  - header.abi_version is the version of this file the writer was built
+ *    with; header.compat_version the lowest reader version that can read
+ *    the segment.  A reader accepts a segment whose magic matches and
+ *    whose compat_version <= its own YM_ABI_VERSION (ym_abi_readable);
+ *    a newer writer keeps compat_version when its change only adds, and
+ *    raises it to its own version when it changes or removes anything an
+ *    older reader relies on.  Writers before these rules (v1-v4) wrote
+ *    compat_version 0 (the high half of a 32-bit version); of those, v4
+ *    has this exact layout and is read (YM_ABI_OLDEST), older ones not.
+ *  - Additions only ever go into reserved space or at the end: of the
+ *    header (header_size says how far it extends: sections start at or
+ *    after it), of a record (its section's stride grows), or after the
+ *    frames of a stack or alarm record (at offset sizeof(struct) + 8 *
+ *    max_depth, inside the stride).  A reader reads the prefix it knows
+ *    of the header and of each record, stepping by the segment's strides,
+ *    and ignores the rest.  A field added in version N means something
+ *    only when abi_version >= N (older writers left zeroes there).
+ *  - Reserved fields and bits (reserved*, unnamed header.flags bits, the
+ *    header's bytes past the last field) are zeroed by writers and ignored
+ *    by readers.  A retired field becomes reserved and is never reused
+ *    within the same compat_version.
+ *  - Offsets, capacities, strides and counts are data, never assumed:
+ *    readers check each (Readers must treat the segment as hostile, below).
+ *
  * Concurrency protocol
  * --------------------
  * All fields that change after creation are read and written with the
@@ -34,8 +60,8 @@
  *    when every slot has been taken: then, under the agent's lock, the
  *    writer bumps header.retire_seq to odd, folds the slot into
  *    header.retired, zeroes it, and bumps retire_seq to even.  A reader that
- *    wants exact totals reads retire_seq (acquire), copies header and
- *    threads, reads retire_seq again and retries if it was odd or changed.
+ *    wants exact totals runs the seqcount loop (ym_seq_read_begin /
+ *    ym_seq_read_retry, below) over header and threads.
  *  - Stacks: records are appended (under the agent's lock) and published by
  *    a release store of header.stacks_used after the record is complete;
  *    a reader that loads stacks_used with acquire may read records below it.
@@ -61,15 +87,16 @@
  *    them), and an entry j < used is free when its addr is 0.  A stripe's
  *    seq is its lock and its seqcount at once: a writer makes it odd
  *    (compare-and-swap from even), changes entries, and stores the next
- *    even value with release.  A reader copies entries j < used and
- *    retries while the seq was odd or moved.  count is the stripe's live
+ *    even value with release.  A reader copies entries j < used in the
+ *    seqcount loop over the stripe's seq.  count is the stripe's live
  *    entries.  The agent finds entries through a hash of its own (chains
  *    through ym_live.next, heads in its private memory); readers ignore
  *    next and stripe.free.
  *  - Alarms: a ring.  The writer claims position n = alarms_written++, writes
  *    record n % cap with seq = 0, fills it, then stores seq = n + 1 with
- *    release.  A reader accepts a record whose seq is non-zero and
- *    consistent with its position.
+ *    release.  A reader reads alarms_written, copies the ring, reads
+ *    alarms_written again, and keeps the records ym_alarm_complete
+ *    accepts: complete, of the last lap, not claimed again meanwhile.
  *  - Modules: appended under the agent's lock and published by a release
  *    store of header.modules_used; a module's state moves LOADED -> UNLOADED.
  *  - Control: written by ymtop, read by the agent on its slow path only.
@@ -85,8 +112,9 @@
  *    with.  header.sample_rate is the rate in force for new countdowns.
  *
  * Readers must treat the segment as hostile: check owner, mode and size,
- * magic and version, then every offset, capacity, stride, count and index
- * against the file size before use (shm/shm.h does all of this).
+ * magic and versions (ym_abi_readable), then every offset, capacity,
+ * stride, count and index against the file size before use (shm/shm.h
+ * does all of this).
  */
 #ifndef YMTOP_SEGMENT_H
 #define YMTOP_SEGMENT_H
@@ -94,8 +122,22 @@
 #include <stdint.h>
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
-#define YM_ABI_VERSION  4u
-#define YM_HEADER_SIZE  4096u
+/* v5: compat_version, the size rule, reserved fields (see above). */
+#ifndef YM_TEST_ABI_NEWER
+#define YM_ABI_VERSION  5u       /* this file's version */
+#define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
+#define YM_HEADER_SIZE  4096u    /* header bytes this writer reserves */
+#else
+/* A test build only (make, test_abi.py): a writer one version ahead that
+ * adds without breaking (same compat_version), with a longer header and
+ * longer stack and alarm records, all filled with unknown data. */
+#define YM_ABI_VERSION  6u
+#define YM_ABI_COMPAT   5u
+#define YM_HEADER_SIZE  8192u
+#define YM_TEST_RECORD_TAIL 16u  /* bytes after a record's frames */
+#endif
+#define YM_ABI_OLDEST   4u       /* oldest writer (compat 0) read here */
+#define YM_LIMIT_HEADER 65536u   /* header_size a reader accepts at most */
 #define YM_NAME_PREFIX  "/ymtop-"           /* + decimal pid [+ "." pidns] */
 /* The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO):
  * segments of its processes are named /ymtop-<pid>; those of a process in
@@ -140,8 +182,8 @@
 #define YM_FLAG_PAUSED      0x2u   /* sampling paused through control */
 #define YM_FLAG_OVERFLOWED  0x4u   /* some table filled: see drop counters */
 #define YM_FLAG_INJECTED    0x8u   /* agent loaded by ymtop -p, not preload */
-#define YM_FLAG_PASSIVE     0x10u  /* agent gave up: counters frozen */
-#define YM_FLAG_EXECED      0x20u  /* replaced by a new image of this pid */
+/* 0x10, 0x20: retired in v5 (PASSIVE, never set: an agent that gives up
+ * has no segment; EXECED, never read), reserved. */
 #define YM_FLAG_KEPT        0x40u  /* exited, left on purpose (YM_KEEP_SEGMENT) */
 
 enum ym_section_id {
@@ -185,8 +227,9 @@ struct ym_life_bucket {
 struct ym_header {
 	/* Fixed at creation. */
 	uint64_t magic;
-	uint32_t abi_version;
-	uint32_t header_size;
+	uint16_t abi_version;      /* the writer's YM_ABI_VERSION */
+	uint16_t compat_version;   /* lowest reader version that reads this */
+	uint32_t header_size;      /* bytes of header: >= the fields below */
 	uint64_t total_size;
 	uint32_t pid;
 	uint32_t uid;
@@ -227,6 +270,10 @@ struct ym_header {
 	uint64_t reset_count;      /* resets the agent has carried out */
 	uint64_t planes_used;      /* counter planes handed out (<= planes) */
 	uint64_t plane_epoch[YM_PLANES];   /* reset_count a plane's data is of */
+	/* New fields go here (the rest of header_size is reserved). */
+#ifdef YM_TEST_ABI_NEWER
+	uint8_t  test_newer[256];  /* fields an older reader does not know */
+#endif
 };
 
 _Static_assert(sizeof(struct ym_header) <= YM_HEADER_SIZE, "header fits");
@@ -238,7 +285,7 @@ _Static_assert(__builtin_offsetof(struct ym_header, flags) % 8 == 0,
 struct ym_control {
 	uint32_t pause;        /* non-zero: take no samples */
 	uint32_t reset_seq;    /* bump to ask the agent to forget all samples */
-	uint64_t reader_mono_ns; /* last time a reader touched the segment */
+	uint64_t reserved0;    /* v4's reader_mono_ns, never used */
 	uint64_t sample_rate;  /* 0, or the mean rate a reader asks for */
 	uint64_t reserved[5];
 };
@@ -379,5 +426,89 @@ struct ym_module {
 	char     path[448];        /* NUL-terminated */
 };
 _Static_assert(sizeof(struct ym_module) == 512, "module size");
+
+/* ---- The reader's side of the protocol, as code ---- */
+
+/* Whether a reader of this file's version can read a segment whose header
+ * says magic, abi_version and compat_version (Versions and sizes). */
+static inline int ym_abi_readable(uint64_t magic, uint32_t abi_version,
+				  uint32_t compat_version)
+{
+	if (magic != YM_MAGIC)
+		return 0;
+	if (compat_version == 0)   /* a writer before compat_version */
+		return abi_version >= YM_ABI_OLDEST && abi_version <= YM_ABI_VERSION;
+	return compat_version <= YM_ABI_VERSION && compat_version <= abi_version;
+}
+
+/*
+ * Seqcounts (header.retire_seq, stripe.seq): the writer makes the count odd,
+ * changes the data, and makes it even again with release.  A reader that
+ * maps the segment copies the data it protects so:
+ *
+ *	do {
+ *		seq = ym_seq_read_begin(&stripe->seq);
+ *		copy the data;
+ *	} while (ym_seq_read_retry(&stripe->seq, seq));
+ *
+ * (retire_seq is 32 bits: ym_seq_read_begin32 / ym_seq_read_retry32).  A
+ * reader that copies with read(2), as ymtop's does (shm/reader.c: a mapping
+ * would take SIGBUS from a truncated file), takes the same steps with each
+ * load replaced by a read of the word, ym_seq_fence() after the first read
+ * and before the last, and ym_seq_stable(first, last) as the loop's test.
+ * Acquire belongs on the loads from the segment: a reader's own copies are
+ * plain memory.
+ */
+static inline int ym_seq_stable(uint64_t begin, uint64_t end)
+{
+	return begin == end && !(begin & 1);
+}
+
+static inline void ym_seq_fence(void)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t ym_seq_read_begin(const uint64_t *seq)
+{
+	return __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+}
+
+static inline int ym_seq_read_retry(const uint64_t *seq, uint64_t begin)
+{
+	ym_seq_fence();
+	return !ym_seq_stable(begin, __atomic_load_n(seq, __ATOMIC_RELAXED));
+}
+
+static inline uint32_t ym_seq_read_begin32(const uint32_t *seq)
+{
+	return __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+}
+
+static inline int ym_seq_read_retry32(const uint32_t *seq, uint32_t begin)
+{
+	ym_seq_fence();
+	return !ym_seq_stable(begin, __atomic_load_n(seq, __ATOMIC_RELAXED));
+}
+
+/*
+ * Alarms: a reader loads w0 = header.alarms_written (acquire), copies the
+ * ring (each record's seq first, with acquire, then the rest), loads
+ * w1 = alarms_written again after ym_seq_fence(), and keeps record i of cap
+ * when this says so: published (seq = n + 1 at position n % cap), of the
+ * last lap before w0 (an older seq means a writer that claimed the position
+ * again is still filling it), and its position not claimed again by any
+ * writer between w0 and w1.
+ */
+static inline int ym_alarm_complete(uint64_t seq, uint32_t i, uint32_t cap,
+				    uint64_t w0, uint64_t w1)
+{
+	if (cap == 0 || seq == 0 || seq > w0 || (seq - 1) % cap != i ||
+	    seq + cap <= w0 || w1 < w0)
+		return 0;
+	/* The first claim at or after w0 that lands on position i. */
+	uint64_t next = w0 + (i + cap - w0 % cap) % cap;
+	return next >= w1;
+}
 
 #endif

@@ -460,6 +460,7 @@ static int segment_create(void)
 	    backing_get(b + ts->offset, ts->stride) != 0)
 		goto full;
 	h->abi_version = YM_ABI_VERSION;
+	h->compat_version = YM_ABI_COMPAT;
 	h->header_size = YM_HEADER_SIZE;
 	h->total_size = size;
 	h->pid = (uint32_t)agent.pid;

@@ -18,7 +18,7 @@ seed() {   # env... -- workload steps
 	local envs=()
 	while [ "$1" != "--" ]; do envs+=("$1"); shift; done
 	shift
-	env $small "${envs[@]}" LD_PRELOAD="$B/libymagent.so" \
+	env $small "${envs[@]}" LD_PRELOAD="${AGENT_LIB:-$B/libymagent.so}" \
 		"$B/progs/workload" nowait "$@" >/dev/null 2>&1 &
 	local pid=$!
 	wait $pid || true
@@ -39,5 +39,11 @@ seed YM_SAMPLE_RATE=65536 YM_GIANT_BYTES=1048576 -- giant:2000000 big
 seed YM_SAMPLE_RATE=1 YM_GIANT_BYTES=1000 YM_GIANT_ACTION=fail -- giant:5000 count:10:2000
 # (The forked child stops profiling: its kept segment would stay behind.)
 seed YM_SAMPLE_RATE=65536 YM_FOLLOW_FORK=0 -- "plugin:$B/progs/libplugin.so" fork
+# A newer compatible writer (segment.h, Versions and sizes; Makefile,
+# ABI_NEWER): a longer header and longer records for the reader to skip.
+if [ -f "$B/abi-newer/libymagent.so" ]; then
+	AGENT_LIB="$B/abi-newer/libymagent.so" \
+		seed YM_SAMPLE_RATE=4096 YM_GIANT_BYTES=1048576 -- small threads:4 giant:2000000
+fi
 [ "$i" -gt 0 ] || { echo "make_seeds: no segment produced" >&2; exit 1; }
 ls -l "$OUT" | tail -n +2 | awk '{ s += $5 } END { printf "make_seeds: %d seeds, %d bytes\n", NR, s }'

@@ -93,6 +93,7 @@ static void make_segment(void)
 	assert_true(b != MAP_FAILED);
 	struct ym_header *h = (struct ym_header *)b;
 	h->abi_version = YM_ABI_VERSION;
+	h->compat_version = YM_ABI_COMPAT;
 	h->header_size = YM_HEADER_SIZE;
 	h->total_size = size;
 	h->pid = (uint32_t)getpid();

@@ -36,6 +36,7 @@ static void seg_init(struct seg *s, uint32_t depth, uint32_t live)
 	s->h = (struct ym_header *)s->map;
 	s->h->magic = YM_MAGIC;
 	s->h->abi_version = YM_ABI_VERSION;
+	s->h->compat_version = YM_ABI_COMPAT;
 	s->h->header_size = YM_HEADER_SIZE;
 	s->h->total_size = s->size;
 	s->h->pid = 4242;
@@ -229,7 +230,7 @@ static void corrupted_headers_rejected(void **state)
 		struct ym_header *h = s.h;
 		switch (c) {
 		case 0: h->magic ^= 1; break;
-		case 1: h->abi_version = 99; break;
+		case 1: h->compat_version = YM_ABI_VERSION + 1; break;
 		case 2: h->header_size = 17; break;
 		case 3: h->total_size += 4096; break;
 		case 4: h->max_depth = 0; break;
@@ -343,6 +344,159 @@ static void forged_alarm_skipped(void **state)
 	seg_free(&s);
 }
 
+/* A reader accepts what its version can read (segment.h, Versions and
+ * sizes): compat_version at most its own, or a v4 writer (compat 0). */
+static void versions_accepted_by_compat(void **state)
+{
+	(void)state;
+	static const struct {
+		uint16_t abi, compat;
+		int ok;
+	} c[] = {
+		{ YM_ABI_VERSION, YM_ABI_COMPAT, 1 },
+		{ YM_ABI_VERSION + 3, YM_ABI_COMPAT, 1 },     /* newer, compatible */
+		{ YM_ABI_VERSION + 1, YM_ABI_VERSION + 1, 0 },  /* needs a newer reader */
+		{ YM_ABI_OLDEST, 0, 1 },                       /* v4: this layout */
+		{ YM_ABI_OLDEST - 1, 0, 0 },
+		{ YM_ABI_VERSION + 1, 0, 0 },                  /* compat 0 is v4 at most */
+		{ 3, 5, 0 },                                   /* compat above its own */
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		struct seg s;
+		struct shm_snapshot snap;
+		char err[256] = "";
+		seg_make(&s, 8);
+		s.h->abi_version = c[i].abi;
+		s.h->compat_version = c[i].compat;
+		int rc = open_snap(&s, &snap, err);
+		if ((rc == 0) != c[i].ok)
+			fail_msg("abi %u compat %u: rc %d (%s)", c[i].abi, c[i].compat,
+				 rc, err);
+		if (rc == 0)
+			shm_snapshot_free(&snap);
+		else
+			assert_null(strchr(err, '\n'));
+		if (c[i].compat > YM_ABI_VERSION)
+			assert_non_null(strstr(err, "needs a ymtop that reads ABI"));
+		seg_free(&s);
+	}
+}
+
+/* dst: src as a newer writer would lay it out, that appends to everything
+ * (segment.h, Versions and sizes): a header of 8 KiB, every record `extra`
+ * bytes longer, and the bytes this reader does not know all non-zero. */
+static void seg_widen(struct seg *src, struct seg *dst, uint32_t extra)
+{
+	enum { HDR = 8192 };
+	const struct ym_section *os = src->h->sections;
+	struct ym_section ns[YM_SEC_COUNT];
+	uint64_t off = HDR;
+	for (int i = 0; i < YM_SEC_COUNT; i++) {
+		ns[i] = os[i];
+		ns[i].offset = off;
+		ns[i].stride = os[i].stride + extra;
+		off = (off + (uint64_t)ns[i].capacity * ns[i].stride + 63) & ~63ULL;
+	}
+	dst->size = (off + 4095) & ~4095ULL;
+	dst->fd = memfd_create("wide", MFD_CLOEXEC);
+	assert_true(dst->fd >= 0);
+	assert_int_equal(fchmod(dst->fd, 0600), 0);
+	assert_int_equal(ftruncate(dst->fd, (off_t)dst->size), 0);
+	dst->map = mmap(NULL, dst->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			dst->fd, 0);
+	assert_true(dst->map != MAP_FAILED);
+	dst->h = (struct ym_header *)dst->map;
+	memset(dst->map, 0xa5, HDR);
+	memcpy(dst->map, src->map, sizeof *dst->h);
+	dst->h->abi_version = YM_ABI_VERSION + 1;
+	dst->h->header_size = HDR;
+	dst->h->total_size = dst->size;
+	memcpy(dst->h->sections, ns, sizeof ns);
+	for (int i = 0; i < YM_SEC_COUNT; i++)
+		for (uint32_t k = 0; k < ns[i].capacity; k++) {
+			uint8_t *to = dst->map + ns[i].offset + (size_t)k * ns[i].stride;
+			memcpy(to, src->map + os[i].offset + (size_t)k * os[i].stride,
+			       os[i].stride);
+			memset(to + os[i].stride, 0xa5, extra);
+		}
+}
+
+/* A newer compatible writer's segment reads as the same figures. */
+static void longer_records_read_by_prefix(void **state)
+{
+	(void)state;
+	struct seg s, w;
+	seg_make(&s, 8);
+	uint32_t cap = s.h->sections[YM_SEC_STACKS].capacity;
+	struct ym_counts *pl = (struct ym_counts *)(s.map +
+					s.h->sections[YM_SEC_PLANES].offset);
+	pl[1 * cap + 1].alloc_bytes = 300;
+	s.h->planes_used = 2;
+	struct ym_alarm *al = (struct ym_alarm *)(s.map +
+					s.h->sections[YM_SEC_ALARMS].offset);
+	s.h->alarms_written = 1;
+	al->seq = 1;
+	al->size = 1 << 30;
+	al->depth = 1;
+	al->frames[0] = 0x4000;
+	struct ym_thread *th = (struct ym_thread *)(s.map +
+					s.h->sections[YM_SEC_THREADS].offset);
+	th[1].tid = 99;
+	seg_widen(&s, &w, 64);
+	struct shm_snapshot a, b;
+	char err[256] = "";
+	assert_int_equal(open_snap(&s, &a, err), 0);
+	if (open_snap(&w, &b, err) != 0)
+		fail_msg("wide segment refused: %s", err);
+	assert_int_equal(b.nstacks, a.nstacks);
+	assert_int_equal(shm_stack(&b, 1)->alloc_bytes, 5300);
+	assert_int_equal(shm_stack(&b, 1)->frames[1], 0x2000);
+	assert_memory_equal(&b.totals, &a.totals, sizeof a.totals);
+	assert_int_equal(b.nthreads, a.nthreads);
+	assert_int_equal(b.threads[1].tid, 99);
+	assert_int_equal(b.nlive, 1);
+	assert_memory_equal(&b.live[0], &a.live[0], sizeof a.live[0]);
+	assert_int_equal(b.live_count, a.live_count);
+	assert_int_equal(b.nmodules, 1);
+	assert_memory_equal(&b.modules[0], &a.modules[0], sizeof a.modules[0]);
+	assert_int_equal(b.nalarms, 1);
+	assert_int_equal(shm_alarm(&b, 0)->frames[0], 0x4000);
+	shm_snapshot_free(&a);
+	shm_snapshot_free(&b);
+	seg_free(&w);
+	seg_free(&s);
+}
+
+/* The reader's loops of segment.h: the alarm ring's rule (published, of
+ * the last lap, not claimed again while the reader copied) and the
+ * seqcount loop. */
+static void reader_loop_helpers(void **state)
+{
+	(void)state;
+	/* cap 4; position i holds seq n + 1 with n % 4 == i. */
+	assert_true(ym_alarm_complete(3, 2, 4, 3, 3));    /* n = 2, written 3 */
+	assert_false(ym_alarm_complete(0, 2, 4, 3, 3));   /* being written */
+	assert_false(ym_alarm_complete(7, 2, 4, 3, 3));   /* beyond written */
+	assert_false(ym_alarm_complete(3, 1, 4, 3, 3));   /* wrong position */
+	assert_false(ym_alarm_complete(3, 2, 4, 7, 7));   /* n + 4 claimed: old lap */
+	assert_true(ym_alarm_complete(7, 2, 4, 7, 7));
+	assert_true(ym_alarm_complete(3, 2, 4, 3, 6));    /* claims 3..5 elsewhere */
+	assert_false(ym_alarm_complete(3, 2, 4, 3, 7));   /* claim 6 hit it */
+	assert_false(ym_alarm_complete(3, 2, 4, 3, 2));   /* forged: went back */
+	assert_false(ym_alarm_complete(1, 0, 0, 1, 1));
+	/* The seqcount loop of a reader that maps the segment. */
+	uint64_t seq = 4;
+	uint32_t seq32 = 6;
+	uint64_t b = ym_seq_read_begin(&seq);
+	assert_false(ym_seq_read_retry(&seq, b));
+	seq = 5;                                           /* a writer inside */
+	assert_true(ym_seq_read_retry(&seq, b));
+	assert_true(ym_seq_read_retry(&seq, ym_seq_read_begin(&seq)));
+	seq = 6;                                           /* it came and went */
+	assert_true(ym_seq_read_retry(&seq, b));
+	assert_false(ym_seq_read_retry32(&seq32, ym_seq_read_begin32(&seq32)));
+}
+
 static void truncated_file_no_sigbus(void **state)
 {
 	(void)state;
@@ -421,6 +575,9 @@ int main(void)
 		cmocka_unit_test(corrupted_headers_rejected),
 		cmocka_unit_test(held_stripe_does_not_block),
 		cmocka_unit_test(forged_alarm_skipped),
+		cmocka_unit_test(versions_accepted_by_compat),
+		cmocka_unit_test(longer_records_read_by_prefix),
+		cmocka_unit_test(reader_loop_helpers),
 		cmocka_unit_test(truncated_file_no_sigbus),
 		cmocka_unit_test(permissions_enforced),
 		cmocka_unit_test(garbage_never_crashes),

@@ -294,8 +294,6 @@ const char *model_state(const struct model *m)
 	uint32_t f = m->snap.hdr.flags;
 	if ((f & YM_FLAG_EXITED) || !m->alive)
 		return "exited";
-	if (f & YM_FLAG_PASSIVE)
-		return "passive";
 	/* The control block says what the agent does from its next sample
 	 * on; its PAUSED flag only acknowledges it at a sample, which a quiet
 	 * process may not take for a long time. */

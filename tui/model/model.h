@@ -151,7 +151,7 @@ uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
  * from its own start time once seen alive, else from the agent's. */
 double model_uptime(const struct model *m);
 
-/* Agent state word: "sampling", "paused", "exited", "passive". */
+/* Agent state word: "sampling", "paused", "exited". */
 const char *model_state(const struct model *m);
 
 /* The name the process was started as, for display and file names: its

@@ -62,12 +62,14 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		m->retained_bytes, m->retained_objects);
 	fprintf(f, "\"table\":{\"stacks_used\":%llu,\"stacks_capacity\":%u,"
 		"\"samples\":%llu,\"live_samples\":%llu,\"dropped_stacks\":%llu,"
-		"\"dropped_live\":%llu,\"dropped_busy\":%llu,\"dropped_threads\":%llu},",
+		"\"dropped_live\":%llu,\"dropped_busy\":%llu,\"dropped_threads\":%llu,"
+		"\"dropped_modules\":%llu},",
 		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
 		h->sections[YM_SEC_STACKS].capacity - 1,
 		(unsigned long long)m->samples, (unsigned long long)m->snap.live_count,
 		(unsigned long long)h->drop_stacks, (unsigned long long)h->drop_live,
-		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads);
+		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads,
+		(unsigned long long)h->drop_modules);
 
 	uint32_t norder;
 	uint32_t *order = report_order_by(m, o->sort, &norder);

@@ -130,11 +130,12 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);
 	fprintf(f, "stacks %llu / %u, samples %llu, dropped: %llu stack-table, "
-		"%llu live-table, %llu busy\n",
+		"%llu live-table, %llu busy, %llu thread-slots, %llu modules\n",
 		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
 		h->sections[YM_SEC_STACKS].capacity - 1,
 		(unsigned long long)m->samples, (unsigned long long)h->drop_stacks,
-		(unsigned long long)h->drop_live, (unsigned long long)h->drop_busy);
+		(unsigned long long)h->drop_live, (unsigned long long)h->drop_busy,
+		(unsigned long long)h->drop_threads, (unsigned long long)h->drop_modules);
 	if (h->alarms_written)
 		fprintf(f, "giant allocations: %llu (see below)\n",
 			(unsigned long long)h->alarms_written);
