@@ -176,6 +176,11 @@ static void test_upper_bound(void **state)
 	assert_int_equal(SEARCH_UPPER(r, n, struct rec, key, UINT64_MAX), 5);
 	assert_int_equal(SEARCH_UPPER(r, 0, struct rec, key, 5), 0);
 	assert_int_equal(search_upper(NULL, 0, sizeof(struct rec), 0, 5), 0);
+	/* Runs of equal keys, walking back from an upper bound. */
+	assert_int_equal(SEARCH_RUN_START(r, 3, struct rec, key), 1);
+	assert_int_equal(SEARCH_RUN_START(r, 2, struct rec, key), 1);
+	assert_int_equal(SEARCH_RUN_START(r, 1, struct rec, key), 0);
+	assert_int_equal(SEARCH_RUN_START(r, 4, struct rec, key), 3);
 
 	/* Against a linear scan, on a larger array with runs. */
 	enum { N = 1000 };
@@ -187,6 +192,9 @@ static void test_upper_bound(void **state)
 		while (want < N && v[want].key <= key)
 			want++;
 		assert_int_equal(SEARCH_UPPER(v, N, struct rec, key, key), want);
+		if (want > 0)
+			assert_int_equal(SEARCH_RUN_START(v, want, struct rec, key),
+					 (want - 1) / 3 * 3);
 	}
 	free(v);
 }

@@ -110,32 +110,16 @@ static int scope_walk(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path,
 						  level + 1, budget);
 			}
 			break;
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-		case DW_TAG_class_type:
-		case DW_TAG_structure_type:
-		case DW_TAG_union_type:
-		case DW_TAG_interface_type: {
-			int d = scope_walk(&child, pc, path, depth,
-					   level + 1, budget);
-			if (d > depth)
-				return d;
-			break;
-		}
-		case DW_TAG_imported_unit: {
-			Dwarf_Attribute a;
-			Dwarf_Die unit;
-			if (dwarf_attr(&child, DW_AT_import, &a) &&
-			    dwarf_formref_die(&a, &unit)) {
-				int d = scope_walk(&unit, pc, path, depth,
+		default: {
+			Dwarf_Die inner;
+			if (sym_die_container(&child, &inner)) {
+				int d = scope_walk(&inner, pc, path, depth,
 						   level + 1, budget);
 				if (d > depth)
 					return d;
 			}
 			break;
 		}
-		default:
-			break;
 		}
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return depth;

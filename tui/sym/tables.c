@@ -197,10 +197,8 @@ const char *sym_tables_elf_symbol(struct sym_tables *t, Dwfl_Module *dm,
 	 * enclose smaller ones (rare, but then the small ones do not cover
 	 * pc and the big one does). */
 	for (int groups = 0; groups < 8 && lo > 0; groups++) {
-		size_t i = lo - 1;
+		size_t i = SEARCH_RUN_START(x->syms, lo, struct elf_sym, addr);
 		uint64_t at = x->syms[i].addr;
-		while (i > 0 && x->syms[i - 1].addr == at)
-			i--;
 		for (size_t j = i; j < lo; j++) {
 			const struct elf_sym *e = &x->syms[j];
 			if (e->size ? pc - e->addr < e->size
@@ -220,6 +218,27 @@ static int cmp_fn(const void *a, const void *b)
 	if (x->lo != y->lo)
 		return x->lo < y->lo ? -1 : 1;
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int sym_die_container(Dwarf_Die *die, Dwarf_Die *out)
+{
+	switch (dwarf_tag(die)) {
+	case DW_TAG_namespace:
+	case DW_TAG_module:
+	case DW_TAG_class_type:
+	case DW_TAG_structure_type:
+	case DW_TAG_union_type:
+	case DW_TAG_interface_type:
+		*out = *die;
+		return 1;
+	case DW_TAG_imported_unit: {
+		Dwarf_Attribute a;
+		return dwarf_attr(die, DW_AT_import, &a) &&
+		       dwarf_formref_die(&a, out);
+	}
+	default:
+		return 0;
+	}
 }
 
 struct fn_vec {
@@ -263,24 +282,12 @@ static void collect_funcs(Dwarf_Die *parent, struct fn_vec *v, int level)
 			}
 			break;
 		}
-		case DW_TAG_namespace:
-		case DW_TAG_module:
-		case DW_TAG_class_type:
-		case DW_TAG_structure_type:
-		case DW_TAG_union_type:
-		case DW_TAG_interface_type:
-			collect_funcs(&child, v, level + 1);
-			break;
-		case DW_TAG_imported_unit: {
-			Dwarf_Attribute a;
-			Dwarf_Die unit;
-			if (dwarf_attr(&child, DW_AT_import, &a) &&
-			    dwarf_formref_die(&a, &unit))
-				collect_funcs(&unit, v, level + 1);
+		default: {
+			Dwarf_Die inner;
+			if (sym_die_container(&child, &inner))
+				collect_funcs(&inner, v, level + 1);
 			break;
 		}
-		default:
-			break;
 		}
 	} while (dwarf_siblingof(&child, &child) == 0);
 }
@@ -328,10 +335,7 @@ int sym_tables_func(struct sym_tables *t, Dwfl_Module *dm, Dwarf_Die *cu,
 	/* Walk back over a few start addresses; among DIEs starting at the
 	 * same address (assembler aliases), the first in DIE order. */
 	for (int groups = 0; groups < 16 && lo > 0; groups++) {
-		size_t i = lo - 1;
-		Dwarf_Addr at = f->r[i].lo;
-		while (i > 0 && f->r[i - 1].lo == at)
-			i--;
+		size_t i = SEARCH_RUN_START(f->r, lo, struct fn_range, lo);
 		for (size_t j = i; j < lo; j++) {
 			if (a < f->r[j].hi) {
 				*out = f->r[j].die;

@@ -51,6 +51,13 @@ int sym_tables_func(struct sym_tables *t, Dwfl_Module *dm, Dwarf_Die *cu,
 const char *sym_tables_elf_symbol(struct sym_tables *t, Dwfl_Module *dm,
 				  uint64_t pc);
 
+/* Does die hold definitions a walk for functions must look into, and
+ * where: namespaces, modules, classes, structures, unions and interfaces
+ * themselves, an imported unit's target unit.  1 with *out set, else 0.
+ * (clang and rustc put function definitions there; libdw 0.188's
+ * dwarf_getscopes does not look.) */
+int sym_die_container(Dwarf_Die *die, Dwarf_Die *out);
+
 /* Depth of the DIE path kept by resolve.c's scope walk (lexical blocks
  * count too); the DIE nesting followed through namespaces, classes and
  * imported units, here and there, is twice this. */

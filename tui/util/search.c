@@ -2,6 +2,14 @@
 
 #include "search.h"
 
+static uint64_t key_at(const unsigned char *b, size_t i, size_t size,
+		       size_t off)
+{
+	uint64_t k;
+	memcpy(&k, b + i * size + off, sizeof k);
+	return k;
+}
+
 size_t search_upper(const void *base, size_t n, size_t size, size_t off,
 		    uint64_t key)
 {
@@ -9,12 +17,20 @@ size_t search_upper(const void *base, size_t n, size_t size, size_t off,
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		uint64_t k;
-		memcpy(&k, b + mid * size + off, sizeof k);
-		if (k <= key)
+		if (key_at(b, mid, size, off) <= key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+size_t search_run_start(const void *base, size_t end, size_t size, size_t off)
+{
+	const unsigned char *b = base;
+	size_t i = end - 1;
+	uint64_t at = key_at(b, i, size, off);
+	while (i > 0 && key_at(b, i - 1, size, off) == at)
+		i--;
+	return i;
 }

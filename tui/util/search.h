@@ -25,4 +25,13 @@ size_t search_upper(const void *base, size_t n, size_t size, size_t off,
 #define SEARCH_UPPER(base, n, type, field, key) \
 	search_upper((base), (n), sizeof(type), offsetof(type, field), (key))
 
+/* The start of the run of equal keys that ends at end - 1 (end > 0): the
+ * first index i such that the records [i, end) all have the key of record
+ * end - 1.  For walking back from search_upper over aliases (symbols or
+ * functions starting at one address).  Linear in the run's length. */
+size_t search_run_start(const void *base, size_t end, size_t size, size_t off);
+
+#define SEARCH_RUN_START(base, end, type, field) \
+	search_run_start((base), (end), sizeof(type), offsetof(type, field))
+
 #endif
