@@ -15,8 +15,7 @@
 
 CC       ?= cc
 OPT      ?= -O2 -g
-WARN     ?= -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 \
-            -Wno-format-nonliteral
+WARN     ?= -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2
 STD      := -std=c11 -D_GNU_SOURCE
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -119,7 +118,7 @@ $(ABI_NEWER): $(ABI_NEWER_OBJ)
 # only curses code and its view state), model/, sym/ (symbolizer, display
 # frames), report/ (the writers), with the ptrace injector; the agent's own
 # sources (injector/agent/) are never linked into ymtop.
-TUI_DIRS := tui tui/screen tui/model tui/sym tui/report
+TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util
 TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptrace/*.c) \
            shm/layout.c shm/reader.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)

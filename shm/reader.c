@@ -15,6 +15,7 @@
 
 #include "shm.h"
 
+__attribute__((format(printf, 4, 5)))
 static int fail(char *err, size_t len, int code, const char *fmt, ...)
 {
 	if (err && len) {

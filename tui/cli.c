@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bsd/stdlib.h>
+
 #include "cli.h"
 #include "fmt.h"
 #include "shm.h"
@@ -28,10 +30,15 @@ void cli_die(int code, const char *fmt, ...)
 	exit(code);
 }
 
-static void usage_error(const char *fmt, const char *arg)
+/* "ymtop: <message> (see ymtop --help)" and exit status 2. */
+__attribute__((noreturn, format(printf, 1, 2)))
+static void usage_error(const char *fmt, ...)
 {
+	va_list ap;
 	fputs("ymtop: ", stderr);
-	fprintf(stderr, fmt, arg);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fputs(" (see ymtop --help)\n", stderr);
 	exit(2);
 }
@@ -69,19 +76,17 @@ static void help(void)
 "See ymtop(1) and ymagent(7).\n", YM_LIBDIR);
 }
 
-/* Strict parses: the whole string, in range, or a usage error. */
+/* Strict parses: the whole string, in range, or a usage error.  Integers
+ * through libbsd's strtonum (base 10, the whole string, leading blanks
+ * and a sign allowed as strtol allows them). */
 static long parse_long(const char *s, long lo, long hi, const char *what)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || errno || v < lo || v > hi) {
-		char msg[128];
-		snprintf(msg, sizeof msg, "%s must be a whole number from %ld to %ld, not '%%s'",
-			 what, lo, hi);
-		usage_error(msg, s);
-	}
-	return v;
+	const char *bad = NULL;
+	long long v = strtonum(s, lo, hi, &bad);
+	if (bad)
+		usage_error("%s must be a whole number from %ld to %ld, not '%s'",
+			    what, lo, hi, s);
+	return (long)v;
 }
 
 static double parse_secs(const char *s, const char *what)
@@ -89,13 +94,9 @@ static double parse_secs(const char *s, const char *what)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (!*s || *end || errno || !isfinite(v) || v < 0.05 || v > 31536000) {
-		char msg[128];
-		snprintf(msg, sizeof msg,
-			 "%s must be a number of seconds from 0.05 to 31536000, not '%%s'",
-			 what);
-		usage_error(msg, s);
-	}
+	if (!*s || *end || errno || !isfinite(v) || v < 0.05 || v > 31536000)
+		usage_error("%s must be a number of seconds from 0.05 to 31536000, not '%s'",
+			    what, s);
 	return v;
 }
 
@@ -171,7 +172,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case 'o':
 			if (!*optarg)
-				usage_error("-o needs a path%s", "");
+				usage_error("-o needs a path");
 			o->output = optarg;
 			break;
 		case OPT_TOP:
@@ -234,7 +235,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 		usage_error("--weight applies to -f folded and -f svg, not -f %s",
 			    report_format_name(o->format));
 	if (o->on_change >= 0 && !o->batch)
-		usage_error("--on-change needs batch mode (-b)%s", "");
+		usage_error("--on-change needs batch mode (-b)");
 }
 
 void cli_free(struct options *o)

@@ -20,10 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sym/demangle.h"
 #include "sym/sym.h"
-
-/* Internal helper of sym.c, not part of sym.h. */
-char *sym_demangle(const char *name);
 
 /* ---- the module list of this process ---- */
 

@@ -35,11 +35,8 @@
  * "[module+0x...]" for an unnamed frame).
  */
 #include <ctype.h>
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "frames.h"
 
@@ -166,119 +163,6 @@ static const char *const lib_files[] = {
 	"/include/c++/", "/c++/v1/", "libstdc++-v3/",
 };
 
-/* Bounded copy: every name we build fits one of these. */
-#define NAME_MAX_LEN 2048
-
-static int starts(const char *s, const char *p)
-{
-	return strncmp(s, p, strlen(p)) == 0;
-}
-
-/* "operator" at s, as a word: length of the operator token after it
- * (" new", "<<", "()", " new[]", ...) including the keyword, else 0. */
-static size_t operator_token(const char *s, const char *start)
-{
-	if (!starts(s, "operator"))
-		return 0;
-	if (s > start && (isalnum((unsigned char)s[-1]) || s[-1] == '_'))
-		return 0;
-	const char *p = s + 8;
-	if (isalnum((unsigned char)*p) || *p == '_')
-		return 0;      /* "operator_x": an identifier */
-	while (*p == ' ')
-		p++;
-	if (isalpha((unsigned char)*p) || *p == '_') {
-		/* new, delete, a conversion ("operator bool"), new[] */
-		while (isalnum((unsigned char)*p) || *p == '_')
-			p++;
-		if (p[0] == '[' && p[1] == ']')
-			p += 2;
-		return (size_t)(p - s);
-	}
-	if (p[0] == '(' && p[1] == ')')
-		return (size_t)(p + 2 - s);
-	if (p[0] == '[' && p[1] == ']')
-		return (size_t)(p + 2 - s);
-	/* Symbol operators, the longest that matches ("operator+<char, ...>"
-	 * is operator+ with template arguments); the space the demangler puts
-	 * before template arguments ("operator<< <char>") belongs to the
-	 * name. */
-	static const char *const ops[] = {
-		"->*", "<=>", "<<=", ">>=", "->", "<<", ">>", "<=", ">=", "==",
-		"!=", "&&", "||", "++", "--", "+=", "-=", "*=", "/=", "%=", "^=",
-		"&=", "|=", "+", "-", "*", "/", "%", "^", "&", "|", "~", "!", "=",
-		"<", ">", ",",
-	};
-	size_t k = 0;
-	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
-		if (starts(p, ops[i])) {
-			k = strlen(ops[i]);
-			break;
-		}
-	}
-	p += k;
-	if (k && p[0] == ' ' && p[1] == '<')
-		p++;
-	return (size_t)(p - s);
-}
-
-/* The bare name of a demangled function name into buf: a leading C++
- * return type and the trailing parameter list (and cv/ref qualifiers)
- * removed.  Brackets <>, (), [] and {} nest; "->" and the operator
- * tokens do not count; "(anonymous namespace)" is part of a name. */
-static const char *bare_name(const char *fn, char *buf, size_t len)
-{
-	size_t n = strlen(fn);
-	size_t begin = 0, end = n;
-	int depth = 0;
-	for (size_t i = 0; i < n; i++) {
-		const char *p = fn + i;
-		size_t op = *p == 'o' ? operator_token(p, fn) : 0;
-		if (op) {
-			i += op - 1;
-			continue;
-		}
-		if (*p == '(' && starts(p, "(anonymous namespace)")) {
-			i += strlen("(anonymous namespace)") - 1;
-			continue;
-		}
-		switch (*p) {
-		case '<': case '[': case '{':
-			depth++;
-			break;
-		case '>':
-			if (i > 0 && fn[i - 1] == '-')
-				break;          /* "->" in a Rust fn type */
-			/* fall through */
-		case ']': case '}': case ')':
-			if (depth > 0)
-				depth--;
-			break;
-		case '(':
-			if (depth == 0) {
-				end = i;        /* the parameter list */
-				goto done;
-			}
-			depth++;
-			break;
-		case ' ':
-			if (depth == 0)
-				begin = i + 1;  /* what came before: a return type */
-			break;
-		default:
-			break;
-		}
-	}
-done:
-	if (begin > end)
-		begin = end;
-	size_t k = end - begin;
-	if (k >= len)
-		k = len - 1;
-	memcpy(buf, fn + begin, k);
-	buf[k] = '\0';
-	return buf;
-}
 
 /* For a Rust qualified path "<X as T>::m" or "<X>::m": X and T (T empty
  * for an inherent impl) into x and t; 0 when name has another form. */
@@ -298,7 +182,7 @@ static int qualified_path(const char *name, char *x, char *t, size_t len)
 				close = p;
 				break;
 			}
-		} else if (depth == 1 && !as && starts(p, " as ")) {
+		} else if (depth == 1 && !as && name_starts(p, " as ")) {
 			as = p;
 		}
 	}
@@ -329,7 +213,7 @@ static int match_list(const char *name, const char *const *exact, size_t ne,
 		if (name[0] == exact[i][0] && !strcmp(name, exact[i]))
 			return 1;
 	for (size_t i = 0; i < np; i++)
-		if (name[0] == prefix[i][0] && starts(name, prefix[i]))
+		if (name[0] == prefix[i][0] && name_starts(name, prefix[i]))
 			return 1;
 	return 0;
 }
@@ -338,7 +222,7 @@ static int match_list(const char *name, const char *const *exact, size_t ne,
 
 static int is_entry(const char *bare)
 {
-	if (starts(bare, "operator new") || starts(bare, "operator delete"))
+	if (name_starts(bare, "operator new") || name_starts(bare, "operator delete"))
 		return 1;
 	return match_list(bare, entry_exact, N(entry_exact), entry_prefix,
 			  N(entry_prefix)) ||
@@ -371,7 +255,7 @@ static int runtime_module(const char *module)
 	const char *base = strrchr(module, '/');
 	base = base ? base + 1 : module;
 	for (size_t i = 0; i < N(libs); i++)
-		if (starts(base, libs[i]))
+		if (name_starts(base, libs[i]))
 			return 1;
 	return 0;
 }
@@ -381,12 +265,12 @@ static int runtime_module(const char *module)
  * arguments are the standard library's: std::operator+ and friends. */
 static int std_operator(const char *bare)
 {
-	size_t op = operator_token(bare, bare);
+	size_t op = name_operator_token(bare, bare);
 	if (!op)
 		return 0;
 	const char *t = bare + op;
-	return *t == '<' && (starts(t + 1, "std::") || starts(t + 1, "char,") ||
-			     starts(t + 1, "wchar_t,"));
+	return *t == '<' && (name_starts(t + 1, "std::") || name_starts(t + 1, "char,") ||
+			     name_starts(t + 1, "wchar_t,"));
 }
 
 /* A Rust type that belongs to no crate: a primitive, slice, array,
@@ -395,7 +279,7 @@ static int builtin_type(const char *x)
 {
 	if (!*x || x[0] == '<')
 		return 0;
-	if (strchr("[(&*", x[0]) || starts(x, "dyn "))
+	if (strchr("[(&*", x[0]) || name_starts(x, "dyn "))
 		return 1;
 	return strstr(x, "::") == NULL;
 }
@@ -408,16 +292,16 @@ static int is_lib_path(const char *p, int level)
 		return level < 8 && is_library(p, level + 1);
 	while (*p == '&' || *p == '*')
 		p++;
-	if (starts(p, "mut "))
+	if (name_starts(p, "mut "))
 		p += 4;
-	if (starts(p, "const "))
+	if (name_starts(p, "const "))
 		p += 6;
 	return match_list(p, NULL, 0, lib_prefix, N(lib_prefix)) || is_entry(p);
 }
 
 static int is_library(const char *bare, int level)
 {
-	char x[NAME_MAX_LEN], t[NAME_MAX_LEN];
+	char x[FRAMES_NAME_MAX], t[FRAMES_NAME_MAX];
 	if (qualified_path(bare, x, t, sizeof x)) {
 		/* <X as T>::m: code of X's crate, or generic code of a
 		 * library trait; <X>::m: X's inherent methods. */
@@ -429,21 +313,6 @@ static int is_library(const char *bare, int level)
 	}
 	return is_lib_path(bare, level);
 }
-
-/* Does a user rule match f's name as printed (the fallback
- * "[module+0x...]" when it has none)? */
-static int user_rule(const struct frames_rules *r, const struct sym_frame *f)
-{
-	if (!r || r->nuser == 0)
-		return 0;
-	char fb[256];
-	const char *name = frames_name(f, fb, sizeof fb);
-	for (int i = 0; i < r->nuser; i++)
-		if (regexec(&r->user[i], name, 0, NULL, 0) == 0)
-			return 1;
-	return 0;
-}
-
 enum tier {
 	T_USER,         /* named code of the program: a display frame */
 	T_ENTRY,        /* allocator entry point or wrapper, user rules */
@@ -456,13 +325,13 @@ static enum tier plumbing_tier(const struct frames_rules *r,
 {
 	if (r && r->no_skip)
 		return T_USER;
-	if (user_rule(r, f))
+	if (frames_rules_match(r, f))
 		return T_ENTRY;
 	const char *fn = f->function;
 	if (!fn)
 		return runtime_module(f->module) ? T_LIB : T_UNNAMED;
-	char bare[NAME_MAX_LEN];
-	bare_name(fn, bare, sizeof bare);
+	char bare[FRAMES_NAME_MAX];
+	name_bare(fn, bare, sizeof bare);
 	if (match_list(bare, startup_exact, N(startup_exact), NULL, 0))
 		return T_LIB;
 	if (is_entry(bare))
@@ -480,46 +349,6 @@ int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f)
 
 /* ---- tier 3: Rust async noise ---- */
 
-/* Closure components in Rust names: legacy "{{closure}}", v0
- * "{closure#0}", and the coroutine forms newer rustc may print. */
-static size_t closure_at(const char *p)
-{
-	static const char *const forms[] = {
-		"::{{closure}}", "::{closure#", "::{async_fn#",
-		"::{async_block#", "::{coroutine#",
-	};
-	for (size_t i = 0; i < N(forms); i++) {
-		if (!starts(p, forms[i]))
-			continue;
-		const char *e = strchr(p + 3, '}');
-		if (!e)
-			return 0;
-		if (i == 0)
-			e++;   /* the second brace of {{closure}} */
-		return (size_t)(e + 1 - p);
-	}
-	return 0;
-}
-
-const char *frames_fold_name(const struct sym_frame *f, char *buf, size_t len)
-{
-	if (!buf || len == 0)
-		return f->function ? f->function : "?";
-	char fb[128];
-	const char *name = frames_name(f, fb, sizeof fb);
-	size_t k = 0;
-	for (const char *p = name; *p && k + 1 < len;) {
-		size_t c = closure_at(p);
-		if (c) {
-			p += c;
-			continue;
-		}
-		buf[k++] = *p++;
-	}
-	buf[k] = '\0';
-	return buf;
-}
-
 /* A poll wrapper: "<X as core::future::future::Future>::poll" (any X),
  * or code inside one ("...::poll::{{closure}}", as ying drops "::poll::"
  * lines). */
@@ -528,14 +357,14 @@ static int poll_wrapper(const char *fn)
 	static const char tail[] = " as core::future::future::Future>::poll";
 	if (!strstr(fn, "::poll"))
 		return 0;       /* the common case, without copying */
-	char bare[NAME_MAX_LEN];
-	bare_name(fn, bare, sizeof bare);
+	char bare[FRAMES_NAME_MAX];
+	name_bare(fn, bare, sizeof bare);
 	size_t n = strlen(bare), t = sizeof tail - 1;
 	if (bare[0] == '<' && n > t && !strcmp(bare + n - t, tail))
 		return 1;
 	for (const char *p = strstr(bare, "::poll::"); p;
 	     p = strstr(p + 1, "::poll::"))
-		if (closure_at(p + 6))
+		if (name_closure_at(p + 6))
 			return 1;
 	return 0;
 }
@@ -550,7 +379,7 @@ int frames_is_noise(const struct frames_rules *r, const struct stack_view *v,
 		return 1;
 	if (!strstr(fn, "::{"))
 		return 0;       /* no closure component: the common case */
-	char me[NAME_MAX_LEN], next[NAME_MAX_LEN];
+	char me[FRAMES_NAME_MAX], next[FRAMES_NAME_MAX];
 	frames_fold_name(&v->f[i], me, sizeof me);
 	if (!strcmp(me, fn))
 		return 0;       /* no closure layer in this name */
@@ -637,213 +466,4 @@ void frames_view_free(struct stack_view *v)
 {
 	free(v->f);
 	memset(v, 0, sizeof *v);
-}
-
-/* Compile pattern into a new user rule: 0, or -1 with regerror's text (or
- * "out of memory") in msg. */
-static int rule_add(struct frames_rules *r, const char *pattern, char *msg,
-		    size_t msglen)
-{
-	if (r->nuser >= FRAMES_MAX_RULES) {
-		snprintf(msg, msglen, "more than %d rules", FRAMES_MAX_RULES);
-		return -1;
-	}
-	regex_t *u = realloc(r->user, (size_t)(r->nuser + 1) * sizeof *u);
-	if (!u) {
-		snprintf(msg, msglen, "out of memory");
-		return -1;
-	}
-	r->user = u;
-	int rc = regcomp(&u[r->nuser], pattern, REG_EXTENDED | REG_NOSUB);
-	if (rc != 0) {
-		regerror(rc, &u[r->nuser], msg, msglen);
-		return -1;
-	}
-	r->nuser++;
-	return 0;
-}
-
-int frames_rules_add(struct frames_rules *r, const char *pattern, char *err,
-		     size_t errlen)
-{
-	char msg[128];
-	if (rule_add(r, pattern, msg, sizeof msg) != 0) {
-		snprintf(err, errlen, "bad --skip pattern '%s': %s", pattern, msg);
-		return -1;
-	}
-	return 0;
-}
-
-int frames_rules_load(struct frames_rules *r, const char *path, char *err,
-		      size_t errlen)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		int e = errno;
-		struct stat st;
-		/* Absent, or behind a directory closed to us (ymtop run as
-		 * another user with HOME unchanged): no rules from it.  A file
-		 * we can see but not read is an error. */
-		if (e == ENOENT || e == ENOTDIR ||
-		    (e == EACCES && stat(path, &st) != 0))
-			return 0;
-		snprintf(err, errlen, "%s: %s", path, strerror(e));
-		return -1;
-	}
-	char line[FRAMES_MAX_LINE + 2];
-	int lineno = 0, added = 0, rc = 0;
-	while (fgets(line, sizeof line, f)) {
-		lineno++;
-		size_t n = strlen(line);
-		if (n == sizeof line - 1 && line[n - 1] != '\n' && !feof(f)) {
-			snprintf(err, errlen, "%s:%d: line longer than %d bytes",
-				 path, lineno, FRAMES_MAX_LINE);
-			rc = -1;
-			break;
-		}
-		while (n && isspace((unsigned char)line[n - 1]))
-			line[--n] = '\0';
-		const char *p = line;
-		while (isspace((unsigned char)*p))
-			p++;
-		if (!*p || *p == '#')
-			continue;
-		char msg[128];
-		if (rule_add(r, p, msg, sizeof msg) != 0) {
-			char shown[64];
-			snprintf(shown, sizeof shown, "%s", p);
-			snprintf(err, errlen, "%s:%d: bad pattern '%s%s': %s", path,
-				 lineno, shown, strlen(p) >= sizeof shown ? "..." : "",
-				 msg);
-			rc = -1;
-			break;
-		}
-		added++;
-	}
-	if (rc == 0 && ferror(f)) {
-		snprintf(err, errlen, "%s: read error", path);
-		rc = -1;
-	}
-	fclose(f);
-	return rc == 0 ? added : -1;
-}
-
-int frames_rules_load_config(struct frames_rules *r, char *err, size_t errlen)
-{
-	char path[4096];
-	const char *xdg = getenv("XDG_CONFIG_HOME");
-	const char *home = getenv("HOME");
-	if (frames_rules_load(r, "/etc/ymtop/skip", err, errlen) < 0)
-		return -1;
-	/* XDG: a relative XDG_CONFIG_HOME is invalid and ignored. */
-	if (xdg && xdg[0] == '/')
-		snprintf(path, sizeof path, "%s/ymtop/skip", xdg);
-	else if (home && home[0] == '/')
-		snprintf(path, sizeof path, "%s/.config/ymtop/skip", home);
-	else
-		return 0;
-	return frames_rules_load(r, path, err, errlen) < 0 ? -1 : 0;
-}
-
-void frames_rules_free(struct frames_rules *r)
-{
-	for (int i = 0; i < r->nuser; i++)
-		regfree(&r->user[i]);
-	free(r->user);
-	r->user = NULL;
-	r->nuser = 0;
-}
-
-/* ---- short names for the screen ---- */
-
-const char *frames_short_name(const char *name, int depth, const char *ellipsis,
-			      char *buf, size_t len)
-{
-	if (!buf || len == 0)
-		return name ? name : "";
-	size_t k = 0;
-	/* Append n bytes of p to buf, truncating. */
-#define PUT(p, n) do { \
-		size_t n_ = (n); \
-		if (n_ > len - 1 - k) \
-			n_ = len - 1 - k; \
-		memcpy(buf + k, (p), n_); \
-		k += n_; \
-	} while (0)
-	if (!name)
-		name = "";
-	/* kinds[i]: 1 for a template argument list, 0 for another '<' (a Rust
-	 * qualified path "<X as T>::m"); deeper than the array: templates. */
-	unsigned char kinds[64];
-	int open = 0, tdepth = 0, after_op = 0;
-	const char *p = name;
-	while (*p && k + 1 < len) {
-		size_t op = *p == 'o' ? operator_token(p, name) : 0;
-		if (op) {
-			PUT(p, op);
-			p += op;
-			after_op = 1;
-			continue;
-		}
-		char prev = p > name ? p[-1] : '\0';
-		if (*p == '<') {
-			int templ = after_op || isalnum((unsigned char)prev) ||
-				    prev == '_' || prev == ':' || prev == '>';
-			if (templ && tdepth >= depth) {
-				/* Elide the whole argument list. */
-				int d = 0;
-				const char *q = p;
-				for (; *q; q++) {
-					if (*q == '<') {
-						d++;
-					} else if (*q == '>' && q[-1] != '-') {
-						if (--d == 0)
-							break;
-					}
-				}
-				PUT("<", 1);
-				PUT(ellipsis, strlen(ellipsis));
-				PUT(">", 1);
-				p = *q ? q + 1 : q;
-				after_op = 0;
-				continue;
-			}
-			if (open < (int)sizeof kinds)
-				kinds[open] = (unsigned char)templ;
-			open++;
-			tdepth += templ;
-		} else if (*p == '>' && prev != '-' && open > 0) {
-			open--;
-			if (open >= (int)sizeof kinds || kinds[open])
-				tdepth--;
-		}
-		after_op = 0;
-		PUT(p, 1);
-		p++;
-	}
-#undef PUT
-	buf[k] = '\0';
-	return buf;
-}
-
-const char *frames_name(const struct sym_frame *f, char *buf, size_t len)
-{
-	if (f->function)
-		return f->function;
-	sym_fallback(f, buf, len);
-	return buf;
-}
-
-const char *frames_label(const struct sym_frame *f, char *buf, size_t len)
-{
-	char fb[128];
-	const char *name = frames_name(f, fb, sizeof fb);
-	if (f->file && f->line > 0) {
-		const char *base = strrchr(f->file, '/');
-		snprintf(buf, len, "%s (%s:%d)", name, base ? base + 1 : f->file,
-			 f->line);
-	} else {
-		snprintf(buf, len, "%s", name);
-	}
-	return buf;
 }

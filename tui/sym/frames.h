@@ -23,17 +23,15 @@
 #ifndef YMTOP_FRAMES_H
 #define YMTOP_FRAMES_H
 
-#include <regex.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* The rules and the name helpers come with frames.h: its users need all
+ * three (the report writers and the screen name what frames_view gives
+ * them). */
+#include "names.h"
+#include "rules.h"
 #include "sym.h"
-
-struct frames_rules {
-	int      no_skip;
-	regex_t *user;       /* extra skip patterns (--skip REGEX) */
-	int      nuser;
-};
 
 struct stack_view {
 	struct sym_frame *f; /* flattened, innermost first */
@@ -47,27 +45,6 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 		const uint64_t *addrs, uint32_t depth, struct stack_view *out);
 void frames_view_free(struct stack_view *v);
 
-/* Bounds on user rules: patterns per run, bytes per line of a file. */
-#define FRAMES_MAX_RULES 4096
-#define FRAMES_MAX_LINE  4096
-
-/* Add a user rule; 0, or -1 with a message in err for a bad pattern. */
-int frames_rules_add(struct frames_rules *r, const char *pattern, char *err,
-		     size_t errlen);
-
-/* Add the rules of a file: one POSIX extended regex per line, surrounding
- * blanks removed, empty lines and lines starting with '#' ignored.  The
- * number of rules added (0 when the file does not exist), or -1 with one
- * line "path:line: bad pattern '...': reason" (or why the file cannot be
- * read) in err; rules before the bad line stay added. */
-int frames_rules_load(struct frames_rules *r, const char *path, char *err,
-		      size_t errlen);
-
-/* /etc/ymtop/skip, then $XDG_CONFIG_HOME/ymtop/skip (default
- * ~/.config/ymtop/skip): 0, or -1 with frames_rules_load's message. */
-int frames_rules_load_config(struct frames_rules *r, char *err, size_t errlen);
-void frames_rules_free(struct frames_rules *r);
-
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 
@@ -80,32 +57,11 @@ int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 int frames_is_noise(const struct frames_rules *r, const struct stack_view *v,
 		    uint32_t i);
 
-/* The name for folded stacks: frames_name without Rust closure
- * components ("app::serve::{{closure}}" -> "app::serve").  Returns buf
- * (when buf is NULL or len 0: the unfolded function name, or "?"). */
-const char *frames_fold_name(const struct sym_frame *f, char *buf, size_t len);
-
 /* The display frame of v under r (what frames_view puts in v->display):
  * the first frame that is neither plumbing nor noise; for a stack that is
  * all library code the first one past the allocator's entry points; else
  * 0. */
 uint32_t frames_display(const struct frames_rules *r,
 			const struct stack_view *v);
-
-/* "function (file:line)" or the fallback "[module+0x...]" into buf. */
-const char *frames_label(const struct sym_frame *f, char *buf, size_t len);
-
-/* name for the screen: template argument lists nested deeper than depth
- * replaced by "<" ellipsis ">" ("std::vector<std::pair<int, long> >::
- * push_back" at depth 1: "std::vector<std::pair<...> >::push_back");
- * depth 0 elides every template argument list.  A Rust qualified path
- * "<X as T>::m" is not a template list: its brackets stay.  Truncated to
- * len; returns buf (or name when buf is NULL or len 0). */
-#define FRAMES_SHORT_DEPTH 1
-const char *frames_short_name(const char *name, int depth, const char *ellipsis,
-			      char *buf, size_t len);
-
-/* Short function name: the function, or the fallback. */
-const char *frames_name(const struct sym_frame *f, char *buf, size_t len);
 
 #endif

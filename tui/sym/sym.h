@@ -44,7 +44,7 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n);
  * function NULL).  The frames array returned through *out is owned by s
  * and stays valid until sym_free.
  * (There is no max argument: a chain holds at most 64 frames, see
- * SYM_MAX_CHAIN in sym.c.  s == NULL yields one static unknown frame;
+ * SYM_MAX_CHAIN in resolve.h.  s == NULL yields one static unknown frame;
  * out may be NULL.  Not thread-safe: one struct sym per thread.) */
 int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		const struct sym_frame **out);
