@@ -2,34 +2,28 @@
 #include <string.h>
 
 #include "flame.h"
+#include "hash.h"
 
 static uint64_t key_hash(uint32_t parent, const char *name, int inlined)
 {
-	uint64_t h = 1469598103934665603ULL ^ parent ^ ((uint64_t)inlined << 40);
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
+	uint64_t h = ym_fnv1a_str(YM_FNV1A_INIT ^ parent ^ ((uint64_t)inlined << 40),
+				  name);
 	return h ^ (h >> 29);
 }
 
-/* Grow the hash to twice the nodes (open addressing, linear probing). */
-static int rehash(struct flame *fl)
+struct node_key {
+	const struct flame *fl;
+	uint32_t parent;
+	const char *name;
+	int inlined;
+};
+
+static int node_eq(const void *ctx, uint32_t i)
 {
-	uint32_t cap = fl->hcap ? fl->hcap * 2 : 1024;
-	uint32_t *h = malloc((size_t)cap * sizeof *h);
-	if (!h)
-		return -1;
-	memset(h, 0xff, (size_t)cap * sizeof *h);
-	for (uint32_t i = 1; i < fl->count; i++) {
-		const struct flame_node *x = &fl->n[i];
-		uint32_t k = (uint32_t)key_hash(x->parent, x->name, x->inlined) & (cap - 1);
-		while (h[k] != FLAME_NONE)
-			k = (k + 1) & (cap - 1);
-		h[k] = i;
-	}
-	free(fl->hash);
-	fl->hash = h;
-	fl->hcap = cap;
-	return 0;
+	const struct node_key *k = ctx;
+	const struct flame_node *x = &k->fl->n[i];
+	return x->parent == k->parent && x->inlined == k->inlined &&
+	       !strcmp(x->name, k->name);
 }
 
 static uint32_t add_node(struct flame *fl, uint32_t parent, const char *name,
@@ -68,19 +62,14 @@ static uint32_t add_node(struct flame *fl, uint32_t parent, const char *name,
 static uint32_t child(struct flame *fl, uint32_t parent, const char *name,
 		      int inlined)
 {
-	if ((fl->count + 1) * 2 > fl->hcap && rehash(fl) != 0)
+	struct node_key k = { fl, parent, name, inlined };
+	uint64_t h = key_hash(parent, name, inlined);
+	uint32_t i = hmap_find(&fl->index, h, node_eq, &k);
+	if (i != HMAP_NONE)
+		return i;
+	i = add_node(fl, parent, name, inlined);
+	if (i != FLAME_NONE && hmap_add(&fl->index, h, i) != 0)
 		return FLAME_NONE;
-	uint32_t mask = fl->hcap - 1;
-	uint32_t k = (uint32_t)key_hash(parent, name, inlined) & mask;
-	for (; fl->hash[k] != FLAME_NONE; k = (k + 1) & mask) {
-		const struct flame_node *x = &fl->n[fl->hash[k]];
-		if (x->parent == parent && x->inlined == inlined &&
-		    !strcmp(x->name, name))
-			return fl->hash[k];
-	}
-	uint32_t i = add_node(fl, parent, name, inlined);
-	if (i != FLAME_NONE)
-		fl->hash[k] = i;
 	return i;
 }
 
@@ -96,7 +85,7 @@ int flame_build(struct flame *fl, struct model *m, struct sym *s,
 		const struct frames_rules *r, enum report_weight w)
 {
 	memset(fl, 0, sizeof *fl);
-	if (add_node(fl, FLAME_NONE, "all", 0) != 0 || rehash(fl) != 0)
+	if (add_node(fl, FLAME_NONE, "all", 0) != 0)
 		goto oom;
 	for (uint32_t id = 0; id < m->nstacks; id++) {
 		const struct model_stack *st = &m->stacks[id];
@@ -126,9 +115,7 @@ int flame_build(struct flame *fl, struct model *m, struct sym *s,
 		frames_view_free(&sv);
 		credit(fl, at, v);
 	}
-	free(fl->hash);
-	fl->hash = NULL;
-	fl->hcap = 0;
+	hmap_free(&fl->index);
 	return 0;
 oom:
 	flame_free(fl);
@@ -140,6 +127,6 @@ void flame_free(struct flame *fl)
 	for (uint32_t i = 0; i < fl->count; i++)
 		free(fl->n[i].name);
 	free(fl->n);
-	free(fl->hash);
+	hmap_free(&fl->index);
 	memset(fl, 0, sizeof *fl);
 }

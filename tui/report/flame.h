@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "common.h"
 #include "sym/sym.h"
+#include "util/hashmap.h"
 
 #define FLAME_NONE UINT32_MAX
 
@@ -35,8 +36,7 @@ struct flame {
 	struct flame_node *n;   /* n[0] is the root */
 	uint32_t count, cap;
 	uint32_t max_depth;
-	uint32_t *hash;         /* (parent, name, inlined) -> node */
-	uint32_t hcap;
+	struct hmap index;      /* (parent, name, inlined) -> node, while building */
 };
 
 /* Build the tree of m's stacks under weight w.  0, or -1 when out of

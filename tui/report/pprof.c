@@ -4,8 +4,10 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "hash.h"
 #include "pb.h"
 #include "pprof.h"
+#include "util/hashmap.h"
 
 /* profile.proto field numbers (github.com/google/pprof, proto/profile.proto). */
 enum {
@@ -27,129 +29,60 @@ enum {
 	FUNCTION_FILENAME = 4,
 };
 
-/* A map from a 64-bit key to a non-zero 32-bit value (0: empty). */
-struct map {
-	uint64_t *key;
-	uint32_t *val;
-	uint32_t n, cap;
-};
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	return k;
-}
-
-static uint32_t *map_slot(struct map *m, uint64_t k, uint64_t h)
-{
-	uint32_t mask = m->cap - 1, i = (uint32_t)h & mask;
-	while (m->val[i] && m->key[i] != k)
-		i = (i + 1) & mask;
-	return &m->val[i];
-}
-
-/* The slot for k, growing the table first; NULL when out of memory.
- * (*slot == 0: k is new; store its value there.) */
-static uint32_t *map_get(struct map *m, uint64_t k, uint64_t h)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		struct map g = { 0, 0, m->n, m->cap ? m->cap * 2 : 1024 };
-		g.key = calloc(g.cap, sizeof *g.key);
-		g.val = calloc(g.cap, sizeof *g.val);
-		if (!g.key || !g.val) {
-			free(g.key);
-			free(g.val);
-			return NULL;
-		}
-		for (uint32_t i = 0; i < m->cap; i++)
-			if (m->val[i]) {
-				uint32_t *s = map_slot(&g, m->key[i], mix(m->key[i]));
-				g.key[s - g.val] = m->key[i];
-				*s = m->val[i];
-			}
-		free(m->key);
-		free(m->val);
-		*m = g;
-	}
-	uint32_t *s = map_slot(m, k, h);
-	if (!*s) {
-		m->key[s - m->val] = k;
-		m->n++;
-	}
-	return s;
-}
-
-static void map_free(struct map *m)
-{
-	free(m->key);
-	free(m->val);
-}
-
 struct builder {
 	struct model *m;
 	struct sym *sym;
 	struct pb samples, locations, functions;
-	/* string table: strings[i] owned; the map goes from a hash of the
-	 * text to index + 1, with collisions resolved by probing keys that
-	 * are the hash plus the probe count. */
+	/* string table: strings[i] owned; strmap: FNV-1a of the text ->
+	 * index in strings. */
 	char **strings;
 	uint32_t nstrings, capstrings;
-	struct map strmap;
-	struct map locmap;      /* address -> location id */
-	struct map funcmap;     /* (name, file) string ids -> function id */
+	struct hmap strmap;
+	struct hmap locmap;     /* hmap_u64(address) -> location id */
+	struct hmap funcmap;    /* hmap_u64((name, file) string ids) -> function id */
 	uint32_t nlocs, nfuncs;
 	uint32_t overflow;      /* location of frameless samples, or 0 */
 	int oom;
 };
 
-static uint64_t str_hash(const char *s)
+struct str_key {
+	const struct builder *b;
+	const char *s;
+};
+
+static int str_eq(const void *ctx, uint32_t i)
 {
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
+	const struct str_key *k = ctx;
+	return !strcmp(k->b->strings[i], k->s);
 }
 
 static int64_t intern(struct builder *b, const char *s)
 {
 	if (!s)
 		s = "";
-	uint64_t h = str_hash(s);
-	for (uint64_t probe = 0;; probe++) {
-		uint64_t k = h + probe;
-		uint32_t *slot = map_get(&b->strmap, k, mix(k));
-		if (!slot) {
+	uint64_t h = ym_fnv1a_str(YM_FNV1A_INIT, s);
+	struct str_key k = { b, s };
+	uint32_t i = hmap_find(&b->strmap, h, str_eq, &k);
+	if (i != HMAP_NONE)
+		return i;
+	if (b->nstrings == b->capstrings) {
+		uint32_t cap = b->capstrings ? b->capstrings * 2 : 256;
+		char **p = realloc(b->strings, cap * sizeof *p);
+		if (!p) {
 			b->oom = 1;
 			return 0;
 		}
-		if (*slot) {
-			if (!strcmp(b->strings[*slot - 1], s))
-				return *slot - 1;
-			continue;
-		}
-		if (b->nstrings == b->capstrings) {
-			uint32_t cap = b->capstrings ? b->capstrings * 2 : 256;
-			char **p = realloc(b->strings, cap * sizeof *p);
-			if (!p) {
-				b->oom = 1;
-				b->strmap.n--;   /* the slot stays empty */
-				return 0;
-			}
-			b->strings = p;
-			b->capstrings = cap;
-		}
-		char *copy = strdup(s);
-		if (!copy) {
-			b->oom = 1;
-			b->strmap.n--;
-			return 0;
-		}
-		b->strings[b->nstrings++] = copy;
-		*slot = b->nstrings;
-		return b->nstrings - 1;
+		b->strings = p;
+		b->capstrings = cap;
 	}
+	char *copy = strdup(s);
+	if (!copy || hmap_add(&b->strmap, h, b->nstrings) != 0) {
+		free(copy);
+		b->oom = 1;
+		return 0;
+	}
+	b->strings[b->nstrings++] = copy;
+	return b->nstrings - 1;
 }
 
 /* Mapping id (index + 1) of the module holding addr, or 0. */
@@ -176,34 +109,35 @@ static uint64_t function_id(struct builder *b, const struct sym_frame *f)
 		name = fb;
 	}
 	int64_t ni = intern(b, name), fi = intern(b, f->file);
-	uint64_t k = ((uint64_t)ni << 32) | (uint64_t)fi;
-	uint32_t *slot = map_get(&b->funcmap, k, mix(k));
-	if (!slot) {
+	uint64_t h = hmap_u64(((uint64_t)ni << 32) | (uint64_t)fi);
+	uint32_t id = hmap_find(&b->funcmap, h, NULL, NULL);
+	if (id != HMAP_NONE)
+		return id;
+	if (hmap_add(&b->funcmap, h, b->nfuncs + 1) != 0) {
 		b->oom = 1;
 		return 0;
 	}
-	if (*slot)
-		return *slot;
-	*slot = ++b->nfuncs;
+	id = ++b->nfuncs;
 	size_t mk = pb_open(&b->functions, PROFILE_FUNCTION);
-	pb_uint(&b->functions, FUNCTION_ID, *slot);
+	pb_uint(&b->functions, FUNCTION_ID, id);
 	pb_int(&b->functions, FUNCTION_NAME, ni);
 	pb_int(&b->functions, FUNCTION_SYSTEM_NAME, ni);
 	pb_int(&b->functions, FUNCTION_FILENAME, fi);
 	pb_close(&b->functions, mk);
-	return *slot;
+	return id;
 }
 
 static uint64_t location_id(struct builder *b, uint64_t addr)
 {
-	uint32_t *slot = map_get(&b->locmap, addr, mix(addr));
-	if (!slot) {
+	uint64_t h = hmap_u64(addr);
+	uint32_t id = hmap_find(&b->locmap, h, NULL, NULL);
+	if (id != HMAP_NONE)
+		return id;
+	if (hmap_add(&b->locmap, h, b->nlocs + 1) != 0) {
 		b->oom = 1;
 		return 0;
 	}
-	if (*slot)
-		return *slot;
-	uint32_t id = *slot = ++b->nlocs;
+	id = ++b->nlocs;
 	/* Resolve before writing: function_id appends to another buffer. */
 	const struct sym_frame *chain;
 	int n = sym_resolve(b->sym, addr, 1, &chain);
@@ -435,9 +369,9 @@ int pprof_write(FILE *f, struct model *m, struct sym *s,
 	for (uint32_t i = 0; i < b.nstrings; i++)
 		free(b.strings[i]);
 	free(b.strings);
-	map_free(&b.strmap);
-	map_free(&b.locmap);
-	map_free(&b.funcmap);
+	hmap_free(&b.strmap);
+	hmap_free(&b.locmap);
+	hmap_free(&b.funcmap);
 	if (rc == 0 && ferror(f))
 		rc = -1;
 	return rc;
