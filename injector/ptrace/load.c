@@ -41,6 +41,13 @@ static const unsigned char resume_stub[] = {
 _Static_assert(sizeof resume_stub == INJECT_CODE_MAX,
 	       "struct borrow saves the bytes the longest stub overwrites");
 
+/* 16-byte aligned, gap bytes below the thread's red zone (the 128 bytes
+ * under its stack pointer that leaf functions use without moving it). */
+static uint64_t below_red_zone(const struct borrow *t, uint64_t gap)
+{
+	return (t->regs.rsp - 128 - gap) & ~(uint64_t)15;
+}
+
 static int read_string(struct borrow *t, uintptr_t at, char *buf, size_t len)
 {
 	size_t n = 0;
@@ -128,11 +135,11 @@ static int dlopen_agent(struct borrow *t, const struct libc_syms *s,
 		inject_fail(err, len, "agent path too long: %s", agent);
 		return -1;
 	}
-	uint64_t path_at = (t->regs.rsp - 128 - plen) & ~(uint64_t)15;
+	uint64_t path_at = below_red_zone(t, plen);
 	struct call c = {
 		.code = stub, .code_len = sizeof stub, .fn = s->dlopen,
 		.a0 = path_at, .a1 = RTLD_NOW_FLAG,
-		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+		.sp = below_red_zone(t, PATH_GAP),
 	};
 	if (inject_mem_write(t, path_at, agent, plen) != 0) {
 		inject_fail(err, len, "cannot write the target's memory: %s", strerror(errno));
@@ -206,7 +213,7 @@ static int small_call(struct borrow *t, uintptr_t fn, const char *str,
 		      uint64_t a0, uint64_t a1, uint64_t a2, int64_t *ret,
 		      char *err, size_t len)
 {
-	uint64_t str_at = (t->regs.rsp - 128 - 64) & ~(uint64_t)15;
+	uint64_t str_at = below_red_zone(t, 64);
 	if (str) {
 		if (strlen(str) >= 64 || inject_mem_write(t, str_at, str, strlen(str) + 1) != 0) {
 			inject_fail(err, len, "cannot write the target's memory: %s",
@@ -218,7 +225,7 @@ static int small_call(struct borrow *t, uintptr_t fn, const char *str,
 	struct call c = {
 		.code = stub, .code_len = sizeof stub, .fn = fn,
 		.a0 = a0, .a1 = a1, .a2 = a2,
-		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+		.sp = below_red_zone(t, PATH_GAP),
 	};
 	uint64_t v = 0;
 	int gone = 0;
@@ -344,7 +351,7 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 	if (save_code(t, s, err, len) != 0)
 		return -1;
 	static const char sym[] = "ymagent_start";
-	uint64_t str_at = (t->regs.rsp - 128 - 64) & ~(uint64_t)15;
+	uint64_t str_at = below_red_zone(t, 64);
 	if (!s->dlsym || inject_mem_write(t, str_at, sym, sizeof sym) != 0) {
 		inject_fail(err, len, "process %ld (%s) has the agent loaded but no segment, and "
 		     "ymtop cannot reach the agent to start it", (long)t->pid, name);
@@ -353,7 +360,7 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 	struct call c = {
 		.code = stub, .code_len = sizeof stub, .fn = s->dlsym,
 		.a0 = 0 /* RTLD_DEFAULT */, .a1 = str_at,
-		.sp = (t->regs.rsp - 128 - PATH_GAP) & ~(uint64_t)15,
+		.sp = below_red_zone(t, PATH_GAP),
 	};
 	uint64_t fn = 0, ok = 0;
 	int gone = 0;

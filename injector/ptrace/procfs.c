@@ -143,18 +143,25 @@ int inject_exe_machine(pid_t pid)
 	return eh.e_machine == EM_X86_64 ? 0 : eh.e_machine;
 }
 
+/* The start of a small /proc file, in one read, into buf (size > 1
+ * bytes), terminated.  Its length (0: empty), or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
 static char task_state(pid_t pid, pid_t tid)
 {
 	char path[96], buf[512];
 	snprintf(path, sizeof path, "/proc/%ld/task/%ld/stat", (long)pid, (long)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small(path, buf, sizeof buf) <= 0)
 		return '?';
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return '?';
-	buf[n] = '\0';
 	char *p = strrchr(buf, ')');
 	return p && p[1] == ' ' ? p[2] : '?';
 }
@@ -200,14 +207,8 @@ int inject_is_ymtop(pid_t pid)
 	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 		return 1;
 	snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small(path, comm, sizeof comm) <= 0)
 		return 0;
-	ssize_t n = read(fd, comm, sizeof comm - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	comm[n] = '\0';
 	comm[strcspn(comm, "\n")] = '\0';
 	return !strcmp(comm, "ymtop");
 }
