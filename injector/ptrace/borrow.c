@@ -106,7 +106,7 @@ static int resumed(struct borrow *t, const struct call *c)
 	uint64_t state = 0;
 	return c->resume &&
 	       inject_mem_read(t, c->resume + offsetof(struct ym_resume, state), &state,
-			sizeof state) == 0 && state == 1;
+			       sizeof state) == 0 && state == 1;
 }
 
 int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
@@ -126,13 +126,14 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 	r.eflags &= ~(uint64_t)0x400;   /* DF clear, as the ABI wants */
 	*gone = 0;
 	if (inject_mem_write(t, t->code_at, c->code, c->code_len) != 0) {
-		inject_fail(err, len, "cannot write the target's memory: %s", strerror(errno));
+		inject_fail(err, len, "cannot write the target's memory: %s",
+			    strerror(errno));
 		return -1;
 	}
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r) != 0 ||
 	    ptrace(PTRACE_CONT, t->tid, 0, 0) != 0) {
 		inject_fail(err, len, "ptrace: cannot run the call in thread %ld: %s",
-		     (long)t->tid, strerror(errno));
+			    (long)t->tid, strerror(errno));
 		return -1;
 	}
 	t->in_sigstop = 0;
@@ -147,15 +148,17 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 		int w = inject_wait_stop(t->tid, &st, end - inject_now_ms());
 		if (w < 0) {
 			*gone = 1;
-			inject_fail(err, len, "the process exited while the agent was loading");
+			inject_fail(err, len, "the process exited while the agent was "
+				    "loading");
 			return -1;
 		}
 		if (w == 0) {
 			ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
 			if (inject_wait_stop(t->tid, &st, 1e9) < 0)
 				*gone = 1;
-			inject_fail(err, len, "dlopen did not return within %.0f s in thread %ld; "
-			     "the thread was restored", INJECT_CALL_WAIT_MS / 1000, (long)t->tid);
+			inject_fail(err, len, "dlopen did not return within %.0f s in "
+				    "thread %ld; the thread was restored",
+				    INJECT_CALL_WAIT_MS / 1000, (long)t->tid);
 			return -1;
 		}
 		int sig = WSTOPSIG(st), ev = st >> 16;
@@ -181,8 +184,8 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 		siginfo_t si;
 		if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) &&
 		    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0 && si.si_code > 0) {
-			inject_fail(err, len, "the target faulted (signal %d) while loading the "
-			     "agent; its thread was restored", sig);
+			inject_fail(err, len, "the target faulted (signal %d) while "
+				    "loading the agent; its thread was restored", sig);
 			return -1;
 		}
 		inject_keep_signal(t, sig);   /* delivered at the detach */

@@ -24,9 +24,10 @@ int inject_wait_other_ymtop(pid_t pid, pid_t tracer, char *err, size_t len)
 	struct pstatus ps;
 	while (inject_read_status(pid, &ps) == 0 && ps.tracer == tracer) {
 		if (inject_now_ms() > end) {
-			inject_fail(err, len, "process %ld is traced by another ymtop (pid %ld) "
-			     "for more than %.0f s; stop it, then retry", (long)pid,
-			     (long)tracer, OTHER_WAIT_MS / 1000);
+			inject_fail(err, len, "process %ld is traced by another ymtop "
+				    "(pid %ld) for more than %.0f s; stop it, then "
+				    "retry", (long)pid, (long)tracer,
+				    OTHER_WAIT_MS / 1000);
 			return -1;
 		}
 		inject_nap_us(5000);
@@ -38,8 +39,9 @@ static void eperm_reason(pid_t pid, char *err, size_t len)
 {
 	struct pstatus ps;
 	if (inject_read_status(pid, &ps) == 0 && ps.tracer) {
-		inject_fail(err, len, "process %ld is already traced by pid %ld (a debugger or "
-		     "strace); detach it, then retry", (long)pid, (long)ps.tracer);
+		inject_fail(err, len, "process %ld is already traced by pid %ld (a "
+			    "debugger or strace); detach it, then retry", (long)pid,
+			    (long)ps.tracer);
 		return;
 	}
 	int scope = -1;
@@ -50,15 +52,18 @@ static void eperm_reason(pid_t pid, char *err, size_t len)
 		fclose(f);
 	}
 	if (scope >= 1)
-		inject_fail(err, len, "ptrace of process %ld refused: kernel.yama.ptrace_scope "
-		     "is %d (%s); run ymtop as root or with CAP_SYS_PTRACE, or set "
-		     "ptrace_scope to 0", (long)pid, scope,
-		     scope == 1 ? "only ancestors may trace" :
-		     scope == 2 ? "only CAP_SYS_PTRACE may trace" : "no tracing at all");
+		inject_fail(err, len, "ptrace of process %ld refused: "
+			    "kernel.yama.ptrace_scope is %d (%s); run ymtop as root or "
+			    "with CAP_SYS_PTRACE, or set ptrace_scope to 0", (long)pid,
+			    scope,
+			    scope == 1 ? "only ancestors may trace" :
+			    scope == 2 ? "only CAP_SYS_PTRACE may trace" :
+			    "no tracing at all");
 	else
-		inject_fail(err, len, "ptrace of process %ld refused (EPERM): ymtop needs the "
-		     "same user and no setuid change, or CAP_SYS_PTRACE; in a container "
-		     "ptrace may be forbidden by seccomp", (long)pid);
+		inject_fail(err, len, "ptrace of process %ld refused (EPERM): ymtop "
+			    "needs the same user and no setuid change, or "
+			    "CAP_SYS_PTRACE; in a container ptrace may be forbidden by "
+			    "seccomp", (long)pid);
 }
 
 /* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err), -2 traced
@@ -79,8 +84,8 @@ static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 		if (errno == EPERM)
 			eperm_reason(t->pid, err, len);
 		else
-			inject_fail(err, len, "ptrace(PTRACE_SEIZE, %ld): %s", (long)tid,
-			     strerror(errno));
+			inject_fail(err, len, "ptrace(PTRACE_SEIZE, %ld): %s",
+				    (long)tid, strerror(errno));
 		return -1;
 	}
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
@@ -97,9 +102,9 @@ static int seize(struct borrow *t, pid_t tid, char *err, size_t len)
 		if (ev == PTRACE_EVENT_STOP) {
 			if (sig != SIGTRAP) {   /* group stop: the process is stopped */
 				ptrace(PTRACE_DETACH, tid, 0, 0);
-				inject_fail(err, len, "process %ld is stopped (signal %d); resume it "
-				     "with kill -CONT %ld, then retry", (long)t->pid, sig,
-				     (long)t->pid);
+				inject_fail(err, len, "process %ld is stopped (signal "
+					    "%d); resume it with kill -CONT %ld, then "
+					    "retry", (long)t->pid, sig, (long)t->pid);
 				return -1;
 			}
 			t->in_sigstop = 0;
@@ -141,9 +146,10 @@ int inject_choose_thread(struct borrow *t, struct chain *c, pid_t *tids,
 			inject_let_go(t);
 		}
 		if (inject_now_ms() > deadline) {
-			inject_fail(err, len, "no thread of process %ld left the allocator or the "
-			     "dynamic loader within %.0f s; nothing was changed, retry",
-			     (long)t->pid, INJECT_SAFE_WAIT_MS / 1000);
+			inject_fail(err, len, "no thread of process %ld left the "
+				    "allocator or the dynamic loader within %.0f s; "
+				    "nothing was changed, retry", (long)t->pid,
+				    INJECT_SAFE_WAIT_MS / 1000);
 			return -1;
 		}
 		inject_nap_us(2000);

@@ -67,9 +67,9 @@ static int after_other_ymtop(pid_t pid, char *err, size_t len)
 		return -1;
 	if (inject_read_maps(pid, &m) == 0 && m.has_agent)
 		return 1;
-	inject_fail(err, len, "another ymtop (pid %ld) was loading the agent into process "
-	     "%ld and did not succeed (see its message); retry", (long)ps.tracer,
-	     (long)pid);
+	inject_fail(err, len, "another ymtop (pid %ld) was loading the agent into "
+		    "process %ld and did not succeed (see its message); retry",
+		    (long)ps.tracer, (long)pid);
 	return -1;
 }
 
@@ -85,17 +85,19 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 		return -1;
 	}
 	if (rc < 0) {
-		inject_fail(err, len, "cannot read /proc/%ld/status: %s", (long)pid, strerror(-rc));
+		inject_fail(err, len, "cannot read /proc/%ld/status: %s", (long)pid,
+			    strerror(-rc));
 		return -1;
 	}
 	if (ps->state == 'Z' || ps->state == 'X') {
-		inject_fail(err, len, "process %ld (%s) has exited (zombie)", (long)pid, ps->name);
+		inject_fail(err, len, "process %ld (%s) has exited (zombie)", (long)pid,
+			    ps->name);
 		return -1;
 	}
 	if (ps->tgid && ps->tgid != pid) {
-		inject_fail(err, len, "%ld is a thread of process %ld (%s), not a process; "
-		     "run ymtop -p %ld", (long)pid, (long)ps->tgid, ps->name,
-		     (long)ps->tgid);
+		inject_fail(err, len, "%ld is a thread of process %ld (%s), not a "
+			    "process; run ymtop -p %ld", (long)pid, (long)ps->tgid,
+			    ps->name, (long)ps->tgid);
 		return -1;
 	}
 	if (ps->tracer) {
@@ -104,36 +106,38 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 			return 2;   /* look again: the agent may be there now */
 		if (w < 0)
 			return -1;
-		inject_fail(err, len, "process %ld (%s) is already traced by pid %ld (a debugger "
-		     "or strace); detach it, then retry", (long)pid, ps->name,
-		     (long)ps->tracer);
+		inject_fail(err, len, "process %ld (%s) is already traced by pid %ld "
+			    "(a debugger or strace); detach it, then retry", (long)pid,
+			    ps->name, (long)ps->tracer);
 		return -1;
 	}
 	if (ps->state == 'T' || ps->state == 't') {
-		inject_fail(err, len, "process %ld (%s) is stopped; resume it with kill -CONT "
-		     "%ld, then retry", (long)pid, ps->name, (long)pid);
+		inject_fail(err, len, "process %ld (%s) is stopped; resume it with "
+			    "kill -CONT %ld, then retry", (long)pid, ps->name,
+			    (long)pid);
 		return -1;
 	}
 	if (ps->seccomp == 1) {
-		inject_fail(err, len, "process %ld (%s) runs in strict seccomp mode: it may not "
-		     "open or map the agent", (long)pid, ps->name);
+		inject_fail(err, len, "process %ld (%s) runs in strict seccomp mode: "
+			    "it may not open or map the agent", (long)pid, ps->name);
 		return -1;
 	}
 	int mach = inject_exe_machine(pid);
 	if (mach == -1) {
 		inject_fail(err, len, "cannot read /proc/%ld/exe: %s (run ymtop as the "
-		     "process's user or as root)", (long)pid, strerror(errno));
+			    "process's user or as root)", (long)pid, strerror(errno));
 		return -1;
 	}
 	if (mach != 0) {
-		inject_fail(err, len, "process %ld (%s) is not an x86-64 program (%s); ymtop "
-		     "injects into x86-64 processes only", (long)pid, ps->name,
-		     mach == -2 ? "32-bit" : "other machine");
+		inject_fail(err, len, "process %ld (%s) is not an x86-64 program (%s); "
+			    "ymtop injects into x86-64 processes only", (long)pid,
+			    ps->name, mach == -2 ? "32-bit" : "other machine");
 		return -1;
 	}
 	rc = inject_read_maps(pid, m);
 	if (rc < 0) {
-		inject_fail(err, len, "cannot read /proc/%ld/maps: %s", (long)pid, strerror(-rc));
+		inject_fail(err, len, "cannot read /proc/%ld/maps: %s", (long)pid,
+			    strerror(-rc));
 		return -1;
 	}
 	if (m->has_agent && other) {
@@ -142,8 +146,9 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 	if (m->has_agent)
 		return 3;   /* loaded, no segment yet: start it (inject_start_agent) */
 	if (!m->have_libc) {
-		inject_fail(err, len, "process %ld (%s) is statically linked (no libc.so mapped): "
-		     "the agent cannot be loaded into it", (long)pid, ps->name);
+		inject_fail(err, len, "process %ld (%s) is statically linked (no "
+			    "libc.so mapped): the agent cannot be loaded into it",
+			    (long)pid, ps->name);
 		return -1;
 	}
 	return 0;
@@ -165,8 +170,8 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 	if (start)
 		pc = 0;
 	if (pc == 2)
-		inject_fail(err, errlen, "process %ld is traced by one ymtop after another; "
-		     "retry when they are done", (long)pid);
+		inject_fail(err, errlen, "process %ld is traced by one ymtop after "
+			    "another; retry when they are done", (long)pid);
 	if (pc != 0 || inject_libc_symbols(pid, &m, &s, err, errlen) != 0)
 		return -1;
 
@@ -208,8 +213,8 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 	res->tid = t.tid;
 	struct iovec iov = { t.xstate, INJECT_XSTATE_MAX };
 	if (ptrace(PTRACE_GETREGSET, t.tid, (void *)NT_X86_XSTATE, &iov) != 0) {
-		inject_fail(err, errlen, "cannot read thread %ld's extended register state: %s",
-		     (long)t.tid, strerror(errno));
+		inject_fail(err, errlen, "cannot read thread %ld's extended register "
+			    "state: %s", (long)t.tid, strerror(errno));
 		inject_let_go(&t);
 		goto out;
 	}
@@ -229,8 +234,9 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 	if (lr == -2)
 		goto out;   /* the process is gone */
 	if (inject_restore(&t) != 0 && lr == 0) {
-		inject_fail(err, errlen, "the agent is loaded but thread %ld's state could not be "
-		     "restored exactly: %s", (long)t.tid, strerror(errno));
+		inject_fail(err, errlen, "the agent is loaded but thread %ld's state "
+			    "could not be restored exactly: %s", (long)t.tid,
+			    strerror(errno));
 		lr = -1;
 	}
 	inject_let_go(&t);

@@ -142,7 +142,8 @@ static int dlopen_agent(struct borrow *t, const struct libc_syms *s,
 		.sp = below_red_zone(t, PATH_GAP),
 	};
 	if (inject_mem_write(t, path_at, agent, plen) != 0) {
-		inject_fail(err, len, "cannot write the target's memory: %s", strerror(errno));
+		inject_fail(err, len, "cannot write the target's memory: %s",
+			    strerror(errno));
 		return -1;
 	}
 	if (s->dlsym && t->xlen >= 576 && t->xlen <= INJECT_XSTATE_MAX - 64) {
@@ -191,18 +192,20 @@ static int dlopen_agent(struct borrow *t, const struct libc_syms *s,
 	if (s->dlerror && inject_remote_call(t, &e, &msg, &gone, err, len) == 0 && msg)
 		read_string(t, msg, why, sizeof why);
 	if (strstr(why, YM_RESUME_SYMBOL))
-		inject_fail(err, len, "%s loaded in the target but is not ymtop's agent of this "
-		     "version (no %s); set YM_AGENT to this ymtop's libymagent.so",
-		     agent, YM_RESUME_SYMBOL);
+		inject_fail(err, len, "%s loaded in the target but is not ymtop's "
+			    "agent of this version (no %s); set YM_AGENT to this "
+			    "ymtop's libymagent.so", agent, YM_RESUME_SYMBOL);
 	else if (strstr(why, "Permission denied")) {
 		struct pstatus ps;
 		unsigned long uid = inject_read_status(t->pid, &ps) == 0 ? ps.uid : (uid_t)-1;
-		inject_fail(err, len, "the target's user (uid %lu) may not read the agent %s "
-		     "(the file, or a directory above it, e.g. a private home); install "
-		     "ymtop where every user can read it (make install), or set YM_AGENT "
-		     "to a copy that user can read", uid, agent);
+		inject_fail(err, len, "the target's user (uid %lu) may not read the "
+			    "agent %s (the file, or a directory above it, e.g. a "
+			    "private home); install ymtop where every user can read it "
+			    "(make install), or set YM_AGENT to a copy that user can "
+			    "read", uid, agent);
 	} else
-		inject_fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent, why);
+		inject_fail(err, len, "dlopen(\"%s\") failed in the target: %s", agent,
+			    why);
 	return gone ? -2 : -1;
 }
 
@@ -217,7 +220,7 @@ static int small_call(struct borrow *t, uintptr_t fn, const char *str,
 	if (str) {
 		if (strlen(str) >= 64 || inject_mem_write(t, str_at, str, strlen(str) + 1) != 0) {
 			inject_fail(err, len, "cannot write the target's memory: %s",
-			     strerror(errno));
+				    strerror(errno));
 			return -1;
 		}
 		a0 = str_at;
@@ -261,9 +264,10 @@ static int bring_agent(struct borrow *t, const struct libc_syms *s,
 			return rc;
 	}
 	if (r < 0 || r > INT_MAX) {
-		inject_fail(err, len, "process %ld could create no memfd nor unnamed file to "
-		     "bring the agent into its mount namespace; copy libymagent.so into "
-		     "it and set YM_AGENT to its path there", (long)t->pid);
+		inject_fail(err, len, "process %ld could create no memfd nor unnamed "
+			    "file to bring the agent into its mount namespace; copy "
+			    "libymagent.so into it and set YM_AGENT to its path there",
+			    (long)t->pid);
 		return -1;
 	}
 	*fd = (int)r;
@@ -285,7 +289,7 @@ static int bring_agent(struct borrow *t, const struct libc_syms *s,
 		close(in);
 	if (!ok) {
 		inject_fail(err, len, "cannot copy %s into process %ld's %s: %s", agent,
-		     (long)t->pid, there, strerror(e));
+			    (long)t->pid, there, strerror(e));
 		int64_t ignored;
 		if (small_call(t, s->close, NULL, (uint64_t)*fd, 0, 0, &ignored,
 			       err, len) == -2)
@@ -301,7 +305,8 @@ static int save_code(struct borrow *t, const struct libc_syms *s, char *err,
 {
 	t->code_at = s->entry;
 	if (inject_mem_read(t, t->code_at, t->code, sizeof t->code) != 0) {
-		inject_fail(err, len, "cannot read the target's memory: %s", strerror(errno));
+		inject_fail(err, len, "cannot read the target's memory: %s",
+			    strerror(errno));
 		return -1;
 	}
 	t->code_saved = 1;
@@ -318,9 +323,10 @@ int inject_load_agent(struct borrow *t, const struct libc_syms *s,
 	if (!bring)
 		return dlopen_agent(t, s, agent, err, len);
 	if (!s->close || (!s->memfd_create && !s->open)) {
-		inject_fail(err, len, "the target's C library lacks memfd_create, open or "
-		     "close to bring the agent in; copy libymagent.so into the "
-		     "process's mount namespace and set YM_AGENT to its path there");
+		inject_fail(err, len, "the target's C library lacks memfd_create, open "
+			    "or close to bring the agent in; copy libymagent.so into "
+			    "the process's mount namespace and set YM_AGENT to its "
+			    "path there");
 		return -1;
 	}
 	int fd;
@@ -353,8 +359,9 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 	static const char sym[] = "ymagent_start";
 	uint64_t str_at = below_red_zone(t, 64);
 	if (!s->dlsym || inject_mem_write(t, str_at, sym, sizeof sym) != 0) {
-		inject_fail(err, len, "process %ld (%s) has the agent loaded but no segment, and "
-		     "ymtop cannot reach the agent to start it", (long)t->pid, name);
+		inject_fail(err, len, "process %ld (%s) has the agent loaded but no "
+			    "segment, and ymtop cannot reach the agent to start it",
+			    (long)t->pid, name);
 		return -1;
 	}
 	struct call c = {
@@ -367,10 +374,10 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 	if (inject_remote_call(t, &c, &fn, &gone, err, len) != 0)
 		return gone ? -2 : -1;
 	if (!fn) {
-		inject_fail(err, len, "process %ld (%s) has the agent loaded but no segment, and "
-		     "the agent has no ymagent_start (an older agent, or loaded "
-		     "privately): restart it under this version's agent", (long)t->pid,
-		     name);
+		inject_fail(err, len, "process %ld (%s) has the agent loaded but no "
+			    "segment, and the agent has no ymagent_start (an older "
+			    "agent, or loaded privately): restart it under this "
+			    "version's agent", (long)t->pid, name);
 		return -1;
 	}
 	c.fn = (uintptr_t)fn;
@@ -378,9 +385,10 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 	if (inject_remote_call(t, &c, &ok, &gone, err, len) != 0)
 		return gone ? -2 : -1;
 	if ((int32_t)ok != 1) {
-		inject_fail(err, len, "process %ld (%s) has the agent loaded but it is passive: "
-		     "disabled (YM_DISABLE), not following forks (YM_FOLLOW_FORK=0), or "
-		     "it failed at start (see its stderr)", (long)t->pid, name);
+		inject_fail(err, len, "process %ld (%s) has the agent loaded but it is "
+			    "passive: disabled (YM_DISABLE), not following forks "
+			    "(YM_FOLLOW_FORK=0), or it failed at start (see its "
+			    "stderr)", (long)t->pid, name);
 		return -1;
 	}
 	return 0;
