@@ -1,20 +1,27 @@
 /* The ptrace injector on its own, without the agent: load an ordinary
  * library into a child (cat on pipes) and check that the child noticed
- * nothing; the refusals that need no special target. */
+ * nothing; the refusals that need no special target; libc's symbols read
+ * from this machine's libc, and from truncated, forged or non-ELF files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "ptrace/inject.h"
+#include "ptrace/libcsyms.h"
+#include "ptrace/procfs.h"
 
 #define LIBZ "/lib/x86_64-linux-gnu/libz.so.1"
 
@@ -166,6 +173,166 @@ static void refuses_a_stopped_process(void **state)
 	finish(&c);
 }
 
+/* ---- libc's dynamic symbols (libcsyms.c) ---- */
+
+/* What ld.so resolves name to in libc itself (a handle on libc: never an
+ * executable's PLT slot, nor a sanitizer's interceptor). */
+static uintptr_t in_libc(const char *name)
+{
+	void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(h);
+	void *p = dlsym(h, name);
+	dlclose(h);
+	assert_non_null(p);
+	return (uintptr_t)p;
+}
+
+static void finds_what_it_calls_in_this_libc(void **state)
+{
+	(void)state;
+	struct tmaps m;
+	assert_int_equal(inject_read_maps(getpid(), &m), 0);
+	assert_true(m.have_libc);
+	struct libc_syms s;
+	char err[512] = "";
+	int rc = inject_libc_symbols(getpid(), &m, &s, err, sizeof err);
+	if (rc != 0)
+		print_error("libc_symbols: %s\n", err);
+	assert_int_equal(rc, 0);
+	assert_int_equal(s.dlopen, in_libc("dlopen"));
+	assert_int_equal(s.dlsym, in_libc("dlsym"));
+	assert_int_equal(s.dlerror, in_libc("dlerror"));
+	assert_int_equal(s.memfd_create, in_libc("memfd_create"));
+	assert_int_equal(s.open, in_libc("open"));
+	assert_int_equal(s.close, in_libc("close"));
+	/* The allocator lies inside its bounds, dlopen outside them. */
+	assert_true(s.malloc_text.lo < s.malloc_text.hi);
+	uintptr_t fns[] = { in_libc("malloc"), in_libc("free"), in_libc("realloc") };
+	for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
+		assert_true(fns[i] >= s.malloc_text.lo && fns[i] < s.malloc_text.hi);
+	assert_false(s.dlopen >= s.malloc_text.lo && s.dlopen < s.malloc_text.hi);
+	/* The entry point is code of this libc. */
+	Dl_info info;
+	assert_true(dladdr((void *)s.entry, &info) != 0);
+	assert_int_equal((uintptr_t)info.dli_fbase, m.libc_base);
+}
+
+/* A copy of this process's libc at path, cut to len bytes (or whole when
+ * len is (size_t)-1); its size in *size. */
+static void copy_libc(const struct tmaps *m, const char *path, size_t len,
+		      size_t *size)
+{
+	int in = open(m->libc, O_RDONLY | O_CLOEXEC);
+	assert_true(in >= 0);
+	struct stat st;
+	assert_int_equal(fstat(in, &st), 0);
+	*size = (size_t)st.st_size;
+	if (len > *size)
+		len = *size;
+	char *buf = malloc(len ? len : 1);
+	assert_non_null(buf);
+	assert_int_equal(pread(in, buf, len, 0), (ssize_t)len);
+	close(in);
+	int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(out >= 0);
+	assert_int_equal(write(out, buf, len), (ssize_t)len);
+	close(out);
+	free(buf);
+}
+
+/* inject_libc_symbols on the file at path, as a process's C library
+ * mapped nowhere (so it is opened by its path). */
+static int symbols_of(const char *path, struct libc_syms *s, char *err, size_t len)
+{
+	struct tmaps m;
+	memset(&m, 0, sizeof m);
+	snprintf(m.libc, sizeof m.libc, "%s", path);
+	m.have_libc = 1;
+	err[0] = '\0';
+	return inject_libc_symbols(getpid(), &m, s, err, len);
+}
+
+/* Set field (an offset in Elf64_Shdr) of the SHT_DYNSYM section header of
+ * the file at path to v. */
+static void forge_dynsym(const char *path, size_t field, uint64_t v32or64,
+			 size_t width)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	Elf64_Ehdr eh;
+	assert_int_equal(pread(fd, &eh, sizeof eh, 0), (ssize_t)sizeof eh);
+	int done = 0;
+	for (unsigned i = 0; i < eh.e_shnum && !done; i++) {
+		Elf64_Shdr sh;
+		off_t at = (off_t)(eh.e_shoff + i * sizeof sh);
+		assert_int_equal(pread(fd, &sh, sizeof sh, at), (ssize_t)sizeof sh);
+		if (sh.sh_type == SHT_DYNSYM) {
+			assert_int_equal(pwrite(fd, &v32or64, width, at + (off_t)field),
+					 (ssize_t)width);
+			done = 1;
+		}
+	}
+	close(fd);
+	assert_true(done);
+}
+
+static void fails_cleanly_on_a_truncated_forged_or_non_elf_libc(void **state)
+{
+	(void)state;
+	struct tmaps m;
+	assert_int_equal(inject_read_maps(getpid(), &m), 0);
+	assert_true(m.have_libc);
+	char path[] = "/tmp/ym_test_libcXXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	struct libc_syms s, whole;
+	char err[512];
+	size_t size;
+
+	/* The whole copy reads as the library itself does (the base apart). */
+	copy_libc(&m, path, (size_t)-1, &size);
+	assert_int_equal(symbols_of(path, &whole, err, sizeof err), 0);
+	struct libc_syms mapped;
+	assert_int_equal(inject_libc_symbols(getpid(), &m, &mapped, err, sizeof err), 0);
+	assert_int_equal(whole.dlopen + m.libc_base, mapped.dlopen);
+	assert_int_equal(whole.entry + m.libc_base, mapped.entry);
+
+	/* Cut anywhere: before, inside and after the ELF header, in the
+	 * middle, one byte short of the section headers' end. */
+	size_t cuts[] = { 0, 3, 16, 63, 64, 4096, size / 2, size - 1 };
+	for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+		copy_libc(&m, path, cuts[i], &size);
+		assert_int_equal(symbols_of(path, &s, err, sizeof err), -1);
+		assert_non_null(strstr(err, path));
+	}
+
+	/* A dynamic symbol table said to run past the end of the file, or
+	 * whose strings are in a section that does not exist. */
+	copy_libc(&m, path, (size_t)-1, &size);
+	forge_dynsym(path, offsetof(Elf64_Shdr, sh_size), (uint64_t)size * 4, 8);
+	assert_int_equal(symbols_of(path, &s, err, sizeof err), -1);
+	assert_non_null(strstr(err, "no dynamic symbol table"));
+	copy_libc(&m, path, (size_t)-1, &size);
+	forge_dynsym(path, offsetof(Elf64_Shdr, sh_link), 0xffff, 4);
+	assert_int_equal(symbols_of(path, &s, err, sizeof err), -1);
+	assert_non_null(strstr(err, "no dynamic symbol table"));
+
+	/* Not ELF at all. */
+	int out = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	assert_true(out >= 0);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(write(out, "not a library\n", 14), 14);
+	close(out);
+	assert_int_equal(symbols_of(path, &s, err, sizeof err), -1);
+	assert_non_null(strstr(err, "is not an x86-64 ELF library"));
+
+	/* No such file. */
+	unlink(path);
+	assert_int_equal(symbols_of(path, &s, err, sizeof err), -1);
+	assert_non_null(strstr(err, "cannot read the target's C library"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -174,6 +341,8 @@ int main(void)
 		cmocka_unit_test(dlopen_failure_is_reported_and_harmless),
 		cmocka_unit_test(refuses_a_missing_process),
 		cmocka_unit_test(refuses_a_stopped_process),
+		cmocka_unit_test(finds_what_it_calls_in_this_libc),
+		cmocka_unit_test(fails_cleanly_on_a_truncated_forged_or_non_elf_libc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,214 @@
+/* procfs: see procfs.h.  Everything here only reads /proc. */
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ptrace/procfs.h"
+
+/* -errno of a failed call, never 0 (which callers take for success). */
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
+int inject_read_status(pid_t pid, struct pstatus *ps)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	memset(ps, 0, sizeof *ps);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return neg_errno();
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "Name:", 5)) {
+			sscanf(line + 5, " %63[^\n]", ps->name);
+		} else if (!strncmp(line, "State:", 6)) {
+			sscanf(line + 6, " %c", &ps->state);
+		} else if (!strncmp(line, "Tgid:", 5)) {
+			ps->tgid = (pid_t)atol(line + 5);
+		} else if (!strncmp(line, "Uid:", 4)) {
+			ps->uid = (uid_t)strtoul(line + 4, NULL, 10);
+		} else if (!strncmp(line, "TracerPid:", 10)) {
+			ps->tracer = (pid_t)atol(line + 10);
+		} else if (!strncmp(line, "Seccomp:", 8)) {
+			ps->seccomp = atoi(line + 8);
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+/* Open the file mapped at lo in pid: through /proc/PID/map_files (the
+ * very file, whatever namespace or chroot it lives in; needs root), else
+ * through /proc/PID/root (the path as maps shows it is relative to the
+ * reader's root when the file is reachable from it, to the target's
+ * otherwise: a chroot shows host paths).  -1 when neither opens. */
+int inject_open_mapped(pid_t pid, uintptr_t lo, const char *path)
+{
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof p, "/proc/%ld/map_files", (long)pid);
+	DIR *d = opendir(p);
+	if (d) {
+		char want[32];
+		int wl = snprintf(want, sizeof want, "%lx-", (unsigned long)lo);
+		struct dirent *e;
+		int fd = -1;
+		while (fd < 0 && (e = readdir(d)) != NULL)
+			if (!strncmp(e->d_name, want, (size_t)wl)) {
+				snprintf(p, sizeof p, "/proc/%ld/map_files/%s", (long)pid,
+					 e->d_name);
+				fd = open(p, O_RDONLY | O_CLOEXEC);
+			}
+		closedir(d);
+		if (fd >= 0)
+			return fd;
+	}
+	snprintf(p, sizeof p, "/proc/%ld/root%s", (long)pid, path);
+	return open(p, O_RDONLY | O_CLOEXEC);
+}
+
+int inject_read_maps(pid_t pid, struct tmaps *m)
+{
+	char path[64], line[PATH_MAX + 128];
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	memset(m, 0, sizeof *m);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return neg_errno();
+	m->ldso.lo = UINTPTR_MAX;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi, off;
+		char perms[8];
+		int n = 0;
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off,
+			   &n) < 4 || n == 0)
+			continue;
+		char *p = line + n;
+		p[strcspn(p, "\n")] = '\0';
+		if (*p != '/')
+			continue;
+		const char *b = base_name(p);
+		if (!strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7)) {
+			if (!m->have_libc && off == 0) {
+				snprintf(m->libc, sizeof m->libc, "%s", p);
+				m->libc_base = lo;
+				m->have_libc = 1;
+			}
+		} else if (!strncmp(b, "ld-linux", 8) || !strncmp(b, "ld-2.", 5)) {
+			if (perms[2] == 'x') {
+				if (lo < m->ldso.lo)
+					m->ldso.lo = lo;
+				if (hi > m->ldso.hi)
+					m->ldso.hi = hi;
+			}
+		} else if (!strcmp(b, "libymagent.so") ||
+			   !strncmp(b, "memfd:libymagent.so", 19)) {
+			m->has_agent = 1;
+		}
+	}
+	fclose(f);
+	if (m->ldso.lo == UINTPTR_MAX)
+		m->ldso.lo = 0;
+	return 0;
+}
+
+int inject_exe_machine(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/exe", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	Elf64_Ehdr eh;
+	ssize_t n = pread(fd, &eh, sizeof eh, 0);
+	close(fd);
+	if (n < (ssize_t)EI_NIDENT || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+		return -1;
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64)
+		return -2;
+	if (n != (ssize_t)sizeof eh)
+		return -1;
+	return eh.e_machine == EM_X86_64 ? 0 : eh.e_machine;
+}
+
+/* The start of a small /proc file, in one read, into buf (size > 1
+ * bytes), terminated.  Its length (0: empty), or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+static char task_state(pid_t pid, pid_t tid)
+{
+	char path[96], buf[512];
+	snprintf(path, sizeof path, "/proc/%ld/task/%ld/stat", (long)pid, (long)tid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return '?';
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+int inject_list_tids(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return neg_errno();
+	int n = 0;
+	tids[n++] = pid;   /* the main thread first: usually blocked, idle */
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && n < max) {
+		long v = strtol(e->d_name, NULL, 10);
+		if (v > 0 && v != pid)
+			tids[n++] = (pid_t)v;
+	}
+	closedir(d);
+	/* Sleeping threads first (stable: the main thread leads among them):
+	 * one blocked in a system call is cheap to stop and rarely inside
+	 * the allocator; a running one may be anywhere. */
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (task_state(pid, tids[i]) == 'S') {
+			pid_t v = tids[i];
+			memmove(&tids[k + 1], &tids[k], (size_t)(i - k) * sizeof *tids);
+			tids[k++] = v;
+		}
+	return n;
+}
+
+/* Is pid another ymtop (this program, or one named so)?  Two ymtop -p
+ * started at once on a fresh target: the second finds the first tracing
+ * it, which is no debugger to blame. */
+int inject_is_ymtop(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	struct stat a, b;
+	snprintf(path, sizeof path, "/proc/%ld/exe", (long)pid);
+	if (stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return 1;
+	snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
+	if (read_small(path, comm, sizeof comm) <= 0)
+		return 0;
+	comm[strcspn(comm, "\n")] = '\0';
+	return !strcmp(comm, "ymtop");
+}
