@@ -90,6 +90,12 @@ AGENT_SRC := $(wildcard injector/agent/*.c) injector/resume.c shm/layout.c \
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
+# Check builds: the agent's YM_ASSERTs (injector/agent/base.h) are
+# compiled into the agent of a sanitizer build (the agent itself is not
+# sanitized) and into the unit and TSan tests; release builds have none.
+ifneq ($(SANITIZER),)
+AGENT_CFLAGS += -DYM_ASSERTS=1
+endif
 
 $(B)/agent/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -171,7 +177,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
 TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
 $(B)/unit/%: tests/unit/%.c $(wildcard shm/*.[ch] tui/*.[ch] tui/*/*.[ch] injector/*.[ch] injector/*/*.[ch] include/ymtop/*.h) | $(TUI_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Ishm -Itui -Iinjector -o $@ $< \
+	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -DYM_ASSERTS=1 -Ishm -Itui -Iinjector -o $@ $< \
 	  $(patsubst @tui,$(TUI_LIB_OBJ),$(shell cat tests/unit/$*.deps 2>/dev/null)) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
 
@@ -204,14 +210,15 @@ unit: $(UNIT_BIN)
 # concurrent segment reader (tests/tsan; the agent itself cannot run under
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
-TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/backing.c shm/layout.c shm/reader.c
+TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/live.c \
+            injector/agent/backing.c injector/agent/base.c shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
 # gcc warns that TSan does not model atomic_thread_fence (the live table's
 # seqcount); clang has no such warning (nor the option).
 TSAN_WNO := $(shell $(CC) -Werror -Wno-tsan -fsyntax-only -x c /dev/null 2>/dev/null && echo -Wno-tsan)
 $(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/agent/*.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -Iinjector \
+	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -DYM_ASSERTS=1 -Iinjector \
 	  -fsanitize=thread $(TSAN_WNO) -o $@ $(TSAN_SRC) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) -lpthread
 
