@@ -5,11 +5,14 @@
  *   take the slow path), the giant compare, the real call, the usable
  *   size (one load of the header glibc just wrote), three counter bumps
  *   in this thread's own cache line and the byte countdown, charged with
- *   the usable size (sample.h says why): about 20 instructions around
- *   the real call.
- *   free:   the TLS load, NULL and bootstrap compares, two counter bumps,
- *   one bit of the 4 KiB sample filter, then a tail call: about 25
- *   instructions.
+ *   the usable size (sample.h says why): 32 instructions, one call.
+ *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
+ *   blocks, possible samples, every block under another allocator), two
+ *   counter bumps, then a tail call: 23 instructions.
+ *
+ * (Counts of the release build, written beside each function; recount
+ * after any change there: objdump -d --disassemble=free libymagent.so.
+ * Check builds add the YM_ASSERTs, release builds nothing.)
  *
  * No lock, no atomic read-modify-write, no syscall.  Anything else (first
  * call, nested call, no slot yet, due sample, giant request, filter hit)
@@ -212,12 +215,19 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 	return p;
 }
 
+/* Fast path, measured (objdump -d --disassemble=malloc on the release
+ * libymagent.so, x86-64, gcc 12 -O2): 32 instructions from entry to ret,
+ * one call, five tests: the frame (3), the TLS gate word and the giant
+ * compare (6), two counter adds and t->pending (3), the real call (1),
+ * NULL (2), glibc_usable (3), the usable size from glibc's header (7),
+ * one counter add (1), the countdown (2), the return (4).  clang 14: 34. */
 EXPORT void *malloc(size_t n)
 {
 	struct agent_tls *t = &agent_tls;
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return malloc_slow(t, n);
+	agent_assert_fast(t, s);
 	/* Counted before the call, so that only s (and t's offset from the
 	 * thread pointer) live across it. */
 	thread_count_call(s, n);
@@ -257,6 +267,11 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 	agent_next.free(p);
 }
 
+/* Fast path, measured as malloc's: 23 instructions ending in a tail call
+ * (no frame), two tests: the TLS gate word (4), one bit of the gate
+ * (9: the gate invariant, live.h, makes this one test enough to read
+ * glibc's header below), the usable size (7), two counter adds (2), the
+ * jump to the real free (1).  clang 14: 24. */
 EXPORT void free(void *p)
 {
 	struct agent_tls *t = &agent_tls;
@@ -265,6 +280,7 @@ EXPORT void free(void *p)
 		free_slow(t, p);
 		return;
 	}
+	agent_assert_fast(t, s);
 	if (unlikely(agent_filter_maybe(p))) {
 		free_other(s, p);
 		return;
@@ -300,6 +316,8 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
+/* Fast path: 42 instructions to ret (clang 14: 44): malloc's, with the
+ * overflow-checked multiply, and the counters all after the call. */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
@@ -309,6 +327,7 @@ EXPORT void *calloc(size_t a, size_t b)
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return calloc_slow(t, a, b, n);
+	agent_assert_fast(t, s);
 	void *p = agent_next.calloc(a, b);
 	if (likely(p != NULL))
 		after_alloc(t, s, p, n);
@@ -387,7 +406,7 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, void *p, size_t n)
 	return NULL;
 }
 
-/* Fast path: the TLS gate word, one bit of the filter (which is set for
+/* Fast path, 66 instructions to ret (clang 14: 65): the TLS gate word, one bit of the filter (which is set for
  * NULL, bootstrap blocks and possible samples, and everywhere when
  * filter_all: so the block is glibc's and not sampled), the old usable
  * size, five counter bumps, the real call, the new usable size and the
@@ -398,6 +417,7 @@ EXPORT void *realloc(void *p, size_t n)
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL || agent_filter_maybe(p)))
 		return realloc_slow(t, p, n);
+	agent_assert_fast(t, s);
 	size_t old = agent_usable_glibc(p);
 	thread_count_free(s, old);
 	thread_count_call(s, n);

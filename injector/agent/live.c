@@ -60,6 +60,7 @@ static void gate_update(uint32_t w)
 	 * when filter_all) would still take the line from the other CPUs. */
 	if (__atomic_load_n(&agent_filter[w], __ATOMIC_RELAXED) != v)
 		__atomic_store_n(&agent_filter[w], v, __ATOMIC_RELEASE);
+	YM_ASSERT(!filter_all || agent_filter[w] == ~0ULL);
 }
 
 void live_filter_pin(const void *p)
@@ -117,6 +118,8 @@ int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
 {
 	exact = exact_mode;
 	filter_all = exact_mode || !glibc_usable;
+	/* The gate invariant (live.h): what free's fast path relies on. */
+	YM_ASSERT(filter_all || glibc_usable);
 	/* A chain head for every two entries of the segment's table. */
 	uint32_t n = shm_live_capacity(max_live), cap = n / 2 ? n / 2 : 1;
 	/* Mapped once a process (a child keeps its parent's, emptied);
@@ -317,6 +320,7 @@ static uint64_t stripe_lock(struct ym_stripe *st, uint32_t spins)
 
 static void stripe_unlock(struct ym_stripe *st, uint64_t odd)
 {
+	YM_ASSERT((odd & 1) && __atomic_load_n(&st->seq, __ATOMIC_RELAXED) == odd);
 	__atomic_store_n(&st->seq, odd + 1, __ATOMIC_RELEASE);
 }
 
@@ -440,6 +444,7 @@ int live_has(uint64_t addr)
  * someone else: then the address is treated as not there). */
 static uint32_t *live_link(const struct ym_stripe *st, uint64_t addr)
 {
+	YM_ASSERT(__atomic_load_n(&st->seq, __ATOMIC_RELAXED) & 1);
 	uint32_t s = stripe_no(st), used = (uint32_t)st->used;
 	uint32_t *l = live_head(s, addr);
 	for (uint32_t n = 0; n <= used; n++) {
@@ -546,6 +551,7 @@ int live_remove(uint64_t addr, uint32_t tid, struct ym_live *out, uint32_t spins
  * stayed busy. */
 int live_insert(const struct ym_live *e, uint32_t tid, uint32_t spins)
 {
+	YM_ASSERT(e->addr != 0);   /* 0 marks a free entry */
 	struct ym_stripe *st = stripe_of(e->addr);
 	uint64_t seq = stripe_lock(st, spins);
 	if (!seq)
