@@ -22,6 +22,8 @@ void agent_warn(const char *a, const char *b, const char *c)
 	(void)w;
 }
 
+#ifdef YM_ASSERTS
+/* Check builds only: a release agent has no abort to call. */
 void agent_assert_fail(const char *file, int line, const char *cond)
 {
 	char num[21];
@@ -37,6 +39,7 @@ void agent_assert_fail(const char *file, int line, const char *cond)
 	agent_warn(where, ": assertion failed: ", cond);
 	abort();
 }
+#endif
 
 /* gettext, behind strerror, may allocate under a lock its caller holds (a
  * postmaster hung for good in bindtextdomain this way).  strerrordesc_np

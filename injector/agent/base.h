@@ -32,7 +32,7 @@
 #define YM_ASSERT(cond) do { (void)sizeof(!(cond)); } while (0)
 #endif
 
-__attribute__((noreturn, cold))
+__attribute__((noreturn, cold))   /* base.c, with YM_ASSERTS only */
 void agent_assert_fail(const char *file, int line, const char *cond) AGENT_HIDDEN;
 
 /* One line on stderr, "ymagent: " a b c, with write(2): no stdio, no
