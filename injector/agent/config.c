@@ -68,37 +68,37 @@ static int env_bool(const char *name, int def)
 
 void agent_configure(void)
 {
-	if (agent_cfg.configured)
+	struct agent_config *c = &agent_cfg;
+	if (c->configured)
 		return;
-	agent_cfg.configured = 1;
-	agent_cfg.disabled = env_bool("YM_DISABLE", 0);
-	agent_cfg.rate = env_num("YM_SAMPLE_RATE", YM_DEFAULT_SAMPLE_RATE, 1,
-			     1ULL << 40);
-	agent_cfg.max_depth = (uint32_t)env_num("YM_MAX_DEPTH", YM_DEFAULT_MAX_DEPTH,
-					    1, YM_LIMIT_DEPTH);
+	c->configured = 1;
+	c->disabled = env_bool("YM_DISABLE", 0);
+	c->rate = env_num("YM_SAMPLE_RATE", YM_DEFAULT_SAMPLE_RATE, 1, 1ULL << 40);
+	c->max_depth = (uint32_t)env_num("YM_MAX_DEPTH", YM_DEFAULT_MAX_DEPTH,
+					 1, YM_LIMIT_DEPTH);
 	/* The segment holds one more record: the overflow stack. */
-	agent_cfg.max_stacks = (uint32_t)env_num("YM_MAX_STACKS",
-					     YM_DEFAULT_MAX_STACKS, 16,
-					     YM_LIMIT_STACKS - 1);
-	agent_cfg.max_live = (uint32_t)env_num("YM_MAX_LIVE",
-					   agent_cfg.rate == 1 ? YM_DEFAULT_MAX_LIVE_EXACT
-							   : YM_DEFAULT_MAX_LIVE,
-					   64, YM_LIMIT_LIVE);
-	agent_cfg.max_threads = (uint32_t)env_num("YM_MAX_THREADS",
-					      YM_DEFAULT_MAX_THREADS, 16,
-					      YM_LIMIT_THREADS);
-	agent_cfg.giant = env_num("YM_GIANT_BYTES", YM_DEFAULT_GIANT_BYTES, 1,
-			      UINT64_MAX);
+	c->max_stacks = (uint32_t)env_num("YM_MAX_STACKS",
+					  YM_DEFAULT_MAX_STACKS, 16,
+					  YM_LIMIT_STACKS - 1);
+	c->max_live = (uint32_t)env_num("YM_MAX_LIVE",
+					c->rate == 1 ? YM_DEFAULT_MAX_LIVE_EXACT
+						     : YM_DEFAULT_MAX_LIVE,
+					64, YM_LIMIT_LIVE);
+	c->max_threads = (uint32_t)env_num("YM_MAX_THREADS",
+					   YM_DEFAULT_MAX_THREADS, 16,
+					   YM_LIMIT_THREADS);
+	c->giant = env_num("YM_GIANT_BYTES", YM_DEFAULT_GIANT_BYTES, 1,
+			   UINT64_MAX);
 	const char *act = getenv("YM_GIANT_ACTION");
-	agent_cfg.giant_fail = 0;
+	c->giant_fail = 0;
 	if (act && *act) {
 		if (!strcmp(act, "fail"))
-			agent_cfg.giant_fail = 1;
+			c->giant_fail = 1;
 		else if (strcmp(act, "report") != 0)
-			agent_warn("YM_GIANT_ACTION", " must be report or fail; using ",
-			     "report");
+			agent_warn("YM_GIANT_ACTION",
+				   " must be report or fail; using ", "report");
 	}
-	agent_cfg.follow_fork = env_bool("YM_FOLLOW_FORK", 1);
-	agent_cfg.seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
-	agent_cfg.keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
+	c->follow_fork = env_bool("YM_FOLLOW_FORK", 1);
+	c->seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
+	c->keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
 }

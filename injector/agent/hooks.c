@@ -406,11 +406,13 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, void *p, size_t n)
 	return NULL;
 }
 
-/* Fast path, 66 instructions to ret (clang 14: 65): the TLS gate word, one bit of the filter (which is set for
+/* Fast path, measured as malloc's: 66 instructions to ret (clang 14:
+ * 65), one call: the TLS gate word, one bit of the gate (which is set for
  * NULL, bootstrap blocks and possible samples, and everywhere when
- * filter_all: so the block is glibc's and not sampled), the old usable
- * size, five counter bumps, the real call, the new usable size and the
- * countdown charged with the growth of the usable size (sample.h). */
+ * filter_all: so the block is glibc's and not sampled, the gate
+ * invariant of live.h), the old usable size, four counter bumps, the
+ * real call, the new usable size, one bump and the countdown charged with
+ * the growth of the usable size (sample.h). */
 EXPORT void *realloc(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;

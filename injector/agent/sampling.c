@@ -141,7 +141,8 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	 * (repaired when the address is sampled again). */
 	found = live_remove((uint64_t)(uintptr_t)p, t->tid, &e, 1000000);
 	if (found)
-		table_count_free(&e, agent_now_ns(), table_own_counts(&t->plane, e.stack));
+		table_count_free(&e, agent_now_ns(),
+				 table_own_counts(&t->plane, e.stack));
 	agent_guard_leave(t);
 }
 

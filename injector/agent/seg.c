@@ -114,7 +114,8 @@ static int segment_create(void)
 	struct ym_header *h = map;
 	/* What is written now: the header (backed by shm_create), the
 	 * control block, slot 0 (threads_map_segment) and the tables' first
-	 * records (table_init_segment, live_init_segment).  The rest is backed when first used. */
+	 * records (table_init_segment, live_init_segment).  The rest is
+	 * backed when first used. */
 	backing_init(b, size, rc);
 	backing_mark(b, YM_HEADER_SIZE);   /* shm_create populated it */
 	const struct ym_section *cs = &sec[YM_SEC_CONTROL];
