@@ -16,9 +16,15 @@
 #ifndef YMTOP_AGENT_SEGPRIV_H
 #define YMTOP_AGENT_SEGPRIV_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ymtop/segment.h"
+
+/* The words are where the agent's next and free[] always were (ABI 4):
+ * renaming them changed no byte. */
+_Static_assert(offsetof(struct ym_live, agent_private0) == 48, "live link");
+_Static_assert(offsetof(struct ym_stripe, agent_private) == 24, "free lanes");
 
 /* Free lanes a stripe keeps (live.c, live_take says why). */
 #define YM_STRIPE_LANES 8
