@@ -89,6 +89,12 @@ AGENT_SRC := $(wildcard injector/agent/*.c) injector/resume.c shm/layout.c \
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
+# Check builds: the agent's YM_ASSERTs (injector/agent/base.h) are
+# compiled into the agent of a sanitizer build (the agent itself is not
+# sanitized) and into the unit and TSan tests; release builds have none.
+ifneq ($(SANITIZER),)
+AGENT_CFLAGS += -DYM_ASSERTS=1
+endif
 
 $(B)/agent/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -190,17 +196,15 @@ endif
 # The linker takes an archive member for ANY symbol still undefined, libc's
 # too: so the agent's interposers are never in libymagent-test.a (hooks.c
 # defines malloc and free, got.c patches GOTs: a test calling malloc would
-# get the agent in itself), nor agent.c, which owns the agent's globals
-# and constructor; a test of table.c defines the globals it reads (agent,
-# agent_tls, agent_giant_limit: test_table.c), and without them its link
-# fails, loudly.  UNIT_LIBS_<test> adds a test's own libraries.
+# get the agent in itself), nor life.c, which holds the agent's constructor.
+# UNIT_LIBS_<test> adds a test's own libraries.
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
 TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
 TEST_LIB_SRC := $(wildcard tests/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(B)/tui/%.o)
-AGENT_TEST_SRC := $(filter-out injector/agent/agent.c injector/agent/hooks.c \
-                    injector/agent/got.c $(TUI_SRC),$(AGENT_SRC))
+AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/got.c \
+                    injector/agent/life.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
 UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a
 UNIT_LIBS_test_unwind := -lunwind -ldl -lpthread -lstdc++
@@ -214,7 +218,7 @@ $(UNIT_ARCHIVES):
 
 $(B)/unit/%: tests/unit/%.c $(UNIT_ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -Itests/lib -o $@ $< $(UNIT_ARCHIVES) \
+	$(CC) $(CPPFLAGS) $(TUI_CFLAGS) -DYM_ASSERTS=1 -Itests/lib -o $@ $< $(UNIT_ARCHIVES) \
 	  $(UNIT_LIBS_$*) $(shell $(PKG_CONFIG) --libs cmocka) $(TUI_LIBS)
 
 # test_unwind's libraries, loaded with dlopen from its directory: the same
@@ -246,14 +250,15 @@ unit: $(UNIT_BIN)
 # concurrent segment reader (tests/tsan; the agent itself cannot run under
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
-TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/backing.c shm/layout.c shm/reader.c
+TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/live.c \
+            injector/agent/backing.c injector/agent/base.c shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
 # gcc warns that TSan does not model atomic_thread_fence (the live table's
 # seqcount); clang has no such warning (nor the option).
 TSAN_WNO := $(shell $(CC) -Werror -Wno-tsan -fsyntax-only -x c /dev/null 2>/dev/null && echo -Wno-tsan)
 $(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/agent/*.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -Iinjector \
+	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -DYM_ASSERTS=1 -Iinjector \
 	  -fsanitize=thread $(TSAN_WNO) -o $@ $(TSAN_SRC) \
 	  $(shell $(PKG_CONFIG) --libs cmocka) -lpthread
 

@@ -352,7 +352,9 @@ static inline struct ym_counts *ym_stack_counts(struct ym_stack *s)
 }
 
 /* One live sampled allocation.  addr == 0 marks a free entry.  One cache
- * line: stripes that write neighbouring entries share no line. */
+ * line: stripes that write neighbouring entries share no line.
+ * agent_private0 is the writer's own word (its meaning is private to the
+ * agent, injector/agent/segpriv.h): readers ignore it. */
 struct ym_live {
 	uint64_t addr;
 	uint64_t size;             /* requested size */
@@ -361,36 +363,25 @@ struct ym_live {
 	uint64_t birth_mono_ns;
 	uint32_t stack;
 	uint32_t tid;
-	uint32_t next;             /* the agent's: next in chain or free list */
+	uint32_t agent_private0;   /* the writer's; readers ignore it */
 	uint32_t reserved0;
 	uint64_t reserved1;
 };
 _Static_assert(sizeof(struct ym_live) == 64, "live size");
 
 /* A stripe of the live table: its lock and seqcount (odd: a writer is
- * inside), its number of live entries, how many of its entries it ever
- * handed out, and (the agent's) its free lists, alone in a cache line.
- * Readers need only seq, count and used. */
-#define YM_STRIPE_LANES 8
+ * inside), its number of live entries and how many of its entries it ever
+ * handed out, alone in a cache line.  Readers need only seq, count and
+ * used; agent_private[] is the writer's own (injector/agent/segpriv.h):
+ * readers ignore it. */
 struct ym_stripe {
 	uint64_t seq;
 	uint64_t count;
 	uint64_t used;
-	uint32_t free[YM_STRIPE_LANES];  /* the agent's: first free entry
-					    j + 1 of each lane */
+	uint32_t agent_private[8]; /* the writer's; readers ignore it */
 	uint64_t reserved[1];
 };
 _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
-
-/* The agent's stripe of an address in a table of `stripes` (a power of two
- * <= YM_LIMIT_STRIPES) stripes when it samples: bits 4.. of the address,
- * as its free filter, so that one filter word belongs to one stripe.  In
- * exact mode (no filter) it gives each 64 MiB region of addresses a
- * quarter of the stripes instead (injector/agent/table.c). */
-static inline uint32_t ym_live_stripe_of(uint64_t addr, uint32_t stripes)
-{
-	return ((uint32_t)(addr >> 4) & 0x7fffu) / (0x8000u / stripes);
-}
 
 /* Entry j of stripe s in the pool of a table of `stripes` stripes (more
  * than one only when each has at least 64 entries: whole blocks). */

@@ -32,7 +32,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "base.h"
+#include "threads.h"
 #include "got.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;

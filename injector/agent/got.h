@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "agent.h"
+#include "base.h"
 
 /* Take the real functions (dlsym(RTLD_DEFAULT)): before any patch.
  * 0 when malloc and free were found. */

@@ -7,6 +7,10 @@
  *
  * Guest code: no malloc, no lock, no stdio, no syscall.  The table is
  * static (.bss: pages are backed as they are touched, 256 KiB at most).
+ *
+ * Over 700 lines on purpose: one concern (CFI decoding, the rule cache
+ * and the walk) whose parts share the cache and the inline helpers of the
+ * per-frame path; split, each frame would pay calls across files.
  */
 #include <dlfcn.h>
 #include <stddef.h>

@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from ymlib import (AGENT, MiB, WORKLOAD, Target, functions, report,
+from ymlib import (AGENT, BUILD, MiB, WORKLOAD, Target, functions, report,
                    run_tests, site, site_total, within, ymtop, seg_path)
 
 SEEDED = {"YM_SEED": "12345"}
@@ -353,6 +353,53 @@ def test_no_segment_left_after_exit():
     p = subprocess.run(["sh", "-c", "echo $$"], env=env, capture_output=True,
                        text=True)
     assert not os.path.exists("/dev/shm/ymtop-" + p.stdout.strip())
+
+
+# ---- guest code: what the agent's objects may call ----
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# stdio (buffers, locks, allocation) and formatting.
+STDIO = {"printf", "fprintf", "vfprintf", "sprintf", "vsprintf", "snprintf",
+         "vsnprintf", "dprintf", "vdprintf", "puts", "fputs", "fputc", "putc",
+         "putchar", "fwrite", "fread", "fopen", "fdopen", "fclose", "fflush",
+         "fgets", "getline", "getdelim", "perror", "setvbuf", "setbuf",
+         "scanf", "sscanf", "fscanf", "open_memstream", "stdin", "stdout",
+         "stderr", "__printf_chk", "__fprintf_chk", "__sprintf_chk",
+         "__snprintf_chk", "__vsnprintf_chk", "__vfprintf_chk", "__fgets_chk",
+         "__isoc99_sscanf", "__isoc99_fscanf", "syslog"}
+# The allocator the agent hooks, and what calls it behind the scenes.
+MALLOC = {"malloc", "calloc", "realloc", "free", "reallocarray",
+          "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc",
+          "malloc_usable_size", "strdup", "strndup", "__strdup", "asprintf",
+          "vasprintf", "opendir", "fdopendir", "scandir", "qsort",
+          "backtrace", "dlerror", "strerror", "setlocale", "gettext"}
+
+
+def undefined(path, dynamic=False):
+    r = subprocess.run(["nm", "-u"] + (["-D"] if dynamic else []) + [path],
+                       capture_output=True, text=True, check=True)
+    return {line.split()[-1].split("@")[0] for line in r.stdout.splitlines()}
+
+
+def test_agent_objects_import_no_stdio_and_no_allocator():
+    """Guest code (injector/agent/ and the agent's half of resume) runs
+    inside the host's allocator calls: it may use neither stdio nor the
+    malloc family (the agent defines malloc; it must never call one).
+    Each object of the folder, and the library as a whole for the
+    allocator (shm/, linked in too, is checked through the library)."""
+    srcs = [os.path.join("injector", "agent", f[:-2]) for f in
+            sorted(os.listdir(os.path.join(ROOT, "injector", "agent")))
+            if f.endswith(".c")] + [os.path.join("injector", "resume")]
+    bad = {}
+    for src in srcs:
+        obj = os.path.join(BUILD, "agent", src + ".o")
+        assert os.path.exists(obj), obj
+        hit = undefined(obj) & (STDIO | MALLOC)
+        if hit:
+            bad[src] = sorted(hit)
+    assert not bad, bad
+    hit = undefined(AGENT, dynamic=True) & MALLOC
+    assert not hit, sorted(hit)
 
 
 if __name__ == "__main__":

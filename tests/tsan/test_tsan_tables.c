@@ -2,9 +2,9 @@
  * The agent's tables under ThreadSanitizer, with a concurrent reader.
  *
  * The agent itself cannot run under TSan (it replaces malloc, which the
- * TSan runtime owns), so this program links injector/agent/table.c with the
+ * TSan runtime owns), so this program links injector/agent/table.c and live.c with the
  * segment layout and the reader, builds a segment in a memfd the way
- * agent.c does, and runs what the agent's sampled path runs — table_intern
+ * seg.c does, and runs what the agent's sampled path runs — table_intern
  * (lock-free probe, locked insert, release publication), live insert and
  * remove under their stripes' locks, the per-stack counters, the single-writer
  * per-thread slots — from several writer threads at once, while a reader
@@ -29,14 +29,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
 #include "agent/backing.h"
+#include "agent/live.h"
+#include "agent/table.h"
 #include "shm.h"
 
-/* table.c's collaborators, normally in agent.c. */
-struct agent agent;
-__thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
-size_t agent_giant_limit = SIZE_MAX;
+/* The segment, as the agent's seg.c lays it out. */
+static struct ym_header *hdr;
+static struct ym_thread *threads;
+static struct ym_stripe *stripes;
 
 const char *__tsan_default_options(void);
 const char *__tsan_default_options(void)
@@ -72,15 +73,8 @@ static int exact, shared;
 
 static void make_segment(void)
 {
-	memset(&agent, 0, sizeof agent);
-	agent.rate = exact ? 1 : 4096;
-	agent.filter_all = exact;
 	writers_done = 0;
 	thread_failures = 0;
-	agent.max_depth = 8;
-	agent.max_stacks = 4096;
-	agent.max_live = 1024;
-	agent.max_threads = WRITERS + 1;
 	struct shm_caps caps = { 8, 4096, 1024, WRITERS + 1 };
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
@@ -98,19 +92,24 @@ static void make_segment(void)
 	h->total_size = size;
 	h->pid = (uint32_t)getpid();
 	h->sample_rate = 4096;
-	h->max_depth = agent.max_depth;
+	h->max_depth = 8;
 	memcpy(h->sections, sec, sizeof sec);
 	h->threads_used = WRITERS + 1;
-	agent.base = b;
-	agent.size = size;
-	agent.hdr = h;
-	agent.threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
+	hdr = h;
+	threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
+	stripes = (struct ym_stripe *)(b + sec[YM_SEC_STRIPES].offset);
 	/* Sparse, as the agent's: the tables back what they touch. */
 	backing_init(b, size, 0);
-	table_map_segment(b, sec);
-	assert_int_equal(table_init_private(), 0);
+	/* As the agent: private tables (emptied, as after a fork), then the
+	 * segment's. */
+	assert_int_equal(table_init_private(4096), 0);
+	assert_int_equal(live_init_private(1024, exact, 1), 0);
 	table_reset_private();
+	live_reset_private();
+	table_map_segment(b, sec);
+	live_map_segment(b, sec);
 	assert_int_equal(table_init_segment(), 0);
+	assert_int_equal(live_init_segment(), 0);
 	h->planes_used = WRITERS - 1;
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 }
@@ -130,16 +129,16 @@ static struct ym_counts *own(uint32_t id, uint32_t stack)
 static void *writer(void *arg)
 {
 	uint32_t id = (uint32_t)(uintptr_t)arg;
-	struct ym_thread *slot = &agent.threads[id + 1];
+	struct ym_thread *slot = &threads[id + 1];
 	struct ym_live held[HELD];
 	int nheld = 0;
 	uint64_t base = shared ? (1ULL << 40) + ((uint64_t)id << 24)
 			       : ((uint64_t)id + 1) << 40;
-	agent_tls.tid = id + 100;   /* free-list lanes: one each */
+	uint32_t tid = id + 100;   /* free-list lanes: one each */
 	/* As in the agent: the first writer counts into the stack records
 	 * (atomic adds), the others each into a counter plane of their own
 	 * (plain stores), which the reader sums. */
-	uint32_t cap = agent.hdr->sections[YM_SEC_STACKS].capacity;
+	uint32_t cap = hdr->sections[YM_SEC_STACKS].capacity;
 	if (id > 0)
 		CHECK(backing_get(table_plane_entry(id - 1, 0),
 				  cap * sizeof(struct ym_counts)) == 0);
@@ -161,13 +160,13 @@ static void *writer(void *arg)
 			.weight_bytes = 4096,
 			.weight_fx = 1u << 16,
 			.birth_mono_ns = i,
-			.tid = id + 100,
+			.tid = tid,
 		};
 		e.stack = table_intern(frames, 4, e.tid, i);
 		CHECK(e.stack != UINT32_MAX);
 		bump(&slot->t.alloc_objects, 1);
 		bump(&slot->t.alloc_bytes, e.size);
-		int ok = table_live_insert(&e, 1000000) > 0;
+		int ok = live_insert(&e, tid, 1000000) > 0;
 		if (ok)
 			table_count_alloc(&e, own(id, e.stack));
 		if (ok && nheld < HELD) {
@@ -177,7 +176,7 @@ static void *writer(void *arg)
 		/* Free the oldest held sample. */
 		if (nheld > 0) {
 			struct ym_live out;
-			CHECK(table_live_remove(held[0].addr, &out, 1000000));
+			CHECK(live_remove(held[0].addr, tid, &out, 1000000));
 			table_count_free(&out, i + 1, own(id, out.stack));
 			bump(&slot->t.free_objects, 1);
 			bump(&slot->t.free_bytes, out.size);
@@ -190,7 +189,7 @@ static void *writer(void *arg)
 	}
 	for (int k = 0; k < nheld; k++) {
 		struct ym_live out;
-		CHECK(table_live_remove(held[k].addr, &out, 1000000));
+		CHECK(live_remove(held[k].addr, tid, &out, 1000000));
 		table_count_free(&out, ROUNDS + 1, own(id, out.stack));
 		bump(&slot->t.free_objects, 1);
 		bump(&slot->t.free_bytes, out.size);
@@ -294,9 +293,9 @@ static void writers_and_reader_exact(void **state)
 	writers_and_reader(state);
 	exact = 0;
 	/* Four regions, four parts: every stripe had a writer. */
-	assert_int_equal(agent.part_log, 2);
+	assert_int_equal(live_part_log(), 2);
 	for (uint32_t k = 0; k < 16; k++)
-		assert_true(agent.stripes[k].used > 0);
+		assert_true(stripes[k].used > 0);
 }
 
 static void writers_and_reader_exact_one_region(void **state)
@@ -307,7 +306,7 @@ static void writers_and_reader_exact_one_region(void **state)
 	/* One region, one part: the other stripes never had a writer. */
 	uint32_t in_use = 0;
 	for (uint32_t k = 0; k < 16; k++)
-		in_use += agent.stripes[k].used > 0;
+		in_use += stripes[k].used > 0;
 	assert_int_equal(in_use, 4);
 }
 

@@ -1,6 +1,8 @@
-/* The agent's tables (injector/agent/table.c), white-box, on a segment laid out
- * as the agent's: a sparse shared file whose pages the tables back as they
- * touch them (injector/agent/backing.c). */
+/* The agent's tables (injector/agent/table.c, live.c), white-box, on a
+ * segment laid out as the agent's: a sparse shared file whose pages the
+ * tables back as they touch them (injector/agent/backing.c).  Through
+ * their contracts (table.h, live.h) and the segment itself, as a reader
+ * sees it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,17 +14,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
 #include "agent/backing.h"
+#include "agent/live.h"
 #include "agent/sample.h"
+#include "agent/segpriv.h"
+#include "agent/table.h"
 #include "shm.h"
 
-/* table.c's collaborators, normally in agent.c. */
-struct agent agent;
-__thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
-size_t agent_giant_limit = SIZE_MAX;
-
 static uint8_t *seg;
+static struct ym_header *hdr;
+static struct ym_section sec[YM_SEC_COUNT];
 static uint64_t seg_size;
 static int seg_fd = -1;
 
@@ -32,15 +33,7 @@ static int exact_mode;
 static int setup(void **state)
 {
 	(void)state;
-	memset(&agent, 0, sizeof agent);
-	agent.max_depth = 8;
-	agent.max_stacks = 16;
-	agent.max_live = max_live;
-	agent.max_threads = 4;
-	agent.rate = exact_mode ? 1 : 0;
-	agent.filter_all = exact_mode;
 	struct shm_caps caps = { 8, 16, max_live, 4 };
-	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
 	assert_int_equal(shm_layout(&caps, sec, &size), 0);
 	seg_fd = memfd_create("ymtop-test-table", MFD_CLOEXEC);
@@ -51,15 +44,45 @@ static int setup(void **state)
 	seg_size = size;
 	backing_init(seg, size, 0);
 	assert_int_equal(backing_get(seg, YM_HEADER_SIZE), 0);
-	agent.base = seg;
-	agent.hdr = (struct ym_header *)seg;
-	memcpy(agent.hdr->sections, sec, sizeof sec);
-	/* As the agent: private tables first, then the segment's. */
-	assert_int_equal(table_init_private(), 0);
+	hdr = (struct ym_header *)seg;
+	memcpy(hdr->sections, sec, sizeof sec);
+	/* As the agent: private tables first (as after a fork: empty), then
+	 * the segment's. */
+	assert_int_equal(table_init_private(16), 0);
+	assert_int_equal(live_init_private(max_live, exact_mode, 1), 0);
 	table_reset_private();
+	live_reset_private();
 	table_map_segment(seg, sec);
+	live_map_segment(seg, sec);
 	assert_int_equal(table_init_segment(), 0);
+	assert_int_equal(live_init_segment(), 0);
 	return 0;
+}
+
+/* The segment's sections, as a reader finds them. */
+static struct ym_stripe *stripe(uint32_t k)
+{
+	return (struct ym_stripe *)(seg + sec[YM_SEC_STRIPES].offset) + k;
+}
+
+static const struct ym_live *live_entry(uint64_t i)
+{
+	return (const struct ym_live *)(seg + sec[YM_SEC_LIVE].offset) + i;
+}
+
+static const struct ym_stack *stack_rec(uint32_t i)
+{
+	return (const struct ym_stack *)(seg + sec[YM_SEC_STACKS].offset +
+					 (size_t)i * sec[YM_SEC_STACKS].stride);
+}
+
+/* A reset, as the agent makes it: under the agent's lock. */
+static int reset(void)
+{
+	assert_int_equal(table_lock(10), 1);
+	int r = table_reset_counters();
+	table_unlock();
+	return r;
 }
 
 /* setup() with a live table of `live` entries, sampling or exact. */
@@ -115,21 +138,21 @@ static uint64_t file_bytes(void)
 
 static uint32_t stripes(void)
 {
-	return agent.hdr->sections[YM_SEC_STRIPES].capacity;
+	return hdr->sections[YM_SEC_STRIPES].capacity;
 }
 
 static uint64_t live_count(void)
 {
 	uint64_t n = 0;
 	for (uint32_t i = 0; i < stripes(); i++)
-		n += agent.stripes[i].count;
+		n += stripe(i)->count;
 	return n;
 }
 
 static int seqs_even(void)
 {
 	for (uint32_t i = 0; i < stripes(); i++)
-		if (agent.stripes[i].seq % 2)
+		if (stripe(i)->seq % 2)
 			return 0;
 	return 1;
 }
@@ -145,9 +168,8 @@ static void intern_finds_and_adds(void **state)
 	assert_int_equal(ib, 2);
 	assert_int_equal(table_intern(a, 3, 9, 200), ia);
 	assert_int_equal(table_intern(a, 2, 9, 200), 3);   /* prefix: distinct */
-	assert_int_equal(agent.hdr->stacks_used, 4);
-	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
-							       ia * agent.stack_stride);
+	assert_int_equal(hdr->stacks_used, 4);
+	const struct ym_stack *s = stack_rec(ia);
 	assert_int_equal(s->depth, 3);
 	assert_int_equal(s->frames[2], 0x3000);
 	assert_int_equal(s->tid, 7);
@@ -162,9 +184,9 @@ static void full_stack_table_overflows(void **state)
 		uint32_t k = table_intern(f, 1, 1, 1);
 		assert_true(k < 16);
 	}
-	assert_int_equal(agent.hdr->stacks_used, 16);
-	assert_int_equal(agent.hdr->drop_stacks, 40 - 15);
-	assert_true(agent.hdr->flags & YM_FLAG_OVERFLOWED);
+	assert_int_equal(hdr->stacks_used, 16);
+	assert_int_equal(hdr->drop_stacks, 40 - 15);
+	assert_true(hdr->flags & YM_FLAG_OVERFLOWED);
 }
 
 static struct ym_live entry(uint64_t addr, uint32_t stack)
@@ -184,7 +206,7 @@ static void live_insert_remove_with_collisions(void **state)
 	for (int i = 0; i < 40; i++) {
 		addr[i] = 0x10000 + (uint64_t)i * 0x100000;
 		struct ym_live e = entry(addr[i], st);
-		assert_int_equal(table_live_insert(&e, 10), 1);
+		assert_int_equal(live_insert(&e, 0, 10), 1);
 		table_count_alloc(&e, NULL);
 		assert_true(agent_filter_maybe((void *)addr[i]));
 	}
@@ -192,18 +214,17 @@ static void live_insert_remove_with_collisions(void **state)
 	/* Remove every other one; the rest must still be found. */
 	for (int i = 0; i < 40; i += 2) {
 		struct ym_live out;
-		assert_int_equal(table_live_remove(addr[i], &out, 10), 1);
+		assert_int_equal(live_remove(addr[i], 0, &out, 10), 1);
 		assert_int_equal(out.addr, addr[i]);
 		table_count_free(&out, 5000, NULL);
 	}
 	for (int i = 0; i < 40; i++)
-		assert_int_equal(table_live_has(addr[i]), i % 2);
+		assert_int_equal(live_has(addr[i]), i % 2);
 	struct ym_live out;
-	assert_int_equal(table_live_remove(0xdead0, &out, 10), 0);
+	assert_int_equal(live_remove(0xdead0, 0, &out, 10), 0);
 	assert_int_equal(live_count(), 20);
 	assert_true(seqs_even());
-	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
-							       st * agent.stack_stride);
+	const struct ym_stack *s = stack_rec(st);
 	assert_int_equal(s->alloc_samples, 40);
 	assert_int_equal(s->free_samples, 20);
 	assert_int_equal(s->alloc_bytes - s->free_bytes, 20 * 1000);
@@ -217,7 +238,7 @@ static void live_table_bounded(void **state)
 	int ok = 0;
 	for (uint64_t i = 1; i <= 100; i++) {
 		struct ym_live e = entry(i * 16, 1);
-		ok += table_live_insert(&e, 10);
+		ok += live_insert(&e, 0, 10);
 	}
 	assert_int_equal(ok, 64);   /* every entry */
 }
@@ -228,14 +249,13 @@ static void reinserting_an_address_repairs(void **state)
 	uint64_t f[1] = { 0x77 };
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live e = entry(0x9990, st);
-	assert_int_equal(table_live_insert(&e, 10), 1);
+	assert_int_equal(live_insert(&e, 0, 10), 1);
 	table_count_alloc(&e, NULL);
 	/* A missed free: the same address sampled again. */
-	assert_int_equal(table_live_insert(&e, 10), 1);
+	assert_int_equal(live_insert(&e, 0, 10), 1);
 	table_count_alloc(&e, NULL);
 	assert_int_equal(live_count(), 1);
-	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
-							       st * agent.stack_stride);
+	const struct ym_stack *s = stack_rec(st);
 	assert_int_equal(s->alloc_bytes - s->free_bytes, 1000);
 }
 
@@ -245,19 +265,18 @@ static void resize_and_reset(void **state)
 	uint64_t f[1] = { 0x88 };
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live e = entry(0x4440, st);
-	table_live_insert(&e, 10);
+	live_insert(&e, 0, 10);
 	table_count_alloc(&e, NULL);
 	table_count_resize(&e, 3000, 2 * YM_FX_ONE, NULL);
-	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
-							       st * agent.stack_stride);
+	const struct ym_stack *s = stack_rec(st);
 	assert_int_equal(s->alloc_bytes - s->free_bytes, 3000);
 	assert_int_equal(s->alloc_objects_fx - s->free_objects_fx, 2 * YM_FX_ONE);
-	assert_int_equal(table_reset_counters(), 1);
+	assert_int_equal(reset(), 1);
 	assert_int_equal(live_count(), 0);
 	assert_int_equal(s->alloc_bytes, 0);
 	assert_int_equal(s->frames[0], 0x88);   /* frames survive */
-	assert_int_equal(table_live_has(0x4440), 0);
-	assert_int_equal(agent.hdr->reset_count, 1);
+	assert_int_equal(live_has(0x4440), 0);
+	assert_int_equal(hdr->reset_count, 1);
 }
 
 /* Addresses spread over the stripes by their filter slot: each stripe is
@@ -274,60 +293,58 @@ static void stripes_are_independent(void **state)
 		uint64_t a = (k * 2048 + 1) << 4;
 		assert_int_equal(ym_live_stripe_of(a, 16), k);
 		struct ym_live e = entry(a, st);
-		assert_int_equal(table_live_insert(&e, 10), 1);
-		assert_int_equal(agent.stripes[k].count, 1);
+		assert_int_equal(live_insert(&e, 0, 10), 1);
+		assert_int_equal(stripe(k)->count, 1);
 	}
 	/* Fill stripe 3: 64 entries at most, the others still accept. */
 	int ok = 1;
 	for (uint64_t i = 2; i < 200; i++) {
 		struct ym_live e = entry((3 * 2048 + i % 2048) << 4, st);
-		ok += table_live_insert(&e, 10) == 1;
+		ok += live_insert(&e, 0, 10) == 1;
 	}
 	assert_int_equal(ok, 64);
-	assert_int_equal(agent.stripes[3].count, 64);
+	assert_int_equal(stripe(3)->count, 64);
 	struct ym_live e5 = entry((5 * 2048 + 7) << 4, st);
-	assert_int_equal(table_live_insert(&e5, 10), 1);
+	assert_int_equal(live_insert(&e5, 0, 10), 1);
 	/* Stripe 5 held by another writer: busy, found "maybe" by the
 	 * lock-free probe; stripe 6 unaffected; reset gives up. */
-	agent.stripes[5].seq |= 1;
+	stripe(5)->seq |= 1;
 	struct ym_live e5b = entry((5 * 2048 + 9) << 4, st);
-	assert_int_equal(table_live_insert(&e5b, 10), -1);
+	assert_int_equal(live_insert(&e5b, 0, 10), -1);
 	struct ym_live out;
-	assert_int_equal(table_live_remove(e5.addr, &out, 10), 0);
-	assert_int_equal(table_live_has(e5b.addr), 1);
+	assert_int_equal(live_remove(e5.addr, 0, &out, 10), 0);
+	assert_int_equal(live_has(e5b.addr), 1);
 	struct ym_live e6 = entry((6 * 2048 + 9) << 4, st);
-	assert_int_equal(table_live_insert(&e6, 10), 1);
-	assert_int_equal(table_live_remove(e6.addr, &out, 10), 1);
-	assert_int_equal(table_reset_counters(), 0);
+	assert_int_equal(live_insert(&e6, 0, 10), 1);
+	assert_int_equal(live_remove(e6.addr, 0, &out, 10), 1);
+	assert_int_equal(reset(), 0);
 	assert_int_equal(live_count(), 16 + 63 + 1);
-	agent.stripes[5].seq++;   /* released */
-	assert_int_equal(table_live_remove(e5.addr, &out, 10), 1);
+	stripe(5)->seq++;   /* released */
+	assert_int_equal(live_remove(e5.addr, 0, &out, 10), 1);
 	assert_true(seqs_even());
-	assert_int_equal(table_reset_counters(), 1);
+	assert_int_equal(reset(), 1);
 	assert_int_equal(live_count(), 0);
 }
 
 /* Entry j of stripe k holding addr, -1 when none does. */
 static int entry_of(uint32_t k, uint64_t addr)
 {
-	for (uint32_t j = 0; j < agent.stripes[k].used; j++)
-		if (agent.live[ym_live_index(k, j, stripes())].addr == addr)
+	for (uint32_t j = 0; j < stripe(k)->used; j++)
+		if (live_entry(ym_live_index(k, j, stripes()))->addr == addr)
 			return (int)j;
 	return -1;
 }
 
 static void insert_as(uint32_t tid, uint64_t addr, uint32_t stack)
 {
-	agent_tls.tid = tid;
 	struct ym_live e = entry(addr, stack);
-	assert_int_equal(table_live_insert(&e, 10), 1);
+	assert_int_equal(live_insert(&e, tid, 10), 1);
 }
 
 static void remove_as(uint32_t tid, uint64_t addr)
 {
-	agent_tls.tid = tid;
 	struct ym_live out;
-	assert_int_equal(table_live_remove(addr, &out, 10), 1);
+	assert_int_equal(live_remove(addr, tid, &out, 10), 1);
 }
 
 /* An entry a thread freed is taken again by that thread, not by the next
@@ -345,11 +362,11 @@ static void free_entries_stay_with_their_thread(void **state)
 	remove_as(1, a + 16);
 	insert_as(2, a + 16 * 10, st);   /* thread 2: a new entry */
 	assert_int_not_equal(entry_of(3, a + 16 * 10), j1);
-	assert_int_equal(agent.stripes[3].used, 5);
+	assert_int_equal(stripe(3)->used, 5);
 	insert_as(1, a + 16 * 11, st);   /* thread 1: the one it freed */
 	assert_int_equal(entry_of(3, a + 16 * 11), j1);
-	assert_int_equal(agent.stripes[3].used, 5);
-	assert_int_equal(agent.stripes[3].count, 5);
+	assert_int_equal(stripe(3)->used, 5);
+	assert_int_equal(stripe(3)->count, 5);
 	/* Thread 1 exits and leaves 4 of 5 entries free: thread 2 takes
 	 * them while more than half the stripe is free (2 of them), then new
 	 * ones (2): a stripe holds at most twice its live entries, plus one. */
@@ -357,8 +374,8 @@ static void free_entries_stay_with_their_thread(void **state)
 		remove_as(1, a + 16 * (i == 1 ? 11 : i));
 	for (uint64_t i = 0; i < 4; i++)
 		insert_as(2, a + 16 * (20 + i), st);
-	assert_int_equal(agent.stripes[3].count, 5);
-	assert_int_equal(agent.stripes[3].used, 7);
+	assert_int_equal(stripe(3)->count, 5);
+	assert_int_equal(stripe(3)->used, 7);
 	/* The stripe full, its entries all freed by thread 1: thread 2 still
 	 * gets all 64. */
 	for (uint64_t i = 0; i < 4; i++)
@@ -366,23 +383,22 @@ static void free_entries_stay_with_their_thread(void **state)
 	remove_as(2, a + 16 * 10);
 	for (uint64_t i = 0; i < 64; i++)
 		insert_as(1, a + 16 * (100 + i), st);
-	assert_int_equal(agent.stripes[3].used, 64);
+	assert_int_equal(stripe(3)->used, 64);
 	for (uint64_t i = 0; i < 64; i++)
 		remove_as(1, a + 16 * (100 + i));
 	for (uint64_t i = 0; i < 64; i++)
 		insert_as(2, a + 16 * (200 + i), st);
-	assert_int_equal(agent.stripes[3].count, 64);
-	assert_int_equal(agent.stripes[3].used, 64);
-	agent_tls.tid = 0;
+	assert_int_equal(stripe(3)->count, 64);
+	assert_int_equal(stripe(3)->used, 64);
 }
 
 /* The part whose stripes hold the live entries, -1 if several. */
 static int part_in_use(void)
 {
 	int part = -1;
-	uint32_t per_part = stripes() >> agent.part_log;
+	uint32_t per_part = stripes() >> live_part_log();
 	for (uint32_t k = 0; k < stripes(); k++) {
-		if (agent.stripes[k].count == 0)
+		if (stripe(k)->count == 0)
 			continue;
 		if (part >= 0 && part != (int)(k / per_part))
 			return -1;
@@ -398,7 +414,7 @@ static int part_in_use(void)
 static void exact_mode_gives_regions_parts(void **state)
 {
 	(void)state;
-	assert_int_equal(agent.part_log, 2);
+	assert_int_equal(live_part_log(), 2);
 	uint64_t f[1] = { 0x66 };
 	uint32_t st = table_intern(f, 1, 1, 1);
 	struct ym_live out;
@@ -407,13 +423,13 @@ static void exact_mode_gives_regions_parts(void **state)
 		uint64_t base = (0x1000 + r) << 26;
 		for (uint64_t i = 0; i < 40; i++) {
 			struct ym_live e = entry(base + 4096 * i + 16, st);
-			assert_int_equal(table_live_insert(&e, 10), 1);
+			assert_int_equal(live_insert(&e, 0, 10), 1);
 		}
 		part[r] = part_in_use();
 		assert_true(part[r] >= 0);
 		for (uint64_t i = 0; i < 40; i++)
-			assert_int_equal(table_live_remove(base + 4096 * i + 16,
-							   &out, 10), 1);
+			assert_int_equal(live_remove(base + 4096 * i + 16, 0,
+						     &out, 10), 1);
 		assert_int_equal(live_count(), 0);
 	}
 	for (int r = 1; r < 4; r++)
@@ -426,12 +442,12 @@ static void exact_mode_gives_regions_parts(void **state)
 	int ok = 0;
 	for (uint64_t i = 0; i < 2000; i++) {
 		struct ym_live e = entry(base + 16 * i, st);
-		ok += table_live_insert(&e, 10) == 1;
+		ok += live_insert(&e, 0, 10) == 1;
 	}
 	assert_int_equal(ok, 256);
 	assert_true(part_in_use() >= 0);
 	for (uint64_t i = 0; i < 2000; i++)
-		table_live_remove(base + 16 * i, &out, 10);
+		live_remove(base + 16 * i, 0, &out, 10);
 	assert_int_equal(live_count(), 0);
 }
 
@@ -441,13 +457,13 @@ static void exact_mode_gives_regions_parts(void **state)
 static void exact_part_backs_its_entries_only(void **state)
 {
 	(void)state;
-	assert_int_equal(agent.part_log, 2);
+	assert_int_equal(live_part_log(), 2);
 	uint64_t f[1] = { 0x67 };
 	uint32_t st = table_intern(f, 1, 1, 1);
 	uint64_t before = file_bytes(), base = (uint64_t)0x3000 << 26;
 	for (uint64_t i = 0; i < 8192; i++) {
 		struct ym_live e = entry(base + 16 * i, st);
-		assert_int_equal(table_live_insert(&e, 10), 1);
+		assert_int_equal(live_insert(&e, 0, 10), 1);
 	}
 	assert_true(part_in_use() >= 0);
 	uint64_t grown = file_bytes() - before;
@@ -471,8 +487,8 @@ static void sparse_segment_backs_what_it_touches(void **state)
 	struct ym_live out;
 	for (uint64_t k = 0; k < 64; k++) {
 		uint64_t a = (k * 512 + 3) << 4;
-		assert_int_equal(table_live_has(a), 0);
-		assert_int_equal(table_live_remove(a, &out, 10), 0);
+		assert_int_equal(live_has(a), 0);
+		assert_int_equal(live_remove(a, 0, &out, 10), 0);
 	}
 	assert_int_equal(file_bytes(), backing_bytes());
 	uint64_t before = file_bytes();
@@ -485,15 +501,15 @@ static void sparse_segment_backs_what_it_touches(void **state)
 			uint64_t a = (k * 512 + 5 + round) << 4;
 			assert_int_equal(ym_live_stripe_of(a, 64), k);
 			struct ym_live e = entry(a, st);
-			assert_int_equal(table_live_insert(&e, 10), 1);
-			assert_int_equal(table_live_has(a), 1);
+			assert_int_equal(live_insert(&e, 0, 10), 1);
+			assert_int_equal(live_has(a), 1);
 			if (round % 2 == 0) {   /* and one more live for a while */
 				struct ym_live e2 = entry(a + 16, st);
-				assert_int_equal(table_live_insert(&e2, 10), 1);
-				assert_int_equal(table_live_remove(a + 16, &out, 10), 1);
+				assert_int_equal(live_insert(&e2, 0, 10), 1);
+				assert_int_equal(live_remove(a + 16, 0, &out, 10), 1);
 			}
-			assert_int_equal(table_live_remove(a, &out, 10), 1);
-			assert_int_equal(table_live_has(a), 0);
+			assert_int_equal(live_remove(a, 0, &out, 10), 1);
+			assert_int_equal(live_has(a), 0);
 		}
 	}
 	uint64_t grown = file_bytes() - before;
@@ -503,18 +519,18 @@ static void sparse_segment_backs_what_it_touches(void **state)
 	uint64_t a9 = (9 * 512) << 4;
 	for (uint64_t i = 0; i < 100; i++) {
 		struct ym_live e = entry(a9 + 16 * i, st);
-		assert_int_equal(table_live_insert(&e, 10), 1);
+		assert_int_equal(live_insert(&e, 0, 10), 1);
 	}
 	for (uint64_t i = 0; i < 100; i++)
-		assert_int_equal(table_live_has(a9 + 16 * i), 1);
-	assert_int_equal(agent.stripes[9].count, 100);
-	assert_int_equal(agent.stripes[9].used, 100);
+		assert_int_equal(live_has(a9 + 16 * i), 1);
+	assert_int_equal(stripe(9)->count, 100);
+	assert_int_equal(stripe(9)->used, 100);
 	assert_int_equal(file_bytes(), backing_bytes());
 	/* A reset clears what the stripes used only. */
-	assert_int_equal(table_reset_counters(), 1);
-	assert_int_equal(table_live_has(a9), 0);
+	assert_int_equal(reset(), 1);
+	assert_int_equal(live_has(a9), 0);
 	assert_int_equal(file_bytes(), backing_bytes());
-	assert_int_equal(agent.stripes[9].used, 0);
+	assert_int_equal(stripe(9)->used, 0);
 }
 
 /* A thread's counts go to its plane entry, plain stores, and leave the
@@ -530,8 +546,7 @@ static void counts_go_to_the_plane(void **state)
 	table_count_alloc(&e, own);
 	table_count_free(&e, 5000, own);
 	table_count_alloc(&e, NULL);
-	const struct ym_stack *s = (const struct ym_stack *)(agent.stacks +
-							       st * agent.stack_stride);
+	const struct ym_stack *s = stack_rec(st);
 	assert_int_equal(own->alloc_samples, 1);
 	assert_int_equal(own->alloc_bytes, 1000);
 	assert_int_equal(own->free_bytes, 1000);
@@ -540,7 +555,7 @@ static void counts_go_to_the_plane(void **state)
 	assert_int_equal(s->free_samples, 0);
 	/* Entries of one stack are STACKS.capacity apart, plane by plane. */
 	assert_ptr_equal(table_plane_entry(2, st) - table_plane_entry(1, st),
-			 agent.hdr->sections[YM_SEC_STACKS].capacity);
+			 hdr->sections[YM_SEC_STACKS].capacity);
 }
 
 static void lock_is_bounded(void **state)

@@ -1,0 +1,61 @@
+/*
+ * base: what every file of the agent uses.  Visibility, branch hints, the
+ * assertions of check builds, and the few things the guest may say or ask
+ * of the system without stdio or allocation (base.c).
+ *
+ * Guest code (injector/agent/): no stdio, no malloc family, no exit, no
+ * output on stdout; every failure degrades to passing calls through.
+ * tests/integration/test_agent.py checks the imports of every object.
+ */
+#ifndef YMTOP_AGENT_BASE_H
+#define YMTOP_AGENT_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_HIDDEN __attribute__((visibility("hidden")))
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* YM_ASSERT(cond): checked when YM_ASSERTS is defined (the unit and TSan
+ * tests; the agent of a SANITIZER= build), compiled out of release builds,
+ * where it costs nothing and evaluates nothing.  A failure is loud: one
+ * line on stderr with write(2), then abort() (check builds only: a release
+ * agent never stops its host). */
+#ifdef YM_ASSERTS
+#define YM_ASSERT(cond)                                                   \
+	do {                                                              \
+		if (unlikely(!(cond)))                                    \
+			agent_assert_fail(__FILE__, __LINE__, #cond);     \
+	} while (0)
+#else
+#define YM_ASSERT(cond) do { (void)sizeof(!(cond)); } while (0)
+#endif
+
+__attribute__((noreturn, cold))   /* base.c, with YM_ASSERTS only */
+void agent_assert_fail(const char *file, int line, const char *cond) AGENT_HIDDEN;
+
+/* One line on stderr, "ymagent: " a b c, with write(2): no stdio, no
+ * allocation.  NULL parts are skipped. */
+void agent_warn(const char *a, const char *b, const char *c) AGENT_HIDDEN;
+
+/* An errno's text for agent_warn: never strerror (base.c says why). */
+const char *agent_errno_text(int e) AGENT_HIDDEN;
+
+/* v in decimal into buf (at least 21 bytes), NUL-terminated. */
+void agent_utoa(uint64_t v, char *buf) AGENT_HIDDEN;
+
+/* The i-th failed try at a spin lock.  Holders stay a few hundred ns:
+ * spin well past that before a yield (a system call, dear on a virtual
+ * machine). */
+void agent_backoff(uint32_t i) AGENT_HIDDEN;
+
+/* len bytes of private zero-filled memory (never in the segment, never
+ * the allocator's), or NULL. */
+void *agent_map_private(size_t len) AGENT_HIDDEN;
+
+/* CLOCK_MONOTONIC and CLOCK_REALTIME in ns (vDSO: no system call). */
+uint64_t agent_now_ns(void) AGENT_HIDDEN;
+uint64_t agent_real_ns(void) AGENT_HIDDEN;
+
+#endif

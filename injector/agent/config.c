@@ -1,0 +1,104 @@
+/*
+ * config: YM_* environment variables, parsed strictly (config.h).  A bad
+ * value is said once on stderr and replaced by the default.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "ymtop/segment.h"
+
+struct agent_config agent_cfg;
+
+/* Strict unsigned parse with an optional k/m/g binary suffix. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	unsigned shift = 0;
+	switch (*p) {
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
+	}
+	if (*p == 'i' && shift)
+		p++;
+	if ((*p == 'b' || *p == 'B') && shift)
+		p++;
+	if (*p != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+static uint64_t env_num(const char *name, uint64_t def, uint64_t lo,
+			uint64_t hi)
+{
+	const char *s = getenv(name);
+	uint64_t v;
+	if (!s || !*s)
+		return def;
+	if (parse_size(s, &v) == 0 && v >= lo && v <= hi)
+		return v;
+	char d[21];
+	agent_utoa(def, d);
+	agent_warn(name, " is not a valid value (see ymagent(7)); using ", d);
+	return def;
+}
+
+static int env_bool(const char *name, int def)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true"))
+		return 1;
+	if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "false"))
+		return 0;
+	agent_warn(name, " must be 0 or 1; using ", def ? "1" : "0");
+	return def;
+}
+
+void agent_configure(void)
+{
+	struct agent_config *c = &agent_cfg;
+	if (c->configured)
+		return;
+	c->configured = 1;
+	c->disabled = env_bool("YM_DISABLE", 0);
+	c->rate = env_num("YM_SAMPLE_RATE", YM_DEFAULT_SAMPLE_RATE, 1, 1ULL << 40);
+	c->max_depth = (uint32_t)env_num("YM_MAX_DEPTH", YM_DEFAULT_MAX_DEPTH,
+					 1, YM_LIMIT_DEPTH);
+	/* The segment holds one more record: the overflow stack. */
+	c->max_stacks = (uint32_t)env_num("YM_MAX_STACKS",
+					  YM_DEFAULT_MAX_STACKS, 16,
+					  YM_LIMIT_STACKS - 1);
+	c->max_live = (uint32_t)env_num("YM_MAX_LIVE",
+					c->rate == 1 ? YM_DEFAULT_MAX_LIVE_EXACT
+						     : YM_DEFAULT_MAX_LIVE,
+					64, YM_LIMIT_LIVE);
+	c->max_threads = (uint32_t)env_num("YM_MAX_THREADS",
+					   YM_DEFAULT_MAX_THREADS, 16,
+					   YM_LIMIT_THREADS);
+	c->giant = env_num("YM_GIANT_BYTES", YM_DEFAULT_GIANT_BYTES, 1,
+			   UINT64_MAX);
+	const char *act = getenv("YM_GIANT_ACTION");
+	c->giant_fail = 0;
+	if (act && *act) {
+		if (!strcmp(act, "fail"))
+			c->giant_fail = 1;
+		else if (strcmp(act, "report") != 0)
+			agent_warn("YM_GIANT_ACTION",
+				   " must be report or fail; using ", "report");
+	}
+	c->follow_fork = env_bool("YM_FOLLOW_FORK", 1);
+	c->seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
+	c->keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
+}

@@ -1,0 +1,38 @@
+/*
+ * config: the agent's configuration, from YM_* environment variables
+ * (man/ymagent.7), read once (the constructor, or the first activation)
+ * and never changed after: every other file only reads agent_cfg.
+ */
+#ifndef YMTOP_AGENT_CONFIG_H
+#define YMTOP_AGENT_CONFIG_H
+
+#include <stdint.h>
+
+#include "base.h"
+
+struct agent_config {
+	int      configured;
+	int      disabled;          /* YM_DISABLE */
+	uint64_t rate;              /* YM_SAMPLE_RATE at start; 1: exact mode.
+				     * The rate in force is sampling.c's. */
+	uint64_t giant;             /* YM_GIANT_BYTES */
+	int      giant_fail;        /* YM_GIANT_ACTION=fail */
+	int      follow_fork;
+	int      keep_segment;
+	uint64_t seed;              /* YM_SEED; 0: from time and tid */
+	uint32_t max_depth, max_stacks, max_live, max_threads;
+};
+
+extern struct agent_config agent_cfg AGENT_HIDDEN;
+
+/* Read the environment, once (later calls return at once). */
+void agent_configure(void) AGENT_HIDDEN;
+
+/* Exact mode (YM_SAMPLE_RATE=1): every allocation is a sample.  Chosen at
+ * start and never changed (a new rate is refused in exact mode). */
+static inline int agent_exact(void)
+{
+	return agent_cfg.rate <= 1;
+}
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * life: the agent's process life (life.h).
+ *
+ * The agent (libymagent.so) is guest code: it runs inside the target's
+ * allocator calls.  No stdio, no malloc family, no exit, no output on
+ * stdout; every failure makes it passive (calls pass straight through)
+ * after at most one line on stderr.  Its files, one subsystem each, each
+ * owning its state:
+ *
+ *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
+ *   life.c      constructor, thread entry, fork, destructor
+ *   config.c    YM_* environment, read once
+ *   next.c      the next definitions (dlsym), glibc's usable size
+ *   seg.c       the segment: creation, activation, exit, setuid
+ *   threads.c   TLS, the guard, thread slots and their counters
+ *   sampling.c  the sampled slow path; reads CONTROL
+ *   table.c     stacks, counters, counter planes, the agent's lock
+ *   live.c      the live table and free's filters
+ *   giant.c     giant requests, the alarm ring
+ *   modules.c   loaded objects, our own text
+ *   backing.c   memory behind the segment's pages
+ *   got.c       injected mode: GOT slots rewritten to the hooks
+ *   unwind.c    the calling thread's stack, from .eh_frame
+ *   base.c      assertions, messages, clocks, spin and map helpers
+ *   segpriv.h   the agent's private words in segment records
+ *   sample.h    the sampling distribution and estimator (pure)
+ *   ../resume.c injected mode: a borrowed thread's way home
+ *
+ * One writer a segment section (segment.h):
+ *
+ *   header      seg.c (fields fixed at creation, magic last; exit, uid);
+ *               changing fields by the owner of what they count: flags
+ *               PAUSED sampling.c, OVERFLOWED sampling.c and table.c,
+ *               sample_rate sampling.c, drop_* where the drop happens
+ *   CONTROL     read only (sampling.c polls it)
+ *   THREADS     threads.c and threads.h (the fast paths' inline counters)
+ *   STACKS      table.c
+ *   PLANES      table.c
+ *   STRIPES     live.c
+ *   LIVE        live.c
+ *   ALARMS      giant.c
+ *   MODULES     modules.c
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "giant.h"
+#include "got.h"
+#include "life.h"
+#include "live.h"
+#include "modules.h"
+#include "next.h"
+#include "sampling.h"
+#include "seg.h"
+#include "table.h"
+#include "threads.h"
+
+int agent_injected;
+
+/* The host's errno is the host's: a successful malloc leaves it as it was
+ * (shm_open, /proc reads and friends would otherwise leak EAGAIN,
+ * ENOENT... into it; found by tests/stress, stress_misc edges). */
+void agent_enter(struct agent_tls *t)
+{
+	int saved = errno;
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
+		seg_activate();
+	threads_enter(t);
+	errno = saved;
+}
+
+static void fork_child(void)
+{
+	/* Only this thread exists now.  Stop writing into the parent's
+	 * segment; start a segment of our own lazily, on the next call. */
+	giant_fork_child();
+	table_reset_private();
+	live_reset_private();
+	modules_fork_child();
+	sampling_fork_child();
+	threads_fork_child(&agent_tls);
+	seg_fork_child(agent_cfg.follow_fork && !agent_cfg.disabled);
+}
+
+/* 1 when we were loaded before libc (preloaded, or a dependency the
+ * program was linked with), 0 when after it (dlopen'ed), -1 unknown: the
+ * loader keeps its objects in load order. */
+static int loaded_before_libc(void)
+{
+	Dl_info info;
+	struct link_map *self = NULL;
+	if (!dladdr1((void *)hook_malloc, &info, (void **)&self, RTLD_DL_LINKMAP) ||
+	    !self)
+		return -1;
+	for (const struct link_map *m = self->l_prev; m; m = m->l_prev)
+		if (m->l_name && strstr(m->l_name, "/libc.so."))
+			return 0;
+	for (const struct link_map *m = self->l_next; m; m = m->l_next)
+		if (m->l_name && strstr(m->l_name, "/libc.so."))
+			return 1;
+	return -1;
+}
+
+/* Loaded by ymtop -p (dlopen through ptrace) rather than preloaded: our
+ * exported malloc is not the process's.  The process's malloc is not ours
+ * either when the program defines it, or when it takes malloc's address
+ * from non-PIC code (python3: the executable's PLT entry stands for malloc
+ * then): the load order tells those apart, whatever the agent's file is
+ * called (taking RTLD_DEFAULT's answer for the next malloc there would
+ * make malloc call itself for ever). */
+static int detect_injected(void)
+{
+	void *def = dlsym(RTLD_DEFAULT, "malloc");
+	if (!def || def == (void *)hook_malloc)
+		return 0;
+	int before = loaded_before_libc();
+	if (before >= 0)
+		return !before;
+	const char *pre = getenv("LD_PRELOAD");
+	return !(pre && strstr(pre, "libymagent"));
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	agent_configure();
+	agent_injected = detect_injected();
+	/* Injected: the real functions are taken before the first patch. */
+	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
+		pthread_atfork(NULL, NULL, fork_child);
+		agent_enter(t);
+		if (agent_injected && agent_active())
+			got_patch_all();
+	}
+	agent_guard_leave(t);
+}
+
+__attribute__((destructor)) static void agent_fini(void)
+{
+	agent_exiting();
+}

@@ -1,0 +1,620 @@
+/*
+ * live: the live table and its filters (live.h).  Sampled allocations not
+ * yet freed, in the segment (STRIPES, LIVE), found through hash chains
+ * whose heads are private, with a counting filter in front that free's
+ * fast path reads.  Only the sampled slow paths come here.
+ *
+ * State, all of it this file's: the filters and their counts, the chain
+ * heads (private memory), the stripes' geometry, exact mode's region map,
+ * and the segment's STRIPES and LIVE sections, which nothing else writes.
+ */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "backing.h"
+#include "live.h"
+#include "segpriv.h"
+#include "shm.h"
+#include "table.h"
+
+uint64_t agent_filter[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
+uint64_t agent_filter_live[AGENT_FILTER_WORDS] __attribute__((aligned(64)));
+/* Bits that stay set in agent_filter: NULL and bootstrap blocks (those
+ * are pinned before the agent is resolved, so before any sample). */
+static uint64_t filter_pin[AGENT_FILTER_WORDS];
+/* Live samples per bit (stripe held); the bit is set while non-zero.  A
+ * saturated count stays set until a reset. */
+static uint16_t filter_count[1u << AGENT_FILTER_BITS];
+
+/* Set once before the segment (live_init_private), kept across fork. */
+static int exact;          /* YM_SAMPLE_RATE=1 */
+/* Every free takes the slow path: exact mode, or usable size is a call
+ * (the gate invariant, live.h). */
+static int filter_all;
+
+/* The segment's table (live_map_segment): 2^stripe_log stripes of
+ * 2^per_log entries; a filter slot (agent_filter_slot) >> stripe_shift
+ * is the stripe when sampling. */
+static struct ym_live   *live;
+static struct ym_stripe *stripes;
+static uint32_t stripe_log, per_log, stripe_shift;
+static uint32_t part_log;   /* exact mode: 2^part_log parts (stripe_of) */
+
+/* The chains' heads (private): room for 2^heads_log heads a stripe, of
+ * which stripe s uses 2^hlog[s]. */
+static uint32_t *live_heads;
+static uint32_t  live_heads_cap;
+static uint32_t  heads_log;
+static uint8_t   hlog[YM_LIVE_STRIPES];
+
+/* free probes the table before the lock (live_probe_update). */
+static int live_probe;
+
+/* One word of the gate from the live and pinned bits.  Its writers are
+ * serialized (the lock, or a single thread at start-up and after fork);
+ * frees read it concurrently. */
+static void gate_update(uint32_t w)
+{
+	uint64_t v = filter_all ? ~0ULL : agent_filter_live[w] | filter_pin[w];
+	/* Every free reads these words: a store of the same value (always,
+	 * when filter_all) would still take the line from the other CPUs. */
+	if (__atomic_load_n(&agent_filter[w], __ATOMIC_RELAXED) != v)
+		__atomic_store_n(&agent_filter[w], v, __ATOMIC_RELEASE);
+	YM_ASSERT(!filter_all || agent_filter[w] == ~0ULL);
+}
+
+void live_filter_pin(const void *p)
+{
+	uint32_t i = agent_filter_slot(p);
+	__atomic_fetch_or(&filter_pin[i / 64], 1ULL << (i % 64), __ATOMIC_RELAXED);
+	__atomic_fetch_or(&agent_filter[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
+}
+
+/* Whether filter_count may hold non-zero counts.  At start-up it is
+ * zero-filled .bss: clearing it would fault in 16 pages for nothing. */
+static int filter_dirty;
+
+/* No live sample: the gate holds the pins only (or all ones).  Stores
+ * only what changes, so that untouched pages stay untouched. */
+static void filter_clear(void)
+{
+	filter_pin[0] |= 1;   /* NULL */
+	for (uint32_t w = 0; w < AGENT_FILTER_WORDS; w++) {
+		if (__atomic_load_n(&agent_filter_live[w], __ATOMIC_RELAXED))
+			__atomic_store_n(&agent_filter_live[w], 0, __ATOMIC_RELAXED);
+		gate_update(w);
+	}
+	if (__atomic_load_n(&filter_dirty, __ATOMIC_RELAXED))
+		memset(filter_count, 0, sizeof filter_count);
+	__atomic_store_n(&filter_dirty, 0, __ATOMIC_RELAXED);
+}
+
+/* Exact mode's regions of addresses and their parts (stripe_of). */
+enum { REGION_SHIFT = 26, REGION_SLOTS = 256, REGION_PROBES = 16 };
+static uint64_t region_map[REGION_SLOTS];   /* region + 1 << 8 | part */
+static uint32_t region_turn;
+
+
+static size_t heads_bytes(void)
+{
+	return (size_t)live_heads_cap * sizeof *live_heads;
+}
+
+/* A stripe's chains start with HLOG_MIN heads and double (stripe held)
+ * when it holds one entry for four heads, up to heads_log: the heads
+ * a stripe uses stay as dense as its live entries, in a few lines, rather
+ * than spread over a table sized for the most the stripe could hold (a
+ * cache miss at every event in exact mode). */
+enum { HLOG_MIN = 4 };
+
+static void heads_init(void)
+{
+	uint32_t min = heads_log < HLOG_MIN ? heads_log : HLOG_MIN;
+	memset(hlog, (int)min, sizeof hlog);
+}
+
+
+int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
+{
+	exact = exact_mode;
+	filter_all = exact_mode || !glibc_usable;
+	/* The gate invariant (live.h): what free's fast path relies on. */
+	YM_ASSERT(filter_all || glibc_usable);
+	/* A chain head for every two entries of the segment's table. */
+	uint32_t n = shm_live_capacity(max_live), cap = n / 2 ? n / 2 : 1;
+	/* Mapped once a process (a child keeps its parent's, emptied);
+	 * again only for a table of another size (tests). */
+	if (live_heads && cap != live_heads_cap) {
+		munmap(live_heads, heads_bytes());
+		live_heads = NULL;
+	}
+	if (!live_heads) {
+		live_heads_cap = cap;
+		if (!(live_heads = agent_map_private(heads_bytes())))
+			return -1;
+	}
+	filter_clear();
+	return 0;
+}
+
+void live_reset_private(void)
+{
+	if (live_heads)
+		madvise(live_heads, heads_bytes(), MADV_DONTNEED);
+	heads_init();
+	filter_clear();
+	memset(region_map, 0, sizeof region_map);
+	region_turn = 0;
+	live_probe = 0;
+}
+
+void live_map_segment(uint8_t *base, const struct ym_section *sec)
+{
+	live = (struct ym_live *)(base + sec[YM_SEC_LIVE].offset);
+	stripes = (struct ym_stripe *)(base + sec[YM_SEC_STRIPES].offset);
+	stripe_log = (uint32_t)__builtin_ctz(sec[YM_SEC_STRIPES].capacity);
+	per_log = (uint32_t)__builtin_ctz(sec[YM_SEC_LIVE].capacity) - stripe_log;
+	stripe_shift = AGENT_FILTER_BITS - stripe_log;
+	/* A head for every two entries, within what live_init_private
+	 * mapped for a table of max_live entries. */
+	heads_log = per_log ? per_log - 1 : 0;
+	while (heads_log > 0 &&
+	       ((size_t)1 << (stripe_log + heads_log)) > live_heads_cap)
+		heads_log--;
+	/* Parts of at least 4 stripes, in exact mode only: elsewhere a
+	 * stripe owns the filter words of its addresses (live_filter_off). */
+	part_log = exact && filter_all && stripe_log >= 4 ? 2 : 0;
+	heads_init();
+}
+
+int live_init_segment(void)
+{
+	return backing_get(stripes, sizeof *stripes << stripe_log);
+}
+
+uint32_t live_part_log(void)
+{
+	return part_log;
+}
+
+int live_probe_pays(void)
+{
+	return __atomic_load_n(&live_probe, __ATOMIC_RELAXED);
+}
+
+/* ---- Live table: a pool of entries in the segment shared by stripes
+ * (segment.h), found through hash chains whose heads are private.  Each
+ * stripe's seq is its lock and its seqcount: threads sampling at
+ * different addresses never share a line.  A stripe hands out its
+ * entries in order and reuses freed ones first (its free list), so the
+ * pages the table touches follow the number of live samples, not the
+ * table's size: on a virtual machine the first touch of a page costs
+ * microseconds even when it is populated.  When sampling, a stripe owns
+ * its filter words (the stripe is the filter slot's high bits), so
+ * filter_count, agent_filter_live and the gate have one writer per word;
+ * exact mode keeps no filter and chooses stripes otherwise (stripe_of).
+ *
+ * Chain links (heads and next) hold j + 1 for entry j of the stripe, 0
+ * for none.  Writers hold the stripe; live_has reads without it,
+ * so links and addresses are written with atomic stores. */
+
+/* Exact mode has no filter, and every event locks a stripe: with stripes
+ * by address bits, two threads would take turns on every stripe's line
+ * (and its entries and chain heads), a transfer between CPUs at each
+ * event.  There the stripes are in 2^part_log parts, and each 64 MiB
+ * region of addresses is given a part, in turn, the first time it is
+ * seen: glibc gives each thread's arena heaps of their own, 64 MiB
+ * aligned, so threads that free what they allocated keep to their own
+ * stripes.  The regions are remembered in a small private table, read
+ * without a lock; a region that finds it full takes a part by hash. */
+/* Multiplicative hashing: the high half of v times an odd constant.
+ * HASH_CHAIN for the live chains and the regions; HASH_PART, another, for
+ * the stripe within a part, so that a stripe's entries still spread over
+ * all of its chains. */
+#define HASH_CHAIN 0x9E3779B97F4A7C15ULL
+#define HASH_PART  0xC2B2AE3D27D4EB4FULL
+
+static uint32_t mul_hash(uint64_t v, uint64_t k)
+{
+	return (uint32_t)(v * k >> 32);
+}
+
+static uint32_t region_part(uint64_t addr)
+{
+	uint64_t r = addr >> REGION_SHIFT, key = r + 1;
+	uint32_t h = mul_hash(r, HASH_CHAIN);
+	uint32_t mask = (1u << part_log) - 1;
+	for (uint32_t i = 0; i < REGION_PROBES; i++) {
+		uint64_t *slot = &region_map[(h + i) & (REGION_SLOTS - 1)];
+		uint64_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		if (v == 0) {
+			uint32_t part = __atomic_fetch_add(&region_turn, 1,
+							   __ATOMIC_RELAXED) & mask;
+			uint64_t mine = key << 8 | part;
+			if (__atomic_compare_exchange_n(slot, &v, mine, 0,
+							__ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE))
+				return part;
+			/* v: what another thread put there first */
+		}
+		if (v >> 8 == key)
+			return (uint32_t)v & mask;
+	}
+	return h & mask;
+}
+
+static struct ym_stripe *stripe_of(uint64_t addr)
+{
+	if (part_log == 0)
+		return &stripes[agent_filter_slot((void *)addr) >>
+				      stripe_shift];
+	/* Within the part: the top bits of a hash that is not the chains'. */
+	uint32_t in = stripe_log - part_log;
+	uint32_t h = mul_hash(addr >> 4, HASH_PART);
+	return &stripes[region_part(addr) << in | h >> (32 - in)];
+}
+
+static uint32_t stripe_no(const struct ym_stripe *st)
+{
+	return (uint32_t)(st - stripes);
+}
+
+static uint32_t stripe_capacity(void)
+{
+	return 1u << per_log;
+}
+
+/* Entry j of stripe s. */
+static struct ym_live *live_at(uint32_t s, uint32_t j)
+{
+	return &live[ym_live_index(s, j, 1u << stripe_log)];
+}
+
+static uint32_t live_hash(uint64_t addr)
+{
+	return mul_hash(addr >> 4, HASH_CHAIN);
+}
+
+static uint32_t *heads_of(uint32_t s)
+{
+	return &live_heads[(size_t)s << heads_log];
+}
+
+static uint32_t hlog_load(uint32_t s)
+{
+	return __atomic_load_n(&hlog[s], __ATOMIC_RELAXED);
+}
+
+static uint32_t *live_head(uint32_t s, uint64_t addr)
+{
+	return &heads_of(s)[live_hash(addr) & ((1u << hlog_load(s)) - 1)];
+}
+
+static uint32_t link_load(const uint32_t *l)
+{
+	return __atomic_load_n(l, __ATOMIC_RELAXED);
+}
+
+static void link_store(uint32_t *l, uint32_t v)
+{
+	__atomic_store_n(l, v, __ATOMIC_RELAXED);
+}
+
+/* Take the stripe: seq from even to odd.  Returns the odd value (for
+ * stripe_unlock), 0 when still busy after `spins` tries. */
+static uint64_t stripe_lock(struct ym_stripe *st, uint32_t spins)
+{
+	for (uint32_t i = 0; i < spins; i++) {
+		uint64_t v = __atomic_load_n(&st->seq, __ATOMIC_RELAXED);
+		if (!(v & 1) &&
+		    __atomic_compare_exchange_n(&st->seq, &v, v + 1, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			/* Readers must see seq odd before any entry we change. */
+			__atomic_thread_fence(__ATOMIC_RELEASE);
+			return v + 1;
+		}
+		agent_backoff(i);
+	}
+	return 0;
+}
+
+static void stripe_unlock(struct ym_stripe *st, uint64_t odd)
+{
+	YM_ASSERT((odd & 1) && __atomic_load_n(&st->seq, __ATOMIC_RELAXED) == odd);
+	__atomic_store_n(&st->seq, odd + 1, __ATOMIC_RELEASE);
+}
+
+/* free's lock-free probe pays off once filter false positives are
+ * frequent (live samples / 2^15 filter bits); below that it reads a
+ * stripe line that the lock holder writes, for nothing.  Hysteresis:
+ * every sampled free reads the flag, it should rarely change.  The
+ * stripe's count times the stripes estimates the total.  Stripe held. */
+static void live_probe_update(const struct ym_stripe *st)
+{
+	uint64_t n = st->count << stripe_log;
+	int on = live_probe ? n > 512 : n > 1024;
+	if (on != __atomic_load_n(&live_probe, __ATOMIC_RELAXED))
+		__atomic_store_n(&live_probe, on, __ATOMIC_RELAXED);
+}
+
+/* Split every chain of stripe s in two: entries whose hash has bit hlog
+ * set move to the new head hlog + 2^hlog.  live_has may walk a
+ * chain meanwhile: the stripe's seq is odd, so it answers "maybe". */
+static void heads_grow(const struct ym_stripe *st)
+{
+	uint32_t s = stripe_no(st), lg = hlog[s];
+	if (lg >= heads_log || st->count << 2 < (1u << lg))
+		return;
+	uint32_t *heads = heads_of(s), half = 1u << lg, used = (uint32_t)st->used;
+	for (uint32_t b = 0; b < half; b++) {
+		uint32_t j = heads[b], lo = 0, hi = 0;
+		uint32_t *lo_end = &lo, *hi_end = &hi;
+		for (uint32_t n = 0; j != 0 && j <= used && n < used; n++) {
+			struct ym_live *e = live_at(s, j - 1);
+			uint32_t next = *ym_live_next(e);
+			if (live_hash(e->addr) & half) {
+				*hi_end = j;
+				hi_end = ym_live_next(e);
+			} else {
+				*lo_end = j;
+				lo_end = ym_live_next(e);
+			}
+			j = next;
+		}
+		link_store(lo_end, 0);
+		link_store(hi_end, 0);
+		link_store(&heads[b], lo);
+		link_store(&heads[b + half], hi);
+	}
+	__atomic_store_n(&hlog[s], lg + 1, __ATOMIC_RELAXED);
+}
+
+/* Stripe held: the bitmap words have one writer at a time. */
+static void filter_set(uint32_t i, int on)
+{
+	uint64_t *w = &agent_filter_live[i / 64];
+	uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+	v = on ? v | 1ULL << (i % 64) : v & ~(1ULL << (i % 64));
+	__atomic_store_n(w, v, __ATOMIC_RELEASE);
+	gate_update(i / 64);
+}
+
+/* Exact mode: every free and realloc asks the live table itself (the gate
+ * is all ones, agent_filter_live is not read), so the live filter is not
+ * kept: its words and counts were lines that every sample of every
+ * thread wrote. */
+static int live_filter_off(void)
+{
+	return exact;
+}
+
+static void filter_inc(uint64_t addr)
+{
+	if (live_filter_off())
+		return;
+	uint32_t i = agent_filter_slot((void *)addr);
+	if (filter_count[i] == UINT16_MAX)
+		return;
+	if (!__atomic_load_n(&filter_dirty, __ATOMIC_RELAXED))
+		__atomic_store_n(&filter_dirty, 1, __ATOMIC_RELAXED);
+	if (filter_count[i]++ == 0)
+		filter_set(i, 1);
+}
+
+static void filter_dec(uint64_t addr)
+{
+	if (live_filter_off())
+		return;
+	uint32_t i = agent_filter_slot((void *)addr);
+	if (filter_count[i] == 0 || filter_count[i] == UINT16_MAX)
+		return;
+	if (--filter_count[i] == 0)
+		filter_set(i, 0);
+}
+
+int live_has(uint64_t addr)
+{
+	struct ym_stripe *st = stripe_of(addr);
+	/* A stripe never used has no chains to read (nor pages to touch). */
+	uint32_t used = (uint32_t)__atomic_load_n(&st->used, __ATOMIC_ACQUIRE);
+	if (used == 0)
+		return 0;
+	uint64_t s1 = __atomic_load_n(&st->seq, __ATOMIC_ACQUIRE);
+	if (s1 & 1)
+		return 1;
+	uint32_t s = stripe_no(st), found = 0;
+	uint32_t j = link_load(live_head(s, addr));
+	/* Bounded: a concurrent writer may relink what we walk. */
+	for (uint32_t n = 0; j != 0 && j <= used && n < used; n++) {
+		const struct ym_live *e = live_at(s, j - 1);
+		if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) == addr) {
+			found = 1;
+			break;
+		}
+		j = link_load(ym_live_next_c(e));
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* A concurrent writer may have moved the chain under us. */
+	return found || __atomic_load_n(&st->seq, __ATOMIC_RELAXED) != s1;
+}
+
+/* Stripe held: the link that holds addr's entry (a head or an entry's
+ * next), or the 0 that ends its chain; NULL when the chain is longer
+ * than the stripe has entries (never, unless the segment was written by
+ * someone else: then the address is treated as not there). */
+static uint32_t *live_link(const struct ym_stripe *st, uint64_t addr)
+{
+	YM_ASSERT(__atomic_load_n(&st->seq, __ATOMIC_RELAXED) & 1);
+	uint32_t s = stripe_no(st), used = (uint32_t)st->used;
+	uint32_t *l = live_head(s, addr);
+	for (uint32_t n = 0; n <= used; n++) {
+		uint32_t j = *l;
+		if (j == 0)
+			return l;
+		if (j > used)
+			return NULL;
+		struct ym_live *e = live_at(s, j - 1);
+		if (e->addr == addr)
+			return l;
+		l = ym_live_next(e);
+	}
+	return NULL;
+}
+
+/* A stripe's free list is split in lanes, one per thread (mod the lanes):
+ * an entry a thread freed goes to its own lane, and it takes from there
+ * first.  Entries are cache lines; with one list, the entry a thread took
+ * was most often the one another thread had just written, and two threads
+ * in exact mode paid a line transfer per event. */
+static uint32_t lane_of(uint32_t tid)
+{
+	return tid & (YM_STRIPE_LANES - 1);
+}
+
+static uint32_t lane_pop(struct ym_stripe *st, uint32_t lane)
+{
+	uint32_t j = *ym_stripe_free(st, lane);
+	if (j == 0)
+		return 0;
+	if (j > st->used) {   /* not ours (a damaged segment): drop the list */
+		*ym_stripe_free(st, lane) = 0;
+		return 0;
+	}
+	*ym_stripe_free(st, lane) = *ym_live_next(live_at(stripe_no(st), j - 1));
+	return j;
+}
+
+/* Stripe held: a free entry's j + 1, 0 when none is left or /dev/shm is
+ * full.  Its own lane first; then a new entry, unless more than half of
+ * what the stripe handed out lies free in other lanes (threads that
+ * exited, or that free what others allocate): then theirs. */
+static uint32_t live_take(struct ym_stripe *st, uint32_t tid)
+{
+	uint32_t own = lane_of(tid), j = lane_pop(st, own);
+	if (j != 0)
+		return j;
+	uint32_t used = (uint32_t)st->used;
+	if (used < stripe_capacity() && (used - st->count) * 2 <= used) {
+		j = used + 1;
+		if (backing_get(live_at(stripe_no(st), j - 1),
+				sizeof(struct ym_live)) == 0) {
+			__atomic_store_n(&st->used, j, __ATOMIC_RELEASE);
+			return j;
+		}
+	}
+	for (uint32_t i = 1; i < YM_STRIPE_LANES; i++)
+		if ((j = lane_pop(st, (own + i) & (YM_STRIPE_LANES - 1))) != 0)
+			return j;
+	return 0;
+}
+
+/* Stripe held.  A reader may copy the entry meanwhile: it checks the
+ * stripe's seq afterwards and copies again.  The address goes last. */
+static void live_fill(struct ym_live *d, const struct ym_live *e)
+{
+	d->size = e->size;
+	d->weight_bytes = e->weight_bytes;
+	d->weight_fx = e->weight_fx;
+	d->birth_mono_ns = e->birth_mono_ns;
+	d->stack = e->stack;
+	d->tid = e->tid;
+	__atomic_store_n(&d->addr, e->addr, __ATOMIC_RELAXED);
+}
+
+int live_remove(uint64_t addr, uint32_t tid, struct ym_live *out, uint32_t spins)
+{
+	struct ym_stripe *st = stripe_of(addr);
+	if (__atomic_load_n(&st->used, __ATOMIC_ACQUIRE) == 0)
+		return 0;   /* never inserted into: nothing to lock */
+	uint64_t seq = stripe_lock(st, spins);
+	if (!seq)
+		return 0;
+	uint32_t *l = live_link(st, addr);
+	uint32_t j = l ? *l : 0;
+	if (j != 0) {
+		struct ym_live *e = live_at(stripe_no(st), j - 1);
+		*out = *e;
+		link_store(l, *ym_live_next(e));
+		__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
+		uint32_t lane = lane_of(tid);
+		link_store(ym_live_next(e), *ym_stripe_free(st, lane));
+		*ym_stripe_free(st, lane) = j;
+		__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
+		filter_dec(addr);
+		live_probe_update(st);
+	}
+	stripe_unlock(st, seq);
+	return j != 0;
+}
+
+/* Returns 1 when inserted, 0 when the stripe is full, -1 when the stripe
+ * stayed busy. */
+int live_insert(const struct ym_live *e, uint32_t tid, uint32_t spins)
+{
+	YM_ASSERT(e->addr != 0);   /* 0 marks a free entry */
+	struct ym_stripe *st = stripe_of(e->addr);
+	uint64_t seq = stripe_lock(st, spins);
+	if (!seq)
+		return -1;
+	uint32_t *l = live_link(st, e->addr);
+	int ok = l != NULL;
+	if (l && *l != 0) {
+		/* A stale entry: we missed its free.  Count it freed now
+		 * rather than leave it retained forever; the new entry takes
+		 * its place (same address: same filter bit). */
+		struct ym_live *old = live_at(stripe_no(st), *l - 1);
+		table_count_free(old, e->birth_mono_ns, NULL);
+		live_fill(old, e);
+	} else if (l) {
+		uint32_t j = live_take(st, tid);
+		if (j == 0) {
+			ok = 0;
+		} else {
+			struct ym_live *d = live_at(stripe_no(st), j - 1);
+			link_store(ym_live_next(d), 0);
+			live_fill(d, e);
+			link_store(l, j);
+			__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
+			filter_inc(e->addr);
+			live_probe_update(st);
+			heads_grow(st);
+		}
+	}
+	stripe_unlock(st, seq);
+	return ok;
+}
+
+/* ymtop asked to forget every sample: every stripe is taken, in order
+ * (their holders never wait for anything), and emptied. */
+int live_reset(void)
+{
+	uint32_t n = 1u << stripe_log, taken;
+	uint64_t seq[YM_LIMIT_STRIPES];
+	for (taken = 0; taken < n; taken++)
+		if (!(seq[taken] = stripe_lock(&stripes[taken], 1000000)))
+			break;
+	int all = taken == n;
+	if (all) {
+		for (uint32_t i = 0; i < n; i++) {
+			struct ym_stripe *st = &stripes[i];
+			/* What the stripe used, and no more: the rest are
+			 * holes (entries) or untouched pages (heads). */
+			if (st->used == 0)
+				continue;
+			for (uint32_t j = 0; j < st->used; j++)
+				memset(live_at(i, j), 0, sizeof *live);
+			memset(heads_of(i), 0, sizeof *live_heads << hlog[i]);
+			__atomic_store_n(&st->count, 0, __ATOMIC_RELAXED);
+			memset(st->agent_private, 0, sizeof st->agent_private);
+			__atomic_store_n(&st->used, 0, __ATOMIC_RELEASE);
+		}
+		filter_clear();
+		heads_init();
+		live_probe_update(&stripes[0]);
+	}
+	while (taken > 0) {
+		taken--;
+		stripe_unlock(&stripes[taken], seq[taken]);
+	}
+	return all;
+}

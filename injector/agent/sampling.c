@@ -1,0 +1,190 @@
+/*
+ * sampling: the sampled slow path and the control poll (sampling.h).
+ *
+ * State, this file's: the rate in force (ymtop --rate may change it;
+ * agent_cfg.rate is the one at start), the last reset request seen, the
+ * threads seeded from YM_SEED, and the segment's CONTROL section, which
+ * the agent only reads.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "live.h"
+#include "modules.h"
+#include "sample.h"
+#include "sampling.h"
+#include "seg.h"
+#include "table.h"
+
+static uint64_t rate;             /* atomic: mean bytes between samples */
+static uint32_t seen_reset;       /* control.reset_seq carried out */
+static uint64_t seeded;           /* threads seeded from YM_SEED so far */
+static struct ym_header  *hdr;
+static struct ym_control *ctl;
+
+void sampling_map_segment(uint8_t *base, const struct ym_section *sec)
+{
+	hdr = (struct ym_header *)base;
+	ctl = (struct ym_control *)(base + sec[YM_SEC_CONTROL].offset);
+	/* Kept across fork: a child goes on at the rate ymtop last set. */
+	__atomic_store_n(&rate, sampling_rate(), __ATOMIC_RELAXED);
+}
+
+uint64_t sampling_rate(void)
+{
+	uint64_t r = __atomic_load_n(&rate, __ATOMIC_RELAXED);
+	return r ? r : agent_cfg.rate;
+}
+
+void sampling_fork_child(void)
+{
+	seen_reset = 0;
+}
+
+void sampling_thread_start(struct agent_tls *t)
+{
+	t->rng = agent_cfg.seed ?
+		sample_seed(agent_cfg.seed + __atomic_fetch_add(&seeded, 1,
+								__ATOMIC_RELAXED)) :
+		sample_seed((uint64_t)t->tid << 32 ^ agent_now_ns() ^ (uintptr_t)t);
+	t->rate = __atomic_load_n(&rate, __ATOMIC_RELAXED);
+	t->countdown = sample_next_gap(&t->rng, t->rate);
+}
+
+static void poll_control(void)
+{
+	/* A new rate (segment.h, Control): taken by the first thread that
+	 * sees it, published in the header; every thread draws its next
+	 * countdown with it (agent_sample).  Exact mode never changes: its
+	 * tables and free path are laid out for it. */
+	uint64_t want = __atomic_load_n(&ctl->sample_rate, __ATOMIC_ACQUIRE);
+	uint64_t cur = __atomic_load_n(&rate, __ATOMIC_RELAXED);
+	if (want && want != cur && cur > 1 && want >= 2 && want <= (1ULL << 40)) {
+		__atomic_store_n(&rate, want, __ATOMIC_RELAXED);
+		__atomic_store_n(&hdr->sample_rate, want, __ATOMIC_RELEASE);
+	}
+	uint32_t pause = __atomic_load_n(&ctl->pause, __ATOMIC_ACQUIRE);
+	if (pause)
+		__atomic_fetch_or(&hdr->flags, YM_FLAG_PAUSED, __ATOMIC_RELAXED);
+	else if (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) & YM_FLAG_PAUSED)
+		__atomic_fetch_and(&hdr->flags, ~YM_FLAG_PAUSED, __ATOMIC_RELAXED);
+	uint32_t reset = __atomic_load_n(&ctl->reset_seq, __ATOMIC_ACQUIRE);
+	if (reset != seen_reset && table_lock(100000)) {
+		if (table_reset_counters())
+			seen_reset = reset;
+		table_unlock();
+	}
+}
+
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
+{
+	int saved = errno;
+	agent_guard_enter(t);
+	/* This sample was drawn at t->rate: its weight says so, whatever the
+	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
+	uint64_t now_rate = __atomic_load_n(&rate, __ATOMIC_RELAXED);
+	uint64_t drawn = t->rate ? t->rate : now_rate;
+	t->rate = now_rate;
+	t->countdown = sample_next_gap(&t->rng, t->rate);
+	if (!agent_active())
+		goto out;
+	poll_control();
+	if (hdr->flags & YM_FLAG_PAUSED)
+		goto out;
+
+	/* Modules first: an unload seen there flushes the unwinder's rules
+	 * for its addresses before this unwind. */
+	uint64_t now = agent_now_ns();
+	modules_check(now);
+	uint64_t frames[YM_LIMIT_DEPTH];
+	uint32_t depth = agent_capture(frames);
+	struct ym_live e = {
+		.addr = (uint64_t)(uintptr_t)p,
+		.size = n,
+		.birth_mono_ns = now,
+		.tid = t->tid,
+	};
+	sample_weight(drawn, n, usable, &e.weight_bytes, &e.weight_fx);
+	e.stack = table_intern(frames, depth, t->tid, now);
+	if (e.stack == UINT32_MAX)
+		goto out;
+	int ok = live_insert(&e, t->tid, 100000);
+	if (ok > 0) {
+		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+	} else if (ok < 0) {
+		__atomic_fetch_add(&hdr->drop_busy, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&hdr->drop_live, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&hdr->flags, YM_FLAG_OVERFLOWED,
+				  __ATOMIC_RELAXED);
+	}
+out:
+	agent_guard_leave(t);
+	errno = saved;
+}
+
+/* The filter said this address may be a live sample. */
+void agent_free_sampled(struct agent_tls *t, void *p)
+{
+	if (!agent_active())
+		return;
+	/* With many live samples a filter false positive is settled without
+	 * the lock; with few (and in exact mode, where nearly every free is a
+	 * sample) the probe would be wasted. */
+	if (rate > 1 && live_probe_pays() &&
+	    !live_has((uint64_t)(uintptr_t)p))
+		return;
+	agent_guard_enter(t);
+	struct ym_live e;
+	int found = 0;
+	/* Must not give up easily: a missed removal leaves a stale entry
+	 * (repaired when the address is sampled again). */
+	found = live_remove((uint64_t)(uintptr_t)p, t->tid, &e, 1000000);
+	if (found)
+		table_count_free(&e, agent_now_ns(),
+				 table_own_counts(&t->plane, e.stack));
+	agent_guard_leave(t);
+}
+
+int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
+{
+	if (!agent_active())
+		return 0;
+	int found = 0;
+	agent_guard_enter(t);
+	found = live_remove((uint64_t)(uintptr_t)p, t->tid, e, 1000000);
+	agent_guard_leave(t);
+	return found;
+}
+
+void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n,
+		       size_t old_usable, size_t usable)
+{
+	agent_guard_enter(t);
+	struct ym_counts *own = table_own_counts(&t->plane, e->stack);
+	if (q == NULL) {
+		table_count_free(e, agent_now_ns(), own);
+		goto out;
+	}
+	/* Stays sampled with the probability that keeps the sampled share of
+	 * blocks of usable size u at p(u) (sample.h); then it is re-weighed
+	 * at n/p(u), 1/p(u). */
+	if (!sample_keep(&t->rng, rate, old_usable, usable)) {
+		table_count_drop(e, own);
+		goto out;
+	}
+	uint64_t w, wfx;
+	sample_weight(rate, n, usable, &w, &wfx);
+	table_count_resize(e, w, wfx, own);
+	e->weight_fx = wfx;
+	e->addr = (uint64_t)(uintptr_t)q;
+	e->size = n;
+	e->weight_bytes = w;
+	int ok = live_insert(e, t->tid, 1000000);
+	if (ok <= 0) {   /* cannot track it any more: count it gone */
+		table_count_free(e, agent_now_ns(), own);
+		__atomic_fetch_add(&hdr->drop_live, 1, __ATOMIC_RELAXED);
+	}
+out:
+	agent_guard_leave(t);
+}

@@ -1,0 +1,65 @@
+/*
+ * sampling: the sampled slow path.  A thread's countdown ran out (or a
+ * possible sample is freed or reallocated): capture the stack, intern it,
+ * track the block in the live table and count it (table.h, live.h).  Also
+ * the reader of the CONTROL section (rate, pause, reset requests), polled
+ * here, and the writer of the header's sample_rate, the PAUSED flag and
+ * the drop counters of samples (drop_live; drop_busy with table.c).
+ */
+#ifndef YMTOP_AGENT_SAMPLING_H
+#define YMTOP_AGENT_SAMPLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+#include "config.h"
+#include "modules.h"
+#include "threads.h"
+#include "unwind.h"
+#include "ymtop/segment.h"
+
+/* Point at the segment's header and CONTROL section. */
+void sampling_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN;
+/* The mean rate in force (header.sample_rate at creation). */
+uint64_t sampling_rate(void) AGENT_HIDDEN;
+/* After fork: no reset seen yet in the child's segment. */
+void sampling_fork_child(void) AGENT_HIDDEN;
+/* A new thread's random stream and first countdown (YM_SEED makes them
+ * reproducible: the n-th registered thread gets the same stream). */
+void sampling_thread_start(struct agent_tls *t) AGENT_HIDDEN;
+
+/* Sample the block p of n requested bytes whose usable size `usable` ran
+ * the countdown out (sample.h: the weight is n/p(usable)). */
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable) AGENT_HIDDEN;
+/* The filter said p may be a live sample: take it out if it is. */
+void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
+/* realloc of a possibly sampled block: take its live entry out before the
+ * real call (1 if it was sampled); put it back at q with size n and usable
+ * size `usable` after, its usable size having been old_usable (q NULL: the
+ * block was freed), or let it leave the sample (sample_keep). */
+int  agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e) AGENT_HIDDEN;
+void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
+		       size_t n, size_t old_usable, size_t usable) AGENT_HIDDEN;
+
+/* Capture return addresses, innermost first, without our own frames.
+ * Inlined into its callers (sampling.c, giant.c): one frame less to step
+ * through.  The unwinder takes no lock and allocates nothing (unwind.h),
+ * so a fork or a signal may come at any point of it. */
+static inline __attribute__((always_inline)) uint32_t
+agent_capture(uint64_t *out)
+{
+	uint64_t buf[YM_LIMIT_DEPTH + 16];
+	int want = (int)agent_cfg.max_depth + 16;
+	int n = unwind_backtrace(buf, want);
+	int i = 0;
+	while (i < n && buf[i] >= agent_self.lo && buf[i] < agent_self.hi)
+		i++;
+	uint32_t d = 0;
+	for (; i < n && d < agent_cfg.max_depth; i++)
+		out[d++] = buf[i];
+	YM_ASSERT(d <= YM_LIMIT_DEPTH);
+	return d;
+}
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * seg: the segment's creation, activation, retirement and hand-over
+ * (seg.h).
+ *
+ * State, this file's: the segment's state, mapping and header, the pid
+ * and pid namespace it is named after.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backing.h"
+#include "config.h"
+#include "giant.h"
+#include "life.h"
+#include "live.h"
+#include "modules.h"
+#include "next.h"
+#include "sampling.h"
+#include "seg.h"
+#include "shm.h"
+#include "table.h"
+#include "threads.h"
+
+int agent_seg_state;
+
+static uint8_t          *seg_base;
+static uint64_t          seg_size;
+static struct ym_header *hdr;
+static pid_t    self_pid;
+static uint32_t pidns;          /* our pid namespace's inode (0 unknown) */
+
+static void read_exe(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* Field 22 of /proc/<pid>/stat (pid 0: self): the start time in clock
+ * ticks, which tells a reused pid apart; 0 when unreadable. */
+static uint64_t read_start_ticks(pid_t pid)
+{
+	char buf[1024], path[40] = "/proc/self/stat";
+	if (pid > 0) {
+		char num[21];
+		agent_utoa((uint64_t)pid, num);
+		size_t n = 0;
+		for (const char *a = "/proc/"; *a; a++)
+			path[n++] = *a;
+		for (const char *a = num; *a; a++)
+			path[n++] = *a;
+		for (const char *a = "/stat"; *a; a++)
+			path[n++] = *a;
+		path[n] = '\0';
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* comm (field 2) may hold spaces and parentheses: fields 3.. start
+	 * after the last ')'.  Skip the 19 separators before field 22. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	for (int field = 2; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return v;
+}
+
+/* The inode of our pid namespace (segment.h, YM_PIDNS_INIT); 0 without
+ * /proc, where the plain name is the best we can do. */
+static uint32_t read_pidns(void)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) != 0 || st.st_ino > UINT32_MAX)
+		return 0;
+	return (uint32_t)st.st_ino;
+}
+
+static int segment_create(void)
+{
+	struct shm_caps caps = {
+		.max_depth = agent_cfg.max_depth,
+		.max_stacks = agent_cfg.max_stacks + 1,   /* + the overflow record */
+		.max_live = agent_cfg.max_live,
+		.max_threads = agent_cfg.max_threads,
+	};
+	struct ym_section sec[YM_SEC_COUNT];
+	uint64_t size;
+	if (shm_layout(&caps, sec, &size) != 0)
+		return -EINVAL;
+	void *map;
+	pidns = read_pidns();
+	int rc = shm_create(self_pid, pidns, size, &map);
+	if (rc < 0)
+		return rc;
+
+	uint8_t *b = map;
+	struct ym_header *h = map;
+	/* What is written now: the header (backed by shm_create), the
+	 * control block, slot 0 (threads_map_segment) and the tables' first
+	 * records (table_init_segment, live_init_segment).  The rest is
+	 * backed when first used. */
+	backing_init(b, size, rc);
+	backing_mark(b, YM_HEADER_SIZE);   /* shm_create populated it */
+	const struct ym_section *cs = &sec[YM_SEC_CONTROL];
+	if (backing_get(b + cs->offset, cs->stride) != 0)
+		goto full;
+	h->abi_version = YM_ABI_VERSION;
+	h->compat_version = YM_ABI_COMPAT;
+	h->header_size = YM_HEADER_SIZE;
+	h->total_size = size;
+	h->pid = (uint32_t)self_pid;
+	h->uid = (uint32_t)geteuid();
+	h->start_ticks = read_start_ticks(0);
+	h->pidns = pidns;
+	h->start_real_ns = agent_real_ns();
+	h->start_mono_ns = agent_now_ns();
+	h->sample_rate = sampling_rate();
+	h->giant_bytes = agent_cfg.giant;
+	h->max_depth = agent_cfg.max_depth;
+	h->giant_fail = (uint32_t)agent_cfg.giant_fail;
+	h->follow_fork = (uint32_t)agent_cfg.follow_fork;
+	/* Injected: the data starts now (start_*_ns above are the attach). */
+	h->flags = agent_injected ? YM_FLAG_INJECTED : 0;
+	read_exe(h->exe, sizeof h->exe);
+	memcpy(h->sections, sec, sizeof sec);
+
+	seg_base = b;
+	seg_size = size;
+	hdr = h;
+	/* Each section to its writer (life.c has the map). */
+	sampling_map_segment(b, sec);
+	table_map_segment(b, sec);
+	live_map_segment(b, sec);
+	giant_map_segment(b, sec);
+	modules_map_segment(b, sec);
+	if (threads_map_segment(b, sec, agent_cfg.max_threads) != 0 ||
+	    table_init_segment() != 0 || live_init_segment() != 0)
+		goto full;
+	modules_scan(1);
+	/* The magic last: a reader seeing it sees a complete header. */
+	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
+	backing_created();
+	return 0;
+full:
+	munmap(map, size);
+	shm_unlink_pid(self_pid, pidns);
+	seg_base = NULL;
+	hdr = NULL;
+	return -ENOSPC;
+}
+
+/* Segments of processes that died without exiting (killed, exit_group)
+ * stay in /dev/shm.  Remove those of our pid namespace whose writer is
+ * provably gone: no process has its pid, or the one that has it started
+ * at another time (a reused pid).  Ours only, or any when we are root (a
+ * daemon's workers drop privileges); bounded, and never a segment kept on
+ * purpose (YM_KEEP_SEGMENT marks it KEPT).  getdents64 into a buffer on
+ * the stack, not opendir: opendir's 32 KiB buffer was often the process's
+ * first malloc (heap set-up, getrandom, brk, pages touched) in programs
+ * that never allocate, at every start. */
+static void collect_stale(void)
+{
+	int dfd = open(YM_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	uid_t me = geteuid();
+	int removed = 0;
+	_Alignas(8) char buf[2048];
+	ssize_t got;
+	while (removed < 64 && (got = getdents64(dfd, buf, sizeof buf)) > 0) {
+		for (ssize_t off = 0; off < got && removed < 64;) {
+			struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
+			off += e->d_reclen;
+			pid_t pid;
+			uint32_t ns;
+			if (shm_parse_name(e->d_name, &pid, &ns) != 0 ||
+			    pid == self_pid ||
+			    (ns ? ns : YM_PIDNS_INIT) !=
+			    (pidns ? pidns : YM_PIDNS_INIT))
+				continue;
+			int dead = kill(pid, 0) != 0 && errno == ESRCH;
+			uint64_t ticks = dead ? 0 : read_start_ticks(pid);
+			if (!dead && ticks == 0)
+				continue;   /* alive, or cannot tell */
+			struct stat st;
+			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			    !S_ISREG(st.st_mode) || (st.st_uid != me && me != 0))
+				continue;
+			int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			struct ym_header h;
+			ssize_t n = pread(fd, &h, sizeof h, 0);
+			close(fd);
+			if (n != (ssize_t)sizeof h || h.magic != YM_MAGIC)
+				continue;   /* not ours to judge (or being made) */
+			if (!dead && (h.start_ticks == 0 || h.start_ticks == ticks))
+				continue;   /* its writer may be alive */
+			if (h.flags & YM_FLAG_KEPT)
+				continue;   /* left for a post-mortem look */
+			char name[48];
+			shm_name(name, sizeof name, pid, ns);
+			if (shm_unlink(name) == 0)
+				removed++;
+		}
+	}
+	close(dfd);
+}
+
+/* Create the segment once per process (and once per child after fork).
+ * Called on a slow path with the guard held. */
+void seg_activate(void)
+{
+	int expect = SEG_NONE;
+	if (!__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
+					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	int rc = -1;
+	agent_configure();
+	if (agent_cfg.disabled)
+		goto passive;
+	self_pid = getpid();
+	/* The gate is set for every free to take the slow path in exact
+	 * mode (nearly every free is a sample) and under another allocator
+	 * (the gate invariant, live.h). */
+	if (table_init_private(agent_cfg.max_stacks) != 0 ||
+	    live_init_private(agent_cfg.max_live, agent_exact(),
+			      agent_next.glibc_usable) != 0) {
+		agent_warn("cannot map private tables; ", "profiling off", NULL);
+		goto passive;
+	}
+	threads_init();
+	rc = segment_create();
+	if (rc < 0) {
+		agent_warn("cannot create the shared segment in /dev/shm (",
+			   agent_errno_text(-rc), "); profiling off, the program runs on");
+		goto passive;
+	}
+	giant_arm();
+	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
+	collect_stale();
+	return;
+passive:
+	__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
+}
+
+void seg_fork_child(int follow)
+{
+	if (seg_base)
+		munmap(seg_base, seg_size);
+	seg_base = NULL;
+	hdr = NULL;
+	__atomic_store_n(&agent_seg_state, follow ? SEG_NONE : SEG_PASSIVE,
+			 __ATOMIC_RELEASE);
+}
+
+/* The process is leaving (exit, or _exit which runs no destructors).
+ * Only the process that created the segment may retire it: a vfork child
+ * shares our memory but not our pid. */
+void agent_exiting(void)
+{
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    self_pid != getpid())
+		return;
+	hdr->exit_mono_ns = agent_now_ns();
+	__atomic_fetch_or(&hdr->flags, YM_FLAG_EXITED |
+			  (agent_cfg.keep_segment ? YM_FLAG_KEPT : 0), __ATOMIC_RELEASE);
+	/* Keep the mapping: destructors that run after us still allocate. */
+	if (!agent_cfg.keep_segment)
+		shm_unlink_pid(self_pid, pidns);
+}
+
+/* The process is about to take the effective uid `euid` (setuid and its
+ * kin): hand it the segment first, while we may still chown, so that the
+ * process can unlink it at exit and its new owner's ymtop can read it (a
+ * daemon started as root whose workers run as nobody).  Called again with
+ * the old uid when the change failed. */
+void agent_owner_change(uid_t euid)
+{
+	if (euid == (uid_t)-1 ||
+	    __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    self_pid != getpid() || geteuid() == euid)
+		return;
+	char name[48];
+	shm_name(name, sizeof name, self_pid, pidns);
+	int fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	struct stat st;
+	/* Only our own segment: the name could have been replaced. */
+	if (fstat(fd, &st) == 0 && st.st_size == (off_t)seg_size &&
+	    fchown(fd, euid, (gid_t)-1) == 0)
+		__atomic_store_n(&hdr->uid, (uint32_t)euid, __ATOMIC_RELAXED);
+	close(fd);
+}

@@ -1,0 +1,75 @@
+/*
+ * table: the stack table (the segment's STACKS, found through a private
+ * hash index), the counters of sampled allocations (in the stack records
+ * and the counter planes, PLANES), and the agent's lock.  table.c is the
+ * only writer of STACKS and PLANES and of the header's stacks_used,
+ * planes_used, plane_epoch[] and reset_count.
+ *
+ * The lock is a spin lock with a bounded number of tries, so that no path
+ * ever waits forever: a caller that cannot take it drops the sample and
+ * counts it.  It serializes stack insertion, thread slots (threads.c) and
+ * resets; the live table's stripes have locks of their own (live.h).
+ */
+#ifndef YMTOP_AGENT_TABLE_H
+#define YMTOP_AGENT_TABLE_H
+
+#include <stdint.h>
+
+#include "base.h"
+#include "ymtop/segment.h"
+
+int  table_lock(uint32_t spins) AGENT_HIDDEN;  /* 1 if taken */
+void table_unlock(void) AGENT_HIDDEN;
+
+/* The private index, before the segment: 0, or -1 when it cannot be
+ * mapped. */
+int  table_init_private(uint32_t max_stacks) AGENT_HIDDEN;
+/* After fork: the child starts from empty tables (zero-filled pages), no
+ * plane handed out, the lock free. */
+void table_reset_private(void) AGENT_HIDDEN;
+/* Point the tables at a segment laid out by shm_layout (sections[]) whose
+ * header is at base.  The tables write only segment memory they had
+ * backed (backing.h): the caller calls backing_init first. */
+void table_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN;
+/* The overflow stack: 0, or -1 when /dev/shm is full. */
+int  table_init_segment(void) AGENT_HIDDEN;
+
+/* Find or add a stack: its index, YM_STACK_OVERFLOW when the table is
+ * full, UINT32_MAX when the lock stayed busy (counted in drop_busy). */
+uint32_t table_intern(const uint64_t *frames, uint32_t depth, uint32_t tid,
+		      uint64_t now) AGENT_HIDDEN;
+
+/* A thread's counter plane (segment.h: counter planes), kept in its TLS:
+ * plane 0 not asked yet, p + 1 own plane p, PLANE_NONE the stack records;
+ * entries [0, backed) of it are backed; reset is the reset_count its
+ * contents are of. */
+struct table_plane {
+	uint32_t plane;
+	uint32_t backed;
+	uint64_t reset;
+};
+#define PLANE_NONE UINT32_MAX
+
+/* The calling thread's counters for `stack`: its entry in a plane of its
+ * own (asked for on first use, zeroed after a reset), or NULL for the
+ * stack record itself. */
+struct ym_counts *table_own_counts(struct table_plane *tp, uint32_t stack) AGENT_HIDDEN;
+/* Plane `plane`'s entry for `stack` (not necessarily backed). */
+struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack) AGENT_HIDDEN;
+
+/* Counters (no lock), for the stack e->stack: into `own` (from
+ * table_own_counts), or into the stack record with atomic adds when own
+ * is NULL. */
+void table_count_alloc(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
+void table_count_free(const struct ym_live *e, uint64_t now,
+		      struct ym_counts *own) AGENT_HIDDEN;
+void table_count_drop(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
+void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
+			struct ym_counts *own) AGENT_HIDDEN;
+
+/* ymtop asked to forget every sample: the live table emptied, the
+ * counters zeroed (frames stay, so stacks keep their indexes).  Lock
+ * held; 0 when a stripe stayed busy (nothing was reset). */
+int  table_reset_counters(void) AGENT_HIDDEN;
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * threads: per-thread state (TLS), the recursion guard, and the segment's
+ * THREADS section: one slot a thread, each with one writer, its thread,
+ * whose exact totals the inline counters below keep on the fast paths;
+ * slot 0 is shared by threads that got no slot (atomic adds).  threads.c
+ * and the inline functions here are the only writers of THREADS and of
+ * the header's threads_used, retired, retire_seq and drop_threads.
+ */
+#ifndef YMTOP_AGENT_THREADS_H
+#define YMTOP_AGENT_THREADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+#include "table.h"
+#include "ymtop/segment.h"
+
+/* Per-thread state.  initial-exec TLS: touching it never allocates, also
+ * when the agent is dlopen'ed.  Keep it small (static TLS is scarce). */
+enum { TLS_NEW = 0, TLS_OWN, TLS_SHARED, TLS_DEAD };
+
+struct agent_tls {
+	/* The one word the fast paths test: the own slot while this thread
+	 * may take them (registered, guard 0), else NULL.  Invariant:
+	 * fast == (guard == 0 && state == TLS_OWN ? slot : NULL); only
+	 * agent_guard_enter/leave, registration, thread exit and fork
+	 * change it. */
+	struct ym_thread *fast;
+	int64_t countdown;          /* bytes to the next sample; < 0: due */
+	struct ym_thread *slot;     /* own slot (TLS_OWN) */
+	uint64_t rng;
+	uint32_t guard;             /* > 0 while inside the agent */
+	uint32_t state;             /* TLS_* */
+	uint32_t tid;
+	uint32_t epoch;             /* threads' epoch at registration */
+	uint64_t pending;           /* malloc's request, while in the call */
+	struct table_plane plane;   /* its counter plane (table.h) */
+	/* The mean rate countdown was drawn at (agent_sample weighs the
+	 * sample that ends it with it: ymtop --rate may have changed the
+	 * agent's since); 0 before the first draw. */
+	uint64_t rate;
+};
+
+extern __thread struct agent_tls agent_tls
+	__attribute__((tls_model("initial-exec"))) AGENT_HIDDEN;
+
+/* Inside the agent (or a call it makes) this thread's allocations pass
+ * straight through: no fast path, no sample, no recursion. */
+static inline void agent_guard_enter(struct agent_tls *t)
+{
+	t->guard++;
+	t->fast = NULL;
+}
+
+static inline void agent_guard_leave(struct agent_tls *t)
+{
+	YM_ASSERT(t->guard > 0);
+	if (--t->guard == 0 && t->state == TLS_OWN)
+		t->fast = t->slot;
+}
+
+/* The fast paths' precondition: s = t->fast is not NULL only for a
+ * registered thread outside the agent, in its own slot. */
+static inline void agent_assert_fast(const struct agent_tls *t,
+				     const struct ym_thread *s)
+{
+	YM_ASSERT(s && s == t->slot && t->guard == 0 && t->state == TLS_OWN);
+	(void)t;
+	(void)s;
+}
+
+/* ---- Counting in a thread's own slot: one writer, no atomic
+ * read-modify-write.  On x86-64 one plain add to memory (an aligned
+ * 8-byte store: readers never see it torn), elsewhere a relaxed load and
+ * store. */
+static inline void thread_bump(uint64_t *c, uint64_t v)
+{
+#if defined(__x86_64__)
+	__asm__("addq %1, %0" : "+m"(*c) : "er"(v));
+#else
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v,
+			 __ATOMIC_RELAXED);
+#endif
+}
+
+/* An allocation call of n bytes (counted before the call). */
+static inline void thread_count_call(struct ym_thread *s, size_t n)
+{
+	thread_bump(&s->t.alloc_objects, 1);
+	thread_bump(&s->t.req_bytes, n);
+}
+
+/* The usable size u of the block that call returned. */
+static inline void thread_count_usable(struct ym_thread *s, size_t u)
+{
+	thread_bump(&s->t.alloc_bytes, u);
+}
+
+/* An allocation of n bytes, usable size u (counted after the call). */
+static inline void thread_count_alloc(struct ym_thread *s, size_t u, size_t n)
+{
+	thread_bump(&s->t.alloc_objects, 1);
+	thread_bump(&s->t.alloc_bytes, u);
+	thread_bump(&s->t.req_bytes, n);
+}
+
+/* The call counted by thread_count_call failed. */
+static inline void thread_uncount_call(struct ym_thread *s, size_t n)
+{
+	thread_bump(&s->t.alloc_objects, (uint64_t)-1);
+	thread_bump(&s->t.req_bytes, -(uint64_t)n);
+}
+
+/* A free of a block of usable size u. */
+static inline void thread_count_free(struct ym_thread *s, size_t u)
+{
+	thread_bump(&s->t.free_objects, 1);
+	thread_bump(&s->t.free_bytes, u);
+}
+
+/* The free counted by thread_count_free did not happen. */
+static inline void thread_uncount_free(struct ym_thread *s, size_t u)
+{
+	thread_bump(&s->t.free_objects, (uint64_t)-1);
+	thread_bump(&s->t.free_bytes, -(uint64_t)u);
+}
+
+/* ---- Slot 0, shared by threads without a slot of their own: atomic
+ * adds (threads.c). */
+void thread_shared_alloc(size_t u, size_t n) AGENT_HIDDEN;
+void thread_shared_free(size_t u) AGENT_HIDDEN;
+
+/* Before the segment: the key whose destructor marks a slot exited. */
+void threads_init(void) AGENT_HIDDEN;
+/* Point at the segment's THREADS section (header at base); back and
+ * claim slot 0 (the shared slot): 0, or -1 when /dev/shm is full. */
+int  threads_map_segment(uint8_t *base, const struct ym_section *sec,
+			 uint32_t max_threads) AGENT_HIDDEN;
+/* Give the calling thread a slot if it has none yet and the segment is
+ * active, or let it share slot 0; TLS of a pre-fork thread is renewed
+ * first.  Guard held. */
+void threads_enter(struct agent_tls *t) AGENT_HIDDEN;
+/* After fork, in the child's only thread: a new epoch (every other TLS
+ * is stale), this thread not registered. */
+void threads_fork_child(struct agent_tls *t) AGENT_HIDDEN;
+
+#endif
