@@ -71,13 +71,33 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 	return 0;
 }
 
+/* Append v in decimal at buf[*n], within len (keeping room for the NUL).
+ * No stdio: the agent, which links this file, formats nothing with it. */
+static void put_dec(char *buf, size_t len, size_t *n, uint64_t v)
+{
+	char d[20];
+	size_t k = 0;
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (k > 0 && *n + 1 < len)
+		buf[(*n)++] = d[--k];
+}
+
 void shm_name(char *buf, size_t len, pid_t pid, uint32_t pidns)
 {
-	if (pidns == 0 || pidns == YM_PIDNS_INIT)
-		snprintf(buf, len, "%s%ld", YM_NAME_PREFIX, (long)pid);
-	else
-		snprintf(buf, len, "%s%ld.%lu", YM_NAME_PREFIX, (long)pid,
-			 (unsigned long)pidns);
+	size_t n = 0;
+	if (len == 0)
+		return;
+	for (const char *p = YM_NAME_PREFIX; *p && n + 1 < len; p++)
+		buf[n++] = *p;
+	put_dec(buf, len, &n, (uint64_t)(pid > 0 ? pid : 0));
+	if (pidns != 0 && pidns != YM_PIDNS_INIT) {
+		if (n + 1 < len)
+			buf[n++] = '.';
+		put_dec(buf, len, &n, pidns);
+	}
+	buf[n] = 0;
 }
 
 /* Strict decimal, no sign, no leading zero, at most `max`. */

@@ -78,8 +78,8 @@
  *  - Live table: a pool of LIVE.capacity entries shared by STRIPES.capacity
  *    stripes (both powers of two, S stripes of P = LIVE.capacity / S
  *    entries each).  An address belongs to one stripe, chosen by the agent
- *    (ym_live_stripe_of; readers need not know which), and stripe s owns entries j < P at ym_live_index(s, j, S): blocks of
- *    YM_LIVE_BLOCK entries, interleaved (block b of stripe s is pool block
+ *    (readers need not know which), and stripe s owns entries j < P at
+ *    ym_live_index(s, j, S): blocks of YM_LIVE_BLOCK entries, interleaved (block b of stripe s is pool block
  *    b * S + s), so that the entries stripes take first share pages, and
  *    the segment's memory grows with the live samples, not with the table.
  *    A stripe hands out its entries in order: stripe.used is how many it
@@ -90,8 +90,8 @@
  *    even value with release.  A reader copies entries j < used in the
  *    seqcount loop over the stripe's seq.  count is the stripe's live
  *    entries.  The agent finds entries through a hash of its own (chains
- *    through ym_live.next, heads in its private memory); readers ignore
- *    next and stripe.free.
+ *    through its private words, heads in its private memory); readers
+ *    ignore agent_private.
  *  - Alarms: a ring.  The writer claims position n = alarms_written++, writes
  *    record n % cap with seq = 0, fills it, then stores seq = n + 1 with
  *    release.  A reader reads alarms_written, copies the ring, reads
@@ -164,7 +164,7 @@
 #define YM_LIMIT_LIVE           (1u << 26)
 #define YM_LIMIT_THREADS        (1u << 20)
 #define YM_LIMIT_SEGMENT        (8ULL << 30)
-#define YM_LIMIT_STRIPES        512u        /* ym_live_stripe_of needs <= 2^9 */
+#define YM_LIMIT_STRIPES        512u        /* the agent's stripe choice needs <= 2^9 */
 
 /* Fixed-point unit of estimated object counts: weights are fractions. */
 #define YM_FX_SHIFT  16

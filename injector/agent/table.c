@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "backing.h"
+#include "hash.h"
 #include "live.h"
 #include "sample.h"
 #include "table.h"
@@ -108,10 +109,9 @@ int table_init_segment(void)
 
 static uint64_t hash_frames(const uint64_t *f, uint32_t depth)
 {
-	uint64_t h = 0xcbf29ce484222325ULL ^ depth;
+	uint64_t h = YM_FNV1A_INIT ^ depth;
 	for (uint32_t i = 0; i < depth; i++) {
-		h ^= f[i];
-		h *= 0x100000001b3ULL;
+		h = ym_fnv1a_word(h, f[i]);
 		h ^= h >> 29;
 	}
 	return h < 2 ? h + 2 : h;   /* 0: unpublished, 1: overflow */

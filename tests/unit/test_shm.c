@@ -565,10 +565,34 @@ static void garbage_never_crashes(void **state)
 	}
 }
 
+/* shm_name writes without stdio (the agent links it); its inverse reads
+ * back what it wrote; a short buffer truncates, never overflows. */
+static void names_round_trip(void **state)
+{
+	(void)state;
+	char b[40];
+	pid_t pid;
+	uint32_t ns;
+	shm_name(b, sizeof b, 4194304, 0);
+	assert_string_equal(b, YM_NAME_PREFIX "4194304");
+	shm_name(b, sizeof b, 1, YM_PIDNS_INIT);
+	assert_string_equal(b, YM_NAME_PREFIX "1");
+	shm_name(b, sizeof b, 7, 4026532290u);
+	assert_string_equal(b, YM_NAME_PREFIX "7.4026532290");
+	assert_int_equal(shm_parse_name(b + 1, &pid, &ns), 0);
+	assert_int_equal(pid, 7);
+	assert_int_equal(ns, 4026532290u);
+	memset(b, 'x', sizeof b);
+	shm_name(b, 10, 123456789, 0);
+	assert_string_equal(b, "/ymtop-12");
+	assert_int_equal(b[11], 'x');
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(layout_is_sane),
+		cmocka_unit_test(names_round_trip),
 		cmocka_unit_test(valid_segment_snapshots),
 		cmocka_unit_test(live_copy_follows_the_stripes_in_use),
 		cmocka_unit_test(planes_summed_until_a_reset),
