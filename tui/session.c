@@ -48,6 +48,42 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 	model_init(&s->model);
 	s->known_modules = UINT32_MAX;
+	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void session_symbols(struct session *s, int progress)
+{
+	const struct model *m = &s->model;
+	for (uint32_t i = 0; i < m->nstacks; i++)
+		for (uint32_t d = 0; d < m->stacks[i].depth; d++)
+			sym_prefetch(s->sym, m->stacks[i].frames[d]);
+	for (uint32_t i = 0; i < m->snap.nalarms; i++) {
+		const struct ym_alarm *al = shm_alarm(&m->snap, i);
+		for (uint32_t d = 0; d < al->depth; d++)
+			sym_prefetch(s->sym, al->frames[d]);
+	}
+	char line[256];
+	int said = 0;
+	double t0 = mono_s();
+	while (!cli_stop && s->symbol_wait_s > 0 &&
+	       sym_pending(s->sym, line, sizeof line) > 0) {
+		if (progress && !said++)
+			fprintf(stderr, "ymtop: %s (waiting at most %.0f s)\n", line,
+				s->symbol_wait_s);
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+		double t1 = mono_s();
+		s->symbol_wait_s -= t1 - t0;
+		t0 = t1;
+	}
+	sym_poll(s->sym);
 }
 
 /* What /proc says of the process that wrote snap, into f (its thread

@@ -1,0 +1,253 @@
+"""The whole memory picture (issue 20), ymtop's side: symbols for stripped
+binaries from a real debuginfod server with a time bound, leaks at exit, and
+RSS explained.
+
+Program: tests/progs/held.c (10 MiB from held_site(); waits for a line;
+then frees and exits 0, exits N holding it, or kills itself).
+
+Symbols: a stripped copy of held (objcopy --only-keep-debug, --strip-all,
+--add-gnu-debuglink) whose debug file only Debian's `debuginfod -F DIR`
+serves on a loopback port; a "silent" server is a socket that accepts and
+never answers.  Every run has a private DEBUGINFOD_CACHE_PATH."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+from ymlib import (AGENT, BUILD, MiB, Skip, Target, YMTOP, functions,
+                   run_tests, ymtop)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+HELD = os.path.join(BUILD, "progs", "held")
+EXACT = {"YM_SAMPLE_RATE": "1"}
+
+
+def source_line(path, text):
+    with open(os.path.join(ROOT, path)) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise AssertionError("%s not found in %s" % (text, path))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def stripped_copy(d):
+    """held stripped into d/bin, its debug file alone in d/srv."""
+    for tool in ("objcopy", "debuginfod"):
+        if not shutil.which(tool):
+            raise Skip("%s is not installed (make check-deps)" % tool)
+    os.makedirs(os.path.join(d, "bin"))
+    os.makedirs(os.path.join(d, "srv"))
+    exe = os.path.join(d, "bin", "held")
+    dbg = os.path.join(d, "srv", "held.debug")
+    shutil.copy2(HELD, exe)
+    subprocess.run(["objcopy", "--only-keep-debug", exe, dbg], check=True)
+    subprocess.run(["objcopy", "--strip-all", "--add-gnu-debuglink=" + dbg,
+                    exe], check=True)
+    out = subprocess.run(["readelf", "-n", exe], capture_output=True,
+                         text=True).stdout
+    bid = [l.split()[-1] for l in out.splitlines() if "Build ID" in l]
+    assert bid, "held has no build-id"
+    return exe, bid[0]
+
+
+class Debuginfod:
+    """Debian's debuginfod serving DIR on a loopback port."""
+
+    def __init__(self, d, buildid):
+        self.port = free_port()
+        self.log = open(os.path.join(d, "debuginfod.log"), "w")
+        self.p = subprocess.Popen(
+            ["debuginfod", "-F", os.path.join(d, "srv"), "-p", str(self.port),
+             "-d", os.path.join(d, "db.sqlite"), "-t", "0", "-g", "0"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        url = "http://127.0.0.1:%d/buildid/%s/debuginfo" % (self.port, buildid)
+        end = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except Exception:  # noqa: BLE001 - not up or not scanned yet
+                if time.time() > end:
+                    self.stop()
+                    raise AssertionError("debuginfod never served " + url)
+                time.sleep(0.2)
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.p.terminate()
+        try:
+            self.p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.log.close()
+
+
+class Silent:
+    """A server that accepts connections and never answers."""
+
+    def __init__(self):
+        self.s = socket.socket()
+        self.s.bind(("127.0.0.1", 0))
+        self.s.listen(64)
+        self.s.settimeout(0.2)
+        self.port = self.s.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.conns = []
+        self.done = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        end = time.time() + 120
+        while not self.done and time.time() < end:
+            try:
+                c, _ = self.s.accept()
+                self.conns.append(c)
+            except OSError:
+                pass
+
+    def stop(self):
+        self.done = True
+        self.t.join()
+        for c in self.conns:
+            c.close()
+        self.s.close()
+
+
+def env_with(url, d):
+    e = dict(os.environ)
+    e.pop("DEBUGINFOD_URLS", None)
+    if url:
+        e["DEBUGINFOD_URLS"] = url
+    e["DEBUGINFOD_CACHE_PATH"] = os.path.join(d, "cache")
+    return e
+
+
+def held_site_stack(rep):
+    """The stack of the 10 MiB (its innermost frame is held_site's)."""
+    big = max(rep["stacks"], key=lambda s: s["retained_bytes"])
+    assert big["retained_bytes"] >= 9 * MiB, big
+    return big
+
+
+def test_debuginfod_symbolizes_stripped():
+    d = tempfile.mkdtemp(prefix="ymtop-dbgd-")
+    try:
+        exe, bid = stripped_copy(d)
+        srv = Debuginfod(d, bid)
+        t = Target([exe], env=EXACT)
+        try:
+            # Without a server: the stripped frames have no names.
+            r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
+                      env=env_with(None, d))
+            top = held_site_stack(json.loads(r.stdout))["frames"][0]
+            assert top["function"].startswith("[held+0x"), top
+            assert top["file"] is None, top
+            # With it: function, file and line from its debug file.
+            t0 = time.time()
+            r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
+                      env=env_with(srv.url, d))
+            took = time.time() - t0
+            top = held_site_stack(json.loads(r.stdout))["frames"][0]
+            assert top["function"] == "held_site", top
+            assert top["file"].endswith("tests/progs/held.c"), top
+            assert top["line"] == source_line("tests/progs/held.c",
+                                              "held_site's allocation"), top
+            assert took < 10, "the lookup took %.1f s" % took
+            # The text report names it too.
+            r = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid,
+                      env=env_with(srv.url, d))
+            assert "held_site (held.c:" in r.stdout, r.stdout[:2000]
+        finally:
+            t.finish()
+            srv.stop()
+    finally:
+        shutil.rmtree(d, True)
+
+
+def test_silent_server_bounded():
+    """A server that never answers delays a batch report by at most ~10 s,
+    and the run's later reports wait no more."""
+    d = tempfile.mkdtemp(prefix="ymtop-silent-")
+    srv = Silent()
+    try:
+        exe, _ = stripped_copy(d)
+        t = Target([exe], env=EXACT)
+        try:
+            t0 = time.time()
+            r = ymtop("-b", "-n", "3", "-i", "0.2", "-f", "json", "-p", t.pid,
+                      env=env_with(srv.url, d), timeout=120)
+            took = time.time() - t0
+            assert took < 12.5, "three reports took %.1f s" % took
+            assert srv.conns, "the silent server was never asked"
+            reps = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+            assert len(reps) == 3, r.stdout[:500]
+            top = held_site_stack(reps[-1])["frames"][0]
+            assert top["function"].startswith("[held+0x"), top
+            assert "debuginfod" in r.stderr, r.stderr
+        finally:
+            t.finish()
+    finally:
+        srv.stop()
+        shutil.rmtree(d, True)
+
+
+def test_sigterm_during_lookup():
+    """SIGTERM ends a batch run waiting for a silent server at once."""
+    d = tempfile.mkdtemp(prefix="ymtop-term-")
+    srv = Silent()
+    try:
+        exe, _ = stripped_copy(d)
+        t = Target([exe], env=EXACT)
+        try:
+            p = subprocess.Popen([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                                  str(t.pid)], env=env_with(srv.url, d),
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            end = time.time() + 10
+            while not srv.conns and time.time() < end:
+                time.sleep(0.05)
+            assert srv.conns, "no lookup reached the server"
+            time.sleep(1.0)
+            t0 = time.time()
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+                raise AssertionError("ymtop ignored SIGTERM for 5 s")
+            took = time.time() - t0
+            assert took < 1.5, "SIGTERM took %.2f s" % took
+            # No lookup child left behind.
+            time.sleep(0.2)
+            kids = subprocess.run(["pgrep", "-P", str(p.pid)],
+                                  capture_output=True, text=True).stdout
+            assert not kids.strip(), kids
+        finally:
+            t.finish()
+    finally:
+        srv.stop()
+        shutil.rmtree(d, True)
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(globals()))
