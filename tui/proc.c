@@ -44,6 +44,28 @@ static uint64_t parse_u64_ws(const char **p)
 	return parse_u64(p);
 }
 
+int proc_exit(const struct proc_info *pi, int *value)
+{
+	*value = 0;
+	if (pi->state != 'Z' || pi->exit_code < 0)
+		return PROC_EXIT_UNKNOWN;
+	/* Without ptrace access the kernel writes 0, which would read as
+	 * "exit status 0": only trusted from root or the same user. */
+	uid_t me = geteuid();
+	if (me != 0 && (me != pi->uid || me != pi->euid))
+		return PROC_EXIT_UNKNOWN;
+	int st = pi->exit_code;
+	if ((st & 0x7f) == 0) {
+		*value = (st >> 8) & 0xff;
+		return PROC_EXIT_STATUS;
+	}
+	if ((st & 0x7f) != 0x7f) {
+		*value = st & 0x7f;
+		return PROC_EXIT_SIGNAL;
+	}
+	return PROC_EXIT_UNKNOWN;
+}
+
 uint32_t proc_pidns(pid_t pid)
 {
 	char path[64];
@@ -76,8 +98,10 @@ int proc_read(pid_t pid, struct proc_info *o)
 	memcpy(o->comm, l + 1, cl);
 	o->comm[cl] = '\0';
 	const char *p = r + 1;
-	/* Fields 3..21 then 22 = starttime, 24 = rss (pages). */
-	for (int f = 3; f <= 24 && *p; f++) {
+	/* Fields 3..21 then 22 = starttime, 24 = rss (pages), 52 =
+	 * exit_code (Linux 3.5). */
+	o->exit_code = -1;
+	for (int f = 3; f <= 52 && *p; f++) {
 		while (*p == ' ')
 			p++;
 		if (f == 3)
@@ -88,6 +112,11 @@ int proc_read(pid_t pid, struct proc_info *o)
 		}
 		if (f == 24) {
 			o->rss_bytes = parse_u64(&p) * (uint64_t)sysconf(_SC_PAGESIZE);
+			continue;
+		}
+		if (f == 52 && *p >= '0' && *p <= '9') {
+			uint64_t v = parse_u64(&p);
+			o->exit_code = v <= 0xffff ? (int)v : -1;
 			continue;
 		}
 		while (*p && *p != ' ')

@@ -22,6 +22,9 @@ struct proc_info {
 	uint64_t start_ticks;   /* field 22 of /proc/pid/stat */
 	uint64_t rss_bytes;
 	char     state;         /* field 3: R, S, D, Z (zombie), X... */
+	int      exit_code;     /* field 52: a zombie's wait status; -1 when
+				   absent (the kernel shows 0 to a reader
+				   without ptrace access: see proc_exit) */
 	char     comm[64];
 };
 
@@ -34,6 +37,15 @@ double proc_age_s(const struct proc_info *pi);
 
 /* 1 when the process has exited (a zombie not yet reaped). */
 int proc_gone(const struct proc_info *pi);
+
+/* How process pi ended, when it is a zombie whose status we may read
+ * (ptrace access: root, or its own uid): PROC_EXIT_STATUS with *value the
+ * exit status, PROC_EXIT_SIGNAL with *value the signal; else
+ * PROC_EXIT_UNKNOWN (running, reaped, another user's). */
+#define PROC_EXIT_UNKNOWN 0
+#define PROC_EXIT_STATUS  1
+#define PROC_EXIT_SIGNAL  2
+int proc_exit(const struct proc_info *pi, int *value);
 
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);

@@ -86,6 +86,23 @@ void session_symbols(struct session *s, int progress)
 	sym_poll(s->sym);
 }
 
+/* How the process that wrote snap ended: its zombie's status in /proc
+ * (pi: NULL when gone) — the kernel's word, also for a signal — else
+ * what the agent recorded at exit() (ABI 6), else unknown. */
+static void read_exit(const struct shm_snapshot *snap,
+		      const struct proc_info *pi, struct model_facts *f)
+{
+	const struct ym_header *h = &snap->hdr;
+	f->exit_how = PROC_EXIT_UNKNOWN;
+	if (pi && pi->start_ticks == h->start_ticks)
+		f->exit_how = proc_exit(pi, &f->exit_value);
+	if (f->exit_how == PROC_EXIT_UNKNOWN && h->abi_version >= 6 &&
+	    (h->flags & YM_FLAG_EXITED) && h->exit_how == YM_EXIT_STATUS) {
+		f->exit_how = PROC_EXIT_STATUS;
+		f->exit_value = (int)(h->exit_status & 0xff);
+	}
+}
+
 /* What /proc says of the process that wrote snap, into f (its thread
  * names into s->names).  -1 when out of memory. */
 static int read_facts(struct session *s, const struct shm_snapshot *snap,
@@ -96,12 +113,15 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	 * still maps it: not after its pid went to another process, nor
 	 * after it exec'd a program without the agent. */
 	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
-	f->alive = proc_read(pid, &f->proc) == 0 &&
+	int have_proc = proc_read(pid, &f->proc) == 0;
+	f->alive = have_proc &&
 		   proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
 			       snap->seg_ino) == WRITER_LIVE &&
 		   !(snap->hdr.flags & YM_FLAG_EXITED);
-	if (!f->alive)
+	if (!f->alive) {
+		read_exit(snap, have_proc ? &f->proc : NULL, f);
 		return 0;
+	}
 	proc_display_name(&f->proc, f->name, sizeof f->name);
 	f->age_s = proc_age_s(&f->proc);
 	if (snap->nthreads > s->nnames) {

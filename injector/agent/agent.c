@@ -1026,6 +1026,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent.injected || got_init() == 0) && agent_resolve()) {
 		pthread_atfork(NULL, NULL, fork_child);
+		agent_exitstatus_init();
 		agent_enter(t);
 		if (agent.injected &&
 		    __atomic_load_n(&agent.seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE)

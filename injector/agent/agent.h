@@ -239,6 +239,8 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
 		       size_t n, size_t old_usable, size_t usable) AGENT_HIDDEN;
 uint64_t agent_now_ns(void) AGENT_HIDDEN;
 void agent_exiting(void) AGENT_HIDDEN;
+/* exitstatus.c: record exit()'s status in the header at exit. */
+void agent_exitstatus_init(void) AGENT_HIDDEN;
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 
 /* 1 while the segment is being written. */

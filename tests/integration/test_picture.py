@@ -249,5 +249,85 @@ def test_sigterm_during_lookup():
         shutil.rmtree(d, True)
 
 
+def final_reports(argv_tail, fmt, finish):
+    """ymtop -b -n 0 on held: reports every 0.2 s until the process exits;
+    finish(t) makes it exit.  Returns (ymtop's stdout, held's Target)."""
+    t = Target([HELD] + argv_tail, env=EXACT)
+    p = subprocess.Popen([YMTOP, "-b", "-n", "0", "-i", "0.2", "-f", fmt,
+                          "-p", str(t.pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.6)
+        finish(t)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+        return out, t
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        t.kill()
+
+
+def json_reports(out):
+    return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+
+def exit_without_reaping(t):
+    """Tell held to go on, and leave it a zombie (not reaped) a while."""
+    t.p.stdin.write("\n")
+    t.p.stdin.flush()
+
+
+def test_leaked_at_exit_json():
+    """A process that exits with status 3 holding 10 MiB from held_site:
+    the final report, and only it, says so, with the status."""
+    out, t = final_reports(["3"], "json", exit_without_reaping)
+    reps = json_reports(out)
+    assert len(reps) >= 2, out[:300]
+    for r in reps[:-1]:
+        assert "leaked_at_exit" not in r, r.get("state")
+    last = reps[-1]
+    assert last.get("leaked_at_exit") is True, list(last)
+    assert last["exit"] == {"how": "status", "status": 3}, last["exit"]
+    assert last["state"] == "exited", last["state"]
+    big = max(last["stacks"], key=lambda s: s["retained_bytes"])
+    assert "held_site" in functions(big), functions(big)
+    assert abs(big["retained_bytes"] - 10 * MiB) < 64 * 1024, big
+    assert last["leaked_bytes"] >= 10 * MiB, last["leaked_bytes"]
+
+
+def test_leaked_at_exit_reaped_uses_agent_status():
+    """Reaped at once (no zombie to read): the status the agent recorded
+    at exit() still says 5."""
+    def reap(t):
+        t.p.communicate("\n", timeout=10)
+    out, t = final_reports(["5"], "json", reap)
+    last = json_reports(out)[-1]
+    assert last.get("leaked_at_exit") is True
+    assert last["exit"] == {"how": "status", "status": 5}, last["exit"]
+
+
+def test_leaked_at_exit_text():
+    out, t = final_reports(["3"], "text", exit_without_reaping)
+    finals = out.split("ymtop ")[-1]
+    assert "Still held at exit (exit status 3): 10.0 MiB" in finals, finals[:800]
+    assert "held_site" in finals.split("Still held at exit")[1]
+    # Earlier reports have no such heading.
+    assert out.count("Still held at exit") == 1, out.count("Still held at exit")
+
+
+def test_killed_by_signal_never_a_wrong_status():
+    """held kills itself with SIGKILL (no exit handler runs): signal 9
+    while it is a zombie, else unknown; never an exit status."""
+    out, t = final_reports(["kill"], "json", exit_without_reaping)
+    last = json_reports(out)[-1]
+    assert last.get("leaked_at_exit") is True
+    assert last["exit"] in ({"how": "signal", "signal": 9},
+                            {"how": "unknown"}), last["exit"]
+    assert last["exit"] == {"how": "signal", "signal": 9}, \
+        "held was a zombie: %s" % last["exit"]
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))

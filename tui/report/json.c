@@ -52,6 +52,19 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(h->flags & YM_FLAG_INJECTED) ? "true" : "false",
 		(unsigned long long)h->sample_rate,
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
+	/* The final report of a process that has exited (issue 20): what
+	 * its stacks retain is what it still held at exit. */
+	if (model_exited(m)) {
+		fprintf(f, "\"leaked_at_exit\":true,\"leaked_bytes\":%.0f,"
+			"\"leaked_objects\":%.0f,\"exit\":{\"how\":",
+			m->retained_bytes, m->retained_objects);
+		if (m->exit_how == PROC_EXIT_STATUS)
+			fprintf(f, "\"status\",\"status\":%d},", m->exit_value);
+		else if (m->exit_how == PROC_EXIT_SIGNAL)
+			fprintf(f, "\"signal\",\"signal\":%d},", m->exit_value);
+		else
+			fputs("\"unknown\"},", f);
+	}
 	fprintf(f, "\"totals\":{\"allocated_bytes\":%llu,\"allocated_objects\":%llu,"
 		"\"requested_bytes\":%llu,\"freed_bytes\":%llu,\"freed_objects\":%llu,"
 		"\"in_use_bytes\":%lld,\"retained_bytes\":%.0f,\"retained_objects\":%.0f},",

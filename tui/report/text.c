@@ -153,6 +153,14 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		errno = ENOMEM;
 		return -1;
 	}
+	if (model_exited(m)) {
+		/* The final report (issue 20): heaptrack's leak summary. */
+		char how[64];
+		fprintf(f, "\nStill held at exit (%s): %s in %.0f objects "
+			"(estimated), by stack below\n",
+			model_exit_text(m, how, sizeof how),
+			fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects);
+	}
 	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
 	int shown = 0;
 	/* Every stack with a sample, also those that retain nothing: on a

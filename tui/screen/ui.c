@@ -243,7 +243,10 @@ int ui_run(const struct options *o, pid_t pid)
 			next = now + delay;
 			if (!ss.model.alive) {
 				exited_seen = 1;   /* keep the final data on screen */
-				view_set_status(&v, "the process has exited: final data shown (s and f still work)");
+				char how[64];
+				view_set_status(&v, "the process has exited (%s): what it still "
+						"held at exit is shown (s and f still work)",
+						model_exit_text(&ss.model, how, sizeof how));
 			}
 		}
 	}
