@@ -79,9 +79,45 @@ uint32_t proc_pidns(pid_t pid)
 	return (uint32_t)st.st_ino;
 }
 
+/* The "KEY:  123 kB" line of a /proc file in bytes; 0 when absent. */
+static int kb_line(const char *buf, const char *key, uint64_t *out)
+{
+	size_t kl = strlen(key);
+	for (const char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (strncmp(l, key, kl) != 0 || l[kl] != ':')
+			continue;
+		const char *q = l + kl + 1;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (*q < '0' || *q > '9')
+			return 0;
+		uint64_t v = parse_u64(&q);
+		*out = v > UINT64_MAX / 1024 ? UINT64_MAX : v * 1024;
+		return 1;
+	}
+	return 0;
+}
+
+int proc_rollup(pid_t pid, struct proc_mem *mem)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", (long)pid);
+	mem->have_rollup = 0;
+	ssize_t n = read_small(path, buf, sizeof buf);
+	if (n < 0)
+		return (int)n;
+	mem->have_rollup = kb_line(buf, "Rss", &mem->rss) &
+			   kb_line(buf, "Anonymous", &mem->anonymous);
+	if (!kb_line(buf, "Pss", &mem->pss))
+		mem->pss = 0;
+	if (!kb_line(buf, "Swap", &mem->swap))
+		mem->swap = 0;
+	return mem->have_rollup ? 0 : -EPROTO;
+}
+
 int proc_read(pid_t pid, struct proc_info *o)
 {
-	char path[64], buf[2048];
+	char path[64], buf[4096];
 	memset(o, 0, sizeof *o);
 	o->pid = pid;
 	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
@@ -138,6 +174,12 @@ int proc_read(pid_t pid, struct proc_info *o)
 		}
 		/* NSpid: the pid in each namespace from ours inwards; the
 		 * last is the one the process sees (and names its segment). */
+		struct proc_mem *pm = &o->mem;
+		pm->have_status = kb_line(buf, "RssAnon", &pm->rss_anon) &
+				  kb_line(buf, "RssFile", &pm->rss_file) &
+				  kb_line(buf, "RssShmem", &pm->rss_shmem);
+		if (!kb_line(buf, "VmSwap", &pm->vm_swap))
+			pm->vm_swap = 0;
 		const char *ns = strstr(buf, "\nNSpid:");
 		if (ns) {
 			const char *q = ns + 7;

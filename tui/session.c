@@ -123,6 +123,7 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 		return 0;
 	}
 	proc_display_name(&f->proc, f->name, sizeof f->name);
+	proc_rollup(pid, &f->proc.mem);   /* RSS explained; kept unread on error */
 	f->age_s = proc_age_s(&f->proc);
 	if (snap->nthreads > s->nnames) {
 		void *p = realloc(s->names, (size_t)snap->nthreads * sizeof *s->names);

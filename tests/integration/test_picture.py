@@ -329,5 +329,48 @@ def test_killed_by_signal_never_a_wrong_status():
         "held was a zombie: %s" % last["exit"]
 
 
+RSS_KEYS = ("source", "rss_bytes", "anon_bytes", "file_bytes", "shmem_bytes",
+            "swap_bytes", "pss_bytes", "heap_in_use_bytes", "heap_free_bytes",
+            "counted_in_use_bytes", "retained_bytes", "mmap_retained_bytes",
+            "unexplained_anon_bytes")
+
+
+def test_rss_explained_json_and_text():
+    """RSS from smaps_rollup beside counted in use and retained: held's
+    10 MiB are in the anonymous RSS, and what is left unexplained is
+    small; absent figures are null, never a made-up 0."""
+    t = Target([HELD], env=EXACT)
+    try:
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid)
+        x = json.loads(r.stdout)["rss_explained"]
+        assert set(RSS_KEYS) <= set(x), sorted(x)
+        assert x["source"] == "smaps_rollup", x
+        assert x["anon_bytes"] >= 10 * MiB, x
+        parts = x["anon_bytes"] + x["file_bytes"] + x["shmem_bytes"]
+        assert abs(parts - x["rss_bytes"]) < 0.1 * x["rss_bytes"], x
+        assert abs(x["counted_in_use_bytes"] - 10 * MiB) < 128 * 1024, x
+        assert abs(x["retained_bytes"] - 10 * MiB) < 128 * 1024, x
+        assert x["mmap_retained_bytes"] is None, x   # agent side: not yet
+        assert x["unexplained_anon_bytes"] == \
+            x["anon_bytes"] - (x["heap_in_use_bytes"] + x["heap_free_bytes"]
+                               if x["heap_in_use_bytes"] is not None
+                               else x["counted_in_use_bytes"]), x
+        assert abs(x["unexplained_anon_bytes"]) < 4 * MiB, x
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        assert "RSS explained (/proc smaps_rollup):" in text, text[:1500]
+        for row in ("RSS", "counted in use", "retained (estimated)",
+                    "tracked mmap", "anonymous unexplained"):
+            assert "\n  " + row in text, (row, text[:1500])
+    finally:
+        t.finish()
+
+
+def test_rss_explained_after_exit_is_null():
+    out, t = final_reports(["0"], "json", exit_without_reaping)
+    x = json_reports(out)[-1]["rss_explained"]
+    assert x["rss_bytes"] is None and x["source"] is None, x
+    assert x["retained_bytes"] >= 10 * MiB, x
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))

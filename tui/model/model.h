@@ -107,6 +107,15 @@ struct model {
 	int      exit_how;           /* PROC_EXIT_*, kept once known */
 	int      exit_value;
 
+	/* RSS explained (memory.h).  Places for figures other readers fill
+	 * (absent until then, and the views say so): the allocator's own
+	 * statistics (issue 18, "Cost at the floor"), and mmap memory the
+	 * agent tracks with its stacks (issue 20, agent side). */
+	int      have_heap;
+	double   heap_in_use_bytes, heap_free_bytes;
+	int      have_mmap;
+	double   mmap_retained_bytes;
+
 	/* Previous snapshot and mark, indexed by stack id. */
 	double  *prev_alloc;  uint32_t nprev;
 	struct ym_totals prev_totals;

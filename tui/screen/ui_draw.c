@@ -18,6 +18,7 @@
 
 #include "fmt.h"
 #include "ui_draw.h"
+#include "ui_memory.h"
 
 /* ---- drawing helpers ---- */
 
@@ -546,7 +547,8 @@ static const char *const help_text[] = {
 	"",
 	"  Up/Down, PgUp/PgDn, Home/End   move",
 	"  Enter         the selected stack in full (Enter/Esc: back)",
-	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms",
+	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms,",
+	"                Memory (RSS explained)",
 	"  < >  F6       sort column (again: reverse)",
 	"  R T A L G N   sort by retained, total, rate, live, growth, name",
 	"  /             filter by function, file or module (Esc clears)",
@@ -600,6 +602,7 @@ void ui_draw(struct view *v)
 	case VIEW_THREADS:   draw_threads(v, y, rows); break;
 	case VIEW_LIFETIMES: draw_lifetimes(v, y, rows); break;
 	case VIEW_ALARMS:    draw_alarms(v, y, rows); break;
+	case VIEW_MEMORY:    ui_draw_memory(v, y, rows, attr(C_COLS, A_REVERSE)); break;
 	default: break;
 	}
 	const char *st = view_status(v, view_now_ns());

@@ -39,7 +39,7 @@ const char *view_status(const struct view *v, uint64_t now_ns)
 const char *view_kind_name(enum view_kind k)
 {
 	static const char *const n[VIEW_COUNT] = {
-		"Stacks", "Functions", "Threads", "Lifetimes", "Alarms"
+		"Stacks", "Functions", "Threads", "Lifetimes", "Alarms", "Memory"
 	};
 	return k < VIEW_COUNT ? n[k] : "?";
 }

@@ -24,6 +24,7 @@ enum view_kind {
 	VIEW_THREADS,
 	VIEW_LIFETIMES,
 	VIEW_ALARMS,
+	VIEW_MEMORY,         /* RSS explained (ui_memory.h) */
 	VIEW_COUNT
 };
 
