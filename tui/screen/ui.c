@@ -214,7 +214,7 @@ int ui_run(const struct options *o, pid_t pid)
 			view_set_status(&v, "debuginfod: lookups finished");
 		}
 		if (sym_poll(ss.sym))
-			view_refresh(&v);
+			view_symbols_changed(&v);
 		ui_draw(&v);
 		uint64_t now = view_now_ns();
 		int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;

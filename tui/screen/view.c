@@ -140,6 +140,12 @@ void view_refresh(struct view *v)
 	resort(v);
 }
 
+void view_symbols_changed(struct view *v)
+{
+	view_rows_relabel(v);
+	resort(v);
+}
+
 void view_set_filter(struct view *v, const char *s)
 {
 	snprintf(v->filter, sizeof v->filter, "%s", s ? s : "");

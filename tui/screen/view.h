@@ -146,6 +146,10 @@ int view_detail_frames(struct view *v, int nframes, int page);
  * (fmt_parse_bytes); sets the status line.  0, or -1 refused. */
 int view_set_rate(struct view *v, const char *text);
 
+/* The symbolizer has new names (a debug file arrived, sym_poll): relabel
+ * the rows and sort again, without a new snapshot. */
+void view_symbols_changed(struct view *v);
+
 /* The cached "function (file:line)" label of a stack. */
 const char *view_label(struct view *v, uint32_t stack);
 
