@@ -9,6 +9,7 @@ Symbols: a stripped copy of held (objcopy --only-keep-debug, --strip-all,
 --add-gnu-debuglink) whose debug file only Debian's `debuginfod -F DIR`
 serves on a loopback port; a "silent" server is a socket that accepts and
 never answers.  Every run has a private DEBUGINFOD_CACHE_PATH."""
+import contextlib
 import json
 import os
 import shutil
@@ -21,21 +22,12 @@ import threading
 import time
 import urllib.request
 
-from ymlib import (AGENT, BUILD, MiB, Skip, Target, YMTOP, functions,
-                   run_tests, ymtop)
+from ymlib import (BUILD, MiB, Skip, Target, YMTOP, functions, run_tests,
+                   ymtop)
+from test_symbols import source_line
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 HELD = os.path.join(BUILD, "progs", "held")
 EXACT = {"YM_SAMPLE_RATE": "1"}
-
-
-def source_line(path, text):
-    with open(os.path.join(ROOT, path)) as f:
-        for i, line in enumerate(f, 1):
-            if text in line:
-                return i
-    raise AssertionError("%s not found in %s" % (text, path))
 
 
 def free_port():
@@ -148,105 +140,96 @@ def held_site_stack(rep):
     return big
 
 
-def test_debuginfod_symbolizes_stripped():
+@contextlib.contextmanager
+def stripped_target(server):
+    """The stripped held running under the agent, with server "debuginfod"
+    (serving its debug file) or "silent"; yields (target, env for ymtop)."""
     d = tempfile.mkdtemp(prefix="ymtop-dbgd-")
+    srv = None
     try:
         exe, bid = stripped_copy(d)
-        srv = Debuginfod(d, bid)
+        srv = Debuginfod(d, bid) if server == "debuginfod" else Silent()
         t = Target([exe], env=EXACT)
         try:
-            # Without a server: the stripped frames have no names.
-            r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
-                      env=env_with(None, d))
-            top = held_site_stack(json.loads(r.stdout))["frames"][0]
-            assert top["function"].startswith("[held+0x"), top
-            assert top["file"] is None, top
-            # With it: function, file and line from its debug file.
-            t0 = time.time()
-            r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
-                      env=env_with(srv.url, d))
-            took = time.time() - t0
-            top = held_site_stack(json.loads(r.stdout))["frames"][0]
-            assert top["function"] == "held_site", top
-            assert top["file"].endswith("tests/progs/held.c"), top
-            assert top["line"] == source_line("tests/progs/held.c",
-                                              "held_site's allocation"), top
-            assert took < 10, "the lookup took %.1f s" % took
-            # The text report names it too.
-            r = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid,
-                      env=env_with(srv.url, d))
-            assert "held_site (held.c:" in r.stdout, r.stdout[:2000]
+            yield t, srv, d
         finally:
             t.finish()
-            srv.stop()
     finally:
+        if srv:
+            srv.stop()
         shutil.rmtree(d, True)
+
+
+def test_debuginfod_symbolizes_stripped():
+    with stripped_target("debuginfod") as (t, srv, d):
+        # Without a server: the stripped frames have no names.
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
+                  env=env_with(None, d))
+        top = held_site_stack(json.loads(r.stdout))["frames"][0]
+        assert top["function"].startswith("[held+0x"), top
+        assert top["file"] is None, top
+        # With it: function, file and line from its debug file.
+        t0 = time.time()
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid,
+                  env=env_with(srv.url, d))
+        took = time.time() - t0
+        top = held_site_stack(json.loads(r.stdout))["frames"][0]
+        assert top["function"] == "held_site", top
+        assert top["file"].endswith("tests/progs/held.c"), top
+        assert top["line"] == source_line("tests/progs/held.c",
+                                          "held_site's allocation"), top
+        assert took < 10, "the lookup took %.1f s" % took
+        # The text report names it too.
+        r = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid,
+                  env=env_with(srv.url, d))
+        assert "held_site (held.c:" in r.stdout, r.stdout[:2000]
 
 
 def test_silent_server_bounded():
     """A server that never answers delays a batch report by at most ~10 s,
     and the run's later reports wait no more."""
-    d = tempfile.mkdtemp(prefix="ymtop-silent-")
-    srv = Silent()
-    try:
-        exe, _ = stripped_copy(d)
-        t = Target([exe], env=EXACT)
-        try:
-            t0 = time.time()
-            r = ymtop("-b", "-n", "3", "-i", "0.2", "-f", "json", "-p", t.pid,
-                      env=env_with(srv.url, d), timeout=120)
-            took = time.time() - t0
-            assert took < 12.5, "three reports took %.1f s" % took
-            assert srv.conns, "the silent server was never asked"
-            reps = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
-            assert len(reps) == 3, r.stdout[:500]
-            top = held_site_stack(reps[-1])["frames"][0]
-            assert top["function"].startswith("[held+0x"), top
-            assert "debuginfod" in r.stderr, r.stderr
-        finally:
-            t.finish()
-    finally:
-        srv.stop()
-        shutil.rmtree(d, True)
+    with stripped_target("silent") as (t, srv, d):
+        t0 = time.time()
+        r = ymtop("-b", "-n", "3", "-i", "0.2", "-f", "json", "-p", t.pid,
+                  env=env_with(srv.url, d), timeout=120)
+        took = time.time() - t0
+        assert took < 12.5, "three reports took %.1f s" % took
+        assert srv.conns, "the silent server was never asked"
+        reps = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+        assert len(reps) == 3, r.stdout[:500]
+        top = held_site_stack(reps[-1])["frames"][0]
+        assert top["function"].startswith("[held+0x"), top
+        assert "debuginfod" in r.stderr, r.stderr
 
 
 def test_sigterm_during_lookup():
-    """SIGTERM ends a batch run waiting for a silent server at once."""
-    d = tempfile.mkdtemp(prefix="ymtop-term-")
-    srv = Silent()
-    try:
-        exe, _ = stripped_copy(d)
-        t = Target([exe], env=EXACT)
+    """SIGTERM ends a batch run waiting for a silent server at once, and
+    its lookup children with it."""
+    with stripped_target("silent") as (t, srv, d):
+        p = subprocess.Popen([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                              str(t.pid)], env=env_with(srv.url, d),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        end = time.time() + 10
+        while not srv.conns and time.time() < end:
+            time.sleep(0.05)
+        assert srv.conns, "no lookup reached the server"
+        time.sleep(1.0)
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                              text=True).stdout.split()
+        assert kids, "no lookup child"
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
         try:
-            p = subprocess.Popen([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
-                                  str(t.pid)], env=env_with(srv.url, d),
-                                 stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-            end = time.time() + 10
-            while not srv.conns and time.time() < end:
-                time.sleep(0.05)
-            assert srv.conns, "no lookup reached the server"
-            time.sleep(1.0)
-            t0 = time.time()
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
-                raise AssertionError("ymtop ignored SIGTERM for 5 s")
-            took = time.time() - t0
-            assert took < 1.5, "SIGTERM took %.2f s" % took
-            # No lookup child left behind.
-            time.sleep(0.2)
-            kids = subprocess.run(["pgrep", "-P", str(p.pid)],
-                                  capture_output=True, text=True).stdout
-            assert not kids.strip(), kids
-        finally:
-            t.finish()
-    finally:
-        srv.stop()
-        shutil.rmtree(d, True)
+            p.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError("ymtop ignored SIGTERM for 5 s")
+        took = time.time() - t0
+        assert took < 1.5, "SIGTERM took %.2f s" % took
+        left = [k for k in kids if os.path.exists("/proc/%s" % k)]
+        assert not left, "lookup children left: %s" % left
 
 
 def final_reports(argv_tail, fmt, finish):

@@ -4,17 +4,15 @@ refreshing meanwhile, q quits at once; and with a real `debuginfod -F`
 server the stripped frames get their names on screen."""
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
-from ymlib import Target, run_tests  # noqa: E402
+from ymlib import run_tests  # noqa: E402
 from test_screen import Screen  # noqa: E402
-from test_picture import EXACT, Debuginfod, Silent, stripped_copy  # noqa: E402
+from test_picture import stripped_target  # noqa: E402
 
 
 def env_line(url, d):
@@ -23,11 +21,7 @@ def env_line(url, d):
 
 
 def test_progress_line_and_q_during_lookup():
-    d = tempfile.mkdtemp(prefix="ymtop-tui-dbgd-")
-    srv = Silent()
-    try:
-        exe, _ = stripped_copy(d)
-        t = Target([exe], env=EXACT)
+    with stripped_target("silent") as (t, srv, d):
         s = Screen(t.pid, env=env_line(srv.url, d))
         try:
             text = s.wait(r"debuginfod: \d+ lookups? \(.*held.*\)")
@@ -42,27 +36,15 @@ def test_progress_line_and_q_during_lookup():
             assert took < 1.5, "q took %.2f s" % took
         finally:
             s.close()
-            t.finish()
-    finally:
-        srv.stop()
-        shutil.rmtree(d, True)
 
 
 def test_names_arrive_on_screen():
-    d = tempfile.mkdtemp(prefix="ymtop-tui-dbgd-")
-    try:
-        exe, bid = stripped_copy(d)
-        srv = Debuginfod(d, bid)
-        t = Target([exe], env=EXACT)
+    with stripped_target("debuginfod") as (t, srv, d):
         s = Screen(t.pid, env=env_line(srv.url, d))
         try:
             s.wait(r"held_site \(held\.c:\d+\)", timeout=15)
         finally:
             s.close()
-            t.finish()
-            srv.stop()
-    finally:
-        shutil.rmtree(d, True)
 
 
 if __name__ == "__main__":
