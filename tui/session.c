@@ -114,10 +114,15 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	 * after it exec'd a program without the agent. */
 	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
 	int have_proc = proc_read(pid, &f->proc) == 0;
-	f->alive = have_proc &&
-		   proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
-			       snap->seg_ino) == WRITER_LIVE &&
+	enum proc_writer w = have_proc ?
+		proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
+			    snap->seg_ino) : WRITER_GONE;
+	f->alive = have_proc && w == WRITER_LIVE &&
 		   !(snap->hdr.flags & YM_FLAG_EXITED);
+	/* Exec'd a program without the agent: it did not exit, and exec
+	 * gave its heap back. */
+	f->execed = have_proc && w == WRITER_EXECED &&
+		    !(snap->hdr.flags & YM_FLAG_EXITED);
 	if (!f->alive) {
 		read_exit(snap, have_proc ? &f->proc : NULL, f);
 		return 0;

@@ -202,6 +202,18 @@ def test_silent_server_bounded():
         assert "debuginfod" in r.stderr, r.stderr
 
 
+def test_debuginfod_timeout_respected_when_smaller():
+    """DEBUGINFOD_TIMEOUT=2 ends the silent server's lookup after 2 s, not
+    10."""
+    with stripped_target("silent") as (t, srv, d):
+        e = env_with(srv.url, d)
+        e["DEBUGINFOD_TIMEOUT"] = "2"
+        t0 = time.time()
+        ymtop("-b", "-n", "1", "-f", "json", "-p", t.pid, env=e, timeout=60)
+        took = time.time() - t0
+        assert 1.5 < took < 4.5, "took %.1f s" % took
+
+
 def test_sigterm_during_lookup():
     """SIGTERM ends a batch run waiting for a silent server at once, and
     its lookup children with it."""
@@ -310,6 +322,31 @@ def test_killed_by_signal_never_a_wrong_status():
                             {"how": "unknown"}), last["exit"]
     assert last["exit"] == {"how": "signal", "signal": 9}, \
         "held was a zombie: %s" % last["exit"]
+
+
+def test_exec_without_agent_is_no_leak_at_exit():
+    """A process that exec's a program without the agent did not exit, and
+    exec gave its heap back: its last report has no leaked_at_exit."""
+    code = ("import os, sys; sys.stdout.write('ready\\n'); sys.stdout.flush();"
+            "sys.stdin.readline(); os.environ.pop('LD_PRELOAD');"
+            "os.execv('/bin/sleep', ['sleep', '5'])")
+    t = Target([sys.executable, "-c", code], env=EXACT)
+    p = subprocess.Popen([YMTOP, "-b", "-n", "0", "-i", "0.2", "-f", "json",
+                          "-p", str(t.pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.6)
+        t.p.stdin.write("\n")
+        t.p.stdin.flush()
+        out, err = p.communicate(timeout=30)
+        reps = json_reports(out)
+        assert len(reps) >= 2 and reps[-1]["state"] == "exited", out[-300:]
+        assert not any("leaked_at_exit" in r for r in reps), err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        t.kill()
 
 
 RSS_KEYS = ("source", "rss_bytes", "anon_bytes", "file_bytes", "shmem_bytes",

@@ -174,6 +174,7 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	else
 		memset(&m->proc, 0, sizeof m->proc);
 	m->alive = alive;
+	m->execed = facts && !alive && facts->execed;
 	if (facts && !alive && facts->exit_how != PROC_EXIT_UNKNOWN &&
 	    m->exit_how == PROC_EXIT_UNKNOWN) {
 		m->exit_how = facts->exit_how;
@@ -296,7 +297,7 @@ double model_uptime(const struct model *m)
 
 int model_exited(const struct model *m)
 {
-	return m->have_snap && !m->alive;
+	return m->have_snap && !m->alive && !m->execed;
 }
 
 const char *model_exit_text(const struct model *m, char *buf, size_t len)

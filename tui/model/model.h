@@ -55,6 +55,8 @@ struct model_facts {
 	 * signal number in exit_value. */
 	int      exit_how;
 	int      exit_value;
+	int      execed;      /* not alive: it exec'd a program without the
+				 agent (no exit, nothing held) */
 };
 
 struct model_stack {
@@ -104,6 +106,7 @@ struct model {
 	char     name[64];           /* model_name */
 	uint64_t proc_start_mono_ns; /* the process's start on our clock, 0
 					unknown: model_uptime */
+	int      execed;             /* model_facts.execed */
 	int      exit_how;           /* PROC_EXIT_*, kept once known */
 	int      exit_value;
 
@@ -167,8 +170,9 @@ uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
  * from its own start time once seen alive, else from the agent's. */
 double model_uptime(const struct model *m);
 
-/* The process has exited (or exec'd away, or its pid went to another):
- * this model holds its final state, what was still held at exit. */
+/* The process has exited (or its pid went to another; not when it exec'd
+ * a program without the agent): this model holds its final state, what
+ * was still held at exit. */
 int model_exited(const struct model *m);
 
 /* How it ended, for reports: "exit status 3", "killed by signal 9

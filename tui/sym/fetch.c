@@ -107,7 +107,11 @@ static void child(const struct fetch_entry *e, int fd, double limit)
 		dup2(null, 1);
 		dup2(null, 2);
 	}
-	signal(SIGINT, SIG_IGN);    /* ymtop decides; it kills us */
+	/* ymtop decides when we end (it kills us); but a SIGTERM or SIGHUP
+	 * meant for us must not land in ymtop's flag-setting handler. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
 	alarm((unsigned)limit + 2); /* should ymtop miss the deadline */
 	setenv("DEBUGINFOD_URLS", F.urls, 1);
 	void *so = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
