@@ -53,6 +53,10 @@ CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
 # (tests/integration/test_allocators.py).
 CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
 
+# A debug-info server for the stripped-binary symbol tests
+# (tests/integration/test_picture.py), and objcopy to strip.
+CHECK_PKGS += debuginfod binutils
+
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
 

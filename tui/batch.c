@@ -95,6 +95,7 @@ int batch_run(const struct options *o, pid_t pid)
 		 * with --on-change those in between that moved enough. */
 		if (o->on_change < 0 || written == 0 || !m->alive ||
 		    changed(last_retained, m->retained_bytes, o->on_change)) {
+			session_symbols(&ss, 1);
 			write_one(o, m, ss.sym, ++written);
 			last_retained = m->retained_bytes;
 		}

@@ -44,6 +44,28 @@ static uint64_t parse_u64_ws(const char **p)
 	return parse_u64(p);
 }
 
+int proc_exit(const struct proc_info *pi, int *value)
+{
+	*value = 0;
+	if (pi->state != 'Z' || pi->exit_code < 0)
+		return PROC_EXIT_UNKNOWN;
+	/* Without ptrace access the kernel writes 0, which would read as
+	 * "exit status 0": only trusted from root or the same user. */
+	uid_t me = geteuid();
+	if (me != 0 && (me != pi->uid || me != pi->euid))
+		return PROC_EXIT_UNKNOWN;
+	int st = pi->exit_code;
+	if ((st & 0x7f) == 0) {
+		*value = (st >> 8) & 0xff;
+		return PROC_EXIT_STATUS;
+	}
+	if ((st & 0x7f) != 0x7f) {
+		*value = st & 0x7f;
+		return PROC_EXIT_SIGNAL;
+	}
+	return PROC_EXIT_UNKNOWN;
+}
+
 uint32_t proc_pidns(pid_t pid)
 {
 	char path[64];
@@ -57,9 +79,45 @@ uint32_t proc_pidns(pid_t pid)
 	return (uint32_t)st.st_ino;
 }
 
+/* The "KEY:  123 kB" line of a /proc file in bytes; 0 when absent. */
+static int kb_line(const char *buf, const char *key, uint64_t *out)
+{
+	size_t kl = strlen(key);
+	for (const char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (strncmp(l, key, kl) != 0 || l[kl] != ':')
+			continue;
+		const char *q = l + kl + 1;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (*q < '0' || *q > '9')
+			return 0;
+		uint64_t v = parse_u64(&q);
+		*out = v > UINT64_MAX / 1024 ? UINT64_MAX : v * 1024;
+		return 1;
+	}
+	return 0;
+}
+
+int proc_rollup(pid_t pid, struct proc_mem *mem)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", (long)pid);
+	mem->have_rollup = 0;
+	ssize_t n = read_small(path, buf, sizeof buf);
+	if (n < 0)
+		return (int)n;
+	mem->have_rollup = kb_line(buf, "Rss", &mem->rss) &
+			   kb_line(buf, "Anonymous", &mem->anonymous);
+	if (!kb_line(buf, "Pss", &mem->pss))
+		mem->pss = 0;
+	if (!kb_line(buf, "Swap", &mem->swap))
+		mem->swap = 0;
+	return mem->have_rollup ? 0 : -EPROTO;
+}
+
 int proc_read(pid_t pid, struct proc_info *o)
 {
-	char path[64], buf[2048];
+	char path[64], buf[4096];
 	memset(o, 0, sizeof *o);
 	o->pid = pid;
 	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
@@ -76,8 +134,10 @@ int proc_read(pid_t pid, struct proc_info *o)
 	memcpy(o->comm, l + 1, cl);
 	o->comm[cl] = '\0';
 	const char *p = r + 1;
-	/* Fields 3..21 then 22 = starttime, 24 = rss (pages). */
-	for (int f = 3; f <= 24 && *p; f++) {
+	/* Fields 3..21 then 22 = starttime, 24 = rss (pages), 52 =
+	 * exit_code (Linux 3.5). */
+	o->exit_code = -1;
+	for (int f = 3; f <= 52 && *p; f++) {
 		while (*p == ' ')
 			p++;
 		if (f == 3)
@@ -88,6 +148,11 @@ int proc_read(pid_t pid, struct proc_info *o)
 		}
 		if (f == 24) {
 			o->rss_bytes = parse_u64(&p) * (uint64_t)sysconf(_SC_PAGESIZE);
+			continue;
+		}
+		if (f == 52 && *p >= '0' && *p <= '9') {
+			uint64_t v = parse_u64(&p);
+			o->exit_code = v <= 0xffff ? (int)v : -1;
 			continue;
 		}
 		while (*p && *p != ' ')
@@ -109,6 +174,12 @@ int proc_read(pid_t pid, struct proc_info *o)
 		}
 		/* NSpid: the pid in each namespace from ours inwards; the
 		 * last is the one the process sees (and names its segment). */
+		struct proc_mem *pm = &o->mem;
+		pm->have_status = kb_line(buf, "RssAnon", &pm->rss_anon) &
+				  kb_line(buf, "RssFile", &pm->rss_file) &
+				  kb_line(buf, "RssShmem", &pm->rss_shmem);
+		if (!kb_line(buf, "VmSwap", &pm->vm_swap))
+			pm->vm_swap = 0;
 		const char *ns = strstr(buf, "\nNSpid:");
 		if (ns) {
 			const char *q = ns + 7;

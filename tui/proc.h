@@ -12,6 +12,16 @@
 #include <sys/types.h>
 
 
+/* Where RSS goes, in bytes (proc_read: /proc/PID/status; proc_rollup:
+ * /proc/PID/smaps_rollup, which has no file/shmem split: those stay
+ * status's RssFile and RssShmem). */
+struct proc_mem {
+	int      have_status;   /* the Rss* and VmSwap lines were there */
+	uint64_t rss_anon, rss_file, rss_shmem, vm_swap;
+	int      have_rollup;   /* smaps_rollup was read */
+	uint64_t rss, pss, anonymous, swap;
+};
+
 struct proc_info {
 	pid_t    pid;
 	pid_t    tgid;          /* its process, when pid is a thread's id */
@@ -22,7 +32,11 @@ struct proc_info {
 	uint64_t start_ticks;   /* field 22 of /proc/pid/stat */
 	uint64_t rss_bytes;
 	char     state;         /* field 3: R, S, D, Z (zombie), X... */
+	int      exit_code;     /* field 52: a zombie's wait status; -1 when
+				   absent (the kernel shows 0 to a reader
+				   without ptrace access: see proc_exit) */
 	char     comm[64];
+	struct proc_mem mem;
 };
 
 /* 0 on success; -ENOENT when there is no such process. */
@@ -34,6 +48,20 @@ double proc_age_s(const struct proc_info *pi);
 
 /* 1 when the process has exited (a zombie not yet reaped). */
 int proc_gone(const struct proc_info *pi);
+
+/* Read /proc/PID/smaps_rollup into mem (have_rollup).  It walks every
+ * mapping of the process: call it once a refresh, not per row.  0 or
+ * -errno. */
+int proc_rollup(pid_t pid, struct proc_mem *mem);
+
+/* How process pi ended, when it is a zombie whose status we may read
+ * (ptrace access: root, or its own uid): PROC_EXIT_STATUS with *value the
+ * exit status, PROC_EXIT_SIGNAL with *value the signal; else
+ * PROC_EXIT_UNKNOWN (running, reaped, another user's). */
+#define PROC_EXIT_UNKNOWN 0
+#define PROC_EXIT_STATUS  1
+#define PROC_EXIT_SIGNAL  2
+int proc_exit(const struct proc_info *pi, int *value);
 
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);

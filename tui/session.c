@@ -48,6 +48,59 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 	model_init(&s->model);
 	s->known_modules = UINT32_MAX;
+	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void session_symbols(struct session *s, int progress)
+{
+	const struct model *m = &s->model;
+	for (uint32_t i = 0; i < m->nstacks; i++)
+		for (uint32_t d = 0; d < m->stacks[i].depth; d++)
+			sym_prefetch(s->sym, m->stacks[i].frames[d]);
+	for (uint32_t i = 0; i < m->snap.nalarms; i++) {
+		const struct ym_alarm *al = shm_alarm(&m->snap, i);
+		for (uint32_t d = 0; d < al->depth; d++)
+			sym_prefetch(s->sym, al->frames[d]);
+	}
+	char line[256];
+	int said = 0;
+	double t0 = mono_s();
+	while (!cli_stop && s->symbol_wait_s > 0 &&
+	       sym_pending(s->sym, line, sizeof line) > 0) {
+		if (progress && !said++)
+			fprintf(stderr, "ymtop: %s (waiting at most %.0f s)\n", line,
+				s->symbol_wait_s);
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+		double t1 = mono_s();
+		s->symbol_wait_s -= t1 - t0;
+		t0 = t1;
+	}
+	sym_poll(s->sym);
+}
+
+/* How the process that wrote snap ended: its zombie's status in /proc
+ * (pi: NULL when gone) — the kernel's word, also for a signal — else
+ * what the agent recorded at exit() (ABI 6), else unknown. */
+static void read_exit(const struct shm_snapshot *snap,
+		      const struct proc_info *pi, struct model_facts *f)
+{
+	const struct ym_header *h = &snap->hdr;
+	f->exit_how = PROC_EXIT_UNKNOWN;
+	if (pi && pi->start_ticks == h->start_ticks)
+		f->exit_how = proc_exit(pi, &f->exit_value);
+	if (f->exit_how == PROC_EXIT_UNKNOWN && h->abi_version >= 6 &&
+	    (h->flags & YM_FLAG_EXITED) && h->exit_how == YM_EXIT_STATUS) {
+		f->exit_how = PROC_EXIT_STATUS;
+		f->exit_value = (int)(h->exit_status & 0xff);
+	}
 }
 
 /* What /proc says of the process that wrote snap, into f (its thread
@@ -60,13 +113,22 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	 * still maps it: not after its pid went to another process, nor
 	 * after it exec'd a program without the agent. */
 	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
-	f->alive = proc_read(pid, &f->proc) == 0 &&
-		   proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
-			       snap->seg_ino) == WRITER_LIVE &&
+	int have_proc = proc_read(pid, &f->proc) == 0;
+	enum proc_writer w = have_proc ?
+		proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
+			    snap->seg_ino) : WRITER_GONE;
+	f->alive = have_proc && w == WRITER_LIVE &&
 		   !(snap->hdr.flags & YM_FLAG_EXITED);
-	if (!f->alive)
+	/* Exec'd a program without the agent: it did not exit, and exec
+	 * gave its heap back. */
+	f->execed = have_proc && w == WRITER_EXECED &&
+		    !(snap->hdr.flags & YM_FLAG_EXITED);
+	if (!f->alive) {
+		read_exit(snap, have_proc ? &f->proc : NULL, f);
 		return 0;
+	}
 	proc_display_name(&f->proc, f->name, sizeof f->name);
+	proc_rollup(pid, &f->proc.mem);   /* RSS explained; kept unread on error */
 	f->age_s = proc_age_s(&f->proc);
 	if (snap->nthreads > s->nnames) {
 		void *p = realloc(s->names, (size_t)snap->nthreads * sizeof *s->names);

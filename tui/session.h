@@ -30,6 +30,7 @@ struct session {
 	/* Scratch for the facts' thread names, one per thread slot. */
 	char   (*names)[MODEL_THREAD_NAME];
 	uint32_t nnames;
+	double symbol_wait_s;       /* what reports may still wait for symbols */
 };
 
 /* Attach to pid (target_attach: the process's segment, injecting the agent
@@ -53,6 +54,15 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
  * process is gone: the agent marked it exited, its pid went to another
  * process, or it exec'd a program without the agent. */
 void session_wait(struct session *s, double secs);
+
+/* Before a report: start the debuginfod lookups (sym.h) of the modules
+ * in the model's stacks and alarms, wait while they run, and take in what
+ * arrived.  All waits of a run add up to at most SESSION_SYMBOL_WAIT_S
+ * (a report is delayed by no more, whatever the servers do); a signal
+ * (cli_stop) ends the wait at once.  progress: one line on stderr when
+ * it waits. */
+#define SESSION_SYMBOL_WAIT_S 10.0
+void session_symbols(struct session *s, int progress);
 
 void session_close(struct session *s);
 

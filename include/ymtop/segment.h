@@ -122,16 +122,17 @@
 #include <stdint.h>
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
-/* v5: compat_version, the size rule, reserved fields (see above). */
+/* v5: compat_version, the size rule, reserved fields (see above).
+ * v6: header.exit_how and exit_status (adds only: compat stays 5). */
 #ifndef YM_TEST_ABI_NEWER
-#define YM_ABI_VERSION  5u       /* this file's version */
+#define YM_ABI_VERSION  6u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
 #define YM_HEADER_SIZE  4096u    /* header bytes this writer reserves */
 #else
 /* A test build only (make, test_abi.py): a writer one version ahead that
  * adds without breaking (same compat_version), with a longer header and
  * longer stack and alarm records, all filled with unknown data. */
-#define YM_ABI_VERSION  6u
+#define YM_ABI_VERSION  7u
 #define YM_ABI_COMPAT   5u
 #define YM_HEADER_SIZE  8192u
 #define YM_TEST_RECORD_TAIL 16u  /* bytes after a record's frames */
@@ -184,6 +185,8 @@
 #define YM_FLAG_INJECTED    0x8u   /* agent loaded by ymtop -p, not preload */
 /* 0x10, 0x20: retired in v5 (PASSIVE, never set: an agent that gives up
  * has no segment; EXECED, never read), reserved. */
+#define YM_EXIT_UNKNOWN 0u
+#define YM_EXIT_STATUS  1u
 #define YM_FLAG_KEPT        0x40u  /* exited, left on purpose (YM_KEEP_SEGMENT) */
 
 enum ym_section_id {
@@ -270,6 +273,14 @@ struct ym_header {
 	uint64_t reset_count;      /* resets the agent has carried out */
 	uint64_t planes_used;      /* counter planes handed out (<= planes) */
 	uint64_t plane_epoch[YM_PLANES];   /* reset_count a plane's data is of */
+	/* v6: how the process ended, as its exit() said (the agent's on_exit
+	 * handler, injector/agent/exitstatus.c): written once, before
+	 * YM_FLAG_EXITED is set with release; read after seeing that flag
+	 * with acquire.  exit_how YM_EXIT_UNKNOWN (0: _exit, a signal, an
+	 * older writer), or YM_EXIT_STATUS with exit_status the status
+	 * exit() was given (its low 8 bits are what the parent sees). */
+	uint32_t exit_how;
+	uint32_t exit_status;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */

@@ -134,6 +134,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		pthread_atfork(NULL, NULL, fork_child);
+		seg_exit_status_init();
 		agent_enter(t);
 		if (agent_injected && agent_active())
 			got_patch_all();

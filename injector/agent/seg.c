@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -285,6 +286,32 @@ void agent_exiting(void)
 	/* Keep the mapping: destructors that run after us still allocate. */
 	if (!agent_cfg.keep_segment)
 		shm_unlink_pid(self_pid, pidns);
+}
+
+/* glibc's on_exit() handler (seg_exit_status_init): the status the
+ * process gave exit(), into header.exit_how and exit_status (segment.h
+ * v6), so that ymtop's final report says how the process ended.  Handlers
+ * run before the destructors of shared objects, hence before
+ * agent_exiting() sets YM_FLAG_EXITED with release: a reader that sees
+ * the flag sees the status.  _exit, _Exit and signals run no handler: the
+ * fields stay YM_EXIT_UNKNOWN (ymtop reads a zombie's status from /proc
+ * instead).  A forked child inherits the handler: only the process whose
+ * segment this is writes it (agent_exiting's rule). */
+static void record_exit_status(int status, void *arg)
+{
+	(void)arg;
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    self_pid != getpid())
+		return;
+	__atomic_store_n(&hdr->exit_status, (uint32_t)status, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->exit_how, YM_EXIT_STATUS, __ATOMIC_RELAXED);
+}
+
+void seg_exit_status_init(void)
+{
+	/* on_exit may allocate its block of handlers: the caller holds the
+	 * guard.  It fails only out of memory: the status stays unknown. */
+	on_exit(record_exit_status, NULL);
 }
 
 /* The process is about to take the effective uid `euid` (setuid and its

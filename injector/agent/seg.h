@@ -34,6 +34,9 @@ void seg_fork_child(int follow) AGENT_HIDDEN;
 
 /* The process is leaving (exit, or _exit which runs no destructors). */
 void agent_exiting(void) AGENT_HIDDEN;
+/* Record exit()'s status in the header at exit (glibc's on_exit).  Called
+ * once, at start, with the guard held. */
+void seg_exit_status_init(void) AGENT_HIDDEN;
 /* The process is about to take the effective uid `euid`. */
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 

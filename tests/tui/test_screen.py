@@ -110,10 +110,35 @@ def test_each_view_renders():
         s.keys("Tab")
         s.wait(r"no giant allocations")         # Alarms
         s.keys("Tab")
+        s.wait(r"RSS EXPLAINED")                # Memory
+        s.keys("Tab")
         s.wait(r"RETAINED")                     # back to Stacks
         s.keys("?")
         s.wait(r"ymtop keys")
         s.keys("?")
+
+
+def test_memory_view_explains_rss():
+    """The Memory view (issue 20): RSS from smaps_rollup split into
+    anonymous, file and shmem beside counted in use and retained~, each
+    with its share of RSS; absent figures read "-"."""
+    with watching(cols=120) as (t, s):
+        s.wait("big_site")
+        s.keys("BTab")
+        text = s.wait(r"RSS EXPLAINED.*smaps_rollup")
+        def row(name):
+            m = re.search(r"^%s {2,}(\S+ \S+|-) +(\d+%%)?" % re.escape(name), text,
+                          re.M)
+            assert m, "no %r row:\n%s" % (name, text)
+            return m
+        assert row("RSS").group(2) == "100%", text
+        for name in ("  anonymous", "  file", "  shmem", "counted in use",
+                     "retained~"):
+            assert row(name).group(1) != "-", (name, text)
+        assert row("tracked mmap").group(1) == "-", text
+        assert row("allocator in use").group(1) == "-", text
+        s.keys("q")
+        s.wait(r"EXIT=0")
 
 
 def test_filter_keeps_matching_rows():

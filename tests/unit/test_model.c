@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/memory.h"
 #include "model/model.h"
 
 #define NST 4
@@ -208,6 +209,90 @@ static void thread_names_from_facts(void **state)
 	model_free(&m);
 }
 
+/* How the process ended: kept from the first facts that knew it (a
+ * zombie's status is gone once reaped), in words for the reports. */
+static void exit_kept_and_told(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	char buf[64];
+	model_init(&m);
+	snap_make(&s, r, r, 0);
+	model_update_facts(&m, &s, &live);
+	assert_false(model_exited(&m));
+	struct model_facts gone = { .exit_how = PROC_EXIT_SIGNAL, .exit_value = 9 };
+	snap_make(&s, r, r, 1);
+	model_update_facts(&m, &s, &gone);
+	assert_true(model_exited(&m));
+	assert_string_equal(model_exit_text(&m, buf, sizeof buf),
+			    "killed by signal 9 (SIGKILL)");
+	struct model_facts reaped = { 0 };
+	snap_make(&s, r, r, 2);
+	model_update_facts(&m, &s, &reaped);
+	assert_int_equal(m.exit_how, PROC_EXIT_SIGNAL);   /* kept */
+	model_free(&m);
+	model_init(&m);
+	m.exit_how = PROC_EXIT_STATUS;
+	m.exit_value = 3;
+	assert_string_equal(model_exit_text(&m, buf, sizeof buf), "exit status 3");
+	m.exit_how = PROC_EXIT_UNKNOWN;
+	assert_string_equal(model_exit_text(&m, buf, sizeof buf), "unknown");
+	model_free(&m);
+}
+
+/* RSS explained: smaps_rollup's figures when there, status's otherwise;
+ * the unexplained part subtracts the allocator's in use and free when
+ * known, else the counted in use, and tracked mmap; nothing once gone. */
+static void memory_explained(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	struct model_facts f = live;
+	f.proc.rss_bytes = 100 << 20;
+	f.proc.mem = (struct proc_mem){
+		.have_status = 1, .rss_anon = 70 << 20, .rss_file = 20 << 20,
+		.rss_shmem = 10 << 20, .vm_swap = 1 << 20,
+	};
+	model_init(&m);
+	snap_make(&s, r, r, 1);
+	s.totals.alloc_bytes = 50 << 20;
+	s.totals.free_bytes = 10 << 20;
+	model_update_facts(&m, &s, &f);
+	struct model_memory mm;
+	model_memory(&m, &mm);
+	assert_true(mm.have_rss);
+	assert_string_equal(mm.rss_source, "status");
+	assert_true(mm.rss == 100 << 20 && mm.anon == 70 << 20 && mm.swap == 1 << 20);
+	assert_true(mm.pss < 0);
+	assert_true(mm.counted_in_use == 40 << 20);
+	assert_true(mm.retained == 6000);
+	assert_false(mm.have_heap);
+	assert_false(mm.have_mmap);
+	assert_true(mm.unexplained == 30 << 20);   /* 70 - 40 */
+	m.proc.mem.have_rollup = 1;
+	m.proc.mem.rss = 101 << 20;
+	m.proc.mem.anonymous = 71 << 20;
+	m.proc.mem.pss = 90 << 20;
+	m.have_heap = 1;
+	m.heap_in_use_bytes = 45 << 20;
+	m.heap_free_bytes = 5 << 20;
+	m.have_mmap = 1;
+	m.mmap_retained_bytes = 16 << 20;
+	model_memory(&m, &mm);
+	assert_string_equal(mm.rss_source, "smaps_rollup");
+	assert_true(mm.rss == 101 << 20 && mm.file == 20 << 20 && mm.pss == 90 << 20);
+	assert_true(mm.unexplained == 5 << 20);    /* 71 - (45 + 5) - 16 */
+	snap_make(&s, r, r, 2);
+	model_update(&m, &s);                      /* gone */
+	model_memory(&m, &mm);
+	assert_false(mm.have_rss);
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +301,8 @@ int main(void)
 		cmocka_unit_test(rates_first_and_after_exit),
 		cmocka_unit_test(name_is_comm_not_exe_target),
 		cmocka_unit_test(thread_names_from_facts),
+		cmocka_unit_test(exit_kept_and_told),
+		cmocka_unit_test(memory_explained),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,6 +174,12 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	else
 		memset(&m->proc, 0, sizeof m->proc);
 	m->alive = alive;
+	m->execed = facts && !alive && facts->execed;
+	if (facts && !alive && facts->exit_how != PROC_EXIT_UNKNOWN &&
+	    m->exit_how == PROC_EXIT_UNKNOWN) {
+		m->exit_how = facts->exit_how;
+		m->exit_value = facts->exit_value;
+	}
 	if (alive) {
 		snprintf(m->name, sizeof m->name, "%s", facts->name);
 		/* Uptime is the process's: a daemon's segment is made at its
@@ -287,6 +293,27 @@ double model_uptime(const struct model *m)
 	if (m->proc_start_mono_ns && m->proc_start_mono_ns < start)
 		start = m->proc_start_mono_ns;
 	return end > start ? (double)(end - start) / 1e9 : 0;
+}
+
+int model_exited(const struct model *m)
+{
+	return m->have_snap && !m->alive && !m->execed;
+}
+
+const char *model_exit_text(const struct model *m, char *buf, size_t len)
+{
+	if (m->exit_how == PROC_EXIT_STATUS)
+		snprintf(buf, len, "exit status %d", m->exit_value);
+	else if (m->exit_how == PROC_EXIT_SIGNAL) {
+		const char *ab = sigabbrev_np(m->exit_value);
+		if (ab)
+			snprintf(buf, len, "killed by signal %d (SIG%s)",
+				 m->exit_value, ab);
+		else
+			snprintf(buf, len, "killed by signal %d", m->exit_value);
+	} else
+		snprintf(buf, len, "unknown");
+	return buf;
 }
 
 const char *model_state(const struct model *m)

@@ -50,6 +50,13 @@ struct model_facts {
 	 * NULL or fewer entries than slots: none.  Copied. */
 	const char (*thread_names)[MODEL_THREAD_NAME];
 	uint32_t nthread_names;
+	/* Once not alive: how it ended (PROC_EXIT_*: the zombie's status from
+	 * /proc, else what the agent recorded at exit()), with the status or
+	 * signal number in exit_value. */
+	int      exit_how;
+	int      exit_value;
+	int      execed;      /* not alive: it exec'd a program without the
+				 agent (no exit, nothing held) */
 };
 
 struct model_stack {
@@ -99,6 +106,18 @@ struct model {
 	char     name[64];           /* model_name */
 	uint64_t proc_start_mono_ns; /* the process's start on our clock, 0
 					unknown: model_uptime */
+	int      execed;             /* model_facts.execed */
+	int      exit_how;           /* PROC_EXIT_*, kept once known */
+	int      exit_value;
+
+	/* RSS explained (memory.h).  Places for figures other readers fill
+	 * (absent until then, and the views say so): the allocator's own
+	 * statistics (issue 18, "Cost at the floor"), and mmap memory the
+	 * agent tracks with its stacks (issue 20, agent side). */
+	int      have_heap;
+	double   heap_in_use_bytes, heap_free_bytes;
+	int      have_mmap;
+	double   mmap_retained_bytes;
 
 	/* Previous snapshot and mark, indexed by stack id. */
 	double  *prev_alloc;  uint32_t nprev;
@@ -150,6 +169,15 @@ uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
 /* Seconds the process has run, at snapshot time (or until it exited):
  * from its own start time once seen alive, else from the agent's. */
 double model_uptime(const struct model *m);
+
+/* The process has exited (or its pid went to another; not when it exec'd
+ * a program without the agent): this model holds its final state, what
+ * was still held at exit. */
+int model_exited(const struct model *m);
+
+/* How it ended, for reports: "exit status 3", "killed by signal 9
+ * (SIGKILL)", "unknown"; into buf, returned. */
+const char *model_exit_text(const struct model *m, char *buf, size_t len);
 
 /* Agent state word: "sampling", "paused", "exited". */
 const char *model_state(const struct model *m);

@@ -3,6 +3,40 @@
 
 #include "fmt.h"
 #include "json.h"
+#include "model/memory.h"
+
+/* "key":value, or "key":null when absent. */
+static void json_opt(FILE *f, const char *key, int have, double v, int comma)
+{
+	if (have)
+		fprintf(f, "\"%s\":%.0f%s", key, v, comma ? "," : "");
+	else
+		fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+/* RSS explained (model/memory.h): the kernel's split of RSS beside what
+ * ymtop knows of the heap; null for what is not known. */
+static void json_rss_explained(FILE *f, const struct model *m)
+{
+	struct model_memory mm;
+	model_memory(m, &mm);
+	fputs("\"rss_explained\":{\"source\":", f);
+	fmt_json_string(f, mm.have_rss ? mm.rss_source : NULL);
+	fputc(',', f);
+	json_opt(f, "rss_bytes", mm.have_rss, mm.rss, 1);
+	json_opt(f, "anon_bytes", mm.have_rss, mm.anon, 1);
+	json_opt(f, "file_bytes", mm.have_rss, mm.file, 1);
+	json_opt(f, "shmem_bytes", mm.have_rss, mm.shmem, 1);
+	json_opt(f, "swap_bytes", mm.have_rss, mm.swap, 1);
+	json_opt(f, "pss_bytes", mm.have_rss && mm.pss >= 0, mm.pss, 1);
+	json_opt(f, "heap_in_use_bytes", mm.have_heap, mm.heap_in_use, 1);
+	json_opt(f, "heap_free_bytes", mm.have_heap, mm.heap_free, 1);
+	json_opt(f, "counted_in_use_bytes", 1, mm.counted_in_use, 1);
+	json_opt(f, "retained_bytes", 1, mm.retained, 1);
+	json_opt(f, "mmap_retained_bytes", mm.have_mmap, mm.mmap_retained, 1);
+	json_opt(f, "unexplained_anon_bytes", mm.have_rss, mm.unexplained, 0);
+	fputs("},", f);
+}
 
 static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
 			const uint64_t *frames, uint32_t depth)
@@ -52,6 +86,19 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(h->flags & YM_FLAG_INJECTED) ? "true" : "false",
 		(unsigned long long)h->sample_rate,
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
+	/* The final report of a process that has exited (issue 20): what
+	 * its stacks retain is what it still held at exit. */
+	if (model_exited(m)) {
+		fprintf(f, "\"leaked_at_exit\":true,\"leaked_bytes\":%.0f,"
+			"\"leaked_objects\":%.0f,\"exit\":{\"how\":",
+			m->retained_bytes, m->retained_objects);
+		if (m->exit_how == PROC_EXIT_STATUS)
+			fprintf(f, "\"status\",\"status\":%d},", m->exit_value);
+		else if (m->exit_how == PROC_EXIT_SIGNAL)
+			fprintf(f, "\"signal\",\"signal\":%d},", m->exit_value);
+		else
+			fputs("\"unknown\"},", f);
+	}
 	fprintf(f, "\"totals\":{\"allocated_bytes\":%llu,\"allocated_objects\":%llu,"
 		"\"requested_bytes\":%llu,\"freed_bytes\":%llu,\"freed_objects\":%llu,"
 		"\"in_use_bytes\":%lld,\"retained_bytes\":%.0f,\"retained_objects\":%.0f},",
@@ -70,6 +117,8 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)h->drop_stacks, (unsigned long long)h->drop_live,
 		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads,
 		(unsigned long long)h->drop_modules);
+
+	json_rss_explained(f, m);
 
 	uint32_t norder;
 	uint32_t *order = report_order_by(m, o->sort, &norder);

@@ -5,7 +5,45 @@
 #include <time.h>
 
 #include "fmt.h"
+#include "model/memory.h"
 #include "text.h"
+
+/* RSS explained (model/memory.h): one line per figure, "-" for what is
+ * not known. */
+static void text_rss_explained(FILE *f, const struct model *m)
+{
+	struct model_memory mm;
+	model_memory(m, &mm);
+	char a[32], b[32], c[32], d[32], e[32];
+	if (!mm.have_rss) {
+		fprintf(f, "\nRSS explained: no RSS (the process is not running)\n");
+		return;
+	}
+	fprintf(f, "\nRSS explained (/proc %s):\n", mm.rss_source);
+	fprintf(f, "  %-22s %10s  anonymous %s, file %s, shmem %s; swap %s\n", "RSS",
+		fmt_bytes(mm.rss, a, sizeof a), fmt_bytes(mm.anon, b, sizeof b),
+		fmt_bytes(mm.file, c, sizeof c), fmt_bytes(mm.shmem, d, sizeof d),
+		fmt_bytes(mm.swap, e, sizeof e));
+	if (mm.have_heap)
+		fprintf(f, "  %-22s %10s  and %s free in its arenas\n", "allocator in use",
+			fmt_bytes(mm.heap_in_use, a, sizeof a),
+			fmt_bytes(mm.heap_free, b, sizeof b));
+	else
+		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available)\n",
+			"allocator in use", "-");
+	fprintf(f, "  %-22s %10s  malloc family, the agent's exact counters\n",
+		"counted in use", fmt_sbytes(mm.counted_in_use, a, sizeof a));
+	fprintf(f, "  %-22s %10s  from samples: the stacks below\n",
+		"retained (estimated)", fmt_bytes(mm.retained, a, sizeof a));
+	if (mm.have_mmap)
+		fprintf(f, "  %-22s %10s  anonymous mmap by the program\n", "tracked mmap",
+			fmt_bytes(mm.mmap_retained, a, sizeof a));
+	else
+		fprintf(f, "  %-22s %10s  (not tracked)\n", "tracked mmap", "-");
+	fprintf(f, "  %-22s %10s  anonymous RSS minus heap and tracked mmap: "
+		"stacks, allocator overhead, other mappings\n", "anonymous unexplained",
+		fmt_sbytes(mm.unexplained, a, sizeof a));
+}
 
 static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
 		       const uint64_t *frames, uint32_t depth, const char *indent)
@@ -146,12 +184,22 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		fputc('\n', f);
 	}
 
+	text_rss_explained(f, m);
+
 	int top = o->top > 0 ? o->top : 20;
 	uint32_t norder;
 	uint32_t *order = report_order_by(m, o->sort, &norder);
 	if (!order) {
 		errno = ENOMEM;
 		return -1;
+	}
+	if (model_exited(m)) {
+		/* The final report (issue 20): heaptrack's leak summary. */
+		char how[64];
+		fprintf(f, "\nStill held at exit (%s): %s in %.0f objects "
+			"(estimated), by stack below\n",
+			model_exit_text(m, how, sizeof how),
+			fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects);
 	}
 	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
 	int shown = 0;

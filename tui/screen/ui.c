@@ -201,8 +201,20 @@ int ui_run(const struct options *o, pid_t pid)
 	start_curses();
 	uint64_t delay = (uint64_t)(o->delay * 1e9);
 	uint64_t next = view_now_ns() + delay;
-	int exited_seen = 0;
+	int exited_seen = 0, fetching = 0;
 	for (;;) {
+		/* debuginfod lookups run in child processes (sym/fetch.h): a
+		 * progress line while they do, new names when a file came. */
+		char line[256];
+		if (sym_pending(ss.sym, line, sizeof line)) {
+			view_set_status(&v, "%s", line);
+			fetching = 1;
+		} else if (fetching) {
+			fetching = 0;
+			view_set_status(&v, "debuginfod: lookups finished");
+		}
+		if (sym_poll(ss.sym))
+			view_symbols_changed(&v);
 		ui_draw(&v);
 		uint64_t now = view_now_ns();
 		int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;
@@ -231,7 +243,10 @@ int ui_run(const struct options *o, pid_t pid)
 			next = now + delay;
 			if (!ss.model.alive) {
 				exited_seen = 1;   /* keep the final data on screen */
-				view_set_status(&v, "the process has exited: final data shown (s and f still work)");
+				char how[64];
+				view_set_status(&v, "the process has exited (%s): what it still "
+						"held at exit is shown (s and f still work)",
+						model_exit_text(&ss.model, how, sizeof how));
 			}
 		}
 	}

@@ -18,6 +18,7 @@
 
 #include "fmt.h"
 #include "ui_draw.h"
+#include "ui_memory.h"
 
 /* ---- drawing helpers ---- */
 
@@ -119,14 +120,20 @@ static int draw_header(struct view *v)
 	ui_put(y, x, bad ? attr(C_ALARM, A_REVERSE) | A_BOLD : A_BOLD, "%s%s",
 	    state, v->frozen ? " (frozen)" : "");
 	x = getcurx(stdscr);
+	if (model_exited(m)) {   /* how it ended (issue 20) */
+		char how[64];
+		ui_put(y, x, A_BOLD, " (%s)", model_exit_text(m, how, sizeof how));
+		x = getcurx(stdscr);
+	}
 	ui_put(y, x, 0, "  rate %s",
 	    h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, a, sizeof a));
 	y++;
 	const struct ym_totals *t = &m->totals;
 	/* Injected: the exact counters started at the attach, unlike RSS and
 	 * what the program held before; say so beside the number. */
-	ui_put(y, 0, 0, "RSS %s  retained~ %s  in use%s %s  alloc %s/s %s/s  free %s/s %s/s",
+	ui_put(y, 0, 0, "RSS %s  %s~ %s  in use%s %s  alloc %s/s %s/s  free %s/s %s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
+	    model_exited(m) ? "still held at exit" : "retained",
 	    fmt_bytes(m->retained_bytes, b, sizeof b),
 	    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
 	    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c),
@@ -540,7 +547,8 @@ static const char *const help_text[] = {
 	"",
 	"  Up/Down, PgUp/PgDn, Home/End   move",
 	"  Enter         the selected stack in full (Enter/Esc: back)",
-	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms",
+	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms,",
+	"                Memory (RSS explained)",
 	"  < >  F6       sort column (again: reverse)",
 	"  R T A L G N   sort by retained, total, rate, live, growth, name",
 	"  /             filter by function, file or module (Esc clears)",
@@ -594,6 +602,7 @@ void ui_draw(struct view *v)
 	case VIEW_THREADS:   draw_threads(v, y, rows); break;
 	case VIEW_LIFETIMES: draw_lifetimes(v, y, rows); break;
 	case VIEW_ALARMS:    draw_alarms(v, y, rows); break;
+	case VIEW_MEMORY:    ui_draw_memory(v, y, rows, attr(C_COLS, A_REVERSE)); break;
 	default: break;
 	}
 	const char *st = view_status(v, view_now_ns());

@@ -39,7 +39,7 @@ const char *view_status(const struct view *v, uint64_t now_ns)
 const char *view_kind_name(enum view_kind k)
 {
 	static const char *const n[VIEW_COUNT] = {
-		"Stacks", "Functions", "Threads", "Lifetimes", "Alarms"
+		"Stacks", "Functions", "Threads", "Lifetimes", "Alarms", "Memory"
 	};
 	return k < VIEW_COUNT ? n[k] : "?";
 }
@@ -137,6 +137,12 @@ void view_refresh(struct view *v)
 		v->cache_modules = v->m->snap.nmodules;
 	}
 	push_history(v);
+	resort(v);
+}
+
+void view_symbols_changed(struct view *v)
+{
+	view_rows_relabel(v);
 	resort(v);
 }
 

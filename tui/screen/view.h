@@ -24,6 +24,7 @@ enum view_kind {
 	VIEW_THREADS,
 	VIEW_LIFETIMES,
 	VIEW_ALARMS,
+	VIEW_MEMORY,         /* RSS explained (ui_memory.h) */
 	VIEW_COUNT
 };
 
@@ -144,6 +145,10 @@ int view_detail_frames(struct view *v, int nframes, int page);
 /* Ask the agent for a new sample rate from text typed on the screen
  * (fmt_parse_bytes); sets the status line.  0, or -1 refused. */
 int view_set_rate(struct view *v, const char *text);
+
+/* The symbolizer has new names (a debug file arrived, sym_poll): relabel
+ * the rows and sort again, without a new snapshot. */
+void view_symbols_changed(struct view *v);
 
 /* The cached "function (file:line)" label of a stack. */
 const char *view_label(struct view *v, uint32_t stack);

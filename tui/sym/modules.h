@@ -32,6 +32,7 @@ struct sym_mod {
 	Dwfl_Module *dm;           /* NULL: no usable symbols */
 	const char *warning;       /* interned, or NULL */
 	int kept;                  /* carried over from the previous list */
+	int probed;                /* sym_prefetch asked for its debug info */
 };
 
 /* The accepted modules of mods[0..n) into out (room for n), in list

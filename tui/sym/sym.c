@@ -9,6 +9,8 @@
  *   resolve.c   one address of a module -> its inline chain (DWARF, ELF);
  *   tables.c    per-module lookup tables libdwfl lacks (CUs, functions,
  *               ELF symbols);
+ *   fetch.c     debug files from debuginfod servers, time-bounded, in
+ *               child processes (fetch.h says why not libdw's own way);
  *   demangle.c  C++ and Rust names;
  *   store.c     the arena and the interned strings;
  *   frames.c, names.c, rules.c  stacks as people read them (frames.h).
@@ -22,12 +24,16 @@
  *
  * Not thread-safe: one struct sym per thread (libdwfl is not either).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <elfutils/libdwfl.h>
 
+#include "fetch.h"
 #include "modules.h"
 #include "resolve.h"
 #include "store.h"
@@ -67,6 +73,7 @@ struct sym {
 
 	struct sym_store store;
 	struct sym_frame scratch;  /* last resort when memory runs out */
+	unsigned fetched;          /* fetch_poll's count last taken in */
 };
 
 static uint64_t cache_hash(uint64_t addr, uint32_t state)
@@ -92,6 +99,47 @@ static void dwfl_stop(struct sym *s)
 		dwfl_end(s->dwfl);
 	s->dwfl = NULL;
 	sym_tables_free(&s->tables);
+}
+
+/* libdwfl's find_debuginfo: the standard local lookup (debuginfod is out
+ * of our environment, see fetch.h), then a file a debuginfod lookup
+ * brought, else that lookup is started and the module has no DWARF for
+ * now (sym_poll reports the modules again when a file arrives).  A dwz
+ * alternate file (debuglink_file an absolute path, no CRC) is not
+ * fetched: its build-id is not the module's. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+			  const char *modname, GElf_Addr base,
+			  const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base,
+					      file_name, debuglink_file,
+					      debuglink_crc, debuginfo_file_name);
+	if (fd >= 0 || !fetch_enabled())
+		return fd;
+	if (debuglink_file && (debuglink_crc == 0 || strchr(debuglink_file, '/')))
+		return -1;
+	const unsigned char *bits = NULL;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	const char *path = NULL;
+	if (len <= 0 || !bits ||
+	    fetch_want(bits, (uint32_t)len, modname, &path) != FETCH_FOUND ||
+	    !path)
+		return -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	char *name = strdup(path);
+	if (name) {
+		free(*debuginfo_file_name);
+		*debuginfo_file_name = name;
+	}
+	return fd;
 }
 
 static int dwfl_start(struct sym *s)
@@ -150,7 +198,8 @@ struct sym *sym_new(const char *root)
 		}
 	}
 	s->cb.find_elf = dwfl_build_id_find_elf;
-	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	fetch_setup();
+	s->cb.find_debuginfo = find_debuginfo;
 	s->cb.section_address = dwfl_offline_section_address;
 	s->cb.debuginfo_path = s->debuginfo_path ? &s->debuginfo_path : NULL;
 	if (dwfl_start(s) != 0) {
@@ -238,6 +287,63 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
 	s->nmods = k;
 	s->warn = warn;
 	s->nwarn = n;
+}
+
+/* A new libdwfl session with the same modules, each reported again (so
+ * that libdwfl asks for their debug files again), and an empty cache. */
+static void reload(struct sym *s)
+{
+	dwfl_stop(s);
+	if (dwfl_start(s) != 0)
+		s->dwfl = NULL;
+	if (s->dwfl)
+		dwfl_report_begin(s->dwfl);
+	for (uint32_t i = 0; i < s->nmods; i++) {
+		sym_mod_report(s->dwfl, s->root, &s->store, &s->mods[i]);
+		s->mods[i].probed = 0;
+		if (s->warn && s->mods[i].seg_index < s->nwarn)
+			s->warn[s->mods[i].seg_index] = s->mods[i].warning;
+	}
+	if (s->dwfl)
+		dwfl_report_end(s->dwfl, NULL, NULL);
+	cache_drop(s, 0);
+}
+
+int sym_poll(struct sym *s)
+{
+	if (!s || !fetch_enabled())
+		return 0;
+	unsigned f = fetch_poll();
+	if (f == s->fetched)
+		return 0;
+	s->fetched = f;
+	reload(s);
+	return 1;
+}
+
+void sym_prefetch(struct sym *s, uint64_t addr)
+{
+	if (!s || !fetch_enabled())
+		return;
+	struct sym_mod *m = (struct sym_mod *)sym_mods_find(s->mods, s->nmods,
+							    addr ? addr - 1 : 0);
+	if (!m || !m->dm || m->probed)
+		return;
+	m->probed = 1;
+	Dwarf_Addr bias;
+	dwfl_module_getdwarf(m->dm, &bias);   /* find_debuginfo starts it */
+}
+
+unsigned sym_pending(struct sym *s, char *buf, size_t len)
+{
+	(void)s;
+	if (!fetch_enabled()) {
+		if (buf && len)
+			buf[0] = '\0';
+		return 0;
+	}
+	fetch_poll();
+	return fetch_pending(buf, len);
 }
 
 const char *sym_module_warning(struct sym *s, uint32_t i)

@@ -64,4 +64,21 @@ const char *sym_module_warning(struct sym *s, uint32_t i);
  * "[module+0x...]" and this says why. */
 const char *sym_next_warning(struct sym *s, uint32_t *it);
 
+/* debuginfod (sym/fetch.h): with DEBUGINFOD_URLS set, a module without a
+ * local debug file is looked up on the servers in a child process, never
+ * blocking the caller, at most 10 s (DEBUGINFOD_TIMEOUT when smaller),
+ * once per run.
+ *
+ * sym_poll takes in the files that arrived: 1 when it did (the cache was
+ * dropped: resolve again for the new names; frames handed out stay
+ * valid), 0 when nothing changed.  Call it on every refresh.
+ * sym_prefetch starts the lookup for the module of addr (a return
+ * address) without resolving anything: a batch report calls it for its
+ * frames, then waits while sym_pending says lookups are under way.
+ * sym_pending: how many lookups are queued or running, with a progress
+ * line into buf ("" when none). */
+int sym_poll(struct sym *s);
+void sym_prefetch(struct sym *s, uint64_t addr);
+unsigned sym_pending(struct sym *s, char *buf, size_t len);
+
 #endif

@@ -1,0 +1,39 @@
+/*
+ * memory: RSS explained (memory.h).
+ */
+#include <string.h>
+
+#include "memory.h"
+
+void model_memory(const struct model *m, struct model_memory *o)
+{
+	memset(o, 0, sizeof *o);
+	o->pss = -1;
+	const struct proc_mem *pm = &m->proc.mem;
+	if (m->alive && (pm->have_rollup || pm->have_status)) {
+		o->have_rss = 1;
+		if (pm->have_rollup) {
+			o->rss_source = "smaps_rollup";
+			o->rss = (double)pm->rss;
+			o->anon = (double)pm->anonymous;
+			o->swap = (double)pm->swap;
+			o->pss = (double)pm->pss;
+		} else {
+			o->rss_source = "status";
+			o->rss = (double)m->proc.rss_bytes;
+			o->anon = (double)pm->rss_anon;
+			o->swap = (double)pm->vm_swap;
+		}
+		o->file = (double)pm->rss_file;
+		o->shmem = (double)pm->rss_shmem;
+	}
+	o->have_heap = m->have_heap;
+	o->heap_in_use = m->heap_in_use_bytes;
+	o->heap_free = m->heap_free_bytes;
+	o->counted_in_use = (double)m->totals.alloc_bytes - (double)m->totals.free_bytes;
+	o->retained = m->retained_bytes;
+	o->have_mmap = m->have_mmap;
+	o->mmap_retained = m->mmap_retained_bytes;
+	double heap = o->have_heap ? o->heap_in_use + o->heap_free : o->counted_in_use;
+	o->unexplained = o->anon - heap - (o->have_mmap ? o->mmap_retained : 0);
+}
