@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "fmt.h"
+#include "report/prometheus.h"
 #include "shm.h"
 
 #ifndef YM_LIBDIR
@@ -56,11 +57,13 @@ static void help(void)
 "  -b, --batch            write reports instead of the live screen\n"
 "  -i, --interval SECS    seconds between batch reports (default: the delay)\n"
 "  -n, --iterations N     snapshots (reports) to take, 0 = until the process exits\n"
-"  -f, --format FORMAT    text (default), json, folded, pprof, sqlite or svg\n"
+"  -f, --format FORMAT    text (default), json, folded, pprof, sqlite, svg\n"
+"                         or prometheus (-o replaces its file)\n"
 "  -o, --output PATH      write reports to PATH (%%p pid, %%e executable,\n"
 "                         %%t unix time, %%n counter); default standard output;\n"
 "                         required for pprof, sqlite and svg\n"
-"      --top N            stacks in a text report (default 20)\n"
+"      --top N            stacks in a text report (default 20); display\n"
+"                         frames per process in -f prometheus and --serve (50)\n"
 "      --weight WHAT      folded and svg: retained (default), allocated, objects\n"
 "      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
 "                         since the last report written\n"
@@ -142,7 +145,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 	o->top = 20;
 	o->iterations = -1;
 	o->on_change = -1;
-	int weight_set = 0;
+	int weight_set = 0, top_set = 0;
 	opterr = 0;
 	int c;
 	char err[256];
@@ -166,7 +169,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case 'f':
 			if (report_format_parse(optarg, &o->format) != 0)
-				usage_error("unknown format '%s': use text, json, folded, pprof, sqlite or svg",
+				usage_error("unknown format '%s': use text, json, folded, pprof, sqlite, svg or prometheus",
 					    optarg);
 			o->format_set = 1;
 			break;
@@ -177,6 +180,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_TOP:
 			o->top = (int)parse_long(optarg, 1, 100000, "--top");
+			top_set = 1;
 			break;
 		case OPT_SKIP:
 			if (frames_rules_add(&o->rules, optarg, err, sizeof err) != 0)
@@ -225,6 +229,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 		usage_error("%s (fix or remove the line, or use --no-skip)", err);
 	if (!o->interval_set)
 		o->interval = o->delay;
+	if (o->format == REPORT_PROMETHEUS && !top_set)
+		o->top = PROM_TOP_DEFAULT;
 	if (report_format_needs_file(o->format) && !o->output)
 		usage_error("-f %s writes a file: give its name with -o PATH",
 			    report_format_name(o->format));
