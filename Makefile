@@ -24,7 +24,7 @@ B        := build$(if $(SANITIZER),-$(SANITIZER))
 VERSION  := 0.1.0
 
 PKG_CONFIG ?= pkg-config
-TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd
+TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd
 
 ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -44,7 +44,7 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # libc).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-              procps
+              procps libmicrohttpd-dev
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
               postgresql util-linux nginx-light libunwind-dev
@@ -52,6 +52,9 @@ CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
 # The allocators the estimator is checked under
 # (tests/integration/test_allocators.py).
 CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+
+# The consumers of --serve and -f prometheus (tests/integration/test_fleet.py).
+CHECK_PKGS += prometheus prometheus-node-exporter
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
@@ -118,7 +121,7 @@ $(ABI_NEWER): $(ABI_NEWER_OBJ)
 # only curses code and its view state), model/, sym/ (symbolizer, display
 # frames), report/ (the writers), with the ptrace injector; the agent's own
 # sources (injector/agent/) are never linked into ymtop.
-TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util
+TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util tui/serve
 TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptrace/*.c) \
            shm/layout.c shm/reader.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "fmt.h"
 #include "report/prometheus.h"
+#include "serve/serve.h"
 #include "shm.h"
 
 #ifndef YM_LIBDIR
@@ -70,6 +71,9 @@ static void help(void)
 "      --sort KEY         stack order: retained (default), allocated, rate\n"
 "      --rate BYTES       ask the agent to sample every BYTES on average\n"
 "                         (2 to 1T; k, M, G suffixes: KiB, MiB, GiB)\n"
+"      --serve [ADDR:]PORT  serve /metrics (Prometheus) and /debug/pprof/heap\n"
+"                         for every agent process (or -p PID); ADDR default\n"
+"                         127.0.0.1; no screen, no write to any target\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
 "                         (also: ~/.config/ymtop/skip, /etc/ymtop/skip)\n"
 "      --no-skip          show every frame as it is (no rule, no skip file)\n"
@@ -117,7 +121,7 @@ static double parse_percent(const char *s)
 }
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
-       OPT_RATE };
+       OPT_RATE, OPT_SERVE };
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -136,6 +140,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "on-change", required_argument, NULL, OPT_ON_CHANGE },
 		{ "sort", required_argument, NULL, OPT_SORT },
 		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "serve", required_argument, NULL, OPT_SERVE },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -146,6 +151,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 	o->iterations = -1;
 	o->on_change = -1;
 	int weight_set = 0, top_set = 0;
+	struct sockaddr_storage addr;
 	opterr = 0;
 	int c;
 	char err[256];
@@ -209,6 +215,11 @@ void cli_parse(int argc, char **argv, struct options *o)
 					    "1099511627776 (k, M, G suffixes: KiB, MiB, GiB), "
 					    "not '%s'", optarg);
 			break;
+		case OPT_SERVE:
+			if (serve_parse_addr(optarg, &addr, err, sizeof err) != 0)
+				usage_error("%s", err);
+			o->serve = optarg;
+			break;
 		case 'V':
 			printf("ymtop %s\n", YM_VERSION);
 			exit(0);
@@ -229,7 +240,11 @@ void cli_parse(int argc, char **argv, struct options *o)
 		usage_error("%s (fix or remove the line, or use --no-skip)", err);
 	if (!o->interval_set)
 		o->interval = o->delay;
-	if (o->format == REPORT_PROMETHEUS && !top_set)
+	if (o->serve && (o->batch || o->output || o->format_set || o->rate ||
+			 o->on_change >= 0 || o->iterations >= 0))
+		usage_error("--serve runs alone: no -b, -n, -f, -o, --rate or --on-change "
+			    "(it never writes to a target; -f prometheus is /metrics)");
+	if ((o->format == REPORT_PROMETHEUS || o->serve) && !top_set)
 		o->top = PROM_TOP_DEFAULT;
 	if (report_format_needs_file(o->format) && !o->output)
 		usage_error("-f %s writes a file: give its name with -o PATH",

@@ -28,6 +28,7 @@ struct options {
 	enum model_sort sort;    /* --sort: reports and the screen's first */
 	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
 	const char *output;      /* -o pattern, or NULL */
+	const char *serve;       /* --serve [ADDR:]PORT, or NULL */
 	struct frames_rules rules;
 };
 

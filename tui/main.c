@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "target.h"
 #include "screen/ui.h"
+#include "serve/serve.h"
 
 static void on_signal(int sig)
 {
@@ -28,6 +29,11 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (o.serve) {
+		int rc = serve_run(&o);
+		cli_free(&o);
+		return rc;
+	}
 	pid_t pid = target_choose(o.pid);
 	if (!o.batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
 		cli_die(2, "the live screen needs a terminal; use -b for reports");
