@@ -11,8 +11,7 @@
 #include "report/pprof.h"
 #include "report/prometheus.h"
 #include "serve.h"
-#include "session.h"
-#include "target.h"
+#include "fleet.h"
 
 int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
 		     size_t len)
@@ -63,88 +62,10 @@ int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
 	return -1;
 }
 
-/* ---- the processes served ---- */
-
-struct served {
-	pid_t pid;
-	struct session s;
-};
-
 struct server {
 	const struct options *o;
-	struct served *p[SERVE_MAX_PROCS];   /* by pid ascending */
-	int n;
-	pid_t fixed;                          /* -p, or 0 */
+	struct fleet f;
 };
-
-static void drop(struct server *sv, int i)
-{
-	session_close(&sv->p[i]->s);
-	free(sv->p[i]);
-	memmove(&sv->p[i], &sv->p[i + 1], (size_t)(sv->n - i - 1) * sizeof *sv->p);
-	sv->n--;
-}
-
-static int served_index(const struct server *sv, pid_t pid)
-{
-	for (int i = 0; i < sv->n; i++)
-		if (sv->p[i]->pid == pid)
-			return i;
-	return -1;
-}
-
-/* Refresh what is served; drop processes gone or failing. */
-static int fresh(struct served *p)
-{
-	char err[256];
-	return session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
-}
-
-static int by_pid(const void *a, const void *b)
-{
-	pid_t x = (*(struct served *const *)a)->pid, y = (*(struct served *const *)b)->pid;
-	return (x > y) - (x < y);
-}
-
-/* Bring the list up to date: refresh every process served, drop those that
- * exited (or whose segment fails), and, without -p, add the processes that
- * started running the agent since. */
-static void update(struct server *sv)
-{
-	static pid_t pids[SERVE_MAX_PROCS];
-	int n = sv->fixed ? 0 : target_list(pids, SERVE_MAX_PROCS);
-	if (n > SERVE_MAX_PROCS)
-		n = SERVE_MAX_PROCS;
-	for (int i = sv->n; i-- > 0;) {
-		int listed = sv->fixed != 0;
-		for (int k = 0; k < n && !listed; k++)
-			listed = pids[k] == sv->p[i]->pid;
-		if (!listed || !fresh(sv->p[i]))
-			drop(sv, i);
-	}
-	for (int k = 0; k < n && sv->n < SERVE_MAX_PROCS; k++) {
-		if (served_index(sv, pids[k]) >= 0)
-			continue;
-		char err[256];
-		struct shm_reader r;
-		if (target_open(pids[k], &r, err, sizeof err) != 0)
-			continue;
-		struct served *p = calloc(1, sizeof *p);
-		if (!p || session_adopt(&p->s, &r) != 0) {
-			free(p);
-			shm_reader_close(&r);
-			continue;
-		}
-		p->pid = pids[k];
-		if (!fresh(p)) {
-			session_close(&p->s);
-			free(p);
-			continue;
-		}
-		sv->p[sv->n++] = p;
-	}
-	qsort(sv->p, (size_t)sv->n, sizeof *sv->p, by_pid);
-}
 
 /* ---- HTTP ---- */
 
@@ -209,29 +130,29 @@ static int body_close(struct body *b, int ok)
 
 static void list_processes(const struct server *sv, FILE *f)
 {
-	for (int i = 0; i < sv->n; i++) {
-		const struct model *m = &sv->p[i]->s.model;
+	for (int i = 0; i < sv->f.n; i++) {
+		const struct model *m = &sv->f.p[i]->s.model;
 		char exe[PROM_LABEL_BUF];
 		const char *base = strrchr(m->snap.hdr.exe, '/');
 		prometheus_label(base ? base + 1 : m->snap.hdr.exe, exe, sizeof exe);
-		fprintf(f, "%ld %s /debug/pprof/heap?pid=%ld\n", (long)sv->p[i]->pid, exe,
-			(long)sv->p[i]->pid);
+		fprintf(f, "%ld %s /debug/pprof/heap?pid=%ld\n", (long)sv->f.p[i]->pid, exe,
+			(long)sv->f.p[i]->pid);
 	}
 }
 
 static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 {
-	struct prom_source src[SERVE_MAX_PROCS];
+	struct prom_source src[FLEET_MAX];
 	struct report_opts ro = { REPORT_PROMETHEUS, sv->o->top, &sv->o->rules,
 				  WEIGHT_RETAINED, SORT_RETAINED };
-	for (int i = 0; i < sv->n; i++) {
-		src[i].m = &sv->p[i]->s.model;
-		src[i].s = sv->p[i]->s.sym;
+	for (int i = 0; i < sv->f.n; i++) {
+		src[i].m = &sv->f.p[i]->s.model;
+		src[i].s = sv->f.p[i]->s.sym;
 	}
 	struct body b;
 	if (body_open(&b) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-	int ok = prometheus_write_many(b.f, src, (size_t)sv->n, &ro) == 0;
+	int ok = prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) == 0;
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
@@ -265,25 +186,25 @@ static enum MHD_Result heap(struct server *sv, struct MHD_Connection *c)
 		if (parse_pid(arg, &pid) != 0)
 			return text(c, MHD_HTTP_BAD_REQUEST,
 				    "pid must be a process id (1 to 4194304)\n");
-		i = served_index(sv, pid);
+		i = fleet_find(&sv->f, pid);
 		if (i < 0)
 			return text(c, MHD_HTTP_NOT_FOUND, "no process %ld is served "
 				    "(see /debug/pprof/)\n", (long)pid);
-	} else if (sv->n == 1) {
+	} else if (sv->f.n == 1) {
 		i = 0;
 	} else {
 		struct body b;
 		if (body_open(&b) != 0)
 			return MHD_NO;
 		fprintf(b.f, "%d processes are served: choose one with "
-			"/debug/pprof/heap?pid=PID\n", sv->n);
+			"/debug/pprof/heap?pid=PID\n", sv->f.n);
 		list_processes(sv, b.f);
 		if (body_close(&b, 1) != 0)
 			return MHD_NO;
-		return respond(c, sv->n ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND,
+		return respond(c, sv->f.n ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND,
 			       "text/plain; charset=utf-8", b.buf, b.len);
 	}
-	struct session *s = &sv->p[i]->s;
+	struct session *s = &sv->f.p[i]->s;
 	struct report_opts ro = { REPORT_PPROF, sv->o->top, &sv->o->rules,
 				  WEIGHT_RETAINED, SORT_RETAINED };
 	struct body b;
@@ -309,15 +230,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
 	if (!strcmp(url, "/metrics")) {
-		update(sv);
+		fleet_update(&sv->f);
 		return metrics(sv, c);
 	}
 	if (!strcmp(url, "/debug/pprof/heap")) {
-		update(sv);
+		fleet_update(&sv->f);
 		return heap(sv, c);
 	}
 	if (!strcmp(url, "/debug/pprof/") || !strcmp(url, "/debug/pprof")) {
-		update(sv);
+		fleet_update(&sv->f);
 		struct body b;
 		if (body_open(&b) != 0)
 			return MHD_NO;
@@ -340,16 +261,9 @@ int serve_run(const struct options *o)
 	if (serve_parse_addr(o->serve, &ss, err, sizeof err) != 0)
 		cli_die(2, "%s", err);
 	sv.o = o;
-	sv.fixed = o->pid;
-	if (o->pid) {
-		/* As -p everywhere: injected when it has no agent. */
-		struct served *p = calloc(1, sizeof *p);
-		if (!p)
-			cli_die(1, "out of memory");
-		session_open(&p->s, o, o->pid);
-		p->pid = o->pid;
-		sv.p[sv.n++] = p;
-	}
+	fleet_init(&sv.f, 0);
+	if (o->pid)
+		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
@@ -380,7 +294,6 @@ int serve_run(const struct options *o)
 		nanosleep(&ts, NULL);
 	}
 	MHD_stop_daemon(d);
-	while (sv.n)
-		drop(&sv, sv.n - 1);
+	fleet_free(&sv.f);
 	return 0;
 }

@@ -14,7 +14,7 @@
  * agent, as -p does everywhere), else every process running the agent that
  * we may read (target_list), looked up again at each request, so that
  * processes that start appear and processes that exit disappear; at most
- * SERVE_MAX_PROCS of them.
+ * FLEET_MAX of them (fleet.h).
  *
  * Bounds against slow or hostile clients: one internal polling thread
  * (epoll or poll) that never blocks on a client; SERVE_MAX_CONN connections
@@ -31,7 +31,6 @@
 
 #include "cli.h"
 
-#define SERVE_MAX_PROCS   256
 #define SERVE_MAX_CONN    64
 #define SERVE_MAX_PER_IP  16
 #define SERVE_TIMEOUT_S   10
