@@ -74,6 +74,8 @@ static void help(void)
 "      --serve [ADDR:]PORT  serve /metrics (Prometheus) and /debug/pprof/heap\n"
 "                         for every agent process (or -p PID); ADDR default\n"
 "                         127.0.0.1; no screen, no write to any target\n"
+"      --children         with -p: PID and the processes forked from it, in\n"
+"                         the process list (or --serve)\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
 "                         (also: ~/.config/ymtop/skip, /etc/ymtop/skip)\n"
 "      --no-skip          show every frame as it is (no rule, no skip file)\n"
@@ -121,7 +123,7 @@ static double parse_percent(const char *s)
 }
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
-       OPT_RATE, OPT_SERVE };
+       OPT_RATE, OPT_SERVE, OPT_CHILDREN };
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -141,6 +143,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "sort", required_argument, NULL, OPT_SORT },
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "serve", required_argument, NULL, OPT_SERVE },
+		{ "children", no_argument, NULL, OPT_CHILDREN },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -220,6 +223,9 @@ void cli_parse(int argc, char **argv, struct options *o)
 				usage_error("%s", err);
 			o->serve = optarg;
 			break;
+		case OPT_CHILDREN:
+			o->children = 1;
+			break;
 		case 'V':
 			printf("ymtop %s\n", YM_VERSION);
 			exit(0);
@@ -244,6 +250,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 			 o->on_change >= 0 || o->iterations >= 0))
 		usage_error("--serve runs alone: no -b, -n, -f, -o, --rate or --on-change "
 			    "(it never writes to a target; -f prometheus is /metrics)");
+	if (o->children && (!o->pid || o->batch))
+		usage_error("--children needs -p PID, and the screen or --serve (not -b)");
 	if ((o->format == REPORT_PROMETHEUS || o->serve) && !top_set)
 		o->top = PROM_TOP_DEFAULT;
 	if (report_format_needs_file(o->format) && !o->output)

@@ -261,8 +261,8 @@ int serve_run(const struct options *o)
 	if (serve_parse_addr(o->serve, &ss, err, sizeof err) != 0)
 		cli_die(2, "%s", err);
 	sv.o = o;
-	fleet_init(&sv.f, 0);
-	if (o->pid)
+	fleet_init(&sv.f, o->children ? o->pid : 0);
+	if (o->pid && !o->children)
 		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
 	if (ss.ss_family == AF_INET6)
