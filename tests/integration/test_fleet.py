@@ -17,6 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from test_reports import go_pprof
 from ymlib import BUILD, YMTOP, Skip, Target, run_tests, within, ymtop
 
 PROG = os.path.join(BUILD, "progs", "reports_prog")
@@ -312,16 +313,6 @@ def test_serve_follows_processes_and_pprof():
         for t in (a, b):
             if t:
                 t.finish()
-
-
-def go_pprof(*args):
-    env = dict(os.environ)
-    env.setdefault("HOME", tempfile.gettempdir())
-    env["PPROF_TMPDIR"] = tempfile.gettempdir()
-    r = subprocess.run(["go", "tool", "pprof"] + list(args),
-                       capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
 
 
 def test_go_tool_pprof_reads_the_endpoint_and_p_injects():

@@ -7,24 +7,15 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 
+from test_screen import Screen, tmux
 from ymlib import AGENT, BUILD, YMTOP, Skip, run_tests
 
 TUIPROG = os.path.join(BUILD, "progs", "tuiprog")
 PREFORK = os.path.join(BUILD, "progs", "prefork")
-SOCK = "ymtop-host-%d" % os.getpid()
 
 
-def tmux(*args, check=True):
-    r = subprocess.run(["tmux", "-L", SOCK] + list(args), capture_output=True,
-                       text=True)
-    if check and r.returncode != 0:
-        raise AssertionError("tmux %s: %s" % (args, r.stderr))
-    return r.stdout
-
-
-class Host:
+class Host(Screen):
     """A script in a new pid namespace: starts the programs (setup, shell
     lines), then runs ymtop with args; after ymtop, EXIT=<status>."""
 
@@ -42,23 +33,8 @@ class Host:
              "env TERM=xterm-256color LANG=C.UTF-8 unshare --pid --fork "
              "--mount-proc " + script)
 
-    def text(self):
-        return tmux("capture-pane", "-p", "-t", self.name)
-
-    def keys(self, *keys):
-        tmux("send-keys", "-t", self.name, *keys)
-
-    def wait(self, pattern, timeout=15):
-        end = time.time() + timeout
-        while time.time() < end:
-            t = self.text()
-            if re.search(pattern, t, re.M):
-                return t
-            time.sleep(0.1)
-        raise AssertionError("screen never showed %r:\n%s" % (pattern, self.text()))
-
     def close(self):
-        tmux("kill-session", "-t", self.name, check=False)
+        super().close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -80,7 +56,7 @@ def test_list_sort_open_back_and_exit():
                       for w in ("alpha", "beta", "gamma")) + "\nsleep 1"
     h = Host(setup)
     try:
-        t = h.wait(r"^ymtop - 3 processes running the agent  sort: retained")
+        t = h.wait(r"(?m)^ymtop - 3 processes running the agent  sort: retained")
         r = rows(t)
         assert len(r) == 3, t
         # COMMAND is the process title (cmdline): the three told apart.
@@ -103,16 +79,16 @@ def test_list_sort_open_back_and_exit():
         # Enter opens the selected process's screen, H returns.
         h.keys("Up", "Up", "Up", "Enter")
         top = rows(t)[0]
-        t = h.wait(r"^ymtop - pid %s " % top[0])
+        t = h.wait(r"(?m)^ymtop - pid %s " % top[0])
         assert "H: back to the process list" in t, t
         h.keys("H")
-        h.wait(r"^ymtop - 3 processes")
+        h.wait(r"(?m)^ymtop - 3 processes")
         # A process that exits leaves the list.
         subprocess.run(["pkill", "-f", "tuiprog beta"], check=False)
-        t = h.wait(r"^ymtop - 2 processes")
+        t = h.wait(r"(?m)^ymtop - 2 processes")
         assert "beta" not in t, t
         h.keys("q")
-        h.wait(r"^EXIT=0$")
+        h.wait(r"(?m)^EXIT=0$")
     finally:
         h.close()
 
@@ -126,7 +102,7 @@ def test_children_lists_a_prefork_tree_and_merges_it():
                                                        start_line(TUIPROG + " other")))
     h = Host(setup, args="-p $master --children")
     try:
-        t = h.wait(r"^ymtop - 4 processes running the agent \(--children\)")
+        t = h.wait(r"(?m)^ymtop - 4 processes running the agent \(--children\)")
         r = rows(t)
         assert len(r) == 4 and all("prefork" in x[8] for x in r), t
         assert "other" not in t, t   # not forked from the master
@@ -138,7 +114,7 @@ def test_children_lists_a_prefork_tree_and_merges_it():
         v, unit = r[0][4].split()
         assert unit == "MiB" and 5 <= float(v) <= 9, r[0]
         h.keys("q")
-        h.wait(r"^EXIT=0$")
+        h.wait(r"(?m)^EXIT=0$")
     finally:
         h.close()
 
@@ -146,9 +122,9 @@ def test_children_lists_a_prefork_tree_and_merges_it():
 def test_one_process_opens_its_screen():
     h = Host(start_line(TUIPROG + " solo") + "\nsleep 1")
     try:
-        h.wait(r"^ymtop - pid \d+ tuiprog")
+        h.wait(r"(?m)^ymtop - pid \d+ tuiprog")
         h.keys("q")
-        h.wait(r"^EXIT=0$")
+        h.wait(r"(?m)^EXIT=0$")
     finally:
         h.close()
 

@@ -63,10 +63,7 @@ int ui_host_run(const struct options *o, pid_t root)
 	uint64_t next = view_now_ns() + delay;
 	for (;;) {
 		draw(&h);
-		uint64_t now = view_now_ns();
-		int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;
-		timeout(wait_ms < 200 ? wait_ms : 200);
-		int ch = getch();
+		int ch = ui_getch_until(next);
 		if (cli_stop)
 			break;
 		int r = ch == ERR ? HOST_NONE : host_key(&h, ui_map_key(ch), LINES - 4);
@@ -80,7 +77,7 @@ int ui_host_run(const struct options *o, pid_t root)
 			r = HOST_REDRAW;
 			next = 0;
 		}
-		now = view_now_ns();
+		uint64_t now = view_now_ns();
 		if (now >= next) {
 			if (host_refresh(&h) != 0)
 				break;

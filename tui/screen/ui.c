@@ -185,6 +185,14 @@ static int take(struct session *ss, struct view *v)
 	return 0;
 }
 
+int ui_getch_until(uint64_t next)
+{
+	uint64_t now = view_now_ns();
+	int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;
+	timeout(wait_ms < 200 ? wait_ms : 200);
+	return getch();
+}
+
 int ui_screen(const struct options *o, pid_t pid, int back)
 {
 	struct session ss;
@@ -215,10 +223,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 	int exited_seen = 0;
 	for (;;) {
 		ui_draw(&v);
-		uint64_t now = view_now_ns();
-		int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;
-		timeout(wait_ms < 200 ? wait_ms : 200);
-		int ch = getch();
+		int ch = ui_getch_until(next);
 		if (cli_stop)
 			break;
 		int react = REACT_NONE;
@@ -240,7 +245,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 			prompt_rate(&v);
 			react |= REACT_RELOAD;
 		}
-		now = view_now_ns();
+		uint64_t now = view_now_ns();
 		if (((react & REACT_RELOAD) || now >= next) && !v.frozen && !exited_seen) {
 			take(&ss, &v);
 			next = now + delay;

@@ -7,6 +7,7 @@
 #ifndef YMTOP_UI_H
 #define YMTOP_UI_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cli.h"
@@ -23,6 +24,9 @@ int ui_screen(const struct options *o, pid_t pid, int back);
 
 /* Curses on (once: colors, keypad, locale; again after an endwin). */
 void ui_curses_start(void);
+/* The next key (ERR when none came): waits until the monotonic time next
+ * (view_now_ns), 200 ms at most. */
+int ui_getch_until(uint64_t next);
 /* VK_* code of a curses key (view.h). */
 int ui_map_key(int ch);
 
