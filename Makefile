@@ -350,7 +350,7 @@ demo: deps
 # The peers and programs make bench compares with (not needed by check),
 # tmux for ymtop's own cost on screen, libunwind for unwind_bench.
 BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 \
-                  libunwind-dev
+                  libunwind-dev curl util-linux
 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
@@ -362,6 +362,8 @@ bench: bench-deps all
 	@tests/bench/run.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/tui_cost.sh $(B) 30
+	@tests/bench/scrape.sh $(B) 10 14 9
+	@tests/bench/scrape.sh $(B) 10 11 9
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
