@@ -469,10 +469,36 @@ def test_hostile_clients_get_errors_and_bounded_memory():
         t.finish()
 
 
+def test_serve_children_serves_a_prefork_tree():
+    other = start()
+    t = Target([os.path.join(BUILD, "progs", "prefork"), "3"],
+               env={"YM_SAMPLE_RATE": RATE})
+    srv = Server("-p", str(t.pid), "--children")
+    try:
+        fams = parse(srv.get("/metrics")[1].decode())
+        procs = {l["pid"]: v for l, v in fams["ymtop_process_retained_bytes"]}
+        assert len(procs) == 4 and str(t.pid) in procs, procs
+        assert str(other.pid) not in procs, procs
+        assert {l["exe"] for l, _ in fams["ymtop_process_retained_bytes"]} == \
+            {"prefork"}, fams["ymtop_process_retained_bytes"]
+        # Each worker holds 2 MiB at worker_site, the master none there.
+        workers = [v for l, v in fams["ymtop_stack_retained_bytes"]
+                   if l["function"] == "worker_site"]
+        assert len(workers) == 3, fams["ymtop_stack_retained_bytes"]
+        within(sum(workers), 6 * MiB, 0.25, "worker_site in the 3 workers")
+        st, body, _ = srv.get("/debug/pprof/heap")
+        assert st == 400 and body.count(b" prefork ") == 4, body
+    finally:
+        srv.stop()
+        t.finish()
+        other.finish()
+
+
 def test_serve_usage_errors():
     for args in (["--serve", "99999"], ["--serve", "nohost:80"], ["--serve", ""],
                  ["--serve", "80", "-b"], ["--serve", "80", "-f", "json"],
-                 ["--serve", "80", "--rate", "4k"], ["--serve", "1.2.3:80"]):
+                 ["--serve", "80", "--rate", "4k"], ["--serve", "1.2.3:80"],
+                 ["--serve", "80", "--children"], ["-b", "-p", "1", "--children"]):
         r = ymtop(*args, check=False)
         assert r.returncode == 2, (args, r)
         assert r.stderr.startswith("ymtop: ") and r.stderr.count("\n") == 1, r.stderr
