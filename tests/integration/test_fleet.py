@@ -262,9 +262,9 @@ def test_prometheus_server_scrapes_serve():
             assert result[0]["metric"]["exe"] == "reports_prog", result
             assert result[0]["metric"]["job"] == "ymtop", result
             within(float(result[0]["value"][1]), FILL, 0.15, "fill_blocks via PromQL")
-            # Both processes, each scrape: the up series says the scrape
-            # worked, the process series count the two.
-            q = 'count(ymtop_process_retained_bytes{exe="reports_prog"})'
+            # Both processes in one scrape (other tests' agent processes on
+            # the machine may be served too).
+            q = 'count(ymtop_process_retained_bytes{pid=~"%d|%d"})' % (t.pid, other.pid)
             ans = json.load(urllib.request.urlopen(
                 "http://127.0.0.1:%d/api/v1/query?query=%s" % (port, urllib.parse.quote(q)),
                 timeout=10))
