@@ -1,6 +1,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
 	return -1;
 }
 
+/* What the request handler (libmicrohttpd's one thread) reads and updates. */
 struct server {
 	const struct options *o;
 	struct fleet f;
