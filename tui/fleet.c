@@ -25,6 +25,7 @@ void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
 	if (!p)
 		cli_die(1, "out of memory");
 	session_open(&p->s, o, pid);
+	p->s.reader.writable = 0;   /* shm_control_* refuse from now on */
 	p->pid = pid;
 	f->fixed = 1;
 	if (f->n < FLEET_MAX)
@@ -108,6 +109,7 @@ void fleet_update(struct fleet *f)
 		struct shm_reader r;
 		if (target_open(pids[j], &r, err, sizeof err) != 0)
 			continue;
+		r.writable = 0;   /* read only: shm_control_* refuse */
 		struct fleet_proc *p = calloc(1, sizeof *p);
 		if (!p || session_adopt(&p->s, &r) != 0) {
 			free(p);

@@ -2,8 +2,9 @@
  * fleet: the set of processes running the agent that ymtop watches at once
  * (ymtop --serve, the host list), each with its session (session.h), kept
  * up to date by fleet_update: processes that started appear, processes that
- * exited (or whose segment fails) are dropped.  Reads only: no control
- * block is written, nothing is injected (but fleet_add, as -p does).
+ * exited (or whose segment fails) are dropped.  Reads only: every reader
+ * is marked read-only (shm_reader.writable = 0, so that shm_control_*
+ * refuse), nothing is injected (but fleet_add, as -p does).
  *
  * Which processes: every process running the agent that we may read
  * (target_list), or only the ones added with fleet_add (fixed), or with
