@@ -158,18 +158,16 @@ static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
 	const char *base = strrchr(exe, '/');
 	prometheus_label(base ? base + 1 : exe, pg->exe, sizeof pg->exe);
 	snprintf(pg->pid, sizeof pg->pid, "%ld", (long)model_pid(m));
-	uint32_t norder;
-	uint32_t *order = report_order(m, &norder);
-	if (!order)
+	/* The stacks reports show (those with a sample), in any order: the
+	 * groups are sorted below. */
+	pg->g = calloc(m->nstacks ? m->nstacks : 1, sizeof *pg->g);
+	if (!pg->g)
 		return -1;
-	pg->g = calloc(norder ? norder : 1, sizeof *pg->g);
-	if (!pg->g) {
-		free(order);
-		return -1;
-	}
 	char fn[PROM_LABEL_BUF], loc[PROM_LABEL_BUF];
-	for (uint32_t k = 0; k < norder; k++) {
-		const struct model_stack *st = &m->stacks[order[k]];
+	for (uint32_t k = 0; k < m->nstacks; k++) {
+		const struct model_stack *st = &m->stacks[k];
+		if (!st->alloc_samples)
+			continue;
 		stack_labels(s, o->rules, st, fn, loc);
 		struct group *g = &pg->g[pg->n];
 		g->function = strdup(fn);
@@ -178,12 +176,10 @@ static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
 		g->allocated = st->alloc_bytes;
 		pg->n++;
 		if (!g->function || !g->location) {
-			free(order);
 			groups_free(pg);
 			return -1;
 		}
 	}
-	free(order);
 	/* Merge the stacks of one display frame: sort by labels, sum runs. */
 	qsort(pg->g, pg->n, sizeof *pg->g, by_labels);
 	size_t w = 0;
