@@ -29,7 +29,7 @@
  * series.  Only the top N such groups by retained bytes get their own
  * series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed into one
  * series with function="(other)", location="".  Cardinality per process is
- * therefore at most N + 1 stack series per family plus 12 process series.
+ * therefore at most N + 1 stack series per family plus 11 process series.
  * Label values: at most PROM_LABEL_MAX bytes (cut at a character boundary,
  * "..." appended), invalid UTF-8 and control characters as '?', and
  * backslash, double quote and newline escaped as the format says.
