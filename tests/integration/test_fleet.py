@@ -300,11 +300,13 @@ def test_serve_follows_processes_and_pprof():
         assert st == 200 and ("%d reports_prog" % b.pid).encode() in body, body
         st, body, hdr = srv.get("/debug/pprof/heap?pid=%d" % a.pid)
         assert st == 200 and body[:2] == b"\x1f\x8b", (st, body[:10])
+        a_pid = a.pid
         a.finish()
         a = None
         fams = parse(srv.get("/metrics")[1].decode())
         pids = {l["pid"] for l, _ in fams["ymtop_process_retained_bytes"]}
-        assert str(b.pid) in pids and str(srv.p.pid) not in pids, pids
+        assert str(b.pid) in pids and str(a_pid) not in pids, pids
+        assert srv.get("/debug/pprof/heap?pid=%d" % a_pid)[0] == 404
         gone = [l for l, _ in fams["ymtop_stack_retained_bytes"]
                 if l["pid"] not in pids]
         assert not gone, gone
