@@ -113,6 +113,19 @@ def test_children_lists_a_prefork_tree_and_merges_it():
         # 1 MiB (master) + 3 x 2 MiB (workers), within sampling error.
         v, unit = r[0][4].split()
         assert unit == "MiB" and 5 <= float(v) <= 9, r[0]
+        # Enter: their stacks merged by display frame, one program.
+        h.keys("Enter")
+        t = h.wait(r"(?m)^ymtop - prefork: 4 processes, stacks merged by display frame")
+        sites = {}
+        for line in t.splitlines():
+            m = re.match(r"^\s*(\S+) (\S+)\s+\S+ \S+ (\w+) \(", line)
+            if m:
+                sites[m.group(3)] = (float(m.group(1)), m.group(2))
+        assert "worker_site" in sites and "master_site" in sites, t
+        v, unit = sites["worker_site"]
+        assert unit == "MiB" and 4.5 <= v <= 7.5, t      # 3 x 2 MiB summed
+        h.keys("H")
+        h.wait(r"(?m)^ymtop - 4 processes running the agent")
         h.keys("q")
         h.wait(r"(?m)^EXIT=0$")
     finally:

@@ -76,14 +76,10 @@ const char *prometheus_label(const char *raw, char *buf, size_t len)
 }
 
 /* One series of ymtop_stack_*: the stacks of one display frame. */
-struct group {
-	char  *function, *location;   /* escaped label values, owned */
-	double retained, allocated;
-};
 
 /* One process's groups: the top N by retained, then "(other)". */
 struct proc_groups {
-	struct group *g;
+	struct prom_group *g;
 	size_t n;
 	double other_retained, other_allocated;
 	int    have_other;
@@ -93,14 +89,14 @@ struct proc_groups {
 
 static int by_labels(const void *a, const void *b)
 {
-	const struct group *x = a, *y = b;
+	const struct prom_group *x = a, *y = b;
 	int c = strcmp(x->function, y->function);
 	return c ? c : strcmp(x->location, y->location);
 }
 
 static int by_retained(const void *a, const void *b)
 {
-	const struct group *x = a, *y = b;
+	const struct prom_group *x = a, *y = b;
 	if (x->retained != y->retained)
 		return x->retained < y->retained ? 1 : -1;
 	if (x->allocated != y->allocated)
@@ -150,37 +146,33 @@ static void stack_labels(struct sym *s, const struct frames_rules *r,
 	frames_view_free(&v);
 }
 
-static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
-			const struct report_opts *o)
+/* Append the stacks of m (those with a sample) to pg->g, one group each;
+ * cap: the room pg->g has.  -1 when out of memory. */
+static int groups_collect(struct proc_groups *pg, size_t cap, struct model *m,
+			  struct sym *s, const struct report_opts *o)
 {
-	memset(pg, 0, sizeof *pg);
-	const char *exe = m->snap.hdr.exe;
-	const char *base = strrchr(exe, '/');
-	prometheus_label(base ? base + 1 : exe, pg->exe, sizeof pg->exe);
-	snprintf(pg->pid, sizeof pg->pid, "%ld", (long)model_pid(m));
-	/* The stacks reports show (those with a sample), in any order: the
-	 * groups are sorted below. */
-	pg->g = calloc(m->nstacks ? m->nstacks : 1, sizeof *pg->g);
-	if (!pg->g)
-		return -1;
 	char fn[PROM_LABEL_BUF], loc[PROM_LABEL_BUF];
-	for (uint32_t k = 0; k < m->nstacks; k++) {
+	for (uint32_t k = 0; k < m->nstacks && pg->n < cap; k++) {
 		const struct model_stack *st = &m->stacks[k];
 		if (!st->alloc_samples)
 			continue;
 		stack_labels(s, o->rules, st, fn, loc);
-		struct group *g = &pg->g[pg->n];
+		struct prom_group *g = &pg->g[pg->n];
 		g->function = strdup(fn);
 		g->location = strdup(loc);
 		g->retained = st->retained_bytes;
 		g->allocated = st->alloc_bytes;
 		pg->n++;
-		if (!g->function || !g->location) {
-			groups_free(pg);
+		if (!g->function || !g->location)
 			return -1;
-		}
 	}
-	/* Merge the stacks of one display frame: sort by labels, sum runs. */
+	return 0;
+}
+
+/* Sum the groups of one display frame, sort them by retained, keep the
+ * top N and sum the rest into other. */
+static void groups_finish(struct proc_groups *pg, const struct report_opts *o)
+{
 	qsort(pg->g, pg->n, sizeof *pg->g, by_labels);
 	size_t w = 0;
 	for (size_t i = 0; i < pg->n; i++) {
@@ -205,7 +197,66 @@ static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
 	}
 	if (pg->n > top)
 		pg->n = top;
+}
+
+static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
+			const struct report_opts *o)
+{
+	memset(pg, 0, sizeof *pg);
+	const char *exe = m->snap.hdr.exe;
+	const char *base = strrchr(exe, '/');
+	prometheus_label(base ? base + 1 : exe, pg->exe, sizeof pg->exe);
+	snprintf(pg->pid, sizeof pg->pid, "%ld", (long)model_pid(m));
+	pg->g = calloc(m->nstacks ? m->nstacks : 1, sizeof *pg->g);
+	if (!pg->g)
+		return -1;
+	if (groups_collect(pg, m->nstacks, m, s, o) != 0) {
+		groups_free(pg);
+		return -1;
+	}
+	groups_finish(pg, o);
 	return 0;
+}
+
+int prometheus_merge(const struct prom_source *src, size_t n,
+		     const struct report_opts *o, struct prom_group **out,
+		     size_t *nout)
+{
+	struct proc_groups pg;
+	memset(&pg, 0, sizeof pg);
+	size_t cap = 0;
+	for (size_t i = 0; i < n; i++)
+		cap += src[i].m->nstacks;
+	pg.g = calloc(cap + 1, sizeof *pg.g);
+	if (!pg.g)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (groups_collect(&pg, cap, src[i].m, src[i].s, o) != 0) {
+			groups_free(&pg);
+			return -1;
+		}
+	groups_finish(&pg, o);
+	if (pg.have_other) {
+		struct prom_group *g = &pg.g[pg.n];
+		g->function = strdup("(other)");
+		g->location = strdup("");
+		g->retained = pg.other_retained;
+		g->allocated = pg.other_allocated;
+		pg.n++;
+		if (!g->function || !g->location) {
+			groups_free(&pg);
+			return -1;
+		}
+	}
+	*out = pg.g;
+	*nout = pg.n;
+	return 0;
+}
+
+void prometheus_merge_free(struct prom_group *g, size_t n)
+{
+	struct proc_groups pg = { .g = g, .n = n };
+	groups_free(&pg);
 }
 
 static void family(FILE *f, const char *name, const char *type, const char *help)
@@ -312,7 +363,7 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 		       "(top N by retained; the rest as function=\"(other)\").");
 		for (size_t i = 0; i < n; i++) {
 			for (size_t j = 0; j < pg[i].n; j++) {
-				const struct group *g = &pg[i].g[j];
+				const struct prom_group *g = &pg[i].g[j];
 				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",function=\"%s\","
 					"location=\"%s\"}", name, pg[i].pid, pg[i].exe,
 					g->function, g->location);

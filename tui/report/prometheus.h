@@ -56,6 +56,21 @@ struct prom_source {
 int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 			  const struct report_opts *o);
 
+/* The stacks of several processes of one program (a prefork server's
+ * master and workers: their addresses agree, as fork keeps the mappings)
+ * grouped together by display frame, as the ymtop_stack_* series group
+ * one process's: the top N (o->top) by retained, largest first, then
+ * "(other)" when there are more.  Labels escaped as above.  0 with *out
+ * (prometheus_merge_free), or -1 when out of memory. */
+struct prom_group {
+	char  *function, *location;   /* escaped label values, owned */
+	double retained, allocated;
+};
+int prometheus_merge(const struct prom_source *src, size_t n,
+		     const struct report_opts *o, struct prom_group **out,
+		     size_t *nout);
+void prometheus_merge_free(struct prom_group *g, size_t n);
+
 /* The registry's writer: one process. */
 int prometheus_write(FILE *f, struct model *m, struct sym *s,
 		     const struct report_opts *o);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "report/prometheus.h"
 #include "view.h"
 
 void host_init(struct host *h, pid_t root)
@@ -56,6 +57,13 @@ static void user_name(uid_t uid, char *out, size_t len)
 		snprintf(out, len, "%u", (unsigned)uid);
 }
 
+/* The base name of the executable a process's segment names. */
+static const char *exe_base(const struct model *m)
+{
+	const char *base = strrchr(m->snap.hdr.exe, '/');
+	return base ? base + 1 : m->snap.hdr.exe;
+}
+
 static void row_of(const struct fleet_proc *p, struct host_row *r)
 {
 	const struct model *m = &p->s.model;
@@ -65,8 +73,7 @@ static void row_of(const struct fleet_proc *p, struct host_row *r)
 	r->nprocs = 1;
 	user_name(m->proc.uid, r->user, sizeof r->user);
 	read_command(p->pid, m->proc.comm, r->command, sizeof r->command);
-	const char *base = strrchr(hd->exe, '/');
-	snprintf(r->exe, sizeof r->exe, "%.63s", base ? base + 1 : hd->exe);
+	snprintf(r->exe, sizeof r->exe, "%.63s", exe_base(m));
 	r->rss = (double)m->proc.rss_bytes;
 	r->retained = m->retained_bytes;
 	r->inuse_known = !(hd->flags & YM_FLAG_INJECTED);
@@ -234,6 +241,22 @@ int host_key(struct host *h, int key, int rows)
 			return HOST_REDRAW;
 		}
 	return HOST_NONE;
+}
+
+int host_merged(const struct host *h, const char *exe, const struct report_opts *o,
+		struct prom_group **out, size_t *n)
+{
+	struct prom_source src[FLEET_MAX];
+	size_t k = 0;
+	for (int i = 0; i < h->f.n; i++) {
+		struct model *m = &h->f.p[i]->s.model;
+		if (!strncmp(exe_base(m), exe, sizeof h->rows[0].exe - 1)) {
+			src[k].m = m;
+			src[k].s = h->f.p[i]->s.sym;
+			k++;
+		}
+	}
+	return prometheus_merge(src, k, o, out, n);
 }
 
 void host_free(struct host *h)

@@ -10,11 +10,13 @@
  * opens the selected process's screen, H there comes back.  With
  * --children (-p PID) the list holds PID and the processes forked from it,
  * and `e` merges the rows of one executable into one (a prefork server
- * reads as one program; Enter then opens its first process).
+ * reads as one program); Enter on such a row shows their stacks merged by
+ * display frame (host_merged).
  */
 #ifndef YMTOP_HOST_H
 #define YMTOP_HOST_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -61,6 +63,14 @@ const char *host_sort_name(enum host_sort k);
  * the list has on screen (for page keys). */
 enum { HOST_NONE = 0, HOST_REDRAW, HOST_OPEN, HOST_QUIT };
 int host_key(struct host *h, int key, int rows);
+
+/* The stacks of every process of executable exe (a row's exe) merged by
+ * display frame, top o->top by retained (prometheus_merge).  0 with *out
+ * (prometheus_merge_free), -1 when out of memory. */
+struct prom_group;
+struct report_opts;
+int host_merged(const struct host *h, const char *exe, const struct report_opts *o,
+		struct prom_group **out, size_t *n);
 
 void host_free(struct host *h);
 
