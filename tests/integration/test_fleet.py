@@ -452,6 +452,8 @@ def test_hostile_clients_get_errors_and_bounded_memory():
         for _ in range(50):
             assert srv.get("/metrics")[0] == 200
         rss1 = srv.rss_kib()
+        print("  ymtop VmRSS %d KiB after the first scrape, %d KiB after the "
+              "hostile clients" % (rss0, rss1))
         assert rss1 - rss0 < 16 * 1024, (rss0, rss1)
         # The idle connections time out (SERVE_TIMEOUT_S = 10).
         time.sleep(12)
