@@ -24,7 +24,7 @@ B        := build$(if $(SANITIZER),-$(SANITIZER))
 VERSION  := 0.1.0
 
 PKG_CONFIG ?= pkg-config
-TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd
+TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd
 
 ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -44,7 +44,7 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # libc).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-              procps
+              procps libmicrohttpd-dev
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
               postgresql util-linux nginx-light libunwind-dev
@@ -56,6 +56,8 @@ CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
 # A debug-info server for the stripped-binary symbol tests
 # (tests/integration/test_picture.py), and objcopy to strip.
 CHECK_PKGS += debuginfod binutils
+# The consumers of --serve and -f prometheus (tests/integration/test_fleet.py).
+CHECK_PKGS += prometheus prometheus-node-exporter
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
@@ -128,7 +130,7 @@ $(ABI_NEWER): $(ABI_NEWER_OBJ)
 # only curses code and its view state), model/, sym/ (symbolizer, display
 # frames), report/ (the writers), with the ptrace injector; the agent's own
 # sources (injector/agent/) are never linked into ymtop.
-TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util
+TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util tui/serve
 TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptrace/*.c) \
            shm/layout.c shm/reader.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)
@@ -356,7 +358,7 @@ demo: deps
 # The peers and programs make bench compares with (not needed by check),
 # tmux for ymtop's own cost on screen, libunwind for unwind_bench.
 BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 \
-                  libunwind-dev
+                  libunwind-dev curl util-linux
 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
@@ -368,6 +370,8 @@ bench: bench-deps all
 	@tests/bench/run.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/tui_cost.sh $(B) 30
+	@tests/bench/scrape.sh $(B) 10 14 9
+	@tests/bench/scrape.sh $(B) 10 11 9
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \

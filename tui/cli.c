@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "fmt.h"
+#include "report/prometheus.h"
+#include "serve/serve.h"
 #include "shm.h"
 
 #ifndef YM_LIBDIR
@@ -56,17 +58,24 @@ static void help(void)
 "  -b, --batch            write reports instead of the live screen\n"
 "  -i, --interval SECS    seconds between batch reports (default: the delay)\n"
 "  -n, --iterations N     snapshots (reports) to take, 0 = until the process exits\n"
-"  -f, --format FORMAT    text (default), json, folded, pprof, sqlite or svg\n"
+"  -f, --format FORMAT    text (default), json, folded, pprof, sqlite, svg\n"
+"                         or prometheus (-o replaces its file)\n"
 "  -o, --output PATH      write reports to PATH (%%p pid, %%e executable,\n"
 "                         %%t unix time, %%n counter); default standard output;\n"
 "                         required for pprof, sqlite and svg\n"
-"      --top N            stacks in a text report (default 20)\n"
+"      --top N            stacks in a text report (default 20); display\n"
+"                         frames per process in -f prometheus and --serve (50)\n"
 "      --weight WHAT      folded and svg: retained (default), allocated, objects\n"
 "      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
 "                         since the last report written\n"
 "      --sort KEY         stack order: retained (default), allocated, rate\n"
 "      --rate BYTES       ask the agent to sample every BYTES on average\n"
 "                         (2 to 1T; k, M, G suffixes: KiB, MiB, GiB)\n"
+"      --serve [ADDR:]PORT  serve /metrics (Prometheus) and /debug/pprof/heap\n"
+"                         for every agent process (or -p PID); ADDR default\n"
+"                         127.0.0.1; no screen, no write to any target\n"
+"      --children         with -p: PID and the processes forked from it, in\n"
+"                         the process list (or --serve)\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
 "                         (also: ~/.config/ymtop/skip, /etc/ymtop/skip)\n"
 "      --no-skip          show every frame as it is (no rule, no skip file)\n"
@@ -114,7 +123,7 @@ static double parse_percent(const char *s)
 }
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
-       OPT_RATE };
+       OPT_RATE, OPT_SERVE, OPT_CHILDREN };
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -133,6 +142,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "on-change", required_argument, NULL, OPT_ON_CHANGE },
 		{ "sort", required_argument, NULL, OPT_SORT },
 		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "serve", required_argument, NULL, OPT_SERVE },
+		{ "children", no_argument, NULL, OPT_CHILDREN },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -142,7 +153,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 	o->top = 20;
 	o->iterations = -1;
 	o->on_change = -1;
-	int weight_set = 0;
+	int weight_set = 0, top_set = 0;
+	struct sockaddr_storage addr;
 	opterr = 0;
 	int c;
 	char err[256];
@@ -166,7 +178,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case 'f':
 			if (report_format_parse(optarg, &o->format) != 0)
-				usage_error("unknown format '%s': use text, json, folded, pprof, sqlite or svg",
+				usage_error("unknown format '%s': use text, json, folded, pprof, sqlite, svg or prometheus",
 					    optarg);
 			o->format_set = 1;
 			break;
@@ -177,6 +189,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_TOP:
 			o->top = (int)parse_long(optarg, 1, 100000, "--top");
+			top_set = 1;
 			break;
 		case OPT_SKIP:
 			if (frames_rules_add(&o->rules, optarg, err, sizeof err) != 0)
@@ -205,6 +218,14 @@ void cli_parse(int argc, char **argv, struct options *o)
 					    "1099511627776 (k, M, G suffixes: KiB, MiB, GiB), "
 					    "not '%s'", optarg);
 			break;
+		case OPT_SERVE:
+			if (serve_parse_addr(optarg, &addr, err, sizeof err) != 0)
+				usage_error("%s", err);
+			o->serve = optarg;
+			break;
+		case OPT_CHILDREN:
+			o->children = 1;
+			break;
 		case 'V':
 			printf("ymtop %s\n", YM_VERSION);
 			exit(0);
@@ -225,6 +246,14 @@ void cli_parse(int argc, char **argv, struct options *o)
 		usage_error("%s (fix or remove the line, or use --no-skip)", err);
 	if (!o->interval_set)
 		o->interval = o->delay;
+	if (o->serve && (o->batch || o->output || o->format_set || o->rate ||
+			 o->on_change >= 0 || o->iterations >= 0))
+		usage_error("--serve runs alone: no -b, -n, -f, -o, --rate or --on-change "
+			    "(it never writes to a target; -f prometheus is /metrics)");
+	if (o->children && (!o->pid || o->batch))
+		usage_error("--children needs -p PID, and the screen or --serve (not -b)");
+	if ((o->format == REPORT_PROMETHEUS || o->serve) && !top_set)
+		o->top = PROM_TOP_DEFAULT;
 	if (report_format_needs_file(o->format) && !o->output)
 		usage_error("-f %s writes a file: give its name with -o PATH",
 			    report_format_name(o->format));

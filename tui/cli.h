@@ -28,6 +28,8 @@ struct options {
 	enum model_sort sort;    /* --sort: reports and the screen's first */
 	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
 	const char *output;      /* -o pattern, or NULL */
+	const char *serve;       /* --serve [ADDR:]PORT, or NULL */
+	int      children;       /* --children: -p PID and its forked children */
 	struct frames_rules rules;
 };
 

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "target.h"
 #include "screen/ui.h"
+#include "serve/serve.h"
 
 static void on_signal(int sig)
 {
@@ -28,8 +29,20 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (o.serve) {
+		int rc = serve_run(&o);
+		cli_free(&o);
+		return rc;
+	}
+	int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+	/* Several processes and none chosen, or --children: the host list. */
+	if (!o.batch && tty && (o.children || (!o.pid && target_list(NULL, 0) > 1))) {
+		int rc = ui_host_run(&o, o.children ? o.pid : 0);
+		cli_free(&o);
+		return rc;
+	}
 	pid_t pid = target_choose(o.pid);
-	if (!o.batch && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
+	if (!o.batch && !tty)
 		cli_die(2, "the live screen needs a terminal; use -b for reports");
 	int rc = o.batch ? batch_run(&o, pid) : ui_run(&o, pid);
 	cli_free(&o);

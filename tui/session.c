@@ -38,17 +38,26 @@ static void apply_rate(const struct options *o, struct shm_reader *r)
 		fmt_bytes((double)h.sample_rate, b, sizeof b));
 }
 
-void session_open(struct session *s, const struct options *o, pid_t pid)
+int session_adopt(struct session *s, const struct shm_reader *r)
 {
 	memset(s, 0, sizeof *s);
-	target_attach(pid, &s->reader);
-	apply_rate(o, &s->reader);
+	s->reader = *r;
 	s->sym = sym_new(target_sym_root(&s->reader));
 	if (!s->sym)
-		cli_die(1, "cannot start the symbolizer (libdw)");
+		return -1;
 	model_init(&s->model);
 	s->known_modules = UINT32_MAX;
 	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;
+	return 0;
+}
+
+void session_open(struct session *s, const struct options *o, pid_t pid)
+{
+	struct shm_reader r;
+	target_attach(pid, &r);
+	apply_rate(o, &r);
+	if (session_adopt(s, &r) != 0)
+		cli_die(1, "cannot start the symbolizer (libdw)");
 }
 
 static double mono_s(void)

@@ -40,6 +40,11 @@ struct session {
  * must not move until session_close: views keep pointers into it. */
 void session_open(struct session *s, const struct options *o, pid_t pid);
 
+/* The same for a segment already open (target_open: the exporter, which
+ * must not exit when one process fails): s takes r over.  0, or -1 when
+ * the symbolizer cannot start (r is then still the caller's). */
+int session_adopt(struct session *s, const struct shm_reader *r);
+
 /* Take a snapshot (without the live table when skip_live, see
  * shm_reader.skip_live), read what /proc says of the process, update the
  * model and give the symbolizer the modules that are new.  0; or

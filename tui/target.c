@@ -161,6 +161,11 @@ static int find_agents(pid_t *pids, int max)
 	return n;
 }
 
+int target_list(pid_t *pids, int max)
+{
+	return find_agents(pids, max);
+}
+
 pid_t target_choose(pid_t pid)
 {
 	char agent[PATH_MAX];
@@ -375,6 +380,23 @@ void target_attach(pid_t pid, struct shm_reader *r)
 		cli_die(1, "pid %ld: %s", (long)pid, err);
 }
 
+int target_open(pid_t pid, struct shm_reader *r, char *err, size_t len)
+{
+	struct proc_info pi;
+	int rc = proc_read(pid, &pi);
+	if (rc != 0) {
+		snprintf(err, len, "cannot read /proc/%ld: %s", (long)pid, strerror(-rc));
+		return rc;
+	}
+	if (geteuid() != 0 && pi.uid != geteuid()) {
+		snprintf(err, len, "process %ld belongs to another user", (long)pid);
+		return -EACCES;
+	}
+	rc = open_live(pid, &pi, r, err, len);
+	if (rc == -ENOENT)
+		snprintf(err, len, "process %ld runs no agent", (long)pid);
+	return rc;
+}
 
 const char *target_sym_root(const struct shm_reader *r)
 {

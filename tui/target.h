@@ -13,6 +13,15 @@
  * candidates and exits 1 when there are several, exits 1 when none. */
 pid_t target_choose(pid_t pid);
 
+/* The processes running a live agent that we may read, up to max of them
+ * into pids; returns how many there are (may be more than max). */
+int target_list(pid_t *pids, int max);
+
+/* Open the segment of pid, a process running the agent, without exiting
+ * and without injecting (the exporter, the host view).  0, or a negative
+ * errno with one line in err. */
+int target_open(pid_t pid, struct shm_reader *r, char *err, size_t len);
+
 /* Open pid's segment (or exit 1 with the reason and the remedy).  A
  * process without the agent gets it loaded first (ptrace: inject.h); a
  * process that has exited but kept its segment is opened post-mortem. */

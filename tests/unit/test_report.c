@@ -182,6 +182,7 @@ static void names_and_order(void **state)
 	static const char *const rows[REPORT_NFORMATS][2] = {
 		{ "text", "txt" }, { "json", "json" }, { "folded", "folded" },
 		{ "pprof", "pb.gz" }, { "sqlite", "db" }, { "svg", "svg" },
+		{ "prometheus", "prom" },
 	};
 	for (int i = 0; i < REPORT_NFORMATS; i++) {
 		assert_string_equal(report_format_name(i), rows[i][0]);
@@ -196,6 +197,7 @@ static void names_and_order(void **state)
 	assert_true(report_format_needs_file(REPORT_PPROF));
 	assert_true(report_format_needs_file(REPORT_SQLITE));
 	assert_true(report_format_needs_file(REPORT_SVG));
+	assert_false(report_format_needs_file(REPORT_PROMETHEUS));
 	enum report_weight w;
 	assert_int_equal(report_weight_parse("objects", &w), 0);
 	assert_int_equal(w, WEIGHT_OBJECTS);

@@ -7,7 +7,7 @@
  * report.c, the registry, sits on top of them all:
  *
  *   report.c (registry, dispatch, report_save)
- *     -> text json folded pprof sqlout svg      (one file per format)
+ *     -> text json folded pprof sqlout svg prometheus  (one file per format)
  *        -> flame pb                            (trees, protobuf)
  *           -> common                           (this module)
  *
@@ -35,6 +35,7 @@ enum report_format {
 	REPORT_PPROF,
 	REPORT_SQLITE,
 	REPORT_SVG,
+	REPORT_PROMETHEUS,
 	REPORT_NFORMATS
 };
 

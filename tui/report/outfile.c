@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,14 +48,16 @@ int outfile_expand(const char *pat, pid_t pid, const char *exe,
 	return n ? 0 : -1;
 }
 
-int outfile_begin(struct outfile *o, const char *path, char *err, size_t len)
+static int begin(struct outfile *o, const char *path, int replace, char *err,
+		 size_t len)
 {
 	memset(o, 0, sizeof *o);
+	o->replace = replace;
 	if (snprintf(o->path, sizeof o->path, "%s", path) >= (int)sizeof o->path) {
 		snprintf(err, len, "output path too long");
 		return -1;
 	}
-	if (access(path, F_OK) == 0 || errno != ENOENT) {
+	if (!replace && (access(path, F_OK) == 0 || errno != ENOENT)) {
 		snprintf(err, len, "%s already exists; not overwriting", path);
 		return -1;
 	}
@@ -84,6 +87,16 @@ int outfile_begin(struct outfile *o, const char *path, char *err, size_t len)
 	return -1;
 }
 
+int outfile_begin(struct outfile *o, const char *path, char *err, size_t len)
+{
+	return begin(o, path, 0, err, len);
+}
+
+int outfile_begin_replace(struct outfile *o, const char *path, char *err, size_t len)
+{
+	return begin(o, path, 1, err, len);
+}
+
 int outfile_commit(struct outfile *o, char *err, size_t len)
 {
 	int bad = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0;
@@ -102,6 +115,15 @@ int outfile_commit(struct outfile *o, char *err, size_t len)
 		unlink(o->tmp);
 		snprintf(err, len, "writing %s failed: %s", o->path, strerror(e));
 		return -1;
+	}
+	if (o->replace) {
+		if (rename(o->tmp, o->path) != 0) {
+			e = errno;
+			unlink(o->tmp);
+			snprintf(err, len, "cannot replace %s: %s", o->path, strerror(e));
+			return -1;
+		}
+		return 0;
 	}
 	if (link(o->tmp, o->path) != 0) {
 		e = errno;

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "outfile.h"
 #include "pprof.h"
+#include "prometheus.h"
 #include "report.h"
 #include "sqlout.h"
 #include "svg.h"
@@ -24,17 +25,19 @@
 struct report_format_row {
 	const char *name, *ext;
 	int needs_file;
+	int replaces;    /* -o replaces the file (outfile_begin_replace) */
 	report_write_fn write;
 	report_fill_fn fill;
 };
 
 static const struct report_format_row formats[REPORT_NFORMATS] = {
-	[REPORT_TEXT]   = { "text",   "txt",    0, text_write,   NULL },
-	[REPORT_JSON]   = { "json",   "json",   0, json_write,   NULL },
-	[REPORT_FOLDED] = { "folded", "folded", 0, folded_write, NULL },
-	[REPORT_PPROF]  = { "pprof",  "pb.gz",  1, pprof_write,  NULL },
-	[REPORT_SQLITE] = { "sqlite", "db",     1, NULL,         sqlout_write },
-	[REPORT_SVG]    = { "svg",    "svg",    1, svg_write,    NULL },
+	[REPORT_TEXT]   = { "text",   "txt",    0, 0, text_write,   NULL },
+	[REPORT_JSON]   = { "json",   "json",   0, 0, json_write,   NULL },
+	[REPORT_FOLDED] = { "folded", "folded", 0, 0, folded_write, NULL },
+	[REPORT_PPROF]  = { "pprof",  "pb.gz",  1, 0, pprof_write,  NULL },
+	[REPORT_SQLITE] = { "sqlite", "db",     1, 0, NULL,         sqlout_write },
+	[REPORT_SVG]    = { "svg",    "svg",    1, 0, svg_write,    NULL },
+	[REPORT_PROMETHEUS] = { "prometheus", "prom", 0, 1, prometheus_write, NULL },
 };
 
 static const struct report_format_row *row_of(enum report_format f)
@@ -110,9 +113,10 @@ int report_save(const char *path, struct model *m, struct sym *s,
 		const struct report_opts *o, char *err, size_t errlen)
 {
 	struct outfile of;
-	if (outfile_begin(&of, path, err, errlen) != 0)
-		return -1;
 	const struct report_format_row *r = row_of(o->format);
+	if ((r && r->replaces ? outfile_begin_replace(&of, path, err, errlen) :
+	     outfile_begin(&of, path, err, errlen)) != 0)
+		return -1;
 	if (r && r->fill) {
 		if (save_filled(&of, r->fill, m, s, o, err, errlen) != 0)
 			return -1;

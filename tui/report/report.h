@@ -24,7 +24,8 @@
 
 #include "common.h"
 
-/* Parse a format name ("text", "json", "folded", "pprof", "sqlite", "svg");
+/* Parse a format name ("text", "json", "folded", "pprof", "sqlite", "svg",
+ * "prometheus");
  * -1 when unknown. */
 int report_format_parse(const char *s, enum report_format *out);
 const char *report_format_name(enum report_format f);

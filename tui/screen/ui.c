@@ -22,8 +22,16 @@ static void restore(void)
 	}
 }
 
-static void start_curses(void)
+void ui_curses_start(void)
 {
+	static int once;
+	if (curses_on)
+		return;
+	if (once++) {
+		refresh();   /* back from endwin: curses resumes */
+		curses_on = 1;
+		return;
+	}
 	setlocale(LC_ALL, "");
 	atexit(restore);
 	if (!initscr())
@@ -39,7 +47,7 @@ static void start_curses(void)
 	ui_draw_start();
 }
 
-static int map_key(int ch)
+int ui_map_key(int ch)
 {
 	switch (ch) {
 	case KEY_UP:    return VK_UP;
@@ -177,7 +185,15 @@ static int take(struct session *ss, struct view *v)
 	return 0;
 }
 
-int ui_run(const struct options *o, pid_t pid)
+int ui_getch_until(uint64_t next)
+{
+	uint64_t now = view_now_ns();
+	int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;
+	timeout(wait_ms < 200 ? wait_ms : 200);
+	return getch();
+}
+
+int ui_screen(const struct options *o, pid_t pid, int back)
 {
 	struct session ss;
 	struct view v;
@@ -198,7 +214,10 @@ int ui_run(const struct options *o, pid_t pid)
 	view_init(&v, &ss.model, ss.sym, &o->rules, &ss.reader, outdir);
 	v.sort = o->sort;
 	take(&ss, &v);
-	start_curses();
+	ui_curses_start();
+	if (back)
+		view_set_status(&v, "H: back to the process list");
+	int ret = UI_QUIT;
 	uint64_t delay = (uint64_t)(o->delay * 1e9);
 	uint64_t next = view_now_ns() + delay;
 	int exited_seen = 0, fetching = 0;
@@ -216,17 +235,18 @@ int ui_run(const struct options *o, pid_t pid)
 		if (sym_poll(ss.sym))
 			view_symbols_changed(&v);
 		ui_draw(&v);
-		uint64_t now = view_now_ns();
-		int wait_ms = next > now ? (int)((next - now) / 1000000) : 0;
-		timeout(wait_ms < 200 ? wait_ms : 200);
-		int ch = getch();
+		int ch = ui_getch_until(next);
 		if (cli_stop)
 			break;
 		int react = REACT_NONE;
+		if (ch == 'H' && back) {
+			ret = UI_BACK;   /* to the host list (host_ui.c) */
+			break;
+		}
 		if (ch == 't')
 			react = ui_draw_full_names(&v);
 		else if (ch != ERR)
-			react = view_key(&v, map_key(ch));
+			react = view_key(&v, ui_map_key(ch));
 		if (react & REACT_QUIT)
 			break;
 		if (react & REACT_FILTER)
@@ -237,7 +257,7 @@ int ui_run(const struct options *o, pid_t pid)
 			prompt_rate(&v);
 			react |= REACT_RELOAD;
 		}
-		now = view_now_ns();
+		uint64_t now = view_now_ns();
 		if (((react & REACT_RELOAD) || now >= next) && !v.frozen && !exited_seen) {
 			take(&ss, &v);
 			next = now + delay;
@@ -250,8 +270,15 @@ int ui_run(const struct options *o, pid_t pid)
 			}
 		}
 	}
-	restore();
+	if (ret == UI_QUIT)
+		restore();
 	view_free(&v);
 	session_close(&ss);
+	return ret;
+}
+
+int ui_run(const struct options *o, pid_t pid)
+{
+	ui_screen(o, pid, 0);
 	return 0;
 }

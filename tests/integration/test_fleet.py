@@ -1,0 +1,514 @@
+"""Many processes: -f prometheus and ymtop --serve, read by the programs
+that consume them (Debian's prometheus server through PromQL, its
+node_exporter's textfile collector, go tool pprof), and --serve under
+hostile clients (malformed requests, huge headers, idle connections,
+unknown pids): each answered with an error while a normal scrape still
+works, and ymtop's memory stays bounded."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from test_reports import go_pprof
+from ymlib import BUILD, YMTOP, Skip, Target, run_tests, within, ymtop
+
+PROG = os.path.join(BUILD, "progs", "reports_prog")
+RATE = "65536"
+MiB = 1024 * 1024
+# reports_prog holds 32 MiB through fill_blocks (inlined into hold_base:
+# the display frame) and 4 MiB through hold_pages.
+FILL = 32 * MiB
+PAGES = 4 * MiB
+
+
+def start(**kw):
+    env = {"YM_SAMPLE_RATE": RATE}
+    return Target([PROG], env=env, **kw)
+
+
+class Dir:
+    def __enter__(self):
+        self.path = tempfile.mkdtemp(prefix="ymtop-fleet-")
+        return self.path
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """ymtop --serve on a free loopback port (port 0: ymtop says which)."""
+
+    def __init__(self, *extra):
+        self.p = subprocess.Popen([YMTOP, "--serve", "127.0.0.1:0"] + list(extra),
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stderr.readline()
+        m = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
+        assert m, (line, self.p.stderr.read() if self.p.poll() is not None else "")
+        self.port = int(m.group(1))
+
+    def get(self, path, method="GET", timeout=30):
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path),
+                                     method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read(), r.headers
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), e.headers
+
+    def rss_kib(self):
+        for line in open("/proc/%d/status" % self.p.pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def cpu_s(self):
+        f = open("/proc/%d/stat" % self.p.pid).read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+
+# ---- the exposition, parsed as strictly as Prometheus does ----
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
+
+
+def parse(text):
+    """{name: [(labels, value)]}, checking HELP/TYPE once per family, each
+    family's samples grouped, no duplicate series."""
+    fams, seen, order = {}, set(), []
+    for line in text.splitlines():
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            name = line.split()[2]
+            if line.startswith("# TYPE "):
+                assert name not in fams, ("family twice", name)
+                assert line.split()[3] in ("gauge", "counter"), line
+                fams[name] = []
+                order.append(name)
+            continue
+        m = LINE.match(line)
+        assert m, ("bad line", line)
+        name, body, value = m.groups()
+        assert name == order[-1], ("family not grouped", name)
+        labels, pos = {}, 0
+        while pos < len(body):
+            lm = LABEL.match(body, pos)
+            assert lm, ("bad labels", body)
+            labels[lm.group(1)] = lm.group(2)
+            pos = lm.end()
+        key = (name, tuple(sorted(labels.items())))
+        assert key not in seen, ("duplicate series", key)
+        seen.add(key)
+        fams[name].append((labels, float(value)))
+    return fams
+
+
+def stack_value(fams, pid, function, family="ymtop_stack_retained_bytes"):
+    vals = [v for l, v in fams[family]
+            if l["pid"] == str(pid) and l["function"] == function]
+    assert len(vals) == 1, (function, fams[family])
+    return vals[0]
+
+
+def test_prometheus_format_batch_and_replace():
+    t = start()
+    try:
+        text = ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus").stdout
+        fams = parse(text)
+        for name in ("ymtop_process_retained_bytes", "ymtop_process_in_use_bytes",
+                     "ymtop_process_allocated_bytes_total",
+                     "ymtop_process_allocations_total", "ymtop_process_alarms_total",
+                     "ymtop_process_dropped_total", "ymtop_stack_retained_bytes",
+                     "ymtop_stack_allocated_bytes_total"):
+            assert name in fams, (name, list(fams))
+            assert "# HELP %s " % name in text, name
+        (labels, retained), = fams["ymtop_process_retained_bytes"]
+        assert labels == {"pid": str(t.pid), "exe": "reports_prog"}, labels
+        within(retained, FILL + PAGES, 0.15, "process retained")
+        within(stack_value(fams, t.pid, "fill_blocks"), FILL, 0.15, "fill_blocks")
+        loc = [l["location"] for l, _ in fams["ymtop_stack_retained_bytes"]
+               if l["function"] == "fill_blocks"][0]
+        assert re.fullmatch(r".*reports_prog\.c:\d+", loc), loc
+        # --top 1: one display frame, the rest summed as (other).
+        fams = parse(ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus",
+                           "--top", "1").stdout)
+        names = [l["function"] for l, _ in fams["ymtop_stack_retained_bytes"]]
+        assert names == ["fill_blocks", "(other)"], names
+        with Dir() as d:
+            path = os.path.join(d, "ymtop.prom")
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus", "-o", path)
+            ino = os.stat(path).st_ino
+            # The one format that replaces its file: a new inode, renamed
+            # over the old one.
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus", "-o", path)
+            assert os.stat(path).st_ino != ino
+            assert os.listdir(d) == ["ymtop.prom"], os.listdir(d)
+            # Killed before the rename: the old file is whole, and the
+            # temporary's name does not end in .prom (the textfile
+            # collector reads only *.prom).
+            old = open(path).read()
+            env = dict(os.environ, YM_TEST_FAULT="report-commit")
+            r = ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus", "-o", path,
+                      check=False, env=env)
+            assert r.returncode == -signal.SIGKILL, r
+            assert open(path).read() == old
+            left = [n for n in os.listdir(d) if n != "ymtop.prom"]
+            assert len(left) == 1 and not left[0].endswith(".prom"), left
+    finally:
+        t.finish()
+
+
+def test_node_exporter_textfile_serves_the_file():
+    exe = shutil.which("prometheus-node-exporter")
+    if not exe:
+        raise Skip("prometheus-node-exporter is not installed")
+    t = start()
+    with Dir() as d:
+        try:
+            ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus", "-o",
+                  os.path.join(d, "ymtop.prom"))
+        finally:
+            t.finish()
+        port = free_port()
+        ne = subprocess.Popen([exe, "--web.listen-address=127.0.0.1:%d" % port,
+                               "--collector.disable-defaults", "--collector.textfile",
+                               "--collector.textfile.directory=" + d],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            body = None
+            for _ in range(100):
+                try:
+                    body = urllib.request.urlopen(
+                        "http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            assert body, ne.stderr.read() if ne.poll() is not None else "no answer"
+            # node_exporter read the file without complaint ...
+            err = [l for l in body.splitlines()
+                   if l.startswith("node_textfile_scrape_error")]
+            assert err == ["node_textfile_scrape_error 0"], err
+            # ... and serves its series.
+            m = re.search(r'^ymtop_stack_retained_bytes\{exe="reports_prog",'
+                          r'function="fill_blocks",location="[^"]*",pid="%d"\} (\S+)$'
+                          % t.pid, body, re.M)
+            assert m, [l for l in body.splitlines() if "ymtop_" in l]
+            within(float(m.group(1)), FILL, 0.15, "fill_blocks via node_exporter")
+        finally:
+            ne.terminate()
+            ne.wait(timeout=20)
+
+
+def test_prometheus_server_scrapes_serve():
+    exe = shutil.which("prometheus")
+    if not exe:
+        raise Skip("prometheus is not installed")
+    t = start()
+    other = start()
+    srv = Server()
+    with Dir() as d:
+        port = free_port()
+        conf = os.path.join(d, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: ymtop\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % srv.port)
+        prom = subprocess.Popen([exe, "--config.file=" + conf,
+                                 "--storage.tsdb.path=" + os.path.join(d, "data"),
+                                 "--web.listen-address=127.0.0.1:%d" % port],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            q = 'ymtop_stack_retained_bytes{function="fill_blocks",pid="%d"}' % t.pid
+            url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+                port, urllib.parse.quote(q))
+            result = []
+            end = time.time() + 90
+            while time.time() < end and not result:
+                time.sleep(1)
+                try:
+                    ans = json.load(urllib.request.urlopen(url, timeout=10))
+                except OSError:
+                    continue
+                assert ans["status"] == "success", ans
+                result = ans["data"]["result"]
+            assert result, ("no sample", prom.stderr.read() if prom.poll() is not None
+                            else "prometheus has no sample after 90 s")
+            assert len(result) == 1, result
+            assert result[0]["metric"]["exe"] == "reports_prog", result
+            assert result[0]["metric"]["job"] == "ymtop", result
+            within(float(result[0]["value"][1]), FILL, 0.15, "fill_blocks via PromQL")
+            # Both processes in one scrape (other tests' agent processes on
+            # the machine may be served too).
+            q = 'count(ymtop_process_retained_bytes{pid=~"%d|%d"})' % (t.pid, other.pid)
+            ans = json.load(urllib.request.urlopen(
+                "http://127.0.0.1:%d/api/v1/query?query=%s" % (port, urllib.parse.quote(q)),
+                timeout=10))
+            assert ans["data"]["result"][0]["value"][1] == "2", ans
+        finally:
+            prom.terminate()
+            prom.wait(timeout=30)
+            srv.stop()
+            t.finish()
+            other.finish()
+
+
+def test_serve_follows_processes_and_pprof():
+    a = start()
+    srv = Server()
+    b = None
+    try:
+        st, body, hdr = srv.get("/metrics")
+        assert st == 200, st
+        assert hdr["Content-Type"].startswith("text/plain; version=0.0.4"), hdr
+        pids = {l["pid"] for l, _ in parse(body.decode())["ymtop_process_retained_bytes"]}
+        assert str(a.pid) in pids, pids
+        # Exactly one process of ours... (others may run the agent: only
+        # when there is one in all is the pid optional).
+        b = start()
+        fams = parse(srv.get("/metrics")[1].decode())
+        pids = {l["pid"] for l, _ in fams["ymtop_process_retained_bytes"]}
+        assert {str(a.pid), str(b.pid)} <= pids, pids
+        st, body, _ = srv.get("/debug/pprof/heap")
+        assert st == 400, st
+        assert ("%d reports_prog" % a.pid).encode() in body, body
+        st, body, _ = srv.get("/debug/pprof/")
+        assert st == 200 and ("%d reports_prog" % b.pid).encode() in body, body
+        st, body, hdr = srv.get("/debug/pprof/heap?pid=%d" % a.pid)
+        assert st == 200 and body[:2] == b"\x1f\x8b", (st, body[:10])
+        a_pid = a.pid
+        a.finish()
+        a = None
+        fams = parse(srv.get("/metrics")[1].decode())
+        pids = {l["pid"] for l, _ in fams["ymtop_process_retained_bytes"]}
+        assert str(b.pid) in pids and str(a_pid) not in pids, pids
+        assert srv.get("/debug/pprof/heap?pid=%d" % a_pid)[0] == 404
+        gone = [l for l, _ in fams["ymtop_stack_retained_bytes"]
+                if l["pid"] not in pids]
+        assert not gone, gone
+    finally:
+        srv.stop()
+        for t in (a, b):
+            if t:
+                t.finish()
+
+
+def test_go_tool_pprof_reads_the_endpoint_and_p_injects():
+    if shutil.which("go") is None:
+        raise Skip("go is not installed: go tool pprof not run")
+    # Started without the agent: --serve -p injects it, as -p does.
+    e = dict(os.environ)
+    e.pop("LD_PRELOAD", None)
+    p = subprocess.Popen([PROG], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=e, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        srv = Server("-p", str(p.pid))
+        try:
+            st, body, _ = srv.get("/debug/pprof/")
+            assert st == 200 and body.startswith(b"%d reports_prog" % p.pid), body
+            # Injected after the allocations: the program allocates
+            # again on "jump" (64 MiB at jump_site), which the agent sees.
+            p.stdin.write("jump\n")
+            p.stdin.flush()
+            assert p.stdout.readline().strip() == "jumped"
+            out = go_pprof("-top", "-sample_index=inuse_space",
+                           "http://127.0.0.1:%d/debug/pprof/heap" % srv.port)
+            assert "Type: inuse_space" in out, out
+            assert re.search(r"\sjump_site\s*$", out, re.M), out
+        finally:
+            srv.stop()
+    finally:
+        p.communicate("quit\n", timeout=30)
+    # An agent process from the start: its known sites.
+    t = start()
+    srv = Server("-p", str(t.pid))
+    try:
+        out = go_pprof("-top", "-sample_index=inuse_space",
+                       "http://127.0.0.1:%d/debug/pprof/heap" % srv.port)
+        for name in ("hold_pages", "fill_blocks"):
+            assert re.search(r"\s%s( \(inline\))?\s*$" % name, out, re.M), (name, out)
+    finally:
+        srv.stop()
+        t.finish()
+
+
+def raw(port, data, src="127.0.0.1", timeout=10):
+    """Send data, return what comes back until the server closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                 source_address=(src, 0))
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                c = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not c:
+                break
+            out += c
+        return out
+    finally:
+        s.close()
+
+
+def status(resp):
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", resp)
+    return int(m.group(1)) if m else None
+
+
+def test_hostile_clients_get_errors_and_bounded_memory():
+    t = start()
+    srv = Server("-p", str(t.pid))
+    idle = []
+    try:
+        assert srv.get("/metrics")[0] == 200
+        rss0 = srv.rss_kib()
+        # Malformed requests: 400 (a request line that is not HTTP at all
+        # is closed without an answer: libmicrohttpd cannot tell what
+        # protocol it would answer in), an unknown version 505.
+        for junk, want in (
+                (b"GARBAGE\r\n\r\n", (None,)),
+                (b"GET /x y z HTTP/1.1\r\nHost: a\r\n\r\n", (None, 400)),
+                (b"GARBAGE / HTTP/1.1\r\n\r\n", (400,)),
+                (b"GET /metrics HTTP/1.1\r\n\r\n", (400,)),   # no Host
+                (b"GET /metrics HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", (400,)),
+                (b"GET /metrics HTTP/9.9\r\nHost: x\r\n\r\n", (505,))):
+            st = status(raw(srv.port, junk))
+            assert st in want, (junk, st)
+        # Other methods: 405 with Allow; unknown paths and pids: 404; bad
+        # pids: 400.
+        st, _, hdr = srv.get("/metrics", method="POST")
+        assert st == 405 and hdr["Allow"] == "GET, HEAD", (st, hdr)
+        assert srv.get("/metrics", method="DELETE")[0] == 405
+        assert srv.get("/nope")[0] == 404
+        assert srv.get("/debug/pprof/heap?pid=4194304")[0] == 404
+        assert srv.get("/debug/pprof/heap?pid=%d" % srv.p.pid)[0] == 404
+        for bad in ("abc", "-1", "0", "99999999", "1e3", "%00", "1%200"):
+            assert srv.get("/debug/pprof/heap?pid=" + bad)[0] == 400, bad
+        # Huge headers, many times: 431 (or 413/400), never a crash, and
+        # memory stays where it was.
+        big = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + \
+            b"\r\n\r\n"
+        for _ in range(20):
+            st = status(raw(srv.port, big))
+            assert st in (400, 413, 431) or st is None, st
+        many = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + \
+            b"".join(b"X-%d: y\r\n" % i for i in range(20000)) + b"\r\n"
+        st = status(raw(srv.port, many))
+        assert st in (400, 413, 431) or st is None, st
+        # Binary junk (a TLS hello, NULs) waits for a request line that
+        # never ends: closed with the idle ones below, at the timeout.
+        junk = socket.create_connection(("127.0.0.1", srv.port))
+        junk.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\xff")
+        idle.append(junk)
+        # 200 idle connections from another loopback address: the per-
+        # address limit turns most away, and a scrape from 127.0.0.1 is
+        # answered meanwhile, promptly.
+        for _ in range(200):
+            s = socket.socket()
+            s.settimeout(5)
+            s.bind(("127.0.0.2", 0))
+            try:
+                s.connect(("127.0.0.1", srv.port))
+                s.sendall(b"GET /metrics HTTP/1.1\r\n")   # never finished
+                idle.append(s)
+            except OSError:
+                s.close()
+        t0 = time.time()
+        st, body, _ = srv.get("/metrics", timeout=10)
+        assert st == 200 and b"fill_blocks" in body, st
+        assert time.time() - t0 < 5, time.time() - t0
+        # A slowloris from our own address does not stall the others.
+        slow = socket.create_connection(("127.0.0.1", srv.port))
+        slow.sendall(b"GET /met")
+        assert srv.get("/metrics", timeout=10)[0] == 200
+        slow.close()
+        for _ in range(50):
+            assert srv.get("/metrics")[0] == 200
+        rss1 = srv.rss_kib()
+        print("  ymtop VmRSS %d KiB after the first scrape, %d KiB after the "
+              "hostile clients" % (rss0, rss1))
+        assert rss1 - rss0 < 16 * 1024, (rss0, rss1)
+        # The idle connections time out (SERVE_TIMEOUT_S = 10).
+        time.sleep(12)
+        closed = 0
+        for s in idle:
+            s.settimeout(5)
+            try:
+                closed += s.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed == len(idle), (closed, len(idle))
+        assert srv.p.poll() is None
+    finally:
+        for s in idle:
+            s.close()
+        assert srv.stop() == 0
+        t.finish()
+
+
+def test_serve_children_serves_a_prefork_tree():
+    other = start()
+    t = Target([os.path.join(BUILD, "progs", "prefork"), "3"],
+               env={"YM_SAMPLE_RATE": RATE})
+    srv = Server("-p", str(t.pid), "--children")
+    try:
+        fams = parse(srv.get("/metrics")[1].decode())
+        procs = {l["pid"]: v for l, v in fams["ymtop_process_retained_bytes"]}
+        assert len(procs) == 4 and str(t.pid) in procs, procs
+        assert str(other.pid) not in procs, procs
+        assert {l["exe"] for l, _ in fams["ymtop_process_retained_bytes"]} == \
+            {"prefork"}, fams["ymtop_process_retained_bytes"]
+        # Each worker holds 2 MiB at worker_site, the master none there.
+        workers = [v for l, v in fams["ymtop_stack_retained_bytes"]
+                   if l["function"] == "worker_site"]
+        assert len(workers) == 3, fams["ymtop_stack_retained_bytes"]
+        within(sum(workers), 6 * MiB, 0.25, "worker_site in the 3 workers")
+        st, body, _ = srv.get("/debug/pprof/heap")
+        assert st == 400 and body.count(b" prefork ") == 4, body
+    finally:
+        srv.stop()
+        t.finish()
+        other.finish()
+
+
+def test_serve_usage_errors():
+    for args in (["--serve", "99999"], ["--serve", "nohost:80"], ["--serve", ""],
+                 ["--serve", "80", "-b"], ["--serve", "80", "-f", "json"],
+                 ["--serve", "80", "--rate", "4k"], ["--serve", "1.2.3:80"],
+                 ["--serve", "80", "--children"], ["-b", "-p", "1", "--children"]):
+        r = ymtop(*args, check=False)
+        assert r.returncode == 2, (args, r)
+        assert r.stderr.startswith("ymtop: ") and r.stderr.count("\n") == 1, r.stderr
+    r = ymtop("-b", "-f", "prometheus", "-p", "1", "--weight", "allocated", check=False)
+    assert r.returncode == 2, r
+
+
+if __name__ == "__main__":
+    run_tests(globals())

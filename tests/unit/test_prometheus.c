@@ -1,0 +1,73 @@
+/*
+ * Unit tests for the Prometheus label values (tui/report/prometheus.c):
+ * escaped as the exposition format says, valid UTF-8, bounded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/prometheus.h"
+
+static void escapes(void **state)
+{
+	(void)state;
+	char b[PROM_LABEL_BUF];
+	assert_string_equal(prometheus_label("a\\b\"c\nd", b, sizeof b),
+			    "a\\\\b\\\"c\\nd");
+	assert_string_equal(prometheus_label("x\ty\x7fz\x01", b, sizeof b), "x?y?z?");
+	assert_string_equal(prometheus_label(NULL, b, sizeof b), "");
+	assert_string_equal(prometheus_label("std::vector<int>::push_back", b,
+					     sizeof b), "std::vector<int>::push_back");
+}
+
+static void utf8(void **state)
+{
+	(void)state;
+	char b[PROM_LABEL_BUF];
+	/* Valid: kept; overlong, surrogate, stray continuation, cut: '?'. */
+	assert_string_equal(prometheus_label("caf\xc3\xa9 \xe2\x82\xac", b, sizeof b),
+			    "caf\xc3\xa9 \xe2\x82\xac");
+	assert_string_equal(prometheus_label("\xc0\xaf", b, sizeof b), "??");
+	assert_string_equal(prometheus_label("\xed\xa0\x80", b, sizeof b), "???");
+	assert_string_equal(prometheus_label("\x80x", b, sizeof b), "?x");
+	assert_string_equal(prometheus_label("\xe2\x82", b, sizeof b), "??");
+}
+
+static void bounded(void **state)
+{
+	(void)state;
+	char raw[4096], b[PROM_LABEL_BUF];
+	memset(raw, '"', sizeof raw - 1);
+	raw[sizeof raw - 1] = '\0';
+	prometheus_label(raw, b, sizeof b);
+	/* PROM_LABEL_MAX source bytes, each escaped to two, then "...". */
+	assert_int_equal(strlen(b), 2 * PROM_LABEL_MAX + 3);
+	assert_string_equal(b + 2 * PROM_LABEL_MAX, "...");
+	/* A multi-byte character is never cut in half. */
+	for (size_t i = 0; i + 2 < sizeof raw; i += 3)
+		memcpy(raw + i, "\xe2\x82\xac", 3);
+	raw[sizeof raw - 1 - (sizeof raw - 1) % 3] = '\0';
+	prometheus_label(raw, b, sizeof b);
+	size_t n = strlen(b);
+	assert_true(n <= PROM_LABEL_MAX + 3);
+	assert_string_equal(b + n - 3, "...");
+	assert_int_equal((n - 3) % 3, 0);
+	/* Too small a buffer: nothing written past it. */
+	char tiny[8] = "xxxxxxx";
+	assert_string_equal(prometheus_label("abc", tiny, sizeof tiny), "");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(escapes),
+		cmocka_unit_test(utf8),
+		cmocka_unit_test(bounded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

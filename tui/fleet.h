@@ -1,0 +1,51 @@
+/*
+ * fleet: the set of processes running the agent that ymtop watches at once
+ * (ymtop --serve, the host list), each with its session (session.h), kept
+ * up to date by fleet_update: processes that started appear, processes that
+ * exited (or whose segment fails) are dropped.  Reads only: every reader
+ * is marked read-only (shm_reader.writable = 0, so that shm_control_*
+ * refuse), nothing is injected (but fleet_add, as -p does).
+ *
+ * Which processes: every process running the agent that we may read
+ * (target_list), or only the ones added with fleet_add (fixed), or with
+ * a root (--children) the root and the processes forked from it.  At most
+ * FLEET_MAX, by pid ascending.
+ */
+#ifndef YMTOP_FLEET_H
+#define YMTOP_FLEET_H
+
+#include <sys/types.h>
+
+#include "cli.h"
+#include "session.h"
+
+#define FLEET_MAX 256
+
+struct fleet_proc {
+	pid_t pid;
+	struct session s;   /* its model is refreshed by fleet_update */
+};
+
+struct fleet {
+	struct fleet_proc *p[FLEET_MAX];   /* by pid ascending */
+	int   n;
+	int   fixed;        /* only what fleet_add added */
+	pid_t root;         /* --children: root and its descendants; 0 all */
+};
+
+/* Empty: every agent process (root 0), or root and its descendants. */
+void fleet_init(struct fleet *f, pid_t root);
+/* Watch pid only (from then on, fixed): attached as -p does, injecting the
+ * agent when it has none; exits with the reason on failure. */
+void fleet_add(struct fleet *f, const struct options *o, pid_t pid);
+/* Refresh every process (snapshot without the live table), drop the gone
+ * ones, add the new ones (unless fixed). */
+void fleet_update(struct fleet *f);
+/* The index of pid, or -1. */
+int fleet_find(const struct fleet *f, pid_t pid);
+void fleet_free(struct fleet *f);
+
+/* The parent of pid from /proc/PID/stat, or 0. */
+pid_t fleet_ppid(pid_t pid);
+
+#endif

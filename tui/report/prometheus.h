@@ -1,0 +1,83 @@
+/*
+ * prometheus: the model in the Prometheus text exposition format (0.0.4),
+ * for `-f prometheus` (node_exporter's textfile collector) and for
+ * `ymtop --serve` (serve/serve.c), which writes several processes at once.
+ *
+ * Metric families, each with its HELP and TYPE lines once, its series
+ * grouped (the format requires it):
+ *
+ *   per process, labels pid, exe (the executable's base name):
+ *     ymtop_process_retained_bytes          gauge   (estimate)
+ *     ymtop_process_in_use_bytes            gauge   (exact; only when the
+ *                                                    agent ran from the start:
+ *                                                    injected, frees of older
+ *                                                    blocks would count)
+ *     ymtop_process_rss_bytes               gauge   (while it runs)
+ *     ymtop_process_allocated_bytes_total   counter (exact)
+ *     ymtop_process_allocations_total       counter (exact)
+ *     ymtop_process_alarms_total            counter
+ *     ymtop_process_dropped_total           counter, label reason
+ *                                           (stacks, live, busy, threads,
+ *                                           modules)
+ *   per stack, labels pid, exe, function, location ("file:line" of the
+ *   display frame, or the module's base name when there is no line):
+ *     ymtop_stack_retained_bytes            gauge
+ *     ymtop_stack_allocated_bytes_total     counter
+ *
+ * Stacks sharing a display frame (function and location, after escaping
+ * and truncation) are one series, their values summed: no duplicate
+ * series.  Only the top N such groups by retained bytes get their own
+ * series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed into one
+ * series with function="(other)", location="".  Cardinality per process is
+ * therefore at most N + 1 stack series per family plus 11 process series.
+ * Label values: at most PROM_LABEL_MAX bytes (cut at a character boundary,
+ * "..." appended), invalid UTF-8 and control characters as '?', and
+ * backslash, double quote and newline escaped as the format says.
+ */
+#ifndef YMTOP_PROMETHEUS_H
+#define YMTOP_PROMETHEUS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common.h"
+
+#define PROM_TOP_DEFAULT 50
+#define PROM_LABEL_MAX   200
+
+/* One process to write: its model and its symbolizer. */
+struct prom_source {
+	struct model *m;
+	struct sym   *s;
+};
+
+/* Write n processes as one exposition.  0, or -1 when writing failed or
+ * memory ran out (errno set). */
+int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
+			  const struct report_opts *o);
+
+/* The stacks of several processes of one program (a prefork server's
+ * master and workers: their addresses agree, as fork keeps the mappings)
+ * grouped together by display frame, as the ymtop_stack_* series group
+ * one process's: the top N (o->top) by retained, largest first, then
+ * "(other)" when there are more.  Labels escaped as above.  0 with *out
+ * (prometheus_merge_free), or -1 when out of memory. */
+struct prom_group {
+	char  *function, *location;   /* escaped label values, owned */
+	double retained, allocated;
+};
+int prometheus_merge(const struct prom_source *src, size_t n,
+		     const struct report_opts *o, struct prom_group **out,
+		     size_t *nout);
+void prometheus_merge_free(struct prom_group *g, size_t n);
+
+/* The registry's writer: one process. */
+int prometheus_write(FILE *f, struct model *m, struct sym *s,
+		     const struct report_opts *o);
+
+/* A label value as the format wants it, into buf (at least
+ * 2 * PROM_LABEL_MAX + 8 bytes): bounded, valid UTF-8, escaped. */
+#define PROM_LABEL_BUF (2 * PROM_LABEL_MAX + 8)
+const char *prometheus_label(const char *raw, char *buf, size_t len);
+
+#endif

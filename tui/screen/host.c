@@ -1,0 +1,267 @@
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host.h"
+#include "report/prometheus.h"
+#include "view.h"
+
+void host_init(struct host *h, pid_t root)
+{
+	memset(h, 0, sizeof *h);
+	fleet_init(&h->f, root);
+	h->sort = HOST_RETAINED;
+}
+
+const char *host_sort_name(enum host_sort k)
+{
+	static const char *const names[HOST_NSORT] = {
+		"pid", "user", "command", "rss", "in use", "retained", "alloc/s",
+		"alarms", "state",
+	};
+	return (unsigned)k < HOST_NSORT ? names[k] : "?";
+}
+
+/* The process title: /proc/PID/cmdline with its NULs as spaces (4 KiB at
+ * most; the rest cut), else [comm]. */
+static void read_command(pid_t pid, const char *comm, char *out, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, out, len - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0) {
+		snprintf(out, len, "[%s]", comm);
+		return;
+	}
+	out[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == '\0')
+			out[i] = ' ';
+	while (n > 0 && out[n - 1] == ' ')
+		out[--n] = '\0';
+}
+
+static void user_name(uid_t uid, char *out, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+	if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
+		snprintf(out, len, "%s", pw.pw_name);
+	else
+		snprintf(out, len, "%u", (unsigned)uid);
+}
+
+/* The base name of the executable a process's segment names. */
+static const char *exe_base(const struct model *m)
+{
+	const char *base = strrchr(m->snap.hdr.exe, '/');
+	return base ? base + 1 : m->snap.hdr.exe;
+}
+
+static void row_of(const struct fleet_proc *p, struct host_row *r)
+{
+	const struct model *m = &p->s.model;
+	const struct ym_header *hd = &m->snap.hdr;
+	memset(r, 0, sizeof *r);
+	r->pid = p->pid;
+	r->nprocs = 1;
+	user_name(m->proc.uid, r->user, sizeof r->user);
+	read_command(p->pid, m->proc.comm, r->command, sizeof r->command);
+	snprintf(r->exe, sizeof r->exe, "%.63s", exe_base(m));
+	r->rss = (double)m->proc.rss_bytes;
+	r->retained = m->retained_bytes;
+	r->inuse_known = !(hd->flags & YM_FLAG_INJECTED);
+	r->inuse = (double)m->totals.alloc_bytes - (double)m->totals.free_bytes;
+	r->rate = m->alloc_bytes_rate;
+	r->alarms = hd->alarms_written;
+	snprintf(r->state, sizeof r->state, "%s", model_state(m));
+}
+
+static enum host_sort sort_key;
+static int sort_asc;
+
+static double num(const struct host_row *r, enum host_sort k)
+{
+	switch (k) {
+	case HOST_RSS: return r->rss;
+	case HOST_INUSE: return r->inuse_known ? r->inuse : -1;
+	case HOST_RETAINED: return r->retained;
+	case HOST_RATE: return r->rate;
+	case HOST_ALARMS: return (double)r->alarms;
+	default: return 0;
+	}
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+	const struct host_row *x = a, *y = b;
+	int c = 0;
+	switch (sort_key) {
+	case HOST_PID: c = (x->pid > y->pid) - (x->pid < y->pid); break;
+	case HOST_USER: c = strcmp(x->user, y->user); break;
+	case HOST_COMMAND: c = strcmp(x->command, y->command); break;
+	case HOST_STATE: c = strcmp(x->state, y->state); break;
+	default: {
+		/* Numbers: largest first unless ascending. */
+		double u = num(x, sort_key), v = num(y, sort_key);
+		c = (u < v) - (u > v);
+		break;
+	}
+	}
+	if (sort_asc)
+		c = -c;
+	if (!c)
+		c = (x->pid > y->pid) - (x->pid < y->pid);
+	return c;
+}
+
+/* e: rows of one executable summed into the first (lowest pid). */
+static void merge_rows(struct host *h)
+{
+	int w = 0;
+	for (int i = 0; i < h->n; i++) {
+		int j;
+		for (j = 0; j < w; j++)
+			if (!strcmp(h->rows[j].exe, h->rows[i].exe))
+				break;
+		if (j == w) {
+			h->rows[w++] = h->rows[i];
+			continue;
+		}
+		struct host_row *d = &h->rows[j];
+		const struct host_row *s = &h->rows[i];
+		d->nprocs++;
+		d->rss += s->rss;
+		d->retained += s->retained;
+		d->inuse += s->inuse;
+		d->inuse_known = d->inuse_known && s->inuse_known;
+		d->rate += s->rate;
+		d->alarms += s->alarms;
+	}
+	h->n = w;
+	for (int i = 0; i < h->n; i++)
+		if (h->rows[i].nprocs > 1) {
+			char t[sizeof h->rows[i].command];
+			snprintf(t, sizeof t, "%s (%d processes)", h->rows[i].exe,
+				 h->rows[i].nprocs);
+			memcpy(h->rows[i].command, t, sizeof t);
+		}
+}
+
+/* The rows from the fleet's models, merged and sorted as asked. */
+static int rebuild(struct host *h)
+{
+	struct host_row *rows = realloc(h->rows, (size_t)(h->f.n ? h->f.n : 1) *
+					sizeof *rows);
+	if (!rows)
+		return -1;
+	h->rows = rows;
+	h->n = h->f.n;
+	for (int i = 0; i < h->n; i++)
+		row_of(h->f.p[i], &h->rows[i]);
+	if (h->merge) {
+		/* The lowest pid of each executable leads its row. */
+		sort_key = HOST_PID;
+		sort_asc = 0;
+		qsort(h->rows, (size_t)h->n, sizeof *h->rows, cmp_rows);
+		merge_rows(h);
+	}
+	sort_key = h->sort;
+	sort_asc = h->asc;
+	qsort(h->rows, (size_t)h->n, sizeof *h->rows, cmp_rows);
+	h->sel = 0;
+	for (int i = 0; i < h->n; i++)
+		if (h->rows[i].pid == h->sel_pid)
+			h->sel = i;
+	if (h->sel >= h->n)
+		h->sel = h->n ? h->n - 1 : 0;
+	h->sel_pid = h->n ? h->rows[h->sel].pid : 0;
+	return 0;
+}
+
+int host_refresh(struct host *h)
+{
+	fleet_update(&h->f);
+	return rebuild(h);
+}
+
+static int move(struct host *h, int by)
+{
+	int s = h->sel + by;
+	if (s >= h->n)
+		s = h->n - 1;
+	if (s < 0)
+		s = 0;
+	h->sel = s;
+	h->sel_pid = h->n ? h->rows[s].pid : 0;
+	return HOST_REDRAW;
+}
+
+int host_key(struct host *h, int key, int rows)
+{
+	static const struct { int key; enum host_sort k; } sorts[] = {
+		{ 'P', HOST_PID }, { 'U', HOST_USER }, { 'C', HOST_COMMAND },
+		{ 'M', HOST_RSS }, { 'I', HOST_INUSE }, { 'R', HOST_RETAINED },
+		{ 'A', HOST_RATE }, { 'W', HOST_ALARMS }, { 'S', HOST_STATE },
+	};
+	int page = rows > 1 ? rows - 1 : 1;
+	switch (key) {
+	case VK_UP: case 'k': return move(h, -1);
+	case VK_DOWN: case 'j': return move(h, 1);
+	case VK_PGUP: return move(h, -page);
+	case VK_PGDN: return move(h, page);
+	case VK_HOME: return move(h, -h->n);
+	case VK_END: return move(h, h->n);
+	case VK_ENTER: return h->n ? HOST_OPEN : HOST_NONE;
+	case 'q': return HOST_QUIT;
+	case 'i':
+		h->asc = !h->asc;
+		rebuild(h);
+		return HOST_REDRAW;
+	case 'e':
+		h->merge = !h->merge;
+		rebuild(h);
+		return HOST_REDRAW;
+	case '<': case '>':
+		h->sort = (enum host_sort)(((int)h->sort + (key == '<' ? -1 : 1) +
+					    HOST_NSORT) % HOST_NSORT);
+		rebuild(h);
+		return HOST_REDRAW;
+	}
+	for (size_t i = 0; i < sizeof sorts / sizeof *sorts; i++)
+		if (sorts[i].key == key) {
+			h->sort = sorts[i].k;
+			rebuild(h);
+			return HOST_REDRAW;
+		}
+	return HOST_NONE;
+}
+
+int host_merged(const struct host *h, const char *exe, const struct report_opts *o,
+		struct prom_group **out, size_t *n)
+{
+	struct prom_source src[FLEET_MAX];
+	size_t k = 0;
+	for (int i = 0; i < h->f.n; i++) {
+		struct model *m = &h->f.p[i]->s.model;
+		if (!strncmp(exe_base(m), exe, sizeof h->rows[0].exe - 1)) {
+			src[k].m = m;
+			src[k].s = h->f.p[i]->s.sym;
+			k++;
+		}
+	}
+	return prometheus_merge(src, k, o, out, n);
+}
+
+void host_free(struct host *h)
+{
+	fleet_free(&h->f);
+	free(h->rows);
+	memset(h, 0, sizeof *h);
+}

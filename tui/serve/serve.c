@@ -1,0 +1,301 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "report/pprof.h"
+#include "report/prometheus.h"
+#include "serve.h"
+#include "fleet.h"
+
+int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
+		     size_t len)
+{
+	char host[64];
+	const char *port = s;
+	memset(ss, 0, sizeof *ss);
+	snprintf(host, sizeof host, "127.0.0.1");
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (!close || close[1] != ':' || close - s - 1 >= (long)sizeof host) {
+			snprintf(err, len, "--serve: bad address '%s' (use [ADDR]:PORT for IPv6)", s);
+			return -1;
+		}
+		snprintf(host, sizeof host, "%.*s", (int)(close - s - 1), s + 1);
+		port = close + 2;
+	} else if (strchr(s, ':')) {
+		const char *colon = strrchr(s, ':');
+		if (colon - s >= (long)sizeof host) {
+			snprintf(err, len, "--serve: bad address '%s'", s);
+			return -1;
+		}
+		snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
+		port = colon + 1;
+	}
+	char *end;
+	errno = 0;
+	long p = strtol(port, &end, 10);
+	if (!*port || *end || errno || p < 0 || p > 65535 || *port == '-' ||
+	    *port == '+' || *port == ' ') {
+		snprintf(err, len, "--serve: the port must be a number from 0 to 65535, "
+			 "not '%s'", port);
+		return -1;
+	}
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)p);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)p);
+		return 0;
+	}
+	snprintf(err, len, "--serve: '%s' is not a numeric IPv4 or [IPv6] address", host);
+	return -1;
+}
+
+/* What the request handler (libmicrohttpd's one thread) reads and updates. */
+struct server {
+	const struct options *o;
+	struct fleet f;
+};
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
+			       const char *type, char *body, size_t len)
+{
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+__attribute__((format(printf, 3, 4)))
+static enum MHD_Result text(struct MHD_Connection *c, unsigned status,
+			    const char *fmt, ...)
+{
+	char *body = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&body, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return MHD_NO;
+	return respond(c, status, "text/plain; charset=utf-8", body, (size_t)n);
+}
+
+/* A stream into memory for a response body. */
+struct body {
+	FILE  *f;
+	char  *buf;
+	size_t len;
+};
+
+static int body_open(struct body *b)
+{
+	b->buf = NULL;
+	b->len = 0;
+	b->f = open_memstream(&b->buf, &b->len);
+	return b->f ? 0 : -1;
+}
+
+/* Close; 0 with the body in b->buf (the caller's), or -1 (freed). */
+static int body_close(struct body *b, int ok)
+{
+	if (fclose(b->f) != 0)
+		ok = 0;
+	if (!ok) {
+		free(b->buf);
+		b->buf = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static void list_processes(const struct server *sv, FILE *f)
+{
+	for (int i = 0; i < sv->f.n; i++) {
+		const struct model *m = &sv->f.p[i]->s.model;
+		char exe[PROM_LABEL_BUF];
+		const char *base = strrchr(m->snap.hdr.exe, '/');
+		prometheus_label(base ? base + 1 : m->snap.hdr.exe, exe, sizeof exe);
+		fprintf(f, "%ld %s /debug/pprof/heap?pid=%ld\n", (long)sv->f.p[i]->pid, exe,
+			(long)sv->f.p[i]->pid);
+	}
+}
+
+static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
+{
+	struct prom_source src[FLEET_MAX];
+	struct report_opts ro = { REPORT_PROMETHEUS, sv->o->top, &sv->o->rules,
+				  WEIGHT_RETAINED, SORT_RETAINED };
+	for (int i = 0; i < sv->f.n; i++) {
+		src[i].m = &sv->f.p[i]->s.model;
+		src[i].s = sv->f.p[i]->s.sym;
+	}
+	struct body b;
+	if (body_open(&b) != 0)
+		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	int ok = prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) == 0;
+	if (body_close(&b, ok) != 0)
+		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+		       b.buf, b.len);
+}
+
+/* ?pid=N: 1 to 4194304 in decimal digits, nothing else. */
+static int parse_pid(const char *s, pid_t *out)
+{
+	long v = 0;
+	size_t n = strlen(s);
+	if (n == 0 || n > 7)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (v < 1 || v > 4194304)
+		return -1;
+	*out = (pid_t)v;
+	return 0;
+}
+
+static enum MHD_Result heap(struct server *sv, struct MHD_Connection *c)
+{
+	const char *arg = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid");
+	int i;
+	if (arg) {
+		pid_t pid;
+		if (parse_pid(arg, &pid) != 0)
+			return text(c, MHD_HTTP_BAD_REQUEST,
+				    "pid must be a process id (1 to 4194304)\n");
+		i = fleet_find(&sv->f, pid);
+		if (i < 0)
+			return text(c, MHD_HTTP_NOT_FOUND, "no process %ld is served "
+				    "(see /debug/pprof/)\n", (long)pid);
+	} else if (sv->f.n == 1) {
+		i = 0;
+	} else {
+		struct body b;
+		if (body_open(&b) != 0)
+			return MHD_NO;
+		fprintf(b.f, "%d processes are served: choose one with "
+			"/debug/pprof/heap?pid=PID\n", sv->f.n);
+		list_processes(sv, b.f);
+		if (body_close(&b, 1) != 0)
+			return MHD_NO;
+		return respond(c, sv->f.n ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND,
+			       "text/plain; charset=utf-8", b.buf, b.len);
+	}
+	struct session *s = &sv->f.p[i]->s;
+	struct report_opts ro = { REPORT_PPROF, sv->o->top, &sv->o->rules,
+				  WEIGHT_RETAINED, SORT_RETAINED };
+	struct body b;
+	if (body_open(&b) != 0)
+		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	int ok = pprof_write(b.f, &s->model, s->sym, &ro) == 0;
+	if (body_close(&b, ok) != 0)
+		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot write the profile\n");
+	return respond(c, MHD_HTTP_OK, "application/octet-stream", b.buf, b.len);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+			      const char *method, const char *version,
+			      const char *upload, size_t *upload_size, void **state)
+{
+	(void)version;
+	(void)upload;
+	(void)state;
+	struct server *sv = cls;
+	/* Answered at the first call, before any body is read: a body is
+	 * never wanted (MHD closes the connection after the answer). */
+	*upload_size = 0;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+	if (!strcmp(url, "/metrics")) {
+		fleet_update(&sv->f);
+		return metrics(sv, c);
+	}
+	if (!strcmp(url, "/debug/pprof/heap")) {
+		fleet_update(&sv->f);
+		return heap(sv, c);
+	}
+	if (!strcmp(url, "/debug/pprof/") || !strcmp(url, "/debug/pprof")) {
+		fleet_update(&sv->f);
+		struct body b;
+		if (body_open(&b) != 0)
+			return MHD_NO;
+		list_processes(sv, b.f);
+		if (body_close(&b, 1) != 0)
+			return MHD_NO;
+		return respond(c, MHD_HTTP_OK, "text/plain; charset=utf-8", b.buf, b.len);
+	}
+	if (!strcmp(url, "/"))
+		return text(c, MHD_HTTP_OK, "ymtop %s: /metrics /debug/pprof/ "
+			    "/debug/pprof/heap?pid=PID\n", YM_VERSION);
+	return text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+int serve_run(const struct options *o)
+{
+	static struct server sv;
+	struct sockaddr_storage ss;
+	char err[256];
+	if (serve_parse_addr(o->serve, &ss, err, sizeof err) != 0)
+		cli_die(2, "%s", err);
+	sv.o = o;
+	fleet_init(&sv.f, o->children ? o->pid : 0);
+	if (o->pid && !o->children)
+		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
+	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, 0, NULL, NULL, handle, &sv,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVE_MAX_CONN,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SERVE_MAX_PER_IP,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVE_CONN_MEMORY,
+		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
+		MHD_OPTION_END);
+	if (!d)
+		cli_die(1, "--serve %s: cannot listen there (in use, or not an "
+			"address of this host)", o->serve);
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	char host[64];
+	if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
+	fprintf(stderr, "ymtop: serving http://%s%s%s:%u/metrics\n",
+		ss.ss_family == AF_INET6 ? "[" : "", host,
+		ss.ss_family == AF_INET6 ? "]" : "", di ? (unsigned)di->port : 0u);
+	fflush(stderr);
+	while (!cli_stop) {
+		struct timespec ts = { 0, 200000000 };
+		nanosleep(&ts, NULL);
+	}
+	MHD_stop_daemon(d);
+	fleet_free(&sv.f);
+	return 0;
+}

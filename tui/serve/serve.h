@@ -1,0 +1,50 @@
+/*
+ * serve: `ymtop --serve [ADDR:]PORT`, the exporter.  An HTTP server
+ * (libmicrohttpd) that reads agents' segments and never writes to them:
+ *
+ *   GET /metrics              every served process in the Prometheus text
+ *                             format (report/prometheus.h)
+ *   GET /debug/pprof/heap     the -f pprof profile (gzip'd profile.proto)
+ *       ?pid=N                of process N (404 when it is not served);
+ *                             without pid only when exactly one process is
+ *                             served (else 400 and the list)
+ *   GET /debug/pprof/         the processes served, one a line
+ *
+ * Served: the process of -p PID (injected at the start when it has no
+ * agent, as -p does everywhere), else every process running the agent that
+ * we may read (target_list), looked up again at each request, so that
+ * processes that start appear and processes that exit disappear; at most
+ * FLEET_MAX of them (fleet.h).
+ *
+ * Bounds against slow or hostile clients: one internal polling thread
+ * (epoll or poll) that never blocks on a client; SERVE_MAX_CONN connections
+ * at once, SERVE_MAX_PER_IP from one address; SERVE_TIMEOUT_S without
+ * traffic closes a connection; SERVE_CONN_MEMORY bytes per connection for
+ * the request line and headers (larger: 431); only GET and HEAD (else 405);
+ * malformed requests 400 (strict parsing).
+ */
+#ifndef YMTOP_SERVE_H
+#define YMTOP_SERVE_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "cli.h"
+
+#define SERVE_MAX_CONN    64
+#define SERVE_MAX_PER_IP  16
+#define SERVE_TIMEOUT_S   10
+#define SERVE_CONN_MEMORY (32 * 1024)
+
+/* Parse "[ADDR:]PORT" (ADDR a numeric IPv4 address or [IPv6]; default
+ * 127.0.0.1; PORT 0 to 65535, 0: any free port) into ss.  0, or -1 with
+ * one line in err. */
+int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
+		     size_t len);
+
+/* Serve until SIGINT, SIGTERM or SIGHUP (cli_stop).  One line on stderr
+ * gives the address ("ymtop: serving http://127.0.0.1:PORT/metrics").
+ * Returns the exit status; exits 1 when the address cannot be bound. */
+int serve_run(const struct options *o);
+
+#endif
