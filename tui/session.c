@@ -43,6 +43,9 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 	memset(s, 0, sizeof *s);
 	target_attach(pid, &s->reader);
 	apply_rate(o, &s->reader);
+	/* The allocator's statistics (segment.h, heap_request): asked now,
+	 * and again after each snapshot; a read-only reader shows the last. */
+	shm_control_heap(&s->reader);
 	s->sym = sym_new(target_sym_root(&s->reader));
 	if (!s->sym)
 		cli_die(1, "cannot start the symbolizer (libdw)");
@@ -101,6 +104,7 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
+	shm_control_heap(&s->reader);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

@@ -182,7 +182,8 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 		agent_sample(t, p, n, u);
 }
 
-/* A block of `bytes` usable size was freed (its pointer may be gone). */
+/* A block was freed (its pointer may be gone): `bytes`, its usable size,
+ * in exact mode; 0 when sampling, where freed bytes are not counted. */
 static void count_freed(struct agent_tls *t, size_t bytes)
 {
 	if (t->slot)
@@ -191,9 +192,16 @@ static void count_freed(struct agent_tls *t, size_t bytes)
 		thread_shared_free(bytes);
 }
 
+/* The usable size of a block being freed, read in exact mode only: at
+ * sampling rates above 1 frees count objects, not bytes (man/ymagent.7). */
+static size_t freed_size(void *p)
+{
+	return agent_exact() ? agent_usable(p) : 0;
+}
+
 static void slow_free_count(struct agent_tls *t, void *p)
 {
-	count_freed(t, agent_usable(p));
+	count_freed(t, freed_size(p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(t, p);
 }
@@ -252,7 +260,7 @@ static NOINLINE void free_other(struct ym_thread *s, void *p)
 {
 	if (p == NULL || is_boot(p))
 		return;   /* bootstrap memory is static; never freed */
-	thread_count_free(s, agent_usable(p));
+	thread_count_free(s, freed_size(p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(&agent_tls, p);
 	agent_next.free(p);
@@ -267,11 +275,14 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 	agent_next.free(p);
 }
 
-/* Fast path, measured as malloc's: 23 instructions ending in a tail call
- * (no frame), two tests: the TLS gate word (4), one bit of the gate
- * (9: the gate invariant, live.h, makes this one test enough to read
- * glibc's header below), the usable size (7), two counter adds (2), the
- * jump to the real free (1).  clang 14: 24. */
+/* Fast path, measured as malloc's: FREE_COUNT instructions ending in a tail
+ * call (no frame), two tests: the TLS gate word (4), one bit of the gate
+ * (9), one counter add (1), the jump to the real free (1).  The freed
+ * block is never touched: its header was the one likely cache miss of
+ * the old fast path (0.10-0.14x of the allocation benchmarks with the
+ * usable-size read and the freed-bytes add; BENCHMARKS.md).  The fast
+ * path runs only at sampling rates above 1 (exact mode gates every free
+ * to free_other, which counts the bytes). */
 EXPORT void free(void *p)
 {
 	struct agent_tls *t = &agent_tls;
@@ -285,7 +296,7 @@ EXPORT void free(void *p)
 		free_other(s, p);
 		return;
 	}
-	thread_count_free(s, agent_usable_glibc(p));
+	thread_count_freed(s);
 	agent_next.free(p);
 }
 
@@ -377,11 +388,11 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 		/* realloc(p, 0) freed p (glibc, jemalloc, tcmalloc). */
 		if (sampled)
 			agent_realloc_put(t, &e, NULL, 0, old, 0);
-		count_freed(t, old);
+		count_freed(t, agent_exact() ? old : 0);
 		return NULL;
 	}
 	/* One free and one allocation, in exact totals. */
-	count_freed(t, old);
+	count_freed(t, agent_exact() ? old : 0);
 	size_t u = agent_usable(q);
 	if (t->slot)
 		thread_count_alloc(t->slot, u, n);
@@ -396,13 +407,13 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	return q;
 }
 
-/* The fast path's realloc returned NULL after it counted a free of p and
- * an allocation of n. */
-static NOINLINE void *realloc_failed(struct ym_thread *s, void *p, size_t n)
+/* The fast path's realloc returned NULL after it counted a free and an
+ * allocation of n. */
+static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 {
 	thread_uncount_call(s, n);
 	if (n != 0)   /* failed: p is untouched (n == 0: glibc freed it) */
-		thread_uncount_free(s, agent_usable_glibc(p));
+		thread_uncount_freed(s);
 	return NULL;
 }
 
@@ -421,11 +432,11 @@ EXPORT void *realloc(void *p, size_t n)
 		return realloc_slow(t, p, n);
 	agent_assert_fast(t, s);
 	size_t old = agent_usable_glibc(p);
-	thread_count_free(s, old);
+	thread_count_freed(s);
 	thread_count_call(s, n);
 	void *q = agent_next.realloc(p, n);
 	if (unlikely(q == NULL))
-		return realloc_failed(s, p, n);
+		return realloc_failed(s, n);
 	size_t u = agent_usable_glibc(q);
 	thread_count_usable(s, u);
 	if (charge(t, u > old ? u - old : 0))

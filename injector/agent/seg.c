@@ -18,6 +18,7 @@
 #include "backing.h"
 #include "config.h"
 #include "giant.h"
+#include "heapstats.h"
 #include "life.h"
 #include "live.h"
 #include "modules.h"
@@ -138,6 +139,9 @@ static int segment_create(void)
 	h->follow_fork = (uint32_t)agent_cfg.follow_fork;
 	/* Injected: the data starts now (start_*_ns above are the attach). */
 	h->flags = agent_injected ? YM_FLAG_INJECTED : 0;
+	/* Sampling: frees count objects, not bytes (hooks.c, segment.h). */
+	if (!agent_exact())
+		h->flags |= YM_FLAG_NO_FREED_BYTES;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
 
@@ -146,6 +150,7 @@ static int segment_create(void)
 	hdr = h;
 	/* Each section to its writer (life.c has the map). */
 	sampling_map_segment(b, sec);
+	heapstats_map_segment(b, sec);
 	table_map_segment(b, sec);
 	live_map_segment(b, sec);
 	giant_map_segment(b, sec);
@@ -256,6 +261,12 @@ void seg_activate(void)
 	giant_arm();
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
 	collect_stale();
+	/* Attached to a running process: what it allocated before is in the
+	 * allocator's statistics only; the first report shows it at once.
+	 * The injector borrowed a thread outside the allocator (heapstats.h).
+	 * A preloaded process has nothing yet: its readers ask. */
+	if (agent_injected)
+		heapstats_poll(1);
 	return;
 passive:
 	__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);

@@ -1,0 +1,227 @@
+/*
+ * heapstats: the allocator's own statistics (heapstats.h).
+ *
+ * State, this file's: the functions found (once), the header's heap block
+ * and the CONTROL section, a flag that lets one thread at a time take
+ * them, and the count of malloc_info/malloc_stats calls running.
+ */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "heapstats.h"
+#include "next.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+typedef int (*tc_prop_fn)(const char *, size_t *);
+typedef struct mallinfo2 (*mallinfo2_fn)(void);
+
+static struct {
+	int found;                 /* 1 once looked up (atomic) */
+	uint32_t kind;             /* YM_HEAP_* */
+	mallctl_fn mallctl;
+	tc_prop_fn tc_prop;
+	mallinfo2_fn mallinfo2;
+} fn;
+
+static struct ym_heapstats *heap;
+static struct ym_control *ctl;
+static int busy;                   /* a thread is taking them (atomic) */
+static int in_stats_print;         /* malloc_info/malloc_stats running */
+
+void heapstats_map_segment(uint8_t *base, const struct ym_section *sec)
+{
+	heap = &((struct ym_header *)(void *)base)->heap;
+	ctl = (struct ym_control *)(void *)(base + sec[YM_SEC_CONTROL].offset);
+}
+
+/* f is defined in the object that defines the process's malloc. */
+static int same_object(void *f, void *malloc_fn)
+{
+	Dl_info a, b;
+	return f && malloc_fn && dladdr(f, &a) && dladdr(malloc_fn, &b) &&
+	       a.dli_fbase == b.dli_fbase;
+}
+
+/* Which allocator the process runs, and its statistics function.  dlsym
+ * may allocate: the caller holds the guard. */
+static void find(void)
+{
+	void *m = (void *)agent_next.malloc;
+	void *jm = dlsym(RTLD_DEFAULT, "mallctl");
+	void *tc = dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
+	if (same_object(jm, m)) {
+		fn.mallctl = (mallctl_fn)jm;
+		fn.kind = YM_HEAP_JEMALLOC;
+	} else if (same_object(tc, m)) {
+		fn.tc_prop = (tc_prop_fn)tc;
+		fn.kind = YM_HEAP_TCMALLOC;
+	} else if (agent_next.glibc_usable ||
+		   same_object(dlsym(RTLD_DEFAULT, "mallinfo2"), m)) {
+		fn.mallinfo2 = (mallinfo2_fn)dlsym(RTLD_DEFAULT, "mallinfo2");
+		fn.kind = fn.mallinfo2 ? YM_HEAP_GLIBC : YM_HEAP_NONE;
+	}
+	__atomic_store_n(&fn.found, 1, __ATOMIC_RELEASE);
+}
+
+static int jm_size(const char *name, uint64_t *out)
+{
+	size_t v = 0, len = sizeof v;
+	if (fn.mallctl(name, &v, &len, NULL, 0) != 0 || len != sizeof v)
+		return 0;
+	*out = v;
+	return 1;
+}
+
+static uint32_t take_jemalloc(struct ym_heapstats *h)
+{
+	/* Stats are refreshed by writing the epoch. */
+	uint64_t e = 1;
+	size_t len = sizeof e;
+	fn.mallctl("epoch", &e, &len, &e, sizeof e);
+	uint32_t got = 0;
+	got |= jm_size("stats.allocated", &h->in_use_bytes) ? YM_HEAP_IN_USE : 0;
+	got |= jm_size("stats.active", &h->active_bytes) ? YM_HEAP_ACTIVE : 0;
+	got |= jm_size("stats.resident", &h->resident_bytes) ? YM_HEAP_RESIDENT : 0;
+	got |= jm_size("stats.mapped", &h->mapped_bytes) ? YM_HEAP_MAPPED : 0;
+	got |= jm_size("stats.retained", &h->retained_bytes) ? YM_HEAP_RETAINED : 0;
+	unsigned n = 0;
+	size_t nl = sizeof n;
+	if (fn.mallctl("arenas.narenas", &n, &nl, NULL, 0) == 0 && nl == sizeof n) {
+		h->arenas = n;
+		got |= YM_HEAP_ARENAS;
+	}
+	/* Free inside the heap: pages jemalloc holds active but not
+	 * allocated (dirty pages are in resident, not here). */
+	if ((got & (YM_HEAP_IN_USE | YM_HEAP_ACTIVE)) ==
+	    (YM_HEAP_IN_USE | YM_HEAP_ACTIVE) && h->active_bytes >= h->in_use_bytes) {
+		h->free_bytes = h->active_bytes - h->in_use_bytes;
+		got |= YM_HEAP_FREE;
+	}
+	return got;
+}
+
+static int tc_get(const char *name, uint64_t *out)
+{
+	size_t v = 0;
+	if (!fn.tc_prop(name, &v))
+		return 0;
+	*out = v;
+	return 1;
+}
+
+static uint32_t take_tcmalloc(struct ym_heapstats *h)
+{
+	uint32_t got = 0;
+	uint64_t size = 0, unmapped = 0, pfree = 0, c = 0, tr = 0, th = 0;
+	if (tc_get("generic.current_allocated_bytes", &h->in_use_bytes))
+		got |= YM_HEAP_IN_USE;
+	if (tc_get("tcmalloc.pageheap_unmapped_bytes", &unmapped)) {
+		h->retained_bytes = unmapped;
+		got |= YM_HEAP_RETAINED;
+	}
+	if (tc_get("generic.heap_size", &size) && size >= unmapped) {
+		h->mapped_bytes = size - unmapped;
+		got |= YM_HEAP_MAPPED;
+	}
+	if (tc_get("tcmalloc.pageheap_free_bytes", &pfree) &&
+	    tc_get("tcmalloc.central_cache_free_bytes", &c) &&
+	    tc_get("tcmalloc.transfer_cache_free_bytes", &tr) &&
+	    tc_get("tcmalloc.thread_cache_free_bytes", &th)) {
+		h->free_bytes = pfree + c + tr + th;
+		got |= YM_HEAP_FREE;
+	}
+	return got;
+}
+
+static uint32_t take_glibc(struct ym_heapstats *h)
+{
+	struct mallinfo2 mi = fn.mallinfo2();
+	h->in_use_bytes = mi.uordblks + mi.hblkhd;
+	h->free_bytes = mi.fordblks;
+	h->mapped_bytes = mi.hblkhd;
+	/* No arena count without malloc_info (which allocates): absent. */
+	return YM_HEAP_IN_USE | YM_HEAP_FREE | YM_HEAP_MAPPED;
+}
+
+void heapstats_poll(int force)
+{
+	if (!heap || !ctl)
+		return;
+	uint64_t want = __atomic_load_n(&ctl->heap_request, __ATOMIC_ACQUIRE);
+	if (!force && want == __atomic_load_n(&heap->answered, __ATOMIC_RELAXED))
+		return;
+	if (__atomic_load_n(&in_stats_print, __ATOMIC_ACQUIRE))
+		return;
+	uint64_t now = agent_now_ns();
+	uint64_t last = __atomic_load_n(&heap->taken_mono_ns, __ATOMIC_RELAXED);
+	if (!force && last && now - last < YM_HEAP_MIN_INTERVAL_NS)
+		return;
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return;
+	if (!__atomic_load_n(&fn.found, __ATOMIC_ACQUIRE))
+		find();
+	struct ym_heapstats h;
+	memset(&h, 0, sizeof h);
+	h.allocator = fn.kind;
+	h.answered = want;
+	uint64_t t0 = agent_now_ns();
+	switch (fn.kind) {
+	case YM_HEAP_JEMALLOC:
+		h.present = take_jemalloc(&h);
+		break;
+	case YM_HEAP_TCMALLOC:
+		h.present = take_tcmalloc(&h);
+		break;
+	case YM_HEAP_GLIBC:
+		h.present = take_glibc(&h);
+		break;
+	}
+	uint64_t t1 = agent_now_ns();
+	h.taken_mono_ns = t1;
+	h.cost_ns = t1 - t0;
+	/* Publish: seq odd, the words, seq even (segment.h). */
+	uint32_t seq = __atomic_load_n(&heap->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&heap->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	const uint64_t *src = (const uint64_t *)(const void *)&h;
+	uint64_t *dst = (uint64_t *)(void *)heap;
+	for (size_t i = 1; i < sizeof h / 8; i++)   /* word 0 holds seq */
+		__atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+	uint32_t *d32 = (uint32_t *)(void *)heap;
+	__atomic_store_n(&d32[1], h.allocator, __ATOMIC_RELAXED);
+	__atomic_store_n(&heap->seq, seq + 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- malloc_info and malloc_stats hold an arena lock while their
+ * stdio allocates: a hook reached from there must not call mallinfo2. */
+
+typedef int (*malloc_info_fn)(int, FILE *);
+typedef void (*malloc_stats_fn)(void);
+
+EXPORT int malloc_info(int options, FILE *fp)
+{
+	malloc_info_fn f = (malloc_info_fn)dlsym(RTLD_NEXT, "malloc_info");
+	if (!f)
+		return -1;
+	__atomic_add_fetch(&in_stats_print, 1, __ATOMIC_ACQ_REL);
+	int rc = f(options, fp);
+	__atomic_sub_fetch(&in_stats_print, 1, __ATOMIC_ACQ_REL);
+	return rc;
+}
+
+EXPORT void malloc_stats(void)
+{
+	malloc_stats_fn f = (malloc_stats_fn)dlsym(RTLD_NEXT, "malloc_stats");
+	if (!f)
+		return;
+	__atomic_add_fetch(&in_stats_print, 1, __ATOMIC_ACQ_REL);
+	f();
+	__atomic_sub_fetch(&in_stats_print, 1, __ATOMIC_ACQ_REL);
+}
