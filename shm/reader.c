@@ -727,9 +727,14 @@ int shm_control_heap(struct shm_reader *r)
 		rc = read_at(r->fd, &c, sizeof c, h.sections[YM_SEC_CONTROL].offset);
 	if (rc < 0)
 		return rc;
-	uint64_t v = c.heap_request + 1;
-	return control_write(r, __builtin_offsetof(struct ym_control, heap_request),
-			     &v, sizeof v);
+	uint64_t v = c.heap_request + 1, zero = 0;
+	rc = control_write(r, __builtin_offsetof(struct ym_control, heap_request),
+			   &v, sizeof v);
+	/* Then the next allocation of any thread answers (segment.h). */
+	if (rc == 0)
+		rc = control_write(r, __builtin_offsetof(struct ym_control, fast_limit),
+				   &zero, sizeof zero);
+	return rc;
 }
 
 int shm_control_rate(struct shm_reader *r, uint64_t rate)

@@ -114,6 +114,15 @@
  *    allocator's statistics; the agent takes them on a slow path within
  *    YM_HEAP_MIN_INTERVAL_NS of the last ones and publishes them in
  *    header.heap with answered = the request it saw (struct ym_heapstats).
+ *    control.fast_limit (v6) is the one control word both sides write:
+ *    the agent's allocation fast paths take requests below it; the agent
+ *    stores its giant threshold there when the segment becomes active,
+ *    and a reader that asked for statistics stores 0 after heap_request,
+ *    so that the next allocation of any thread takes the slow path, which
+ *    answers at its entry (before the real call) and stores the threshold
+ *    back.  A quiet process answers at its next allocation.  (A reader
+ *    can make calls slower this way, or with a larger value skip giant
+ *    alarms: no more than it can do with pause and sample_rate.)
  *
  * Readers must treat the segment as hostile: check owner, mode and size,
  * magic and versions (ym_abi_readable), then every offset, capacity,
@@ -345,7 +354,8 @@ struct ym_control {
 	uint64_t sample_rate;  /* 0, or the mean rate a reader asks for */
 	uint64_t heap_request; /* v6: a reader adds 1 to ask for new heap
 				* statistics (header.heap.answered = it) */
-	uint64_t reserved[4];
+	uint64_t fast_limit;   /* v6: see Control above */
+	uint64_t reserved[3];
 };
 _Static_assert(sizeof(struct ym_control) == 64, "control size");
 

@@ -27,6 +27,9 @@ static struct {
 	mallinfo2_fn mallinfo2;
 } fn;
 
+static const uint64_t no_limit = UINT64_MAX;
+const uint64_t *agent_fast_limit = &no_limit;
+static uint64_t armed;             /* the threshold heapstats_arm set */
 static struct ym_heapstats *heap;
 static struct ym_control *ctl;
 static int busy;                   /* a thread is taking them (atomic) */
@@ -36,6 +39,32 @@ void heapstats_map_segment(uint8_t *base, const struct ym_section *sec)
 {
 	heap = &((struct ym_header *)(void *)base)->heap;
 	ctl = (struct ym_control *)(void *)(base + sec[YM_SEC_CONTROL].offset);
+}
+
+void heapstats_arm(uint64_t giant)
+{
+	if (!ctl)
+		return;
+	armed = giant;
+	__atomic_store_n(&ctl->fast_limit, giant, __ATOMIC_RELAXED);
+	__atomic_store_n(&agent_fast_limit, &ctl->fast_limit, __ATOMIC_RELEASE);
+}
+
+void heapstats_fork_child(void)
+{
+	__atomic_store_n(&agent_fast_limit, &no_limit, __ATOMIC_RELEASE);
+	heap = NULL;
+	ctl = NULL;
+}
+
+void heapstats_poked(struct agent_tls *t)
+{
+	if (!ctl || __atomic_load_n(&ctl->fast_limit, __ATOMIC_ACQUIRE) == armed)
+		return;
+	__atomic_store_n(&ctl->fast_limit, armed, __ATOMIC_RELAXED);
+	agent_guard_enter(t);
+	heapstats_poll(0);
+	agent_guard_leave(t);
 }
 
 /* f is defined in the object that defines the process's malloc. */

@@ -22,7 +22,13 @@
 #include <stdint.h>
 
 #include "base.h"
+#include "threads.h"
 #include "ymtop/segment.h"
+
+/* The allocation fast paths' threshold (segment.h, control.fast_limit):
+ * requests at or above it take the slow path.  A word of ours holding
+ * SIZE_MAX until heapstats_arm, then the control block's word. */
+extern const uint64_t *agent_fast_limit AGENT_HIDDEN;
 
 /* Point at the segment's header and CONTROL section (a new segment: no
  * statistics yet). */
@@ -31,5 +37,14 @@ void heapstats_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HI
  * force: take them now whatever was asked (an injected start).  Guard
  * held, no agent lock held, not inside the allocator. */
 void heapstats_poll(int force) AGENT_HIDDEN;
+/* The segment is active: the fast paths' threshold is `giant`, kept in
+ * the control block from now on. */
+void heapstats_arm(uint64_t giant) AGENT_HIDDEN;
+/* On a slow path, at the entry of an allocation call (guard not held, no
+ * lock held): a reader lowered the threshold to ask for statistics:
+ * restore it and answer. */
+void heapstats_poked(struct agent_tls *t) AGENT_HIDDEN;
+/* After fork, before the parent's segment is unmapped. */
+void heapstats_fork_child(void) AGENT_HIDDEN;
 
 #endif

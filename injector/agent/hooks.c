@@ -30,6 +30,7 @@
 #include "config.h"
 #include "giant.h"
 #include "got.h"
+#include "heapstats.h"
 #include "life.h"
 #include "live.h"
 #include "next.h"
@@ -81,7 +82,10 @@ static inline int is_boot(const void *p)
 static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 {
 	struct ym_thread *s = t->fast;
-	return likely(n < agent_giant_limit) ? s : NULL;
+	/* The giant threshold, in the control block: a reader lowers it to
+	 * ask for the allocator's statistics (heapstats.h). */
+	return likely(n < __atomic_load_n(agent_fast_limit, __ATOMIC_RELAXED)) ?
+		s : NULL;
 }
 
 /* The countdown is charged with the usable size u of the block the call
@@ -158,6 +162,7 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 	if (!agent_active() ||
 	    t->state == TLS_NEW)
 		return PASS;
+	heapstats_poked(t);
 	if (n >= agent_giant_limit) {
 		agent_giant(t, n, agent_cfg.giant_fail);
 		if (agent_cfg.giant_fail) {

@@ -259,6 +259,7 @@ void seg_activate(void)
 		goto passive;
 	}
 	giant_arm();
+	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
 	collect_stale();
 	/* Attached to a running process: what it allocated before is in the
@@ -274,6 +275,7 @@ passive:
 
 void seg_fork_child(int follow)
 {
+	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
 		munmap(seg_base, seg_size);
 	seg_base = NULL;

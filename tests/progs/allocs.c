@@ -6,7 +6,9 @@
  *
  *   allocs [STEP...]   runs the steps in order, prints "ready", then reads
  *                      commands on stdin: "free" frees every block held so
- *                      far and prints "ready" again; EOF exits 0.
+ *                      far and prints "ready" again; "tick" makes one
+ *                      malloc(16) and frees it (a quiet process's one
+ *                      call) and prints "ready"; EOF exits 0.
  *
  * Steps (N blocks each, sizes in bytes, all held until "free"):
  *   grow:N:TO:STEP      realloc(NULL, STEP), then each block grown by STEP
@@ -197,6 +199,8 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strcmp(line, "free\n"))
 			free_all();
+		if (!strcmp(line, "tick\n"))
+			free(must(malloc(16)));
 		printf("ready\n");
 		fflush(stdout);
 	}
