@@ -245,8 +245,8 @@ struct ym_life_bucket {
 
 /* The allocator's own statistics (v6), taken inside the target by the
  * agent when a reader asks (control.heap_request, below), at most every
- * YM_HEAP_MIN_INTERVAL_NS, on a thread's slow path (its next sample), and
- * once at an injected start.  One writer at a time (the agent serializes
+ * YM_HEAP_MIN_INTERVAL_NS and every 100 x cost_ns, on a thread's slow
+ * path (its next allocation), and once at an injected start.  One writer at a time (the agent serializes
  * them); seq is its seqcount: odd while written, readers copy the block
  * in the seqcount loop and use it only when seq is even and unchanged.
  * Only the fields whose bit is in `present` mean something; bytes are

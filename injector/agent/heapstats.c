@@ -185,9 +185,15 @@ void heapstats_poll(int force)
 		return;
 	if (__atomic_load_n(&in_stats_print, __ATOMIC_ACQUIRE))
 		return;
+	/* At most every 100 ms, and at most 1% of one thread's time:
+	 * mallinfo2 walks every free chunk of every arena (36-50 ms on a
+	 * fragmented 1 GiB heap, BENCHMARKS.md). */
 	uint64_t now = agent_now_ns();
 	uint64_t last = __atomic_load_n(&heap->taken_mono_ns, __ATOMIC_RELAXED);
-	if (!force && last && now - last < YM_HEAP_MIN_INTERVAL_NS)
+	uint64_t gap = 100 * __atomic_load_n(&heap->cost_ns, __ATOMIC_RELAXED);
+	if (gap < YM_HEAP_MIN_INTERVAL_NS)
+		gap = YM_HEAP_MIN_INTERVAL_NS;
+	if (!force && last && now - last < gap)
 		return;
 	int expect = 0;
 	if (!__atomic_compare_exchange_n(&busy, &expect, 1, 0, __ATOMIC_ACQUIRE,

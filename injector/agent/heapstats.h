@@ -6,7 +6,8 @@
  * header.heap and the only reader of control.heap_request.
  *
  * Taken only when a reader asks (control.heap_request moved), at most
- * every YM_HEAP_MIN_INTERVAL_NS, by one thread at a time, and only where
+ * every YM_HEAP_MIN_INTERVAL_NS and every 100 times the last call's
+ * cost (1% of a thread), by one thread at a time, and only where
  * the calling thread is not inside the allocator and holds no lock of the
  * agent: the sample slow path before its first lock (after the real call
  * returned), and an injected start (the injector borrows a thread outside
