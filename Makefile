@@ -377,7 +377,7 @@ $(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/agent/unwind.c inje
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(STD) -O2 -g $(WARN) -o $@ $< -lpthread
+	$(CC) $(STD) -O2 -g $(WARN) -o $@ $< -lpthread -lm
 
 # The floor under the agent's cost (tests/bench/shim.c): libshim.so only
 # forwards malloc/free/calloc/realloc to glibc, libshimcount.so also keeps

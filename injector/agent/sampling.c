@@ -93,6 +93,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 	if (!agent_active())
 		goto out;
 	poll_control();
+	seg_sampled();
 	if (hdr->flags & YM_FLAG_PAUSED)
 		goto out;
 

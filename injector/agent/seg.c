@@ -261,7 +261,9 @@ void seg_activate(void)
 	giant_arm();
 	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
-	collect_stale();
+	/* Stale segments are collected at the first sample (seg_sampled):
+	 * a short process that never samples (a shell's /bin/true) pays
+	 * none of those system calls. */
 	/* Attached to a running process: what it allocated before is in the
 	 * allocator's statistics only; the first report shows it at once.
 	 * The injector borrowed a thread outside the allocator (heapstats.h).
@@ -273,8 +275,19 @@ passive:
 	__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
 }
 
+static int stale_done;   /* collect_stale ran for this segment (atomic) */
+
+void seg_sampled(void)
+{
+	if (__atomic_load_n(&stale_done, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&stale_done, 1, __ATOMIC_ACQ_REL))
+		return;
+	collect_stale();
+}
+
 void seg_fork_child(int follow)
 {
+	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
 		munmap(seg_base, seg_size);
