@@ -134,9 +134,15 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		pthread_atfork(NULL, NULL, fork_child);
-		agent_enter(t);
-		if (agent_injected && agent_active())
-			got_patch_all();
+		/* Preloaded, the segment is made by the first allocation (its
+		 * slow path): a process that never allocates (/bin/true) costs
+		 * no segment, and ymtop -p starts one (ymagent_start).
+		 * Injected, now: the GOT is patched once it is active. */
+		if (agent_injected) {
+			agent_enter(t);
+			if (agent_active())
+				got_patch_all();
+		}
 	}
 	agent_guard_leave(t);
 }
