@@ -75,7 +75,8 @@ static void text_threads(FILE *f, const struct model *m)
 			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),
 			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
-			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
+			model_freed_bytes_counted(m) ?
+			fmt_bytes((double)th->t.free_bytes, b, sizeof b) : "-",
 			(unsigned long long)th->t.alloc_objects);
 	}
 }

@@ -390,10 +390,12 @@ static void draw_threads(struct view *v, int y0, int rows)
 		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
 				 fmt_vis(model_thread_name(m, t, name, sizeof name),
 					 vis, sizeof vis);
+		/* Sampling: freed bytes are not counted (man/ymagent.7). */
+		int freed = model_freed_bytes_counted(m);
 		ui_put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
 		    nm, model_thread_state(m, t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
-		    fmt_bytes((double)t->t.free_bytes, b, sizeof b),
-		    fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c),
+		    freed ? fmt_bytes((double)t->t.free_bytes, b, sizeof b) : "-",
+		    freed ? fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c) : "-",
 		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
 		    fmt_count((double)t->t.free_objects, e, sizeof e));
 	}
