@@ -357,12 +357,20 @@ BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
 
+# The allocators whose statistics heapstats_bench times (issue 18).
+JEMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+TCMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
-	  $(B)/bench/unwind_bench
+	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench
 	@tests/bench/run.sh $(B)
 	@$(B)/bench/unwind_bench
+	@tests/bench/samplecost.sh $(B)
+	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \
+	  [ -z "$$l" ] || [ -e "$$l" ] || continue; \
+	  LD_PRELOAD=$$l $(B)/bench/heapstats_bench 4 1024; done
 	@tests/bench/tui_cost.sh $(B) 30
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py

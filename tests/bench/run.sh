@@ -36,9 +36,9 @@ B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${ROUNDS:-5}
 CALLS=${CALLS:-2000000}
-WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx spawn"}
+WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx spawn spawnsh"}
 SLOW_WORKLOADS=${SLOW_WORKLOADS:-"alloc2 sqlite"}
-FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 spawn"}
+FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 spawn spawnsh"}
 CONFIGS=${CONFIGS:-"none shim shim-count nosample default 64k exact heaptrack massif jemalloc jeprof base base-exact"}
 AGENT="$B/libymagent.so"
 SHIM="$B/bench/libshim.so"
@@ -78,6 +78,7 @@ workload() {
 	python)   echo "/usr/bin/python3 $HERE/pywork.py 8" ;;
 	gxx)      echo "g++ -std=c++17 -O1 -c $HERE/cxxwork.cc -o $TMP/cxxwork.o" ;;
 	spawn)    echo "sh $HERE/spawn.sh 200" ;;
+	spawnsh)  echo "sh $HERE/spawn.sh 200 sh" ;;
 	esac
 }
 
