@@ -2,13 +2,17 @@
  * The malloc family, interposed.  Each entry point is a fast path:
  *
  *   malloc: one TLS load (t->fast: own slot, NULL when the thread must
- *   take the slow path), the giant compare, the real call, the usable
- *   size (one load of the header glibc just wrote), three counter bumps
- *   in this thread's own cache line and the byte countdown, charged with
- *   the usable size (sample.h says why): 32 instructions, one call.
+ *   take the slow path), the giant compare (against the control block's
+ *   fast_limit: a reader lowers it to ask for heap statistics), the real
+ *   call, the usable size (one load of the header glibc just wrote),
+ *   three counter bumps in this thread's own cache line and the byte
+ *   countdown, charged with the usable size (sample.h says why): 34
+ *   instructions, one call.
  *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
- *   blocks, possible samples, every block under another allocator), two
- *   counter bumps, then a tail call: 23 instructions.
+ *   blocks, possible samples, every block under another allocator), one
+ *   counter bump, then a tail call: 15 instructions.  The freed block is
+ *   never read at sampling rates above 1 (man/ymagent.7: freed bytes are
+ *   counted in exact mode only).
  *
  * (Counts of the release build, written beside each function; recount
  * after any change there: objdump -d --disassemble=free libymagent.so.
@@ -229,11 +233,12 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 }
 
 /* Fast path, measured (objdump -d --disassemble=malloc on the release
- * libymagent.so, x86-64, gcc 12 -O2): 32 instructions from entry to ret,
+ * libymagent.so, x86-64, gcc 12 -O2): 34 instructions from entry to ret,
  * one call, five tests: the frame (3), the TLS gate word and the giant
- * compare (6), two counter adds and t->pending (3), the real call (1),
- * NULL (2), glibc_usable (3), the usable size from glibc's header (7),
- * one counter add (1), the countdown (2), the return (4).  clang 14: 34. */
+ * compare through agent_fast_limit (8), two counter adds and t->pending
+ * (3), the real call (1), NULL (2), glibc_usable (3), the usable size
+ * from glibc's header (7), one counter add (1), the countdown (2), the
+ * return (4).  (32 before the threshold moved into the control block.) */
 EXPORT void *malloc(size_t n)
 {
 	struct agent_tls *t = &agent_tls;
@@ -280,12 +285,13 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 	agent_next.free(p);
 }
 
-/* Fast path, measured as malloc's: FREE_COUNT instructions ending in a tail
+/* Fast path, measured as malloc's: 15 instructions ending in a tail
  * call (no frame), two tests: the TLS gate word (4), one bit of the gate
  * (9), one counter add (1), the jump to the real free (1).  The freed
  * block is never touched: its header was the one likely cache miss of
  * the old fast path (0.10-0.14x of the allocation benchmarks with the
- * usable-size read and the freed-bytes add; BENCHMARKS.md).  The fast
+ * usable-size read and the freed-bytes add, 23 instructions with them;
+ * BENCHMARKS.md).  The fast
  * path runs only at sampling rates above 1 (exact mode gates every free
  * to free_other, which counts the bytes). */
 EXPORT void free(void *p)
@@ -332,8 +338,8 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 42 instructions to ret (clang 14: 44): malloc's, with the
- * overflow-checked multiply, and the counters all after the call. */
+/* Fast path: 44 instructions to ret (42 before agent_fast_limit): malloc's,
+ * with the overflow-checked multiply, and the counters all after the call. */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
@@ -422,11 +428,12 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 	return NULL;
 }
 
-/* Fast path, measured as malloc's: 66 instructions to ret (clang 14:
- * 65), one call: the TLS gate word, one bit of the gate (which is set for
- * NULL, bootstrap blocks and possible samples, and everywhere when
- * filter_all: so the block is glibc's and not sampled, the gate
- * invariant of live.h), the old usable size, four counter bumps, the
+/* Fast path, measured as malloc's: 65 instructions to ret (66 before the
+ * freed-bytes add went), one call: the TLS gate word, one bit of the gate
+ * (which is set for NULL, bootstrap blocks and possible samples, and
+ * everywhere when filter_all: so the block is glibc's and not sampled,
+ * the gate invariant of live.h), the old usable size (for the countdown:
+ * the block is the caller's, its header hot), three counter bumps, the
  * real call, the new usable size, one bump and the countdown charged with
  * the growth of the usable size (sample.h). */
 EXPORT void *realloc(void *p, size_t n)
