@@ -701,12 +701,7 @@ int shm_control_reset(struct shm_reader *r)
 {
 	struct ym_header h;
 	struct ym_control c;
-	memset(&c, 0, sizeof c);
-	int rc = read_at(r->fd, &h, sizeof h, 0);
-	if (rc == 0 && shm_header_check(&h, r->size, NULL, 0) < 0)
-		rc = -EPROTO;
-	if (rc == 0)
-		rc = read_at(r->fd, &c, sizeof c, h.sections[YM_SEC_CONTROL].offset);
+	int rc = shm_control_read(r, &h, &c);
 	if (rc < 0)
 		return rc;
 	uint32_t v = c.reset_seq + 1;
@@ -714,17 +709,25 @@ int shm_control_reset(struct shm_reader *r)
 			     &v, sizeof v);
 }
 
+int shm_control_read(struct shm_reader *r, struct ym_header *h,
+		     struct ym_control *c)
+{
+	memset(c, 0, sizeof *c);
+	int rc = r->fd >= 0 ? read_at(r->fd, h, sizeof *h, 0) : -EBADF;
+	if (rc == 0 && shm_header_check(h, r->size, NULL, 0) < 0)
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = read_at(r->fd, c, sizeof *c, h->sections[YM_SEC_CONTROL].offset);
+	return rc;
+}
+
 int shm_control_heap(struct shm_reader *r)
 {
 	struct ym_header h;
 	struct ym_control c;
-	int rc = r->fd >= 0 ? read_at(r->fd, &h, sizeof h, 0) : -EBADF;
-	if (rc == 0 && shm_header_check(&h, r->size, NULL, 0) < 0)
-		rc = -EPROTO;
+	int rc = shm_control_read(r, &h, &c);
 	if (rc == 0 && h.abi_version < 6)
 		rc = -EOPNOTSUPP;
-	if (rc == 0)
-		rc = read_at(r->fd, &c, sizeof c, h.sections[YM_SEC_CONTROL].offset);
 	if (rc < 0)
 		return rc;
 	uint64_t v = c.heap_request + 1, zero = 0;

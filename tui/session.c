@@ -38,14 +38,29 @@ static void apply_rate(const struct options *o, struct shm_reader *r)
 		fmt_bytes((double)h.sample_rate, b, sizeof b));
 }
 
+static void wait_heap(struct shm_reader *r)
+{
+	struct ym_control c;
+	struct ym_header h;
+	for (int i = 0; i < 10; i++) {
+		if (shm_control_read(r, &h, &c) != 0 || h.heap.answered == c.heap_request)
+			return;
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 void session_open(struct session *s, const struct options *o, pid_t pid)
 {
 	memset(s, 0, sizeof *s);
 	target_attach(pid, &s->reader);
 	apply_rate(o, &s->reader);
 	/* The allocator's statistics (segment.h, heap_request): asked now,
-	 * and again after each snapshot; a read-only reader shows the last. */
-	shm_control_heap(&s->reader);
+	 * and again after each snapshot; a read-only reader shows the last.
+	 * A process that allocates answers at its next call: wait for that
+	 * a little (50 ms at most), so that the first report has them. */
+	if (shm_control_heap(&s->reader) == 0)
+		wait_heap(&s->reader);
 	s->sym = sym_new(target_sym_root(&s->reader));
 	if (!s->sym)
 		cli_die(1, "cannot start the symbolizer (libdw)");
