@@ -55,6 +55,9 @@ void heapstats_fork_child(void)
 	__atomic_store_n(&agent_fast_limit, &no_limit, __ATOMIC_RELEASE);
 	heap = NULL;
 	ctl = NULL;
+	/* Only this thread exists now: flags other threads held are void. */
+	__atomic_store_n(&busy, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&in_stats_print, 0, __ATOMIC_RELAXED);
 }
 
 void heapstats_poked(struct agent_tls *t)
