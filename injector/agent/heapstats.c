@@ -6,9 +6,12 @@
  * them, and the count of malloc_info/malloc_stats calls running.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "heapstats.h"
 #include "next.h"
@@ -169,14 +172,82 @@ static uint32_t take_tcmalloc(struct ym_heapstats *h)
 	return got;
 }
 
+/* A hexadecimal number at *s, which moves past it. */
+static uint64_t hex(const char **s)
+{
+	uint64_t v = 0;
+	for (;; (*s)++) {
+		char c = **s;
+		int d = c >= '0' && c <= '9' ? c - '0' :
+			c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (d < 0 || v >> 60)
+			return v;
+		v = v << 4 | (uint64_t)d;
+	}
+}
+
+/* glibc's heap of another arena than the main one: HEAP_MAX_SIZE-aligned
+ * (64 MiB on 64-bit), starting with its heap_info {ar_ptr, prev, size,
+ * mprotect_size, pagesize, pad}: 48 bytes; an arena's first heap has prev
+ * NULL and its arena right after the heap_info (glibc's new_heap and
+ * _int_new_arena). */
+#define GLIBC_HEAP_ALIGN (64ULL << 20)
+#define GLIBC_HEAP_INFO  48u
+
+static int arena_heap(uint64_t start, uint64_t end, const char *perms)
+{
+	if (start % GLIBC_HEAP_ALIGN || end - start < 4096 || perms[0] != 'r' ||
+	    perms[1] != 'w')
+		return 0;
+	const uint64_t *w = (const uint64_t *)(uintptr_t)start;
+	return w[0] == start + GLIBC_HEAP_INFO && w[1] == 0;
+}
+
+/* The main arena and one for each first heap of another (mallinfo2 sums
+ * them all; malloc_info, which lists them, allocates): /proc/self/maps,
+ * read into a buffer on the stack.  0 when it cannot be read. */
+static uint64_t glibc_arenas(void)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	size_t have = 0;
+	uint64_t n = 1;
+	ssize_t got;
+	while ((got = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
+		have += (size_t)got;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while ((nl = memchr(line, '\n', (size_t)(buf + have - line))) != NULL) {
+			const char *p = line;
+			uint64_t start = hex(&p), end = 0;
+			if (*p == '-') {
+				p++;
+				end = hex(&p);
+			}
+			if (*p == ' ' && end > start && nl - p > 3)
+				n += (uint64_t)arena_heap(start, end, p + 1);
+			line = nl + 1;
+		}
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1)   /* a line longer than the buffer */
+			have = 0;
+	}
+	close(fd);
+	return n;
+}
+
 static uint32_t take_glibc(struct ym_heapstats *h)
 {
 	struct mallinfo2 mi = fn.mallinfo2();
 	h->in_use_bytes = mi.uordblks + mi.hblkhd;
 	h->free_bytes = mi.fordblks;
 	h->mapped_bytes = mi.hblkhd;
-	/* No arena count without malloc_info (which allocates): absent. */
-	return YM_HEAP_IN_USE | YM_HEAP_FREE | YM_HEAP_MAPPED;
+	h->arenas = glibc_arenas();
+	return YM_HEAP_IN_USE | YM_HEAP_FREE | YM_HEAP_MAPPED |
+	       (h->arenas ? YM_HEAP_ARENAS : 0);
 }
 
 void heapstats_poll(int force)
@@ -202,6 +273,7 @@ void heapstats_poll(int force)
 	if (!__atomic_compare_exchange_n(&busy, &expect, 1, 0, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return;
+	int saved = errno;   /* the host's (open and dlsym may set it) */
 	if (!__atomic_load_n(&fn.found, __ATOMIC_ACQUIRE))
 		find();
 	struct ym_heapstats h;
@@ -235,6 +307,7 @@ void heapstats_poll(int force)
 	__atomic_store_n(&d32[1], h.allocator, __ATOMIC_RELAXED);
 	__atomic_store_n(&heap->seq, seq + 2, __ATOMIC_RELEASE);
 	__atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+	errno = saved;
 }
 
 /* ---- malloc_info and malloc_stats hold an arena lock while their
