@@ -194,10 +194,17 @@ static uint64_t hex(const char **s)
 #define GLIBC_HEAP_ALIGN (64ULL << 20)
 #define GLIBC_HEAP_INFO  48u
 
+/* perms: the rest of a maps line after the range ("rw-p 00000000 00:00 0
+ * ..."): only private anonymous memory is read (a file mapping could
+ * fault past its file's end). */
 static int arena_heap(uint64_t start, uint64_t end, const char *perms)
 {
-	if (start % GLIBC_HEAP_ALIGN || end - start < 4096 || perms[0] != 'r' ||
-	    perms[1] != 'w')
+	if (start % GLIBC_HEAP_ALIGN || end - start < 4096 ||
+	    strncmp(perms, "rw-p ", 5) != 0)
+		return 0;
+	const char *q = perms + 5;
+	if (hex(&q) != 0 || strncmp(q, " 00:00 0", 8) != 0 ||
+	    (q[8] != ' ' && q[8] != '\0'))
 		return 0;
 	const uint64_t *w = (const uint64_t *)(uintptr_t)start;
 	return w[0] == start + GLIBC_HEAP_INFO && w[1] == 0;
@@ -226,7 +233,8 @@ static uint64_t glibc_arenas(void)
 				p++;
 				end = hex(&p);
 			}
-			if (*p == ' ' && end > start && nl - p > 3)
+			*nl = '\0';
+			if (*p == ' ' && end > start)
 				n += (uint64_t)arena_heap(start, end, p + 1);
 			line = nl + 1;
 		}
