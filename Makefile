@@ -391,12 +391,13 @@ $(B)/bench/%: tests/bench/%.c
 # forwards malloc/free/calloc/realloc to glibc, libshimcount.so also keeps
 # exact per-thread totals (-DSHIM_COUNT).  Built like the agent: initial-exec
 # TLS, no PLT, bound at load.
-SHIM_LIBS := $(B)/bench/libshim.so $(B)/bench/libshimcount.so
+SHIM_LIBS := $(B)/bench/libshim.so $(B)/bench/libshimcount.so $(B)/bench/libshimtail.so
 
 $(SHIM_LIBS): $(B)/bench/lib%.so: tests/bench/shim.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec -fno-plt \
-	  $(if $(filter shimcount,$*),-DSHIM_COUNT) -Wl,-z,now -o $@ $<
+	  $(if $(filter shimcount,$*),-DSHIM_COUNT) \
+	  $(if $(filter shimtail,$*),-DSHIM_COUNT -DSHIM_TAIL) -Wl,-z,now -o $@ $<
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ymtop \

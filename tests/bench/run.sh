@@ -8,6 +8,10 @@
 #   shim-count  the same plus exact per-thread totals as the agent's fast
 #               path keeps them (TLS slot, countdown, counter adds, usable
 #               size from glibc's chunk header), no sampling;
+#   shim-tail   shim-count as issue 18's BENCHMARKS.md proposes: the
+#               countdown charged with the requested size before the call,
+#               one counter add, a tail call; free one counter add (no
+#               usable size read anywhere);
 #   nosample    the agent with YM_SAMPLE_RATE=1024g: its exact totals and
 #               fast paths, no samples.
 # So none -> shim -> shim-count -> nosample -> default splits the agent's
@@ -43,6 +47,7 @@ CONFIGS=${CONFIGS:-"none shim shim-count nosample default 64k exact heaptrack ma
 AGENT="$B/libymagent.so"
 SHIM="$B/bench/libshim.so"
 SHIMCOUNT="$B/bench/libshimcount.so"
+SHIMTAIL="$B/bench/libshimtail.so"
 BENCH="$B/bench/allocbench"
 JEMALLOC=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
 TMP=$(mktemp -d /tmp/ymbench.XXXXXX)
@@ -59,6 +64,7 @@ have() {
 	base|base-exact) [ -n "${BASE:-}" ] && [ -e "$BASE" ] ;;
 	shim)      [ -e "$SHIM" ] ;;
 	shim-count) [ -e "$SHIMCOUNT" ] ;;
+	shim-tail) [ -e "$SHIMTAIL" ] ;;
 	*)         true ;;
 	esac
 }
@@ -98,6 +104,7 @@ run1() {
 	nosample)  pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1024g) ;;
 	shim)      pre+=(LD_PRELOAD="$SHIM") ;;
 	shim-count) pre+=(LD_PRELOAD="$SHIMCOUNT") ;;
+	shim-tail) pre+=(LD_PRELOAD="$SHIMTAIL") ;;
 	jemalloc)  pre+=(LD_PRELOAD="$JEMALLOC") ;;
 	jeprof)    pre+=(LD_PRELOAD="$JEMALLOC" MALLOC_CONF=prof:true,lg_prof_sample:19,prof_prefix:$TMP/jeprof) ;;
 	heaptrack) pre+=(heaptrack -o "$TMP/heaptrack") ;;
@@ -133,7 +140,7 @@ configs_for() {   # the configurations that run on workload $1
 		case $c in
 		heaptrack|massif)
 			[[ " $SLOW_WORKLOADS " == *" $1 "* ]] || continue ;;
-		shim|shim-count|nosample)
+		shim|shim-count|shim-tail|nosample)
 			[[ " $FLOOR_WORKLOADS " == *" $1 "* ]] || continue ;;
 		esac
 		echo "$c"
