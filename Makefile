@@ -363,12 +363,20 @@ BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
 
+# The allocators whose statistics heapstats_bench times (issue 18).
+JEMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+TCMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
-	  $(B)/bench/unwind_bench
+	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench
 	@tests/bench/run.sh $(B)
 	@$(B)/bench/unwind_bench
+	@tests/bench/samplecost.sh $(B)
+	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \
+	  [ -z "$$l" ] || [ -e "$$l" ] || continue; \
+	  LD_PRELOAD=$$l $(B)/bench/heapstats_bench 4 1024; done
 	@tests/bench/tui_cost.sh $(B) 30
 	@tests/bench/scrape.sh $(B) 10 14 9
 	@tests/bench/scrape.sh $(B) 10 11 9
@@ -385,18 +393,19 @@ $(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/agent/unwind.c inje
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(STD) -O2 -g $(WARN) -o $@ $< -lpthread
+	$(CC) $(STD) -O2 -g $(WARN) -o $@ $< -lpthread -lm
 
 # The floor under the agent's cost (tests/bench/shim.c): libshim.so only
 # forwards malloc/free/calloc/realloc to glibc, libshimcount.so also keeps
 # exact per-thread totals (-DSHIM_COUNT).  Built like the agent: initial-exec
 # TLS, no PLT, bound at load.
-SHIM_LIBS := $(B)/bench/libshim.so $(B)/bench/libshimcount.so
+SHIM_LIBS := $(B)/bench/libshim.so $(B)/bench/libshimcount.so $(B)/bench/libshimtail.so
 
 $(SHIM_LIBS): $(B)/bench/lib%.so: tests/bench/shim.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec -fno-plt \
-	  $(if $(filter shimcount,$*),-DSHIM_COUNT) -Wl,-z,now -o $@ $<
+	  $(if $(filter shimcount,$*),-DSHIM_COUNT) \
+	  $(if $(filter shimtail,$*),-DSHIM_COUNT -DSHIM_TAIL) -Wl,-z,now -o $@ $<
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ymtop \

@@ -532,6 +532,37 @@ static int read_again(struct shm_reader *r, void *word, size_t n, size_t off)
 	return read_at(r->fd, word, n, off);
 }
 
+/* The allocator's statistics (segment.h, struct ym_heapstats): the
+ * header copy holds them, possibly torn; copy them again in the seqcount
+ * loop over heap.seq, and keep only a stable copy of known kind (else
+ * none: allocator YM_HEAP_NONE, present 0). */
+static int read_heap(struct shm_reader *r, struct ym_header *h)
+{
+	struct ym_heapstats *hs = &h->heap;
+	const size_t off = __builtin_offsetof(struct ym_header, heap);
+	for (int tries = 0; h->abi_version >= 6 && tries < 8; tries++) {
+		int rc = read_at(r->fd, hs, sizeof *hs, off);
+		if (rc < 0)
+			return rc;
+		uint32_t seq2;
+		rc = read_again(r, &seq2, sizeof seq2, off);
+		if (rc < 0)
+			return rc;
+		if (ym_seq_stable(hs->seq, seq2)) {
+			if (hs->allocator > YM_HEAP_TCMALLOC)
+				break;
+			hs->present &= YM_HEAP_IN_USE | YM_HEAP_FREE |
+				YM_HEAP_MAPPED | YM_HEAP_ARENAS | YM_HEAP_ACTIVE |
+				YM_HEAP_RESIDENT | YM_HEAP_RETAINED;
+			if (hs->allocator == YM_HEAP_NONE)
+				hs->present = 0;
+			return 0;
+		}
+	}
+	memset(hs, 0, sizeof *hs);
+	return 0;
+}
+
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {
@@ -573,6 +604,9 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		if (ym_seq_stable(s->hdr.retire_seq, seq2) || tries >= 8)
 			break;
 	}
+	rc = read_heap(r, &s->hdr);
+	if (rc < 0)
+		goto out;
 	s->taken_mono_ns = now_ns(CLOCK_MONOTONIC);
 	s->taken_real_ns = now_ns(CLOCK_REALTIME);
 
@@ -667,17 +701,43 @@ int shm_control_reset(struct shm_reader *r)
 {
 	struct ym_header h;
 	struct ym_control c;
-	memset(&c, 0, sizeof c);
-	int rc = read_at(r->fd, &h, sizeof h, 0);
-	if (rc == 0 && shm_header_check(&h, r->size, NULL, 0) < 0)
-		rc = -EPROTO;
-	if (rc == 0)
-		rc = read_at(r->fd, &c, sizeof c, h.sections[YM_SEC_CONTROL].offset);
+	int rc = shm_control_read(r, &h, &c);
 	if (rc < 0)
 		return rc;
 	uint32_t v = c.reset_seq + 1;
 	return control_write(r, __builtin_offsetof(struct ym_control, reset_seq),
 			     &v, sizeof v);
+}
+
+int shm_control_read(struct shm_reader *r, struct ym_header *h,
+		     struct ym_control *c)
+{
+	memset(c, 0, sizeof *c);
+	int rc = r->fd >= 0 ? read_at(r->fd, h, sizeof *h, 0) : -EBADF;
+	if (rc == 0 && shm_header_check(h, r->size, NULL, 0) < 0)
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = read_at(r->fd, c, sizeof *c, h->sections[YM_SEC_CONTROL].offset);
+	return rc;
+}
+
+int shm_control_heap(struct shm_reader *r)
+{
+	struct ym_header h;
+	struct ym_control c;
+	int rc = shm_control_read(r, &h, &c);
+	if (rc == 0 && h.abi_version < 6)
+		rc = -EOPNOTSUPP;
+	if (rc < 0)
+		return rc;
+	uint64_t v = c.heap_request + 1, zero = 0;
+	rc = control_write(r, __builtin_offsetof(struct ym_control, heap_request),
+			   &v, sizeof v);
+	/* Then the next allocation of any thread answers (segment.h). */
+	if (rc == 0)
+		rc = control_write(r, __builtin_offsetof(struct ym_control, fast_limit),
+				   &zero, sizeof zero);
+	return rc;
 }
 
 int shm_control_rate(struct shm_reader *r, uint64_t rate)

@@ -146,6 +146,14 @@ int shm_header_check(const struct ym_header *h, uint64_t file_size,
 /* Control: pause (1) or resume (0) sampling; ask for a reset. */
 int shm_control_pause(struct shm_reader *r, int pause);
 int shm_control_reset(struct shm_reader *r);
+/* Copies of the (checked) header and the control block now: 0 or a
+ * negative errno. */
+int shm_control_read(struct shm_reader *r, struct ym_header *h,
+		     struct ym_control *c);
+/* Ask the agent for new heap statistics (segment.h, control.heap_request):
+ * it answers on its next slow path; 0, -EOPNOTSUPP (a writer before v6),
+ * -EPERM read-only, another negative errno. */
+int shm_control_heap(struct shm_reader *r);
 /* Ask the agent for a new mean sample rate (segment.h, Control): 0, or
  * -EINVAL out of [SHM_RATE_MIN, SHM_RATE_MAX] or when the agent runs in
  * exact mode, -EPERM read-only, another negative errno on I/O errors. */

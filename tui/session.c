@@ -38,6 +38,18 @@ static void apply_rate(const struct options *o, struct shm_reader *r)
 		fmt_bytes((double)h.sample_rate, b, sizeof b));
 }
 
+static void wait_heap(struct shm_reader *r)
+{
+	struct ym_control c;
+	struct ym_header h;
+	for (int i = 0; i < 10; i++) {
+		if (shm_control_read(r, &h, &c) != 0 || h.heap.answered == c.heap_request)
+			return;
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 int session_adopt(struct session *s, const struct shm_reader *r)
 {
 	memset(s, 0, sizeof *s);
@@ -56,6 +68,13 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 	struct shm_reader r;
 	target_attach(pid, &r);
 	apply_rate(o, &r);
+	/* The allocator's statistics (segment.h, heap_request): asked now,
+	 * and again after each snapshot; a read-only reader (--serve) shows
+	 * the last the agent took by itself.  A process that allocates
+	 * answers at its next call: wait for that a little (50 ms at most),
+	 * so that the first report has them. */
+	if (shm_control_heap(&r) == 0)
+		wait_heap(&r);
 	if (session_adopt(s, &r) != 0)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 }
@@ -172,6 +191,7 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
+	shm_control_heap(&s->reader);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

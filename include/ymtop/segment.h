@@ -110,6 +110,19 @@
  *    the rate its countdown was drawn with, so estimates stay unbiased
  *    across the change.  Live samples keep the weight they were drawn
  *    with.  header.sample_rate is the rate in force for new countdowns.
+ *    control.heap_request (v6): a reader adds one to ask for the
+ *    allocator's statistics; the agent takes them on a slow path within
+ *    YM_HEAP_MIN_INTERVAL_NS of the last ones and publishes them in
+ *    header.heap with answered = the request it saw (struct ym_heapstats).
+ *    control.fast_limit (v6) is the one control word both sides write:
+ *    the agent's allocation fast paths take requests below it; the agent
+ *    stores its giant threshold there when the segment becomes active,
+ *    and a reader that asked for statistics stores 0 after heap_request,
+ *    so that the next allocation of any thread takes the slow path, which
+ *    answers at its entry (before the real call) and stores the threshold
+ *    back.  A quiet process answers at its next allocation.  (A reader
+ *    can make calls slower this way, or with a larger value skip giant
+ *    alarms: no more than it can do with pause and sample_rate.)
  *
  * Readers must treat the segment as hostile: check owner, mode and size,
  * magic and versions (ym_abi_readable), then every offset, capacity,
@@ -123,7 +136,9 @@
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
 /* v5: compat_version, the size rule, reserved fields (see above).
- * v6: header.exit_how and exit_status (adds only: compat stays 5). */
+ * v6: header.exit_how and exit_status, YM_FLAG_NO_FREED_BYTES, header.heap
+ * (the allocator's statistics), control.heap_request and fast_limit:
+ * additions only, compat stays 5. */
 #ifndef YM_TEST_ABI_NEWER
 #define YM_ABI_VERSION  6u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
@@ -188,6 +203,10 @@
 #define YM_EXIT_UNKNOWN 0u
 #define YM_EXIT_STATUS  1u
 #define YM_FLAG_KEPT        0x40u  /* exited, left on purpose (YM_KEEP_SEGMENT) */
+/* v6: the thread slots count freed objects but not freed bytes (their
+ * free_bytes stay 0): set at creation when sampling (rate > 1), where a
+ * free never reads the freed block; in use is header.heap's. */
+#define YM_FLAG_NO_FREED_BYTES 0x80u
 
 enum ym_section_id {
 	YM_SEC_CONTROL = 0,
@@ -226,6 +245,51 @@ struct ym_life_bucket {
 	uint64_t objects_fx;   /* estimated objects freed, fixed point */
 	uint64_t bytes;        /* estimated bytes freed */
 };
+
+/* The allocator's own statistics (v6), taken inside the target by the
+ * agent when a reader asks (control.heap_request, below), at most every
+ * YM_HEAP_MIN_INTERVAL_NS and every 100 x cost_ns, on a thread's slow
+ * path (its next allocation), and once at an injected start.  One writer at a time (the agent serializes
+ * them); seq is its seqcount: odd while written, readers copy the block
+ * in the seqcount loop and use it only when seq is even and unchanged.
+ * Only the fields whose bit is in `present` mean something; bytes are
+ * the allocator's own figures. */
+#define YM_HEAP_NONE      0u   /* no statistics (yet, or none known) */
+#define YM_HEAP_GLIBC     1u   /* mallinfo2 */
+#define YM_HEAP_JEMALLOC  2u   /* mallctl stats.* */
+#define YM_HEAP_TCMALLOC  3u   /* MallocExtension_GetNumericProperty */
+#define YM_HEAP_IN_USE    0x01u  /* in_use_bytes */
+#define YM_HEAP_FREE      0x02u  /* free_bytes */
+#define YM_HEAP_MAPPED    0x04u  /* mapped_bytes */
+#define YM_HEAP_ARENAS    0x08u  /* arenas */
+#define YM_HEAP_ACTIVE    0x10u  /* active_bytes */
+#define YM_HEAP_RESIDENT  0x20u  /* resident_bytes */
+#define YM_HEAP_RETAINED  0x40u  /* retained_bytes */
+#define YM_HEAP_MIN_INTERVAL_NS 100000000ull   /* 100 ms */
+
+struct ym_heapstats {
+	uint32_t seq;              /* seqcount: odd while written */
+	uint32_t allocator;        /* YM_HEAP_* kind */
+	uint32_t present;          /* YM_HEAP_IN_USE... bits */
+	uint32_t reserved0;
+	uint64_t answered;         /* the control.heap_request answered */
+	uint64_t taken_mono_ns;    /* CLOCK_MONOTONIC when taken */
+	uint64_t cost_ns;          /* how long taking them took */
+	uint64_t in_use_bytes;     /* live data: glibc uordblks + hblkhd,
+				    * jemalloc stats.allocated, tcmalloc
+				    * generic.current_allocated_bytes */
+	uint64_t free_bytes;       /* free inside the heap (glibc fordblks) */
+	uint64_t mapped_bytes;     /* glibc hblkhd (mmapped blocks),
+				    * jemalloc stats.mapped, tcmalloc
+				    * heap_size - pageheap_unmapped */
+	uint64_t arenas;
+	uint64_t active_bytes;     /* jemalloc stats.active */
+	uint64_t resident_bytes;   /* jemalloc stats.resident */
+	uint64_t retained_bytes;   /* jemalloc stats.retained, tcmalloc
+				    * pageheap_unmapped_bytes */
+	uint64_t reserved[4];
+};
+_Static_assert(sizeof(struct ym_heapstats) == 128, "heap stats size");
 
 struct ym_header {
 	/* Fixed at creation. */
@@ -273,8 +337,9 @@ struct ym_header {
 	uint64_t reset_count;      /* resets the agent has carried out */
 	uint64_t planes_used;      /* counter planes handed out (<= planes) */
 	uint64_t plane_epoch[YM_PLANES];   /* reset_count a plane's data is of */
+	struct ym_heapstats heap;  /* v6: the allocator's own statistics */
 	/* v6: how the process ended, as its exit() said (the agent's on_exit
-	 * handler, injector/agent/exitstatus.c): written once, before
+	 * handler, injector/agent/seg.c): written once, before
 	 * YM_FLAG_EXITED is set with release; read after seeing that flag
 	 * with acquire.  exit_how YM_EXIT_UNKNOWN (0: _exit, a signal, an
 	 * older writer), or YM_EXIT_STATUS with exit_status the status
@@ -298,7 +363,10 @@ struct ym_control {
 	uint32_t reset_seq;    /* bump to ask the agent to forget all samples */
 	uint64_t reserved0;    /* v4's reader_mono_ns, never used */
 	uint64_t sample_rate;  /* 0, or the mean rate a reader asks for */
-	uint64_t reserved[5];
+	uint64_t heap_request; /* v6: a reader adds 1 to ask for new heap
+				* statistics (header.heap.answered = it) */
+	uint64_t fast_limit;   /* v6: see Control above */
+	uint64_t reserved[3];
 };
 _Static_assert(sizeof(struct ym_control) == 64, "control size");
 

@@ -2,13 +2,17 @@
  * The malloc family, interposed.  Each entry point is a fast path:
  *
  *   malloc: one TLS load (t->fast: own slot, NULL when the thread must
- *   take the slow path), the giant compare, the real call, the usable
- *   size (one load of the header glibc just wrote), three counter bumps
- *   in this thread's own cache line and the byte countdown, charged with
- *   the usable size (sample.h says why): 32 instructions, one call.
+ *   take the slow path), the giant compare (against the control block's
+ *   fast_limit: a reader lowers it to ask for heap statistics), the real
+ *   call, the usable size (one load of the header glibc just wrote),
+ *   three counter bumps in this thread's own cache line and the byte
+ *   countdown, charged with the usable size (sample.h says why): 34
+ *   instructions, one call.
  *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
- *   blocks, possible samples, every block under another allocator), two
- *   counter bumps, then a tail call: 23 instructions.
+ *   blocks, possible samples, every block under another allocator), one
+ *   counter bump, then a tail call: 15 instructions.  The freed block is
+ *   never read at sampling rates above 1 (man/ymagent.7: freed bytes are
+ *   counted in exact mode only).
  *
  * (Counts of the release build, written beside each function; recount
  * after any change there: objdump -d --disassemble=free libymagent.so.
@@ -30,6 +34,7 @@
 #include "config.h"
 #include "giant.h"
 #include "got.h"
+#include "heapstats.h"
 #include "life.h"
 #include "live.h"
 #include "next.h"
@@ -81,7 +86,10 @@ static inline int is_boot(const void *p)
 static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 {
 	struct ym_thread *s = t->fast;
-	return likely(n < agent_giant_limit) ? s : NULL;
+	/* The giant threshold, in the control block: a reader lowers it to
+	 * ask for the allocator's statistics (heapstats.h). */
+	return likely(n < __atomic_load_n(agent_fast_limit, __ATOMIC_RELAXED)) ?
+		s : NULL;
 }
 
 /* The countdown is charged with the usable size u of the block the call
@@ -158,6 +166,7 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 	if (!agent_active() ||
 	    t->state == TLS_NEW)
 		return PASS;
+	heapstats_poked(t);
 	if (n >= agent_giant_limit) {
 		agent_giant(t, n, agent_cfg.giant_fail);
 		if (agent_cfg.giant_fail) {
@@ -182,7 +191,8 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 		agent_sample(t, p, n, u);
 }
 
-/* A block of `bytes` usable size was freed (its pointer may be gone). */
+/* A block was freed (its pointer may be gone): `bytes`, its usable size,
+ * in exact mode; 0 when sampling, where freed bytes are not counted. */
 static void count_freed(struct agent_tls *t, size_t bytes)
 {
 	if (t->slot)
@@ -191,9 +201,16 @@ static void count_freed(struct agent_tls *t, size_t bytes)
 		thread_shared_free(bytes);
 }
 
+/* The usable size of a block being freed, read in exact mode only: at
+ * sampling rates above 1 frees count objects, not bytes (man/ymagent.7). */
+static size_t freed_size(void *p)
+{
+	return agent_exact() ? agent_usable(p) : 0;
+}
+
 static void slow_free_count(struct agent_tls *t, void *p)
 {
-	count_freed(t, agent_usable(p));
+	count_freed(t, freed_size(p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(t, p);
 }
@@ -216,11 +233,12 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 }
 
 /* Fast path, measured (objdump -d --disassemble=malloc on the release
- * libymagent.so, x86-64, gcc 12 -O2): 32 instructions from entry to ret,
+ * libymagent.so, x86-64, gcc 12 -O2): 34 instructions from entry to ret,
  * one call, five tests: the frame (3), the TLS gate word and the giant
- * compare (6), two counter adds and t->pending (3), the real call (1),
- * NULL (2), glibc_usable (3), the usable size from glibc's header (7),
- * one counter add (1), the countdown (2), the return (4).  clang 14: 34. */
+ * compare through agent_fast_limit (8), two counter adds and t->pending
+ * (3), the real call (1), NULL (2), glibc_usable (3), the usable size
+ * from glibc's header (7), one counter add (1), the countdown (2), the
+ * return (4).  (32 before the threshold moved into the control block.) */
 EXPORT void *malloc(size_t n)
 {
 	struct agent_tls *t = &agent_tls;
@@ -252,7 +270,7 @@ static NOINLINE void free_other(struct ym_thread *s, void *p)
 {
 	if (p == NULL || is_boot(p))
 		return;   /* bootstrap memory is static; never freed */
-	thread_count_free(s, agent_usable(p));
+	thread_count_free(s, freed_size(p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(&agent_tls, p);
 	agent_next.free(p);
@@ -267,11 +285,15 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 	agent_next.free(p);
 }
 
-/* Fast path, measured as malloc's: 23 instructions ending in a tail call
- * (no frame), two tests: the TLS gate word (4), one bit of the gate
- * (9: the gate invariant, live.h, makes this one test enough to read
- * glibc's header below), the usable size (7), two counter adds (2), the
- * jump to the real free (1).  clang 14: 24. */
+/* Fast path, measured as malloc's: 15 instructions ending in a tail
+ * call (no frame), two tests: the TLS gate word (4), one bit of the gate
+ * (9), one counter add (1), the jump to the real free (1).  The freed
+ * block is never touched: its header was the one likely cache miss of
+ * the old fast path (0.10-0.14x of the allocation benchmarks with the
+ * usable-size read and the freed-bytes add, 23 instructions with them;
+ * BENCHMARKS.md).  The fast
+ * path runs only at sampling rates above 1 (exact mode gates every free
+ * to free_other, which counts the bytes). */
 EXPORT void free(void *p)
 {
 	struct agent_tls *t = &agent_tls;
@@ -285,7 +307,7 @@ EXPORT void free(void *p)
 		free_other(s, p);
 		return;
 	}
-	thread_count_free(s, agent_usable_glibc(p));
+	thread_count_freed(s);
 	agent_next.free(p);
 }
 
@@ -316,8 +338,8 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 42 instructions to ret (clang 14: 44): malloc's, with the
- * overflow-checked multiply, and the counters all after the call. */
+/* Fast path: 44 instructions to ret (42 before agent_fast_limit): malloc's,
+ * with the overflow-checked multiply, and the counters all after the call. */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
@@ -377,11 +399,11 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 		/* realloc(p, 0) freed p (glibc, jemalloc, tcmalloc). */
 		if (sampled)
 			agent_realloc_put(t, &e, NULL, 0, old, 0);
-		count_freed(t, old);
+		count_freed(t, agent_exact() ? old : 0);
 		return NULL;
 	}
 	/* One free and one allocation, in exact totals. */
-	count_freed(t, old);
+	count_freed(t, agent_exact() ? old : 0);
 	size_t u = agent_usable(q);
 	if (t->slot)
 		thread_count_alloc(t->slot, u, n);
@@ -396,21 +418,22 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	return q;
 }
 
-/* The fast path's realloc returned NULL after it counted a free of p and
- * an allocation of n. */
-static NOINLINE void *realloc_failed(struct ym_thread *s, void *p, size_t n)
+/* The fast path's realloc returned NULL after it counted a free and an
+ * allocation of n. */
+static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 {
 	thread_uncount_call(s, n);
 	if (n != 0)   /* failed: p is untouched (n == 0: glibc freed it) */
-		thread_uncount_free(s, agent_usable_glibc(p));
+		thread_uncount_freed(s);
 	return NULL;
 }
 
-/* Fast path, measured as malloc's: 66 instructions to ret (clang 14:
- * 65), one call: the TLS gate word, one bit of the gate (which is set for
- * NULL, bootstrap blocks and possible samples, and everywhere when
- * filter_all: so the block is glibc's and not sampled, the gate
- * invariant of live.h), the old usable size, four counter bumps, the
+/* Fast path, measured as malloc's: 65 instructions to ret (66 before the
+ * freed-bytes add went), one call: the TLS gate word, one bit of the gate
+ * (which is set for NULL, bootstrap blocks and possible samples, and
+ * everywhere when filter_all: so the block is glibc's and not sampled,
+ * the gate invariant of live.h), the old usable size (for the countdown:
+ * the block is the caller's, its header hot), three counter bumps, the
  * real call, the new usable size, one bump and the countdown charged with
  * the growth of the usable size (sample.h). */
 EXPORT void *realloc(void *p, size_t n)
@@ -421,11 +444,11 @@ EXPORT void *realloc(void *p, size_t n)
 		return realloc_slow(t, p, n);
 	agent_assert_fast(t, s);
 	size_t old = agent_usable_glibc(p);
-	thread_count_free(s, old);
+	thread_count_freed(s);
 	thread_count_call(s, n);
 	void *q = agent_next.realloc(p, n);
 	if (unlikely(q == NULL))
-		return realloc_failed(s, p, n);
+		return realloc_failed(s, n);
 	size_t u = agent_usable_glibc(q);
 	thread_count_usable(s, u);
 	if (charge(t, u > old ? u - old : 0))

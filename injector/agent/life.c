@@ -14,6 +14,7 @@
  *   seg.c       the segment: creation, activation, exit, setuid
  *   threads.c   TLS, the guard, thread slots and their counters
  *   sampling.c  the sampled slow path; reads CONTROL
+ *   heapstats.c the allocator's own statistics, on a reader's request
  *   table.c     stacks, counters, counter planes, the agent's lock
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
@@ -31,8 +32,10 @@
  *   header      seg.c (fields fixed at creation, magic last; exit, uid);
  *               changing fields by the owner of what they count: flags
  *               PAUSED sampling.c, OVERFLOWED sampling.c and table.c,
- *               sample_rate sampling.c, drop_* where the drop happens
- *   CONTROL     read only (sampling.c polls it)
+ *               sample_rate sampling.c, drop_* where the drop happens,
+ *               heap heapstats.c
+ *   CONTROL     read (sampling.c polls it, heapstats.c heap_request), but
+ *               fast_limit, which heapstats.c and readers both write
  *   THREADS     threads.c and threads.h (the fast paths' inline counters)
  *   STACKS      table.c
  *   PLANES      table.c
@@ -135,9 +138,15 @@ __attribute__((constructor)) static void agent_init(void)
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		pthread_atfork(NULL, NULL, fork_child);
 		seg_exit_status_init();
-		agent_enter(t);
-		if (agent_injected && agent_active())
-			got_patch_all();
+		/* Preloaded, the segment is made by the first allocation (its
+		 * slow path): a process that never allocates (/bin/true) costs
+		 * no segment, and ymtop -p starts one (ymagent_start).
+		 * Injected, now: the GOT is patched once it is active. */
+		if (agent_injected) {
+			agent_enter(t);
+			if (agent_active())
+				got_patch_all();
+		}
 	}
 	agent_guard_leave(t);
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "heapstats.h"
 #include "live.h"
 #include "modules.h"
 #include "sample.h"
@@ -53,6 +54,9 @@ void sampling_thread_start(struct agent_tls *t)
 
 static void poll_control(void)
 {
+	/* First, before any lock of ours: the allocator's statistics when a
+	 * reader asked (heapstats.h; the real call has returned). */
+	heapstats_poll(0);
 	/* A new rate (segment.h, Control): taken by the first thread that
 	 * sees it, published in the header; every thread draws its next
 	 * countdown with it (agent_sample).  Exact mode never changes: its
@@ -89,6 +93,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 	if (!agent_active())
 		goto out;
 	poll_control();
+	seg_sampled();
 	if (hdr->flags & YM_FLAG_PAUSED)
 		goto out;
 

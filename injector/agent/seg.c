@@ -19,6 +19,7 @@
 #include "backing.h"
 #include "config.h"
 #include "giant.h"
+#include "heapstats.h"
 #include "life.h"
 #include "live.h"
 #include "modules.h"
@@ -139,6 +140,9 @@ static int segment_create(void)
 	h->follow_fork = (uint32_t)agent_cfg.follow_fork;
 	/* Injected: the data starts now (start_*_ns above are the attach). */
 	h->flags = agent_injected ? YM_FLAG_INJECTED : 0;
+	/* Sampling: frees count objects, not bytes (hooks.c, segment.h). */
+	if (!agent_exact())
+		h->flags |= YM_FLAG_NO_FREED_BYTES;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
 
@@ -147,6 +151,7 @@ static int segment_create(void)
 	hdr = h;
 	/* Each section to its writer (life.c has the map). */
 	sampling_map_segment(b, sec);
+	heapstats_map_segment(b, sec);
 	table_map_segment(b, sec);
 	live_map_segment(b, sec);
 	giant_map_segment(b, sec);
@@ -255,15 +260,36 @@ void seg_activate(void)
 		goto passive;
 	}
 	giant_arm();
+	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
-	collect_stale();
+	/* Stale segments are collected at the first sample (seg_sampled):
+	 * a short process that never samples (a shell's /bin/true) pays
+	 * none of those system calls. */
+	/* Attached to a running process: what it allocated before is in the
+	 * allocator's statistics only; the first report shows it at once.
+	 * The injector borrowed a thread outside the allocator (heapstats.h).
+	 * A preloaded process has nothing yet: its readers ask. */
+	if (agent_injected)
+		heapstats_poll(1);
 	return;
 passive:
 	__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
 }
 
+static int stale_done;   /* collect_stale ran for this segment (atomic) */
+
+void seg_sampled(void)
+{
+	if (__atomic_load_n(&stale_done, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&stale_done, 1, __ATOMIC_ACQ_REL))
+		return;
+	collect_stale();
+}
+
 void seg_fork_child(int follow)
 {
+	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
+	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
 		munmap(seg_base, seg_size);
 	seg_base = NULL;

@@ -27,6 +27,9 @@ static inline int agent_active(void)
  * tables, the segment, then SEG_ACTIVE (or SEG_PASSIVE after one line on
  * stderr).  Called on a slow path with the guard held. */
 void seg_activate(void) AGENT_HIDDEN;
+/* A sample is being taken (guard held, no lock held): the first one of
+ * a segment removes the segments of processes that are gone. */
+void seg_sampled(void) AGENT_HIDDEN;
 /* After fork, in the child: stop writing into the parent's segment;
  * start one of our own lazily, on the next call (follow: YM_FOLLOW_FORK
  * and not disabled), or stay passive. */

@@ -119,11 +119,18 @@ static inline void thread_count_free(struct ym_thread *s, size_t u)
 	thread_bump(&s->t.free_bytes, u);
 }
 
-/* The free counted by thread_count_free did not happen. */
-static inline void thread_uncount_free(struct ym_thread *s, size_t u)
+/* A free, counted by its object only: at sampling rates above 1 the
+ * freed block's size is not read (man/ymagent.7: freed bytes are not
+ * counted there; the allocator's statistics say what is in use). */
+static inline void thread_count_freed(struct ym_thread *s)
+{
+	thread_bump(&s->t.free_objects, 1);
+}
+
+/* The free counted by thread_count_freed did not happen. */
+static inline void thread_uncount_freed(struct ym_thread *s)
 {
 	thread_bump(&s->t.free_objects, (uint64_t)-1);
-	thread_bump(&s->t.free_bytes, -(uint64_t)u);
 }
 
 /* ---- Slot 0, shared by threads without a slot of their own: atomic

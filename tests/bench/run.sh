@@ -8,6 +8,10 @@
 #   shim-count  the same plus exact per-thread totals as the agent's fast
 #               path keeps them (TLS slot, countdown, counter adds, usable
 #               size from glibc's chunk header), no sampling;
+#   shim-tail   shim-count as issue 18's BENCHMARKS.md proposes: the
+#               countdown charged with the requested size before the call,
+#               one counter add, a tail call; free one counter add (no
+#               usable size read anywhere);
 #   nosample    the agent with YM_SAMPLE_RATE=1024g: its exact totals and
 #               fast paths, no samples.
 # So none -> shim -> shim-count -> nosample -> default splits the agent's
@@ -36,13 +40,14 @@ B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${ROUNDS:-5}
 CALLS=${CALLS:-2000000}
-WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx spawn"}
+WORKLOADS=${WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 sqlite python gxx spawn spawnsh"}
 SLOW_WORKLOADS=${SLOW_WORKLOADS:-"alloc2 sqlite"}
-FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 spawn"}
+FLOOR_WORKLOADS=${FLOOR_WORKLOADS:-"alloc1 alloc2 alloc4 mixed2 realloc2 spawn spawnsh"}
 CONFIGS=${CONFIGS:-"none shim shim-count nosample default 64k exact heaptrack massif jemalloc jeprof base base-exact"}
 AGENT="$B/libymagent.so"
 SHIM="$B/bench/libshim.so"
 SHIMCOUNT="$B/bench/libshimcount.so"
+SHIMTAIL="$B/bench/libshimtail.so"
 BENCH="$B/bench/allocbench"
 JEMALLOC=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
 TMP=$(mktemp -d /tmp/ymbench.XXXXXX)
@@ -59,6 +64,7 @@ have() {
 	base|base-exact) [ -n "${BASE:-}" ] && [ -e "$BASE" ] ;;
 	shim)      [ -e "$SHIM" ] ;;
 	shim-count) [ -e "$SHIMCOUNT" ] ;;
+	shim-tail) [ -e "$SHIMTAIL" ] ;;
 	*)         true ;;
 	esac
 }
@@ -78,6 +84,7 @@ workload() {
 	python)   echo "/usr/bin/python3 $HERE/pywork.py 8" ;;
 	gxx)      echo "g++ -std=c++17 -O1 -c $HERE/cxxwork.cc -o $TMP/cxxwork.o" ;;
 	spawn)    echo "sh $HERE/spawn.sh 200" ;;
+	spawnsh)  echo "sh $HERE/spawn.sh 200 sh" ;;
 	esac
 }
 
@@ -97,6 +104,7 @@ run1() {
 	nosample)  pre+=(LD_PRELOAD="$AGENT" YM_SAMPLE_RATE=1024g) ;;
 	shim)      pre+=(LD_PRELOAD="$SHIM") ;;
 	shim-count) pre+=(LD_PRELOAD="$SHIMCOUNT") ;;
+	shim-tail) pre+=(LD_PRELOAD="$SHIMTAIL") ;;
 	jemalloc)  pre+=(LD_PRELOAD="$JEMALLOC") ;;
 	jeprof)    pre+=(LD_PRELOAD="$JEMALLOC" MALLOC_CONF=prof:true,lg_prof_sample:19,prof_prefix:$TMP/jeprof) ;;
 	heaptrack) pre+=(heaptrack -o "$TMP/heaptrack") ;;
@@ -132,7 +140,7 @@ configs_for() {   # the configurations that run on workload $1
 		case $c in
 		heaptrack|massif)
 			[[ " $SLOW_WORKLOADS " == *" $1 "* ]] || continue ;;
-		shim|shim-count|nosample)
+		shim|shim-count|shim-tail|nosample)
 			[[ " $FLOOR_WORKLOADS " == *" $1 "* ]] || continue ;;
 		esac
 		echo "$c"

@@ -130,12 +130,21 @@ def test_segment_of_a_dead_process_is_not_shown_for_its_pid():
                 os.unlink(p)
 
 
+# The next agent that samples collects stale segments (at its first
+# sample: a short process that never samples pays none of it).
+SAMPLES = ["count:100:1000"]
+SAMPLING = {"YM_SAMPLE_RATE": "4096"}
+
+
 def test_next_agent_removes_segments_of_killed_processes():
     t = Target([WORKLOAD])
     path = seg_path(t.pid)
     t.kill()
     assert os.path.exists(path)
-    u = Target([WORKLOAD])
+    # An agent that never samples collects nothing.
+    Target([WORKLOAD], env={"YM_SAMPLE_RATE": "1024g"}).finish()
+    assert os.path.exists(path), "collected by an agent that took no sample"
+    u = Target([WORKLOAD] + SAMPLES, env=SAMPLING)
     try:
         assert not os.path.exists(path), "stale segment left"
     finally:
@@ -156,12 +165,12 @@ def test_next_agent_keeps_kept_segments_and_removes_unremoved_ones():
     try:
         flags = struct.unpack_from("<I", header(path), OFF_FLAGS)[0]
         assert flags & (EXITED | KEPT) == EXITED | KEPT, hex(flags)
-        Target([WORKLOAD]).finish()
+        Target([WORKLOAD] + SAMPLES, env=SAMPLING).finish()
         assert os.path.exists(path), "a kept segment was removed"
         with open(path, "r+b") as f:
             f.seek(OFF_FLAGS)
             f.write(struct.pack("<I", EXITED))
-        Target([WORKLOAD]).finish()
+        Target([WORKLOAD] + SAMPLES, env=SAMPLING).finish()
         assert not os.path.exists(path), "an exited, unremoved segment was left"
     finally:
         if os.path.exists(path):

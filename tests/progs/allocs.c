@@ -6,7 +6,9 @@
  *
  *   allocs [STEP...]   runs the steps in order, prints "ready", then reads
  *                      commands on stdin: "free" frees every block held so
- *                      far and prints "ready" again; EOF exits 0.
+ *                      far and prints "ready" again; "tick" makes one
+ *                      malloc(16) and frees it (a quiet process's one
+ *                      call) and prints "ready"; EOF exits 0.
  *
  * Steps (N blocks each, sizes in bytes, all held until "free"):
  *   grow:N:TO:STEP      realloc(NULL, STEP), then each block grown by STEP
@@ -196,12 +198,19 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* stdin's buffer is ours: fgets below allocates nothing, so a
+	 * report taken after "ready" never races with its malloc (the
+	 * exact-totals checks compare counts across runs). */
+	static char inbuf[BUFSIZ];
+	setvbuf(stdin, inbuf, _IOFBF, sizeof inbuf);
 	printf("ready\n");
 	fflush(stdout);
 	char line[64];
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strcmp(line, "free\n"))
 			free_all();
+		if (!strcmp(line, "tick\n"))
+			free(must(malloc(16)));
 		printf("ready\n");
 		fflush(stdout);
 	}

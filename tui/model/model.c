@@ -316,6 +316,34 @@ const char *model_exit_text(const struct model *m, char *buf, size_t len)
 	return buf;
 }
 
+int model_freed_bytes_counted(const struct model *m)
+{
+	return !(m->snap.hdr.flags & YM_FLAG_NO_FREED_BYTES);
+}
+
+const struct ym_heapstats *model_heap(const struct model *m, double *age_s)
+{
+	const struct ym_heapstats *hs = &m->snap.hdr.heap;
+	if (hs->allocator == YM_HEAP_NONE || !hs->present)
+		return NULL;
+	uint64_t now = m->snap.taken_mono_ns;
+	*age_s = now > hs->taken_mono_ns ? (double)(now - hs->taken_mono_ns) / 1e9 : 0;
+	return hs;
+}
+
+const char *model_heap_allocator(uint32_t kind)
+{
+	switch (kind) {
+	case YM_HEAP_GLIBC:
+		return "glibc";
+	case YM_HEAP_JEMALLOC:
+		return "jemalloc";
+	case YM_HEAP_TCMALLOC:
+		return "tcmalloc";
+	}
+	return "unknown";
+}
+
 const char *model_state(const struct model *m)
 {
 	uint32_t f = m->snap.hdr.flags;

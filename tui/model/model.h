@@ -169,6 +169,15 @@ uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
 /* Seconds the process has run, at snapshot time (or until it exited):
  * from its own start time once seen alive, else from the agent's. */
 double model_uptime(const struct model *m);
+/* The thread slots count freed bytes (exact mode, or a writer before v6);
+ * 0 when sampling, where frees count objects only and what is in use is
+ * the allocator's (model_heap). */
+int model_freed_bytes_counted(const struct model *m);
+/* The allocator's statistics (segment.h, struct ym_heapstats), NULL when
+ * the agent published none; *age_s: how old they were at the snapshot. */
+const struct ym_heapstats *model_heap(const struct model *m, double *age_s);
+/* The allocator's name for a YM_HEAP_* kind ("glibc", "jemalloc"...). */
+const char *model_heap_allocator(uint32_t kind);
 
 /* The process has exited (or its pid went to another; not when it exec'd
  * a program without the agent): this model holds its final state, what

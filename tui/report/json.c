@@ -1,5 +1,7 @@
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fmt.h"
 #include "json.h"
@@ -66,6 +68,40 @@ static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
 	fputs("],\"display_frame\":null", f);
 }
 
+/* "heap": the allocator's own statistics (segment.h, struct ym_heapstats),
+ * the keys it reports only; null when the agent published none. */
+static void json_heap(FILE *f, const struct model *m)
+{
+	double age;
+	const struct ym_heapstats *hs = model_heap(m, &age);
+	if (!hs) {
+		fputs("\"heap\":null,", f);
+		return;
+	}
+	fprintf(f, "\"heap\":{\"allocator\":\"%s\"", model_heap_allocator(hs->allocator));
+	static const struct {
+		uint32_t bit;
+		const char *key;
+		size_t off;
+	} keys[] = {
+		{ YM_HEAP_IN_USE, "in_use_bytes", offsetof(struct ym_heapstats, in_use_bytes) },
+		{ YM_HEAP_FREE, "free_bytes", offsetof(struct ym_heapstats, free_bytes) },
+		{ YM_HEAP_MAPPED, "mapped_bytes", offsetof(struct ym_heapstats, mapped_bytes) },
+		{ YM_HEAP_ARENAS, "arenas", offsetof(struct ym_heapstats, arenas) },
+		{ YM_HEAP_ACTIVE, "active_bytes", offsetof(struct ym_heapstats, active_bytes) },
+		{ YM_HEAP_RESIDENT, "resident_bytes", offsetof(struct ym_heapstats, resident_bytes) },
+		{ YM_HEAP_RETAINED, "retained_bytes", offsetof(struct ym_heapstats, retained_bytes) },
+	};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (hs->present & keys[i].bit) {
+			uint64_t v;
+			memcpy(&v, (const char *)hs + keys[i].off, sizeof v);
+			fprintf(f, ",\"%s\":%llu", keys[i].key, (unsigned long long)v);
+		}
+	fprintf(f, ",\"age_s\":%.3f,\"cost_ns\":%llu},", age,
+		(unsigned long long)hs->cost_ns);
+}
+
 int json_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
@@ -99,13 +135,19 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		else
 			fputs("\"unknown\"},", f);
 	}
+	json_heap(f, m);
+	/* Sampling (v6 agents): frees count objects only, so freed_bytes
+	 * and in_use_bytes are absent; heap.in_use_bytes says what is in use. */
+	int freed = model_freed_bytes_counted(m);
 	fprintf(f, "\"totals\":{\"allocated_bytes\":%llu,\"allocated_objects\":%llu,"
-		"\"requested_bytes\":%llu,\"freed_bytes\":%llu,\"freed_objects\":%llu,"
-		"\"in_use_bytes\":%lld,\"retained_bytes\":%.0f,\"retained_objects\":%.0f},",
+		"\"requested_bytes\":%llu,\"freed_objects\":%llu,",
 		(unsigned long long)t->alloc_bytes, (unsigned long long)t->alloc_objects,
-		(unsigned long long)t->req_bytes, (unsigned long long)t->free_bytes,
-		(unsigned long long)t->free_objects,
-		(long long)(t->alloc_bytes - t->free_bytes),
+		(unsigned long long)t->req_bytes, (unsigned long long)t->free_objects);
+	if (freed)
+		fprintf(f, "\"freed_bytes\":%llu,\"in_use_bytes\":%lld,",
+			(unsigned long long)t->free_bytes,
+			(long long)(t->alloc_bytes - t->free_bytes));
+	fprintf(f, "\"retained_bytes\":%.0f,\"retained_objects\":%.0f},",
 		m->retained_bytes, m->retained_objects);
 	fprintf(f, "\"table\":{\"stacks_used\":%llu,\"stacks_capacity\":%u,"
 		"\"samples\":%llu,\"live_samples\":%llu,\"dropped_stacks\":%llu,"
@@ -165,12 +207,14 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		first = 0;
 		fmt_json_string(f, report_thread_name(m, th, name, sizeof name));
 		fprintf(f, ",\"state\":\"%s\",\"allocated_bytes\":%llu,"
-			"\"allocated_objects\":%llu,\"freed_bytes\":%llu,"
-			"\"freed_objects\":%llu}",
+			"\"allocated_objects\":%llu,",
 			model_thread_state(m, th),
 			(unsigned long long)th->t.alloc_bytes,
-			(unsigned long long)th->t.alloc_objects,
-			(unsigned long long)th->t.free_bytes,
+			(unsigned long long)th->t.alloc_objects);
+		if (freed)
+			fprintf(f, "\"freed_bytes\":%llu,",
+				(unsigned long long)th->t.free_bytes);
+		fprintf(f, "\"freed_objects\":%llu}",
 			(unsigned long long)th->t.free_objects);
 	}
 	fputs("],\"alarms\":[", f);

@@ -134,12 +134,22 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
 	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-	row(d, st, "itddtitiiiiidd", (int64_t)model_pid(m), h->exe,
-	    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
-	    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
-	    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
-	    (int64_t)t->free_objects, (int64_t)(t->alloc_bytes - t->free_bytes),
-	    m->retained_bytes, m->retained_objects);
+	/* Sampling: freed bytes are not counted (man/ymagent.7): NULL
+	 * freed_bytes and in_use_bytes ('n' binds NULL, takes no argument). */
+	int freed = model_freed_bytes_counted(m);
+	if (freed)
+		row(d, st, "itddtitiiiiidd", (int64_t)model_pid(m), h->exe,
+		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
+		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
+		    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
+		    (int64_t)t->free_objects, (int64_t)(t->alloc_bytes - t->free_bytes),
+		    m->retained_bytes, m->retained_objects);
+	else
+		row(d, st, "itddtitiinindd", (int64_t)model_pid(m), h->exe,
+		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
+		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
+		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
+		    m->retained_bytes, m->retained_objects);
 	sqlite3_finalize(st);
 
 	uint32_t n;
@@ -198,11 +208,18 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	const struct ym_thread *th;
 	for (uint32_t it = 0; !d->failed && (th = report_next_thread(m, &it)) != NULL;) {
 		char name[64];
-		row(d, st, "ittiiii", (int64_t)th->tid,
-		    report_thread_name(m, th, name, sizeof name),
-		    model_thread_state(m, th),
-		    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
-		    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
+		if (freed)
+			row(d, st, "ittiiii", (int64_t)th->tid,
+			    report_thread_name(m, th, name, sizeof name),
+			    model_thread_state(m, th),
+			    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
+			    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
+		else
+			row(d, st, "ittiini", (int64_t)th->tid,
+			    report_thread_name(m, th, name, sizeof name),
+			    model_thread_state(m, th),
+			    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
+			    (int64_t)th->t.free_objects);
 	}
 	sqlite3_finalize(st);
 

@@ -6,6 +6,7 @@
  *   meta(pid, exe, time, uptime_s, state, sample_rate, version,
  *        allocated_bytes, allocated_objects, freed_bytes, freed_objects,
  *        in_use_bytes, retained_bytes, retained_objects)      one row; exact
+ *        (freed_bytes and in_use_bytes NULL when sampling: ymagent.7)
  *                                                            totals
  *   stacks(id, function, file, line, retained_bytes, retained_objects,
  *          allocated_bytes, allocated_objects, samples, live_samples, tid,
@@ -17,7 +18,8 @@
  *   lifetimes(stack, upto_ns, count, bytes)   freed samples by lifetime
  *                                   bucket (upto_ns NULL: over an hour)
  *   threads(tid, name, state, allocated_bytes, allocated_objects,
- *           freed_bytes, freed_objects)       exact
+ *           freed_bytes, freed_objects)       exact (freed_bytes NULL
+ *                                             when sampling)
  *   alarms(id, size, time, tid, failed), alarm_frames(alarm, position, ...
  *          as frames)
  *   modules(id, path, base, lo, hi, build_id, state)

@@ -113,7 +113,8 @@ static void text_threads(FILE *f, const struct model *m)
 			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),
 			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
-			fmt_bytes((double)th->t.free_bytes, b, sizeof b),
+			model_freed_bytes_counted(m) ?
+			fmt_bytes((double)th->t.free_bytes, b, sizeof b) : "-",
 			(unsigned long long)th->t.alloc_objects);
 	}
 }
@@ -154,16 +155,38 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		(h->flags & YM_FLAG_INJECTED) ? ", attached (data starts at the attach)" : "");
 	double inuse = (double)t->alloc_bytes - (double)t->free_bytes;
 	/* Injected: the exact counters start at the attach, the estimates
-	 * too, but memory allocated before it is in neither. */
-	fprintf(f, "exact totals%s: allocated %s in %llu calls (%s requested), "
-		"freed %s in %llu calls, in use %s\n",
+	 * too, but memory allocated before it is in neither (the heap line
+	 * below has it).  Sampling: frees count objects, not bytes. */
+	fprintf(f, "exact totals%s: allocated %s in %llu calls (%s requested), ",
 		(h->flags & YM_FLAG_INJECTED) ? " since the attach" : "",
 		fmt_bytes((double)t->alloc_bytes, a, sizeof a),
 		(unsigned long long)t->alloc_objects,
-		fmt_bytes((double)t->req_bytes, b, sizeof b),
-		fmt_bytes((double)t->free_bytes, c, sizeof c),
-		(unsigned long long)t->free_objects,
-		fmt_sbytes(inuse, d, sizeof d));
+		fmt_bytes((double)t->req_bytes, b, sizeof b));
+	if (model_freed_bytes_counted(m))
+		fprintf(f, "freed %s in %llu calls, in use %s\n",
+			fmt_bytes((double)t->free_bytes, c, sizeof c),
+			(unsigned long long)t->free_objects,
+			fmt_sbytes(inuse, d, sizeof d));
+	else
+		fprintf(f, "freed %llu calls\n", (unsigned long long)t->free_objects);
+	double age;
+	const struct ym_heapstats *hs = model_heap(m, &age);
+	if (hs) {
+		fprintf(f, "heap (%s's statistics, %.1f s old):", model_heap_allocator(hs->allocator), age);
+		if (hs->present & YM_HEAP_IN_USE)
+			fprintf(f, " in use %s", fmt_bytes((double)hs->in_use_bytes, a, sizeof a));
+		if (hs->present & YM_HEAP_FREE)
+			fprintf(f, ", free %s", fmt_bytes((double)hs->free_bytes, a, sizeof a));
+		if (hs->present & YM_HEAP_MAPPED)
+			fprintf(f, ", mapped %s", fmt_bytes((double)hs->mapped_bytes, a, sizeof a));
+		if (hs->present & YM_HEAP_RESIDENT)
+			fprintf(f, ", resident %s", fmt_bytes((double)hs->resident_bytes, a, sizeof a));
+		if (hs->present & YM_HEAP_RETAINED)
+			fprintf(f, ", retained %s", fmt_bytes((double)hs->retained_bytes, a, sizeof a));
+		if (hs->present & YM_HEAP_ARENAS)
+			fprintf(f, ", %llu arenas", (unsigned long long)hs->arenas);
+		fputc('\n', f);
+	}
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);

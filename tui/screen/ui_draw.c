@@ -131,15 +131,30 @@ static int draw_header(struct view *v)
 	const struct ym_totals *t = &m->totals;
 	/* Injected: the exact counters started at the attach, unlike RSS and
 	 * what the program held before; say so beside the number. */
-	ui_put(y, 0, 0, "RSS %s  %s~ %s  in use%s %s  alloc %s/s %s/s  free %s/s %s/s",
+	/* Beside RSS: the estimate, and what the allocator itself says is
+	 * in use and free (its statistics, with their age when stale); the
+	 * exact in use only where frees count bytes (exact mode). */
+	double age = 0;
+	const struct ym_heapstats *hs = model_heap(m, &age);
+	char heap[96] = "", hu[32], hf[32];
+	if (hs && (hs->present & YM_HEAP_IN_USE))
+		snprintf(heap, sizeof heap, "  heap %s%s%s%s", fmt_bytes((double)hs->in_use_bytes, hu, sizeof hu),
+		    (hs->present & YM_HEAP_FREE) ? " +free " : "",
+		    (hs->present & YM_HEAP_FREE) ? fmt_bytes((double)hs->free_bytes, hf, sizeof hf) : "",
+		    age >= 2 ? " (old)" : "");
+	char inuse[64] = "";
+	if (model_freed_bytes_counted(m))
+		snprintf(inuse, sizeof inuse, "  in use%s %s",
+		    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
+		    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c));
+	ui_put(y, 0, 0, "RSS %s  %s~ %s%s%s  alloc %s/s %s/s  free %s%s%s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
 	    model_exited(m) ? "still held at exit" : "retained",
-	    fmt_bytes(m->retained_bytes, b, sizeof b),
-	    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
-	    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c),
+	    fmt_bytes(m->retained_bytes, b, sizeof b), heap, inuse,
 	    fmt_bytes(m->alloc_bytes_rate, d, sizeof d),
 	    fmt_count(m->alloc_calls_rate, e, sizeof e),
-	    fmt_bytes(m->free_bytes_rate, f, sizeof f),
+	    model_freed_bytes_counted(m) ? fmt_bytes(m->free_bytes_rate, f, sizeof f) : "",
+	    model_freed_bytes_counted(m) ? "/s " : "",
 	    fmt_count(m->free_calls_rate, g, sizeof g));
 	y++;
 	char sp[256];
@@ -382,10 +397,12 @@ static void draw_threads(struct view *v, int y0, int rows)
 		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
 				 fmt_vis(model_thread_name(m, t, name, sizeof name),
 					 vis, sizeof vis);
+		/* Sampling: freed bytes are not counted (man/ymagent.7). */
+		int freed = model_freed_bytes_counted(m);
 		ui_put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
 		    nm, model_thread_state(m, t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
-		    fmt_bytes((double)t->t.free_bytes, b, sizeof b),
-		    fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c),
+		    freed ? fmt_bytes((double)t->t.free_bytes, b, sizeof b) : "-",
+		    freed ? fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c) : "-",
 		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
 		    fmt_count((double)t->t.free_objects, e, sizeof e));
 	}
