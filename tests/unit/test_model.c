@@ -268,7 +268,7 @@ static void memory_explained(void **state)
 	assert_string_equal(mm.rss_source, "status");
 	assert_true(mm.rss == 100 << 20 && mm.anon == 70 << 20 && mm.swap == 1 << 20);
 	assert_true(mm.pss < 0);
-	assert_true(mm.counted_in_use == 40 << 20);
+	assert_true(mm.have_counted && mm.counted_in_use == 40 << 20);
 	assert_true(mm.retained == 6000);
 	assert_false(mm.have_heap);
 	assert_false(mm.have_mmap);
@@ -277,15 +277,25 @@ static void memory_explained(void **state)
 	m.proc.mem.rss = 101 << 20;
 	m.proc.mem.anonymous = 71 << 20;
 	m.proc.mem.pss = 90 << 20;
-	m.have_heap = 1;
-	m.heap_in_use_bytes = 45 << 20;
-	m.heap_free_bytes = 5 << 20;
+	m.snap.hdr.heap.allocator = YM_HEAP_GLIBC;
+	m.snap.hdr.heap.present = YM_HEAP_IN_USE | YM_HEAP_FREE;
+	m.snap.hdr.heap.in_use_bytes = 45 << 20;
+	m.snap.hdr.heap.free_bytes = 5 << 20;
 	m.have_mmap = 1;
 	m.mmap_retained_bytes = 16 << 20;
 	model_memory(&m, &mm);
 	assert_string_equal(mm.rss_source, "smaps_rollup");
 	assert_true(mm.rss == 101 << 20 && mm.file == 20 << 20 && mm.pss == 90 << 20);
+	assert_true(mm.have_heap && mm.heap_in_use == 45 << 20);
 	assert_true(mm.unexplained == 5 << 20);    /* 71 - (45 + 5) - 16 */
+	/* A sampling agent (ABI 6) counts no freed bytes: no counted in use;
+	 * without the allocator's figures the estimate stands for the heap. */
+	m.snap.hdr.flags |= YM_FLAG_NO_FREED_BYTES;
+	m.snap.hdr.heap.present = 0;
+	model_memory(&m, &mm);
+	assert_false(mm.have_counted);
+	assert_false(mm.have_heap);
+	assert_true(mm.unexplained == (71 << 20) - 6000 - (16 << 20));
 	snap_make(&s, r, r, 2);
 	model_update(&m, &s);                      /* gone */
 	model_memory(&m, &mm);

@@ -27,13 +27,20 @@ void model_memory(const struct model *m, struct model_memory *o)
 		o->file = (double)pm->rss_file;
 		o->shmem = (double)pm->rss_shmem;
 	}
-	o->have_heap = m->have_heap;
-	o->heap_in_use = m->heap_in_use_bytes;
-	o->heap_free = m->heap_free_bytes;
-	o->counted_in_use = (double)m->totals.alloc_bytes - (double)m->totals.free_bytes;
+	double age;
+	const struct ym_heapstats *hs = model_heap(m, &age);
+	o->have_heap = hs && (hs->present & YM_HEAP_IN_USE);
+	o->heap_in_use = o->have_heap ? (double)hs->in_use_bytes : 0;
+	o->heap_free = o->have_heap && (hs->present & YM_HEAP_FREE) ?
+		       (double)hs->free_bytes : 0;
+	/* Sampling agents (ABI 6) count freed objects, not freed bytes. */
+	o->have_counted = model_freed_bytes_counted(m);
+	o->counted_in_use = o->have_counted ?
+		(double)m->totals.alloc_bytes - (double)m->totals.free_bytes : 0;
 	o->retained = m->retained_bytes;
 	o->have_mmap = m->have_mmap;
 	o->mmap_retained = m->mmap_retained_bytes;
-	double heap = o->have_heap ? o->heap_in_use + o->heap_free : o->counted_in_use;
+	double heap = o->have_heap ? o->heap_in_use + o->heap_free :
+		      o->have_counted ? o->counted_in_use : o->retained;
 	o->unexplained = o->anon - heap - (o->have_mmap ? o->mmap_retained : 0);
 }

@@ -331,6 +331,20 @@ const struct ym_heapstats *model_heap(const struct model *m, double *age_s)
 	return hs;
 }
 
+int model_in_use(const struct model *m, double *bytes)
+{
+	double age;
+	const struct ym_heapstats *hs = model_heap(m, &age);
+	if (hs && (hs->present & YM_HEAP_IN_USE)) {
+		*bytes = (double)hs->in_use_bytes;
+		return 1;
+	}
+	if (!model_freed_bytes_counted(m) || (m->snap.hdr.flags & YM_FLAG_INJECTED))
+		return 0;
+	*bytes = (double)m->totals.alloc_bytes - (double)m->totals.free_bytes;
+	return 1;
+}
+
 const char *model_heap_allocator(uint32_t kind)
 {
 	switch (kind) {

@@ -110,12 +110,9 @@ struct model {
 	int      exit_how;           /* PROC_EXIT_*, kept once known */
 	int      exit_value;
 
-	/* RSS explained (memory.h).  Places for figures other readers fill
-	 * (absent until then, and the views say so): the allocator's own
-	 * statistics (issue 18, "Cost at the floor"), and mmap memory the
-	 * agent tracks with its stacks (issue 20, agent side). */
-	int      have_heap;
-	double   heap_in_use_bytes, heap_free_bytes;
+	/* RSS explained (memory.h; the allocator's statistics come from the
+	 * snapshot, model_heap): mmap memory the agent tracks with its
+	 * stacks (issue 20, agent side), absent until then. */
 	int      have_mmap;
 	double   mmap_retained_bytes;
 
@@ -176,6 +173,12 @@ int model_freed_bytes_counted(const struct model *m);
 /* The allocator's statistics (segment.h, struct ym_heapstats), NULL when
  * the agent published none; *age_s: how old they were at the snapshot. */
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s);
+
+/* The heap in use, from the best source there is: the allocator's own
+ * statistics (any age), else the agent's exact counters when frees count
+ * bytes and the agent ran from the process's start (not injected).  1 and
+ * *bytes, or 0 when nothing says it. */
+int model_in_use(const struct model *m, double *bytes);
 /* The allocator's name for a YM_HEAP_* kind ("glibc", "jemalloc"...). */
 const char *model_heap_allocator(uint32_t kind);
 

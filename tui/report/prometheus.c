@@ -280,8 +280,8 @@ static const struct {
 	[P_RETAINED] = { "ymtop_process_retained_bytes", "gauge",
 		"Estimated live heap bytes (from samples)." },
 	[P_INUSE] = { "ymtop_process_in_use_bytes", "gauge",
-		"Exact heap bytes in use (allocated minus freed); only for processes "
-		"that ran the agent from their start." },
+		"Heap bytes in use: the allocator's own statistics, else the agent's "
+		"exact counters (exact mode, agent from the start); absent otherwise." },
 	[P_RSS] = { "ymtop_process_rss_bytes", "gauge",
 		"Resident set size of a running process." },
 	[P_ALLOC_BYTES] = { "ymtop_process_allocated_bytes_total", "counter",
@@ -300,9 +300,7 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	const struct ym_totals *t = &m->totals;
 	switch (k) {
 	case P_RETAINED: *v = m->retained_bytes; return 1;
-	case P_INUSE:
-		*v = (double)t->alloc_bytes - (double)t->free_bytes;
-		return !(h->flags & YM_FLAG_INJECTED);
+	case P_INUSE: return model_in_use(m, v);
 	case P_RSS: *v = (double)m->proc.rss_bytes; return m->alive;
 	case P_ALLOC_BYTES: *v = (double)t->alloc_bytes; return 1;
 	case P_ALLOCS: *v = (double)t->alloc_objects; return 1;

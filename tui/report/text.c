@@ -31,8 +31,12 @@ static void text_rss_explained(FILE *f, const struct model *m)
 	else
 		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available)\n",
 			"allocator in use", "-");
-	fprintf(f, "  %-22s %10s  malloc family, the agent's exact counters\n",
-		"counted in use", fmt_sbytes(mm.counted_in_use, a, sizeof a));
+	if (mm.have_counted)
+		fprintf(f, "  %-22s %10s  malloc family, the agent's exact counters\n",
+			"counted in use", fmt_sbytes(mm.counted_in_use, a, sizeof a));
+	else
+		fprintf(f, "  %-22s %10s  (sampling: frees count objects, not bytes)\n",
+			"counted in use", "-");
 	fprintf(f, "  %-22s %10s  from samples: the stacks below\n",
 		"retained (estimated)", fmt_bytes(mm.retained, a, sizeof a));
 	if (mm.have_mmap)

@@ -76,8 +76,7 @@ static void row_of(const struct fleet_proc *p, struct host_row *r)
 	snprintf(r->exe, sizeof r->exe, "%.63s", exe_base(m));
 	r->rss = (double)m->proc.rss_bytes;
 	r->retained = m->retained_bytes;
-	r->inuse_known = !(hd->flags & YM_FLAG_INJECTED);
-	r->inuse = (double)m->totals.alloc_bytes - (double)m->totals.free_bytes;
+	r->inuse_known = model_in_use(m, &r->inuse);
 	r->rate = m->alloc_bytes_rate;
 	r->alarms = hd->alarms_written;
 	snprintf(r->state, sizeof r->state, "%s", model_state(m));

@@ -32,7 +32,7 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 	if (!mm.have_rss) {
 		ui_put(y0 + 1, 0, 0, "no RSS: the process is not running "
 		    "(counted in use %s, retained~ %s at the end)",
-		    fmt_sbytes(mm.counted_in_use, (char[32]){0}, 32),
+		    mm.have_counted ? fmt_sbytes(mm.counted_in_use, (char[32]){0}, 32) : "-",
 		    fmt_bytes(mm.retained, (char[32]){0}, 32));
 		return;
 	}
@@ -47,8 +47,9 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 			       : "the allocator's statistics are not available" },
 		{ "allocator free", mm.have_heap, mm.heap_free, 1,
 		  "free in its arenas, still resident or mapped" },
-		{ "counted in use", 1, mm.counted_in_use, 1,
-		  "malloc family, the agent's exact counters" },
+		{ "counted in use", mm.have_counted, mm.counted_in_use, 1,
+		  mm.have_counted ? "malloc family, the agent's exact counters"
+				  : "sampling: frees count objects, not bytes" },
 		{ "retained~", 1, mm.retained, 1, "estimated from samples (Stacks view)" },
 		{ "tracked mmap", mm.have_mmap, mm.mmap_retained, 1,
 		  mm.have_mmap ? "anonymous mmap by the program" : "not tracked" },
