@@ -122,16 +122,18 @@
 #include <stdint.h>
 
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
-/* v5: compat_version, the size rule, reserved fields (see above). */
+/* v5: compat_version, the size rule, reserved fields (see above).
+ * v6: peaks (header.retained_est, peak_*; struct ym_stack_ext.peak_*),
+ * stack kinds (struct ym_stack_ext.kind: mmap), header.mmap_*; adds only. */
 #ifndef YM_TEST_ABI_NEWER
-#define YM_ABI_VERSION  5u       /* this file's version */
+#define YM_ABI_VERSION  6u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
 #define YM_HEADER_SIZE  4096u    /* header bytes this writer reserves */
 #else
 /* A test build only (make, test_abi.py): a writer one version ahead that
  * adds without breaking (same compat_version), with a longer header and
  * longer stack and alarm records, all filled with unknown data. */
-#define YM_ABI_VERSION  6u
+#define YM_ABI_VERSION  7u
 #define YM_ABI_COMPAT   5u
 #define YM_HEADER_SIZE  8192u
 #define YM_TEST_RECORD_TAIL 16u  /* bytes after a record's frames */
@@ -270,6 +272,18 @@ struct ym_header {
 	uint64_t reset_count;      /* resets the agent has carried out */
 	uint64_t planes_used;      /* counter planes handed out (<= planes) */
 	uint64_t plane_epoch[YM_PLANES];   /* reset_count a plane's data is of */
+	/* v6.  Peaks: the malloc family's retained estimate (the sum of the
+	 * stacks' of kind malloc: atomic adds on sampled allocations, frees
+	 * and resizes only, never on a fast path; signed, it may dip below
+	 * zero for a moment), its highest value since the start or the last
+	 * reset, and when (CLOCK_MONOTONIC).  The same for tracked mmap
+	 * memory (stacks of kind mmap).  A reset zeroes all six. */
+	int64_t  retained_est;
+	uint64_t peak_retained;
+	uint64_t peak_mono_ns;
+	int64_t  mmap_retained_est;
+	uint64_t mmap_peak_retained;
+	uint64_t mmap_peak_mono_ns;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */
@@ -324,6 +338,26 @@ struct ym_stack {
 	uint64_t frames[];         /* depth entries used; stride from header */
 };
 _Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
+
+/* v6: the fields after a stack record's frames (at sizeof(struct
+ * ym_stack) + 8 * header.max_depth; present when abi_version >= 6 and the
+ * stride holds them).  peak_bytes is the highest retained estimate of the
+ * stack (record plus planes) the agent saw since the start or the last
+ * reset, raised on its sampled allocations (monotonic between resets,
+ * atomic), peak_mono_ns when (written after peak_bytes: a reader may see
+ * the time of a slightly lower peak).  kind is fixed at publication:
+ * stacks of the same frames and different kinds are different records. */
+#define YM_KIND_MALLOC 0u   /* the malloc family (and jemalloc's API) */
+#define YM_KIND_MMAP   1u   /* anonymous mmap/mremap by the program */
+
+struct ym_stack_ext {
+	uint64_t peak_bytes;
+	uint64_t peak_mono_ns;
+	uint32_t kind;             /* YM_KIND_* */
+	uint32_t reserved0;
+	uint64_t reserved1;
+};
+_Static_assert(sizeof(struct ym_stack_ext) == 32, "stack ext size");
 
 /* A stack's counters in a plane: the fields of struct ym_stack from
  * alloc_samples to life[], in the same order, so that either is a run of

@@ -195,6 +195,7 @@ static const struct col stack_cols[] = {
 	{ "RETAINED", 9, SORT_RETAINED, 0 },
 	{ "%", 5, SORT_PERCENT, 0 },
 	{ "GROWTH", 9, SORT_GROWTH, 0 },
+	{ "PEAK", 9, SORT_PEAK, 0 },
 	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
 	{ "RATE/s", 9, SORT_RATE, 90 },
 	{ "LIVE", 7, SORT_LIVE, 0 },
@@ -253,6 +254,12 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 					a = attr(growth > 0 ? C_UP : C_DOWN, A_BOLD);
 			}
 			break;
+		case SORT_PEAK:   /* a stack's, not a function's (no sum of peaks) */
+			if (s)
+				fmt_bytes(model_peak(m, s), buf, sizeof buf);
+			else
+				snprintf(buf, sizeof buf, "-");
+			break;
 		case SORT_ALLOCATED: fmt_bytes(alloc, buf, sizeof buf); break;
 		case SORT_RATE: fmt_bytes(rate, buf, sizeof buf); break;
 		case SORT_LIVE: fmt_count(objects, buf, sizeof buf); break;
@@ -268,7 +275,6 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 		ui_put(y, x, a, "%*s", c->width, buf);
 		x += c->width + 1;
 	}
-	(void)s;
 }
 
 static int label_x(void)
@@ -542,9 +548,9 @@ static const char *const help_text[] = {
 	"  Enter         the selected stack in full (Enter/Esc: back)",
 	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms",
 	"  < >  F6       sort column (again: reverse)",
-	"  R T A L G N   sort by retained, total, rate, live, growth, name",
+	"  R T A L G P N sort: retained, total, rate, live, growth, peak, name",
 	"  /             filter by function, file or module (Esc clears)",
-	"  m             set the mark: GROWTH is measured from now",
+	"  m             set the mark: GROWTH and PEAK are measured from now",
 	"  space         freeze the display",
 	"  p             pause or resume sampling in the agent",
 	"  r             ask the agent for another sample rate",
