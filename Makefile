@@ -52,6 +52,8 @@ CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
 # The allocators the estimator is checked under
 # (tests/integration/test_allocators.py).
 CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+# jemalloc's own API, from a program linked against it (test_jemalloc_api.py).
+CHECK_PKGS += libjemalloc-dev
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         integration tui-tests stress fuzz-smoke soak analyze
@@ -148,6 +150,12 @@ PROGS    := $(PROG_C:tests/progs/%.c=$(B)/progs/%) \
 $(B)/progs/%: tests/progs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -lpthread -ldl
+
+# Linked against libjemalloc (its API: mallocx, rallocx, sdallocx...).
+PROGS += $(B)/progs/jeapi
+$(B)/progs/jeapi: tests/progs/je/jeapi.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -ljemalloc
 
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))

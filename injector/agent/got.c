@@ -35,6 +35,7 @@
 #include "base.h"
 #include "threads.h"
 #include "got.h"
+#include "hooks_jemalloc.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *(*real_dlopen)(const char *, int);
@@ -68,6 +69,11 @@ static struct hook hooks[] = {
 	{ "setreuid", NULL, NULL },
 	{ "setresuid", NULL, NULL },
 	{ "dlclose", NULL, NULL },
+	{ "mallocx", NULL, NULL },   /* jemalloc's API (hooks_jemalloc.h) */
+	{ "rallocx", NULL, NULL },
+	{ "xallocx", NULL, NULL },
+	{ "sdallocx", NULL, NULL },
+	{ "dallocx", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* next to last: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* last: real_dlopen */
 };
@@ -83,6 +89,8 @@ int got_init(void)
 		(void *)hook_free, (void *)hook__exit, (void *)hook__Exit,
 		(void *)hook_setuid, (void *)hook_seteuid, (void *)hook_setreuid,
 		(void *)hook_setresuid, (void *)hook_dlclose,
+		(void *)hook_mallocx, (void *)hook_rallocx, (void *)hook_xallocx,
+		(void *)hook_sdallocx, (void *)hook_dallocx,
 		(void *)hook_dlmopen, (void *)hook_dlopen,
 	};
 	for (size_t i = 0; i < NHOOKS; i++) {
