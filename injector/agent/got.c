@@ -36,6 +36,7 @@
 #include "threads.h"
 #include "got.h"
 #include "hooks_jemalloc.h"
+#include "hooks_mmap.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *(*real_dlopen)(const char *, int);
@@ -74,6 +75,10 @@ static struct hook hooks[] = {
 	{ "xallocx", NULL, NULL },
 	{ "sdallocx", NULL, NULL },
 	{ "dallocx", NULL, NULL },
+	{ "mmap", NULL, NULL },      /* anonymous mappings (hooks_mmap.h) */
+	{ "mmap64", NULL, NULL },
+	{ "munmap", NULL, NULL },
+	{ "mremap", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* next to last: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* last: real_dlopen */
 };
@@ -91,6 +96,8 @@ int got_init(void)
 		(void *)hook_setresuid, (void *)hook_dlclose,
 		(void *)hook_mallocx, (void *)hook_rallocx, (void *)hook_xallocx,
 		(void *)hook_sdallocx, (void *)hook_dallocx,
+		(void *)hook_mmap, (void *)hook_mmap, (void *)hook_munmap,
+		(void *)hook_mremap,
 		(void *)hook_dlmopen, (void *)hook_dlopen,
 	};
 	for (size_t i = 0; i < NHOOKS; i++) {
