@@ -338,7 +338,9 @@ static void draw_stacks(struct view *v, int y0, int rows)
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
 			    y0 + 1 + r, base);
 		char nb[1024];
-		ui_put(y0 + 1 + r, lx, base, "%s", shown_name(view_label(v, s->id), nb, sizeof nb));
+		/* Memory the program mapped itself: tagged, its own kind. */
+		ui_put(y0 + 1 + r, lx, base, "%s%s", s->kind == YM_KIND_MMAP ? "[mmap] " : "",
+		       shown_name(view_label(v, s->id), nb, sizeof nb));
 	}
 	if (m->norder == 0)
 		ui_put(y0 + 2, 2, attr(C_DIM, 0), "%s", v->filter[0] ?
