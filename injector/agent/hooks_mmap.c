@@ -41,9 +41,12 @@ static struct {
 	int resolved;                   /* atomic */
 } nx;
 
-/* A sampled mapping [start, end), page-rounded; e as a live entry. */
+/* A sampled mapping [start, end), page-rounded; e as a live entry;
+ * reset: the reset_count it was counted under (a reset forgets it, as it
+ * empties the live table). */
 struct mapping {
 	uint64_t start, end;
+	uint64_t reset;
 	struct ym_live e;
 };
 
@@ -144,7 +147,7 @@ static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *
 	uint64_t drawn = t->rate ? t->rate : now_rate;
 	t->rate = now_rate;
 	t->countdown = sample_next_gap(&t->rng, t->rate);
-	if (!agent_active())
+	if (!agent_active() || table_paused())
 		goto out;
 	uint64_t now = agent_now_ns();
 	modules_check(now);
@@ -163,7 +166,8 @@ static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *
 		goto out;
 	uint32_t n = nmaps;
 	if (n < MAX_MAPPINGS) {
-		maps[n] = (struct mapping){ e.addr, e.addr + len, e };
+		maps[n] = (struct mapping){ e.addr, e.addr + len,
+					    table_reset_count(), e };
 		__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
 		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
 	}
@@ -193,10 +197,15 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 	agent_guard_enter(t);
 	if (!maps_take())
 		goto out;
+	uint64_t reset = table_reset_count();
 	for (uint32_t i = 0; i < nmaps;) {
 		struct mapping *m = &maps[i];
 		if (m->end <= lo || m->start >= hi) {
 			i++;
+			continue;
+		}
+		if (m->reset != reset) {   /* counted before a reset: forgotten */
+			*m = maps[--nmaps];
 			continue;
 		}
 		struct ym_counts *own = table_own_counts(&t->plane, m->e.stack);
@@ -262,6 +271,10 @@ static void remapped(struct agent_tls *t, uint64_t old, uint64_t q, uint64_t new
 		struct mapping *m = &maps[i];
 		if (m->start != old)
 			continue;
+		if (m->reset != table_reset_count()) {
+			*m = maps[--nmaps];
+			break;
+		}
 		uint64_t len = m->end - m->start;
 		uint64_t w = (uint64_t)((double)m->e.weight_bytes * new_len / len);
 		table_count_resize(&m->e, w, m->e.weight_fx,

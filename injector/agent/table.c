@@ -405,6 +405,16 @@ struct ym_counts *table_own_counts(struct table_plane *tp, uint32_t stack)
 	return table_plane_entry(p, stack);
 }
 
+uint64_t table_reset_count(void)
+{
+	return __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
+}
+
+int table_paused(void)
+{
+	return (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) & YM_FLAG_PAUSED) != 0;
+}
+
 int table_reset_counters(void)
 {
 	YM_ASSERT(__atomic_load_n(&lock.word, __ATOMIC_RELAXED) == 1);

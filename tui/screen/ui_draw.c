@@ -195,7 +195,7 @@ static const struct col stack_cols[] = {
 	{ "RETAINED", 9, SORT_RETAINED, 0 },
 	{ "%", 5, SORT_PERCENT, 0 },
 	{ "GROWTH", 9, SORT_GROWTH, 0 },
-	{ "PEAK", 9, SORT_PEAK, 0 },
+	{ "PEAK", 9, SORT_PEAK, 110 },
 	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
 	{ "RATE/s", 9, SORT_RATE, 90 },
 	{ "LIVE", 7, SORT_LIVE, 0 },
@@ -204,9 +204,10 @@ static const struct col stack_cols[] = {
 };
 #define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
 
-static int col_on(int i)
+/* A column the terminal is wide enough for, or the one sorted by. */
+static int col_on(const struct view *v, int i)
 {
-	return COLS >= stack_cols[i].min_cols;
+	return COLS >= stack_cols[i].min_cols || v->sort == stack_cols[i].key;
 }
 
 static int draw_col_header(int y, const struct view *v, const char *last)
@@ -214,7 +215,7 @@ static int draw_col_header(int y, const struct view *v, const char *last)
 	fill_line(y, attr(C_COLS, A_REVERSE));
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++) {
-		if (!col_on(i))
+		if (!col_on(v, i))
 			continue;
 		const struct col *c = &stack_cols[i];
 		int sorted = v->sort == c->key;
@@ -235,7 +236,7 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 	char buf[32];
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++) {
-		if (!col_on(i))
+		if (!col_on(v, i))
 			continue;
 		const struct col *c = &stack_cols[i];
 		attr_t a = base;
@@ -277,11 +278,11 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 	}
 }
 
-static int label_x(void)
+static int label_x(const struct view *v)
 {
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++)
-		if (col_on(i))
+		if (col_on(v, i))
 			x += stack_cols[i].width + 1;
 	return x;
 }
@@ -326,7 +327,7 @@ static void draw_stacks(struct view *v, int y0, int rows)
 	struct model *m = v->m;
 	draw_col_header(y0, v, "FUNCTION (FILE:LINE)");
 	v->page = rows;
-	int lx = label_x();
+	int lx = label_x(v);
 	for (int r = 0; r < rows; r++) {
 		int row = v->top + r;
 		if (row >= (int)m->norder)
@@ -352,7 +353,7 @@ static void draw_functions(struct view *v, int y0, int rows)
 {
 	draw_col_header(y0, v, "FUNCTION (FILE:LINE)  [stacks]");
 	v->page = rows;
-	int lx = label_x();
+	int lx = label_x(v);
 	for (int r = 0; r < rows; r++) {
 		int row = v->top + r;
 		if (row >= (int)v->nfns)
