@@ -16,6 +16,7 @@
 #include "giant.h"
 #include "got.h"
 #include "hooks_jemalloc.h"
+#include "hooks_mmap.h"
 #include "life.h"
 #include "live.h"
 #include "next.h"
@@ -90,10 +91,21 @@ static struct ym_thread *je_slot(struct agent_tls *t)
 	return agent_active() ? t->fast : NULL;
 }
 
+/* The allocator's usable size of p, under the guard: tcmalloc's
+ * allocates on its first call (MallocExtension::instance calls operator
+ * new), which must pass straight through. */
+static size_t je_usable(struct agent_tls *t, void *p)
+{
+	agent_guard_enter(t);
+	size_t u = agent_usable(p);
+	agent_guard_leave(t);
+	return u;
+}
+
 static void je_count_alloc(struct agent_tls *t, struct ym_thread *s, void *p,
 			   size_t n)
 {
-	size_t u = agent_usable(p);
+	size_t u = je_usable(t, p);
 	thread_count_alloc(s, u, n);
 	if (unlikely((t->countdown -= (int64_t)u) < 0))
 		agent_sample(t, p, n, u);
@@ -101,7 +113,7 @@ static void je_count_alloc(struct agent_tls *t, struct ym_thread *s, void *p,
 
 static void je_count_free(struct agent_tls *t, struct ym_thread *s, void *p)
 {
-	thread_count_free(s, agent_usable(p));
+	thread_count_free(s, je_usable(t, p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(t, p);
 }
@@ -175,7 +187,7 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 	/* As hooks.c's realloc_slow: a sampled block leaves the live table
 	 * before the allocator may hand its address to another thread, and
 	 * keeps its stack when it moves. */
-	size_t old = agent_usable(p);
+	size_t old = je_usable(t, p);
 	struct ym_live e;
 	int sampled = (agent_exact() || agent_filter_live_maybe(p)) &&
 		      agent_realloc_take(t, p, &e);
@@ -185,7 +197,7 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 			agent_realloc_put(t, &e, p, e.size, old, old);
 		return NULL;
 	}
-	size_t u = agent_usable(q);
+	size_t u = je_usable(t, q);
 	thread_count_free(s, old);
 	thread_count_alloc(s, u, n);
 	if (sampled)
@@ -204,7 +216,7 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 	struct ym_thread *s = je_slot(t);
 	if (!s)
 		return je.xallocx(p, n, extra, flags);
-	size_t old = agent_usable(p);
+	size_t old = je_usable(t, p);
 	struct ym_live e;
 	int sampled = (agent_exact() || agent_filter_live_maybe(p)) &&
 		      agent_realloc_take(t, p, &e);
@@ -258,3 +270,187 @@ HIDDEN_ALIAS(rallocx);
 HIDDEN_ALIAS(xallocx);
 HIDDEN_ALIAS(sdallocx);
 HIDDEN_ALIAS(dallocx);
+
+/* ---- C++ operator new and delete of the allocator itself ----
+ *
+ * jemalloc, tcmalloc and mimalloc define operator new and delete (sized
+ * and aligned deletes included) that call their allocator directly, never
+ * through malloc's PLT slot: without these hooks a C++ program using them
+ * would be invisible.  Each operator is forwarded to the next definition;
+ * when that lies in the object of the malloc the agent forwards to, the
+ * call is counted as malloc's and free's are (and sampled); otherwise
+ * (libstdc++'s, which calls malloc and free) it is a tail call, counted
+ * where it lands.  (Checked: with glibc, libstdc++'s sized delete
+ * _ZdlPvm reaches free; with Debian's libjemalloc2 it is jemalloc's own,
+ * which frees inside jemalloc.) */
+
+enum { CX_UNKNOWN = 0, CX_PLAIN, CX_OWN };
+static int cx_mode;                /* atomic */
+static int cx_found;               /* atomic: cx_fn[] set */
+
+#define CX_NAMES(X)                                                         \
+	X(0, _Znwm) X(1, _Znam) X(2, _ZnwmRKSt9nothrow_t)                   \
+	X(3, _ZnamRKSt9nothrow_t) X(4, _ZnwmSt11align_val_t)                \
+	X(5, _ZnamSt11align_val_t) X(6, _ZnwmSt11align_val_tRKSt9nothrow_t) \
+	X(7, _ZnamSt11align_val_tRKSt9nothrow_t) X(8, _ZdlPv) X(9, _ZdaPv)  \
+	X(10, _ZdlPvm) X(11, _ZdaPvm) X(12, _ZdlPvRKSt9nothrow_t)           \
+	X(13, _ZdaPvRKSt9nothrow_t) X(14, _ZdlPvSt11align_val_t)            \
+	X(15, _ZdaPvSt11align_val_t) X(16, _ZdlPvmSt11align_val_t)          \
+	X(17, _ZdaPvmSt11align_val_t)                                       \
+	X(18, _ZdlPvSt11align_val_tRKSt9nothrow_t)                          \
+	X(19, _ZdaPvSt11align_val_tRKSt9nothrow_t)
+#define CX_N 20
+static void *cx_fn[CX_N];
+
+/* The next definitions (once), then whose they are (once the malloc
+ * family is resolved). */
+static __attribute__((noinline)) int cx_resolve(void)
+{
+	struct agent_tls *t = &agent_tls;
+	if (!__atomic_load_n(&cx_found, __ATOMIC_ACQUIRE)) {
+		static const char *const names[CX_N] = {
+#define X(i, name) [i] = #name,
+			CX_NAMES(X)
+#undef X
+		};
+		agent_guard_enter(t);
+		void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
+		Dl_info self, other;
+		int know = dladdr((void *)cx_resolve, &self) != 0;
+		for (int i = 0; i < CX_N; i++) {
+			void *f = dlsym(from, names[i]);
+			/* Never our own (RTLD_DEFAULT, injected). */
+			if (f && know && dladdr(f, &other) &&
+			    other.dli_fbase == self.dli_fbase)
+				f = NULL;
+			__atomic_store_n(&cx_fn[i], f, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
+		agent_guard_leave(t);
+	}
+	int mode = __atomic_load_n(&cx_mode, __ATOMIC_ACQUIRE);
+	if (mode == CX_UNKNOWN && cx_fn[0]) {
+		int own = hooks_in_allocator((uintptr_t)cx_fn[0]);
+		if (own >= 0) {
+			mode = own ? CX_OWN : CX_PLAIN;
+			__atomic_store_n(&cx_mode, mode, __ATOMIC_RELEASE);
+		}
+	}
+	return mode;
+}
+
+/* The allocator's operator new returned p for n bytes: count it. */
+static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	struct ym_thread *s = p ? je_slot(t) : NULL;
+	if (s)
+		je_count_alloc(t, s, p, n);
+	return p;
+}
+
+/* The allocator's operator delete is about to free p: count it. */
+static __attribute__((noinline)) void cx_counted_delete(void *p)
+{
+	struct agent_tls *t = &agent_tls;
+	struct ym_thread *s = p ? je_slot(t) : NULL;
+	if (s)
+		je_count_free(t, s, p);
+}
+
+/* Called from inside the allocator's own object (tcmalloc's and
+ * mimalloc's internals use their operator new through the PLT): its own
+ * bookkeeping, never counted, as its malloc from inside is not (a macro:
+ * the return address of the operator itself). */
+#define cx_inside() \
+	(hooks_in_allocator((uintptr_t)__builtin_return_address(0)) == 1)
+
+/* A new: the plain case is one load, a compare and a tail call.  With no
+ * next definition at all (a C++ runtime missing: cannot happen in a
+ * program that calls these), the malloc family serves it. */
+#define CX_NEW(i, name, params, args, n)                                     \
+	EXPORT void *name params                                             \
+	{                                                                    \
+		typedef void *(*fn_t) params;                                \
+		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN)) \
+			return ((fn_t)cx_fn[i]) args;                        \
+		int mode = cx_resolve();                                     \
+		fn_t f = (fn_t)cx_fn[i];                                     \
+		if (!f)                                                      \
+			return hook_malloc(n);                               \
+		if (mode != CX_OWN || cx_inside())                           \
+			return f args;                                       \
+		return cx_counted_new(f args, n);                            \
+	}
+
+#define CX_DELETE(i, name, params, args, p)                                  \
+	EXPORT void name params                                              \
+	{                                                                    \
+		typedef void (*fn_t) params;                                 \
+		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN)) { \
+			((fn_t)cx_fn[i]) args;                               \
+			return;                                              \
+		}                                                            \
+		int mode = cx_resolve();                                     \
+		fn_t f = (fn_t)cx_fn[i];                                     \
+		if (!f) {                                                    \
+			hook_free(p);                                        \
+			return;                                              \
+		}                                                            \
+		if (mode == CX_OWN && !cx_inside())                          \
+			cx_counted_delete(p);                                \
+		f args;                                                      \
+	}
+
+#undef X
+typedef const void *nothrow_ref;   /* const std::nothrow_t & */
+
+CX_NEW(0, _Znwm, (size_t n), (n), n)
+CX_NEW(1, _Znam, (size_t n), (n), n)
+CX_NEW(2, _ZnwmRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n)
+CX_NEW(3, _ZnamRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n)
+CX_NEW(4, _ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n)
+CX_NEW(5, _ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n)
+CX_NEW(6, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, nothrow_ref nt),
+       (n, al, nt), n)
+CX_NEW(7, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, nothrow_ref nt),
+       (n, al, nt), n)
+CX_DELETE(8, _ZdlPv, (void *p), (p), p)
+CX_DELETE(9, _ZdaPv, (void *p), (p), p)
+CX_DELETE(10, _ZdlPvm, (void *p, size_t n), (p, n), p)
+CX_DELETE(11, _ZdaPvm, (void *p, size_t n), (p, n), p)
+CX_DELETE(12, _ZdlPvRKSt9nothrow_t, (void *p, nothrow_ref nt), (p, nt), p)
+CX_DELETE(13, _ZdaPvRKSt9nothrow_t, (void *p, nothrow_ref nt), (p, nt), p)
+CX_DELETE(14, _ZdlPvSt11align_val_t, (void *p, size_t al), (p, al), p)
+CX_DELETE(15, _ZdaPvSt11align_val_t, (void *p, size_t al), (p, al), p)
+CX_DELETE(16, _ZdlPvmSt11align_val_t, (void *p, size_t n, size_t al), (p, n, al), p)
+CX_DELETE(17, _ZdaPvmSt11align_val_t, (void *p, size_t n, size_t al), (p, n, al), p)
+CX_DELETE(18, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_ref nt),
+	  (p, al, nt), p)
+CX_DELETE(19, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_ref nt),
+	  (p, al, nt), p)
+
+/* got.c's list: the operators by name, with their definitions here. */
+const char *const hooks_cxx_names[HOOKS_CXX_N] = {
+#define X(i, name) [i] = #name,
+	CX_NAMES(X)
+#undef X
+};
+
+/* Hidden names of the operators: their addresses never go through our
+ * GOT, which in a dlopen'ed agent binds them to the process's (got.h). */
+#define X(i, name) extern __typeof__(name) cxhook_##name \
+	__attribute__((alias(#name), visibility("hidden")));
+CX_NAMES(X)
+#undef X
+
+void *hooks_cxx_fn(unsigned i)
+{
+	static void *const fns[CX_N] = {
+#define X(i, name) [i] = (void *)cxhook_##name,
+		CX_NAMES(X)
+#undef X
+	};
+	return i < CX_N ? fns[i] : NULL;
+}
+_Static_assert(CX_N == HOOKS_CXX_N, "operators counted");

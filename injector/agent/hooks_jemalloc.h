@@ -27,4 +27,15 @@ size_t hook_xallocx(void *p, size_t n, size_t extra, int flags) AGENT_HIDDEN;
 void   hook_sdallocx(void *p, size_t n, int flags) AGENT_HIDDEN;
 void   hook_dallocx(void *p, int flags) AGENT_HIDDEN;
 
+/* C++ operator new and delete (every sized, aligned and nothrow form):
+ * jemalloc, tcmalloc and mimalloc define their own, which never reach
+ * malloc's slot.  Each is forwarded to the next definition, and counted
+ * as malloc and free are when that definition lies in the object of the
+ * malloc the agent forwards to; otherwise (libstdc++'s, which calls
+ * malloc) it is a tail call.  For got.c: their mangled names and our
+ * definitions, i < HOOKS_CXX_N. */
+#define HOOKS_CXX_N 20
+extern const char *const hooks_cxx_names[HOOKS_CXX_N] AGENT_HIDDEN;
+void *hooks_cxx_fn(unsigned i) AGENT_HIDDEN;
+
 #endif

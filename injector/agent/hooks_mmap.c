@@ -127,6 +127,13 @@ static int ready(struct agent_tls *t)
 	return 1;
 }
 
+int hooks_in_allocator(uintptr_t a)
+{
+	if (!ready(&agent_tls))
+		return -1;
+	return a >= nx.alloc_lo && a < nx.alloc_hi;
+}
+
 static uint64_t page_up(uint64_t n)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);

@@ -25,6 +25,7 @@
 #define YMTOP_AGENT_HOOKS_MMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "base.h"
@@ -32,6 +33,11 @@
 void *hook_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) AGENT_HIDDEN;
 int   hook_munmap(void *addr, size_t len) AGENT_HIDDEN;
 void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, ...) AGENT_HIDDEN;
+
+/* Whether address a lies in the object that defines the malloc the agent
+ * forwards to: 1 or 0, -1 not known yet (before the malloc family is
+ * resolved). */
+int   hooks_in_allocator(uintptr_t a) AGENT_HIDDEN;
 
 /* After fork: the child's table starts empty (its segment is new). */
 void  mmap_fork_child(void) AGENT_HIDDEN;

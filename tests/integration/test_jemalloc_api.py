@@ -1,15 +1,18 @@
 """jemalloc's own API (issue 20): a program linked against libjemalloc
 (libjemalloc-dev) that allocates with mallocx and rallocx and frees with
 sdallocx and dallocx is estimated within tolerance, preloaded and under
-ymtop -p (GOT patching).  Tolerances as tests/integration/test_allocators.py
-(Z standard deviations of the sampling estimate)."""
+ymtop -p (GOT patching).  And C++ operator new and sized delete, which
+jemalloc, tcmalloc and mimalloc define themselves (they never reach
+malloc's slot): counted under each.  Tolerances as
+tests/integration/test_allocators.py (Z standard deviations of the
+sampling estimate)."""
 import math
 import os
 import re
 import subprocess
 import time
 
-from ymlib import BUILD, YMTOP, Skip, Target, functions, report, run_tests
+from ymlib import AGENT, BUILD, YMTOP, Skip, Target, functions, report, run_tests
 
 PROG = os.path.join(BUILD, "progs", "jeapi")
 RATE = 65536
@@ -93,6 +96,75 @@ def test_linked_program_injected():
         check(t, lambda: report(t.pid))
     finally:
         t.kill()
+
+
+CXX = os.path.join(BUILD, "progs", "cxxnew")
+LIBS = {
+    "glibc": None,
+    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+    "mimalloc": "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2",
+}
+
+
+def check_cxx(name):
+    lib = LIBS[name]
+    if lib and not os.path.exists(lib):
+        raise Skip("no " + lib)
+    env = {"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "9",
+           "LD_PRELOAD": AGENT + (" " + lib if lib else "")}
+    t = Target([CXX], env=env)
+    try:
+        command(t, "alloc")
+        rep = report(t.pid)
+        got = retained(rep, "new_site()")
+        assert abs(got - SITE) <= TOL_MALLOCX, (name, got, SITE, TOL_MALLOCX)
+        held = rep["totals"]["in_use_bytes"]
+        assert held >= SITE, (name, rep["totals"])
+        command(t, "free")
+        rep = report(t.pid)
+        assert abs(retained(rep, "new_site()")) < 1, (name, rep["stacks"][:2])
+        assert rep["totals"]["in_use_bytes"] <= held - SITE, (name, rep["totals"])
+    finally:
+        t.kill()
+
+
+def test_cxx_new_and_sized_delete_jemalloc_injected():
+    """ymtop -p into a C++ program under jemalloc: its operator new slots
+    are rewritten to the agent's (got.c)."""
+    lib = LIBS["jemalloc"]
+    if not os.path.exists(lib):
+        raise Skip("no " + lib)
+    t = Plain([CXX], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "9",
+                          "LD_PRELOAD": lib})
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-i", "0.05", "-f", "json",
+                            "-p", str(t.pid)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        command(t, "alloc")
+        got = retained(report(t.pid), "new_site()")
+        assert abs(got - SITE) <= TOL_MALLOCX, (got, SITE, TOL_MALLOCX)
+        command(t, "free")
+        assert abs(retained(report(t.pid), "new_site()")) < 1
+    finally:
+        t.kill()
+
+
+def test_cxx_new_and_sized_delete_glibc():
+    check_cxx("glibc")
+
+
+def test_cxx_new_and_sized_delete_jemalloc():
+    check_cxx("jemalloc")
+
+
+def test_cxx_new_and_sized_delete_tcmalloc():
+    check_cxx("tcmalloc")
+
+
+def test_cxx_new_and_sized_delete_mimalloc():
+    check_cxx("mimalloc")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ out, and an allocator's own mappings (jemalloc's, through the PLT) are not
 counted twice.  A 64 MiB mapping at rate 65536 is sampled with probability
 1 - exp(-1024): its estimate is its length."""
 import os
+import subprocess
 
-from ymlib import AGENT, BUILD, Skip, Target, functions, report, run_tests
+from ymlib import AGENT, BUILD, YMTOP, Skip, Target, functions, report, run_tests
 
 PROG = os.path.join(BUILD, "progs", "mapper")
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
@@ -73,6 +74,34 @@ def test_allocator_mappings_not_counted_twice():
         assert not [s for s in rep["stacks"] if s["kind"] == "mmap"], \
             [functions(s)[:4] for s in rep["stacks"] if s["kind"] == "mmap"]
         assert tot["retained_bytes"] > 32 * MiB, tot
+    finally:
+        t.kill()
+
+
+class Plain(Target):
+    """Started without the agent: ymtop -p loads it (GOT patching)."""
+
+    def __init__(self, argv, env=None):
+        super().__init__(argv, env=env, preload=False)
+
+    def wait_segment(self, timeout=10):
+        pass
+
+
+def test_injected_map_and_unmap():
+    t = Plain([PROG], env=ENV)
+    try:
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-i", "0.05", "-f", "json",
+                            "-p", str(t.pid)], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        command(t, "map")
+        st = site(report(t.pid), "map_site")
+        assert st and st[0]["kind"] == "mmap", st
+        assert abs(st[0]["retained_bytes"] - 64 * MiB) < 0.01 * MiB, st[0]
+        command(t, "unmap")
+        st = site(report(t.pid), "map_site")
+        assert abs(st[0]["retained_bytes"] - 16 * MiB) < 0.01 * MiB, st[0]
     finally:
         t.kill()
 
