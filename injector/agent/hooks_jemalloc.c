@@ -232,32 +232,33 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 	return u;
 }
 
-EXPORT void sdallocx(void *p, size_t n, int flags)
+/* A free through jemalloc's API: counted (and its sample taken out)
+ * before the call; 0 when there is no jemalloc (then freed here). */
+static int je_freeing(void *p, void *next)
 {
-	je_resolve();
-	if (!je.sdallocx) {
+	if (!next) {
 		hook_free(p);
-		return;
+		return 0;
 	}
 	struct agent_tls *t = &agent_tls;
 	struct ym_thread *s = p ? je_slot(t) : NULL;
 	if (s)
 		je_count_free(t, s, p);
-	je.sdallocx(p, n, flags);
+	return 1;
+}
+
+EXPORT void sdallocx(void *p, size_t n, int flags)
+{
+	je_resolve();
+	if (je_freeing(p, (void *)je.sdallocx))
+		je.sdallocx(p, n, flags);
 }
 
 EXPORT void dallocx(void *p, int flags)
 {
 	je_resolve();
-	if (!je.dallocx) {
-		hook_free(p);
-		return;
-	}
-	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = p ? je_slot(t) : NULL;
-	if (s)
-		je_count_free(t, s, p);
-	je.dallocx(p, flags);
+	if (je_freeing(p, (void *)je.dallocx))
+		je.dallocx(p, flags);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -352,10 +353,7 @@ static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
 /* The allocator's operator delete is about to free p: count it. */
 static __attribute__((noinline)) void cx_counted_delete(void *p)
 {
-	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = p ? je_slot(t) : NULL;
-	if (s)
-		je_count_free(t, s, p);
+	(void)je_freeing(p, (void *)cx_counted_delete);
 }
 
 /* Called from inside the allocator's own object (tcmalloc's and

@@ -21,7 +21,6 @@
 #include "life.h"
 #include "modules.h"
 #include "next.h"
-#include "sample.h"
 #include "sampling.h"
 #include "seg.h"
 #include "table.h"
@@ -68,6 +67,14 @@ static int maps_take(void)
 static void maps_give(void)
 {
 	__atomic_store_n(&maps_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Entry i leaves the table (lock held): the last one takes its place. */
+static void drop(uint32_t i)
+{
+	uint32_t n = nmaps - 1;
+	maps[i] = maps[n];
+	__atomic_store_n(&nmaps, n, __ATOMIC_RELEASE);
 }
 
 void mmap_fork_child(void)
@@ -149,27 +156,13 @@ static int programs(uintptr_t ra)
 
 static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *p, uint64_t len)
 {
+	int saved = errno;   /* the host's: a successful mmap leaves it */
 	agent_guard_enter(t);
-	uint64_t now_rate = sampling_rate();
-	uint64_t drawn = t->rate ? t->rate : now_rate;
-	t->rate = now_rate;
-	t->countdown = sample_next_gap(&t->rng, t->rate);
-	if (!agent_active() || table_paused())
+	struct ym_live e;
+	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, &e))
 		goto out;
-	uint64_t now = agent_now_ns();
-	modules_check(now);
-	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = agent_capture(frames);
-	struct ym_live e = {
-		.addr = (uint64_t)(uintptr_t)p,
-		.size = len,
-		.birth_mono_ns = now,
-		.tid = t->tid,
-	};
-	sample_weight(drawn, len, len, &e.weight_bytes, &e.weight_fx);
-	e.stack = table_intern_kind(frames, depth, t->tid, now, YM_KIND_MMAP);
 	/* The overflow stack is the malloc family's: no room, no sample. */
-	if (e.stack == UINT32_MAX || e.stack == YM_STACK_OVERFLOW || !maps_take())
+	if (e.stack == YM_STACK_OVERFLOW || !maps_take())
 		goto out;
 	uint32_t n = nmaps;
 	if (n < MAX_MAPPINGS) {
@@ -181,11 +174,21 @@ static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *
 	maps_give();
 out:
 	agent_guard_leave(t);
+	errno = saved;
 }
+
+static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi);
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	struct agent_tls *t = &agent_tls;
+	/* MAP_FIXED replaces what was there: as an unmap first (the
+	 * program's: the allocator's are over its own mappings). */
+	if (unlikely(flags & MAP_FIXED) && len && !t->guard &&
+	    __atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && ready(t) &&
+	    programs((uintptr_t)__builtin_return_address(0)))
+		unmapped(t, (uint64_t)(uintptr_t)addr,
+			 (uint64_t)(uintptr_t)addr + page_up(len));
 	void *p = ready(t) && nx.mmap ? nx.mmap(addr, len, prot, flags, fd, off) :
 		(void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || t->fast == NULL ||
@@ -212,7 +215,7 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 			continue;
 		}
 		if (m->reset != reset) {   /* counted before a reset: forgotten */
-			*m = maps[--nmaps];
+			drop(i);
 			continue;
 		}
 		struct ym_counts *own = table_own_counts(&t->plane, m->e.stack);
@@ -221,7 +224,7 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 		uint64_t len = m->end - m->start;
 		if (!left && !right) {
 			table_count_free(&m->e, agent_now_ns(), own);
-			*m = maps[--nmaps];
+			drop(i);
 			continue;
 		}
 		uint64_t wl = (uint64_t)((double)m->e.weight_bytes * left / len);
@@ -230,7 +233,7 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 		if (left && right && nmaps < MAX_MAPPINGS) {
 			/* A hole: the right part becomes a mapping of its own
 			 * (the object stays with the left one). */
-			struct mapping *r = &maps[nmaps++];
+			struct mapping *r = &maps[nmaps];
 			*r = *m;
 			r->start = hi;
 			r->e.addr = hi;
@@ -238,6 +241,7 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 			r->e.weight_fx = 0;
 			m->end = lo;
 			m->e.weight_bytes = wl;
+			__atomic_store_n(&nmaps, nmaps + 1, __ATOMIC_RELEASE);
 		} else if (left && right) {   /* no room: one piece, both weights */
 			m->end = lo;
 			m->e.weight_bytes = wl + wr;
@@ -279,7 +283,7 @@ static void remapped(struct agent_tls *t, uint64_t old, uint64_t q, uint64_t new
 		if (m->start != old)
 			continue;
 		if (m->reset != table_reset_count()) {
-			*m = maps[--nmaps];
+			drop(i);
 			break;
 		}
 		uint64_t len = m->end - m->start;

@@ -410,11 +410,6 @@ uint64_t table_reset_count(void)
 	return __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
 }
 
-int table_paused(void)
-{
-	return (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) & YM_FLAG_PAUSED) != 0;
-}
-
 int table_reset_counters(void)
 {
 	YM_ASSERT(__atomic_load_n(&lock.word, __ATOMIC_RELAXED) == 1);

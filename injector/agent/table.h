@@ -76,9 +76,6 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 /* Resets carried out so far (header.reset_count): samples kept outside
  * the live table (hooks_mmap.c) are forgotten when it moved. */
 uint64_t table_reset_count(void) AGENT_HIDDEN;
-/* Sampling paused through the control block (the PAUSED flag, which
- * sampling.c keeps). */
-int  table_paused(void) AGENT_HIDDEN;
 
 /* ymtop asked to forget every sample: the live table emptied, the
  * counters zeroed (frames stay, so stacks keep their indexes).  Lock

@@ -8,11 +8,9 @@ tests/integration/test_allocators.py (Z standard deviations of the
 sampling estimate)."""
 import math
 import os
-import re
-import subprocess
-import time
 
-from ymlib import AGENT, BUILD, YMTOP, Skip, Target, functions, report, run_tests
+from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
+                   report, run_tests)
 
 PROG = os.path.join(BUILD, "progs", "jeapi")
 RATE = 65536
@@ -77,22 +75,11 @@ def test_linked_program_preloaded():
         t.kill()
 
 
-class Plain(Target):
-    def __init__(self, argv, env=None):
-        super().__init__(argv, env=env, preload=False)
-
-    def wait_segment(self, timeout=10):
-        pass
-
-
 def test_linked_program_injected():
     need_prog()
     t = Plain([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "5"})
     try:
-        r = subprocess.run([YMTOP, "-b", "-n", "1", "-i", "0.05", "-f", "json",
-                            "-p", str(t.pid)], capture_output=True, text=True,
-                           timeout=60)
-        assert r.returncode == 0, r.stderr
+        attach(t.pid)
         check(t, lambda: report(t.pid))
     finally:
         t.kill()
@@ -138,10 +125,7 @@ def test_cxx_new_and_sized_delete_jemalloc_injected():
     t = Plain([CXX], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "9",
                           "LD_PRELOAD": lib})
     try:
-        r = subprocess.run([YMTOP, "-b", "-n", "1", "-i", "0.05", "-f", "json",
-                            "-p", str(t.pid)], capture_output=True, text=True,
-                           timeout=60)
-        assert r.returncode == 0, r.stderr
+        attach(t.pid)
         command(t, "alloc")
         got = retained(report(t.pid), "new_site()")
         assert abs(got - SITE) <= TOL_MALLOCX, (got, SITE, TOL_MALLOCX)

@@ -5,9 +5,9 @@ out, and an allocator's own mappings (jemalloc's, through the PLT) are not
 counted twice.  A 64 MiB mapping at rate 65536 is sampled with probability
 1 - exp(-1024): its estimate is its length."""
 import os
-import subprocess
 
-from ymlib import AGENT, BUILD, YMTOP, Skip, Target, functions, report, run_tests
+from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
+                   report, run_tests)
 
 PROG = os.path.join(BUILD, "progs", "mapper")
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
@@ -54,6 +54,13 @@ def test_map_unmap_remap():
         sh = site(rep, "shared_site")
         assert sh and abs(sh[0]["retained_bytes"] - 8 * MiB) < 0.01 * MiB, sh
         assert sh[0]["kind"] == "mmap"
+        # MAP_FIXED over the region's first 8 MiB: a new mapping there.
+        command(t, "fixed")
+        rep = report(t.pid)
+        st = site(rep, "map_site")
+        assert abs(st[0]["retained_bytes"] - 24 * MiB) < 0.01 * MiB, st[0]
+        fx = site(rep, "fixed_site")
+        assert fx and abs(fx[0]["retained_bytes"] - 8 * MiB) < 0.01 * MiB, fx
     finally:
         t.kill()
 
@@ -78,23 +85,10 @@ def test_allocator_mappings_not_counted_twice():
         t.kill()
 
 
-class Plain(Target):
-    """Started without the agent: ymtop -p loads it (GOT patching)."""
-
-    def __init__(self, argv, env=None):
-        super().__init__(argv, env=env, preload=False)
-
-    def wait_segment(self, timeout=10):
-        pass
-
-
 def test_injected_map_and_unmap():
     t = Plain([PROG], env=ENV)
     try:
-        r = subprocess.run([YMTOP, "-b", "-n", "1", "-i", "0.05", "-f", "json",
-                            "-p", str(t.pid)], capture_output=True, text=True,
-                           timeout=60)
-        assert r.returncode == 0, r.stderr
+        attach(t.pid)
         command(t, "map")
         st = site(report(t.pid), "map_site")
         assert st and st[0]["kind"] == "mmap", st

@@ -9,6 +9,8 @@
  *   file     file_site: mmap 32 MiB of a temporary file (not heap:
  *            never counted)
  *   shared   shared_site: mmap 8 MiB anonymous shared
+ *   fixed    fixed_site: mmap 8 MiB anonymous with MAP_FIXED over the
+ *            start of the region (which keeps the rest)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,14 @@ static NOINLINE void shared_site(void)
 		abort();
 }
 
+static NOINLINE void fixed_site(void)
+{
+	void *p = mmap(region, 8 * MiB, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (p != region)
+		abort();
+}
+
 int main(void)
 {
 	char line[64];
@@ -70,6 +80,8 @@ int main(void)
 			file_site();
 		} else if (!strncmp(line, "shared", 6)) {
 			shared_site();
+		} else if (!strncmp(line, "fixed", 5)) {
+			fixed_site();
 		}
 		printf("ready\n");
 	}
