@@ -274,9 +274,10 @@ struct ym_header {
 	uint64_t plane_epoch[YM_PLANES];   /* reset_count a plane's data is of */
 	/* v6.  Peaks: the malloc family's retained estimate (the sum of the
 	 * stacks' of kind malloc: atomic adds on sampled allocations, frees
-	 * and resizes only, never on a fast path; signed, it may dip below
-	 * zero for a moment), its highest value since the start or the last
-	 * reset, and when (CLOCK_MONOTONIC).  The same for tracked mmap
+	 * and resizes only, never on a fast path, each thread's in steps of
+	 * 64 KiB or more, so it lags by less than a step a thread; signed,
+	 * it may dip below zero for a moment), its highest value since the
+	 * start or the last reset, and when (CLOCK_MONOTONIC).  The same for tracked mmap
 	 * memory (stacks of kind mmap).  A reset zeroes all six. */
 	int64_t  retained_est;
 	uint64_t peak_retained;
@@ -344,7 +345,8 @@ _Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
  * stride holds them).  peak_bytes is the highest retained estimate of the
  * stack (record plus planes) the agent saw since the start or the last
  * reset, raised on its sampled allocations (monotonic between resets,
- * atomic), peak_mono_ns when (written after peak_bytes: a reader may see
+ * atomic; in steps of 64 KiB a thread when samples weigh less, as in
+ * exact mode: it may lag by that much), peak_mono_ns when (written after peak_bytes: a reader may see
  * the time of a slightly lower peak).  kind is fixed at publication:
  * stacks of the same frames and different kinds are different records. */
 #define YM_KIND_MALLOC 0u   /* the malloc family (and jemalloc's API) */

@@ -76,7 +76,8 @@ static void poll_control(void)
 	}
 }
 
-static uint64_t sampling_start(struct agent_tls *t)
+static inline __attribute__((always_inline)) uint64_t
+sampling_start(struct agent_tls *t)
 {
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
@@ -92,8 +93,11 @@ static uint64_t sampling_start(struct agent_tls *t)
 	return drawn;
 }
 
-int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
-		  uint32_t kind, struct ym_live *e)
+/* Inlined into agent_sample: one frame less for the unwinder on every
+ * sample (exact mode unwinds every allocation). */
+static inline __attribute__((always_inline)) int
+take(struct agent_tls *t, void *p, size_t n, size_t usable, uint32_t kind,
+     struct ym_live *e)
 {
 	uint64_t drawn = sampling_start(t);
 	if (!drawn)
@@ -115,12 +119,18 @@ int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
 	return e->stack != UINT32_MAX;
 }
 
+int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
+		  uint32_t kind, struct ym_live *e)
+{
+	return take(t, p, n, usable, kind, e);
+}
+
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 {
 	int saved = errno;
 	agent_guard_enter(t);
 	struct ym_live e;
-	if (!sampling_take(t, p, n, usable, YM_KIND_MALLOC, &e))
+	if (!take(t, p, n, usable, YM_KIND_MALLOC, &e))
 		goto out;
 	int ok = live_insert(&e, t->tid, 100000);
 	if (ok > 0) {

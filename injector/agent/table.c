@@ -37,6 +37,12 @@ static struct ym_counts *planes;
 
 /* Threads that asked for a counter plane. */
 static uint32_t plane_next;
+/* The calling thread's moves of the process's retained estimates
+ * (malloc, mmap) not added to the header yet, and the reset_count they
+ * are of (retained_moved). */
+static __thread int64_t  pending_est[2];
+static __thread uint64_t pending_reset;
+
 /* Entries [0, plane_backed[p]) of plane p are backed (atomic, written by
  * the plane's owner): what another thread may read of it (peaks). */
 static uint32_t plane_backed[YM_PLANES];
@@ -87,6 +93,8 @@ void table_reset_private(void)
 	lock.word = 0;
 	plane_next = 0;
 	memset(plane_backed, 0, sizeof plane_backed);
+	/* The forking thread's moves were the parent's. */
+	pending_est[0] = pending_est[1] = 0;
 }
 
 static struct ym_stack *stack_at(uint32_t i)
@@ -287,23 +295,68 @@ static int64_t stack_retained(uint32_t stack)
 	return (int64_t)(a - f);
 }
 
-/* The process's retained estimate of the stack's kind moved by d; on a
- * rise, the stack's and the process's peaks follow. */
-static void retained_moved(uint32_t stack, int64_t d)
+/* Peak work in steps of PEAK_STEP bytes.  At the default rates every
+ * sample weighs more than a step, so every sample does it; at small rates
+ * and in exact mode (every allocation a sample) threads would otherwise
+ * contend on the header's estimate and read each other's plane entries on
+ * every allocation (exact mode with 2 threads: +45% before this).  So:
+ *   - a thread adds its moves of the process's estimate to the header
+ *     once they reach a step (TLS, forgotten at a reset): the estimate
+ *     and its peak lag the truth by less than a step a thread;
+ *   - a stack's peak is raised when the thread's own count of bytes
+ *     allocated there (its plane entry, or the record) crosses a multiple
+ *     of a step: it lags by less than a step a thread. */
+#define PEAK_STEP (64u << 10)
+
+/* A thread's pending move v of the process's estimate, this sample's d
+ * included, reached a step: add it to the header, and raise the peak.
+ * When a reset came since the last flush, only d is added: the rest may
+ * be of before the reset (less than a step of moves after it are lost). */
+static __attribute__((noinline)) void process_flush(int mmap, int64_t v, int64_t d)
 {
-	struct ym_stack_ext *x = stack_ext(stack);
-	int mmap = __atomic_load_n(&x->kind, __ATOMIC_RELAXED) == YM_KIND_MMAP;
+	pending_est[mmap] = 0;
+	uint64_t r = __atomic_load_n(&hdr->reset_count, __ATOMIC_RELAXED);
+	if (r != pending_reset) {
+		pending_reset = r;
+		pending_est[!mmap] = 0;
+		v = d;
+	}
 	int64_t *est = mmap ? &hdr->mmap_retained_est : &hdr->retained_est;
-	int64_t now = __atomic_add_fetch(est, d, __ATOMIC_RELAXED);
-	if (d <= 0)
-		return;
-	if (now > 0)
+	int64_t now = __atomic_add_fetch(est, v, __ATOMIC_RELAXED);
+	if (v > 0 && now > 0)
 		raise_peak(mmap ? &hdr->mmap_peak_retained : &hdr->peak_retained,
 			   mmap ? &hdr->mmap_peak_mono_ns : &hdr->peak_mono_ns,
 			   (uint64_t)now);
+}
+
+/* The stack's own count crossed a step: raise its peak. */
+static __attribute__((noinline)) void stack_peak(uint32_t stack,
+						 struct ym_stack_ext *x)
+{
 	int64_t mine = stack_retained(stack);
 	if (mine > 0)
 		raise_peak(&x->peak_bytes, &x->peak_mono_ns, (uint64_t)mine);
+}
+
+/* The stack's retained estimate moved by d; c is the thread's counters
+ * for it (plane entry or record), already moved.  Inline: on every
+ * sample (in exact mode every allocation and free), a TLS add and two
+ * compares unless a step is reached. */
+static inline void retained_moved(uint32_t stack, int64_t d,
+				  const struct ym_counts *c)
+{
+	struct ym_stack_ext *x = stack_ext(stack);
+	int mmap = __atomic_load_n(&x->kind, __ATOMIC_RELAXED) == YM_KIND_MMAP;
+	int64_t v = pending_est[mmap] + d;
+	if (unlikely(v >= PEAK_STEP || v <= -(int64_t)PEAK_STEP))
+		process_flush(mmap, v, d);
+	else
+		pending_est[mmap] = v;
+	if (d <= 0)
+		return;
+	uint64_t after = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
+	if (unlikely(after / PEAK_STEP != (after - (uint64_t)d) / PEAK_STEP))
+		stack_peak(stack, x);
 }
 
 void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
@@ -313,7 +366,7 @@ void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 	add(&c->alloc_samples, 1, o);
 	add(&c->alloc_bytes, e->weight_bytes, o);
 	add(&c->alloc_objects_fx, e->weight_fx, o);
-	retained_moved(e->stack, (int64_t)e->weight_bytes);
+	retained_moved(e->stack, (int64_t)e->weight_bytes, c);
 }
 
 /* A sampled block left the sample without being freed (realloc thinned
@@ -325,7 +378,7 @@ void table_count_drop(const struct ym_live *e, struct ym_counts *own)
 	add(&c->free_samples, 1, o);
 	add(&c->free_bytes, e->weight_bytes, o);
 	add(&c->free_objects_fx, e->weight_fx, o);
-	retained_moved(e->stack, -(int64_t)e->weight_bytes);
+	retained_moved(e->stack, -(int64_t)e->weight_bytes, c);
 }
 
 /* A sampled block was freed: gone, and its lifetime recorded. */
@@ -355,7 +408,7 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 		add(&c->alloc_objects_fx, wfx - e->weight_fx, o);
 	else
 		add(&c->free_objects_fx, e->weight_fx - wfx, o);
-	retained_moved(e->stack, (int64_t)(w - e->weight_bytes));
+	retained_moved(e->stack, (int64_t)(w - e->weight_bytes), c);
 }
 
 /* The first thread that samples keeps the records, so a single-threaded

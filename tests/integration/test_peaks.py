@@ -83,6 +83,22 @@ def test_peak_of_a_site_that_gave_it_back():
         t.kill()
 
 
+def test_exact_mode_peak_within_a_step():
+    """Exact mode (every allocation a sample) raises peaks by steps of
+    64 KiB (table.c, PEAK_STEP): within a step of the truth."""
+    t = Target([PROG], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        command(t, "grow 50")
+        rep = report(t.pid)
+        peak = max(s["peak_retained_bytes"] for s in grow_stacks(rep))
+        assert 50 * MiB - 64 * 1024 <= peak <= 50 * MiB, peak
+        tot = rep["totals"]["peak_retained_bytes"]
+        assert 50 * MiB - 64 * 1024 <= tot <= 50 * MiB + 2 * MiB, tot
+        assert sum(s["retained_bytes"] for s in grow_stacks(rep)) == 0
+    finally:
+        t.kill()
+
+
 def test_reset_restarts_peaks():
     t = Target([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "11"})
     try:

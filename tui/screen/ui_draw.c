@@ -242,10 +242,13 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 		attr_t a = base;
 		switch (c->key) {
 		case SORT_RETAINED: fmt_bytes(retained, buf, sizeof buf); break;
-		case SORT_PERCENT:
-			snprintf(buf, sizeof buf, "%.1f", m->retained_bytes > 0 ?
-				 100.0 * retained / m->retained_bytes : 0.0);
+		case SORT_PERCENT: {   /* of its own kind's retained bytes */
+			double all = s && s->kind == YM_KIND_MMAP ?
+				     m->mmap_retained_bytes : m->retained_bytes;
+			snprintf(buf, sizeof buf, "%.1f", all > 0 ?
+				 100.0 * retained / all : 0.0);
 			break;
+		}
 		case SORT_GROWTH:
 			if (!m->marked) {
 				snprintf(buf, sizeof buf, "-");
