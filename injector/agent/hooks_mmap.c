@@ -267,7 +267,10 @@ EXPORT int munmap(void *addr, size_t len)
 	if (__atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && !t->guard && len)
 		unmapped(t, (uint64_t)(uintptr_t)addr,
 			 (uint64_t)(uintptr_t)addr + page_up(len));
-	if (ready(t) && nx.munmap)
+	/* Never resolves here (the agent unmaps in fork's child handler,
+	 * where the loader's lock may be held for good): the prepare handler
+	 * resolved before the fork. */
+	if (__atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.munmap)
 		return nx.munmap(addr, len);
 	return (int)syscall(SYS_munmap, addr, len);
 }
@@ -311,7 +314,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 		new_addr = va_arg(ap, void *);
 		va_end(ap);
 	}
-	void *q = ready(t) && nx.mremap ?
+	void *q = __atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.mremap ?
 		nx.mremap(old, old_len, new_len, flags, new_addr) :
 		(void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
 	if (q != MAP_FAILED && old_len && !t->guard &&
@@ -329,11 +332,19 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t o
 /* The child's table is its own from the fork on (its segment is new):
  * registered here, beside life.c's fork handler, under the guard
  * (pthread_atfork may allocate). */
+/* Before a fork, in the forking thread: resolve now, while the loader's
+ * lock is an ordinary lock (in the child it may stay held by a thread
+ * that no longer exists, and dl_iterate_phdr would wait for ever). */
+static void mmap_prefork(void)
+{
+	(void)ready(&agent_tls);
+}
+
 __attribute__((constructor)) static void mmap_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
-	pthread_atfork(NULL, NULL, mmap_fork_child);
+	pthread_atfork(mmap_prefork, NULL, mmap_fork_child);
 	agent_guard_leave(t);
 }
 

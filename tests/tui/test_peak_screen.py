@@ -51,10 +51,11 @@ def test_peak_column_sort_and_mark():
         s.wait(r"PEAK")
         s.keys("P")
         s.wait(r"grow_site")
-        # Sorted by peak: grow_site first, nothing retained, ~40 MiB peak.
-        r = wait_row(s, "grow_site", lambda r: mib(peak_cell(r)) > 30)
+        # Sorted by peak: grow_site first, nothing retained (once a
+        # refresh after the growth came), ~40 MiB peak.
+        r = wait_row(s, "grow_site", lambda r: mib(peak_cell(r)) > 30 and
+                     mib(" ".join(r.split()[:2])) < 1)
         assert "grow_site" in rows_of(s.text())[0], s.text()
-        assert r.split()[1] == "B" and float(r.split()[0]) < 1024, r
         assert 30 < mib(peak_cell(r)) < 50, r
         # The mark: peaks since now, grow_site's is its retained (0).
         s.keys("m")
