@@ -52,6 +52,8 @@ CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
 # The allocators the estimator is checked under
 # (tests/integration/test_allocators.py).
 CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
+# jemalloc's own API, from a program linked against it (test_jemalloc_api.py).
+CHECK_PKGS += libjemalloc-dev
 
 # A debug-info server for the stripped-binary symbol tests
 # (tests/integration/test_picture.py), and objcopy to strip.
@@ -155,6 +157,12 @@ $(B)/progs/%: tests/progs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -lpthread -ldl
 
+# Linked against libjemalloc (its API: mallocx, rallocx, sdallocx...).
+PROGS += $(B)/progs/jeapi
+$(B)/progs/jeapi: tests/progs/je/jeapi.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -ljemalloc
+
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))
 PROGS     += $(PROG_LIBS)
@@ -201,8 +209,9 @@ endif
 #   $(B)/libymtop.a         ymtop's objects but main.o
 # The linker takes an archive member for ANY symbol still undefined, libc's
 # too: so the agent's interposers are never in libymagent-test.a (hooks.c
-# defines malloc and free, got.c patches GOTs: a test calling malloc would
-# get the agent in itself), nor life.c, which holds the agent's constructor.
+# defines malloc and free, hooks_mmap.c mmap, hooks_jemalloc.c mallocx,
+# got.c patches GOTs: a test calling malloc would get the agent in itself),
+# nor life.c, which holds the agent's constructor.
 # UNIT_LIBS_<test> adds a test's own libraries.
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
@@ -210,6 +219,7 @@ TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
 TEST_LIB_SRC := $(wildcard tests/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(B)/tui/%.o)
 AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/got.c \
+                    injector/agent/hooks_mmap.c injector/agent/hooks_jemalloc.c \
                     injector/agent/life.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
 UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a

@@ -100,7 +100,8 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 	const uint32_t stride[YM_SEC_COUNT] = {
 		[YM_SEC_CONTROL] = sizeof(struct ym_control),
 		[YM_SEC_THREADS] = sizeof(struct ym_thread),
-		[YM_SEC_STACKS]  = shm_stack_stride(h->max_depth),
+		[YM_SEC_STACKS]  = shm_stack_stride_v5(h->max_depth) + SHM_RECORD_TAIL +
+			(h->abi_version >= 6 ? (uint32_t)sizeof(struct ym_stack_ext) : 0),
 		[YM_SEC_LIVE]    = sizeof(struct ym_live),
 		[YM_SEC_ALARMS]  = shm_alarm_stride(h->max_depth),
 		[YM_SEC_MODULES] = sizeof(struct ym_module),

@@ -54,9 +54,16 @@ static inline uint64_t shm_live_bytes(const struct ym_header *h)
 #else
 #define SHM_RECORD_TAIL 0u
 #endif
+/* A v5 stack record (the least a reader accepts) and the v6 one, with
+ * struct ym_stack_ext after the frames (what a writer lays out). */
+static inline uint32_t shm_stack_stride_v5(uint32_t depth)
+{
+	return (uint32_t)(sizeof(struct ym_stack) + 8u * depth);
+}
 static inline uint32_t shm_stack_stride(uint32_t depth)
 {
-	return (uint32_t)(sizeof(struct ym_stack) + 8u * depth + SHM_RECORD_TAIL);
+	return (uint32_t)(shm_stack_stride_v5(depth) +
+			  sizeof(struct ym_stack_ext) + SHM_RECORD_TAIL);
 }
 static inline uint32_t shm_alarm_stride(uint32_t depth)
 {
@@ -113,6 +120,22 @@ static inline const struct ym_stack *shm_stack(const struct shm_snapshot *s,
 						uint32_t i)
 {
 	return (const struct ym_stack *)(s->stacks + (size_t)i * s->stack_stride);
+}
+/* Stack i's v6 fields (segment.h, struct ym_stack_ext), or NULL when its
+ * writer is older (the stride was checked to hold them when abi >= 6). */
+static inline const struct ym_stack_ext *shm_stack_ext(const struct shm_snapshot *s,
+						      uint32_t i)
+{
+	if (s->hdr.abi_version < 6)
+		return NULL;
+	return (const struct ym_stack_ext *)(const void *)((const uint8_t *)shm_stack(s, i) +
+		shm_stack_stride_v5(s->hdr.max_depth));
+}
+/* Stack i's kind (YM_KIND_MALLOC before v6). */
+static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)
+{
+	const struct ym_stack_ext *x = shm_stack_ext(s, i);
+	return x ? x->kind : YM_KIND_MALLOC;
 }
 static inline const struct ym_alarm *shm_alarm(const struct shm_snapshot *s,
 						uint32_t i)

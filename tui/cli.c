@@ -68,7 +68,7 @@ static void help(void)
 "      --weight WHAT      folded and svg: retained (default), allocated, objects\n"
 "      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
 "                         since the last report written\n"
-"      --sort KEY         stack order: retained (default), allocated, rate\n"
+"      --sort KEY         stack order: retained (default), allocated, rate, peak\n"
 "      --rate BYTES       ask the agent to sample every BYTES on average\n"
 "                         (2 to 1T; k, M, G suffixes: KiB, MiB, GiB)\n"
 "      --serve [ADDR:]PORT  serve /metrics (Prometheus) and /debug/pprof/heap\n"
@@ -209,7 +209,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_SORT:
 			if (report_sort_parse(optarg, &o->sort) != 0)
-				usage_error("--sort must be retained, allocated or rate, not '%s'",
+				usage_error("--sort must be retained, allocated, rate or peak, not '%s'",
 					    optarg);
 			break;
 		case OPT_RATE:

@@ -137,8 +137,10 @@
 #define YM_MAGIC        0x31474553504f544dULL /* "MTOPSEG1" little-endian */
 /* v5: compat_version, the size rule, reserved fields (see above).
  * v6: header.exit_how and exit_status, YM_FLAG_NO_FREED_BYTES, header.heap
- * (the allocator's statistics), control.heap_request and fast_limit:
- * additions only, compat stays 5. */
+ * (the allocator's statistics), control.heap_request and fast_limit; peaks
+ * (header.retained_est, peak_*; struct ym_stack_ext.peak_*), stack kinds
+ * (struct ym_stack_ext.kind: mmap), header.mmap_*: additions only, compat
+ * stays 5. */
 #ifndef YM_TEST_ABI_NEWER
 #define YM_ABI_VERSION  6u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
@@ -346,6 +348,19 @@ struct ym_header {
 	 * exit() was given (its low 8 bits are what the parent sees). */
 	uint32_t exit_how;
 	uint32_t exit_status;
+	/* v6.  Peaks: the malloc family's retained estimate (the sum of the
+	 * stacks' of kind malloc: atomic adds on sampled allocations, frees
+	 * and resizes only, never on a fast path, each thread's in steps of
+	 * 64 KiB or more, so it lags by less than a step a thread; signed,
+	 * it may dip below zero for a moment), its highest value since the
+	 * start or the last reset, and when (CLOCK_MONOTONIC).  The same for tracked mmap
+	 * memory (stacks of kind mmap).  A reset zeroes all six. */
+	int64_t  retained_est;
+	uint64_t peak_retained;
+	uint64_t peak_mono_ns;
+	int64_t  mmap_retained_est;
+	uint64_t mmap_peak_retained;
+	uint64_t mmap_peak_mono_ns;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */
@@ -403,6 +418,27 @@ struct ym_stack {
 	uint64_t frames[];         /* depth entries used; stride from header */
 };
 _Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
+
+/* v6: the fields after a stack record's frames (at sizeof(struct
+ * ym_stack) + 8 * header.max_depth; present when abi_version >= 6 and the
+ * stride holds them).  peak_bytes is the highest retained estimate of the
+ * stack (record plus planes) the agent saw since the start or the last
+ * reset, raised on its sampled allocations (monotonic between resets,
+ * atomic; in steps of 64 KiB a thread when samples weigh less, as in
+ * exact mode: it may lag by that much), peak_mono_ns when (written after peak_bytes: a reader may see
+ * the time of a slightly lower peak).  kind is fixed at publication:
+ * stacks of the same frames and different kinds are different records. */
+#define YM_KIND_MALLOC 0u   /* the malloc family (and jemalloc's API) */
+#define YM_KIND_MMAP   1u   /* anonymous mmap/mremap by the program */
+
+struct ym_stack_ext {
+	uint64_t peak_bytes;
+	uint64_t peak_mono_ns;
+	uint32_t kind;             /* YM_KIND_* */
+	uint32_t reserved0;
+	uint64_t reserved1;
+};
+_Static_assert(sizeof(struct ym_stack_ext) == 32, "stack ext size");
 
 /* A stack's counters in a plane: the fields of struct ym_stack from
  * alloc_samples to life[], in the same order, so that either is a run of

@@ -35,6 +35,8 @@
 #include "base.h"
 #include "threads.h"
 #include "got.h"
+#include "hooks_jemalloc.h"
+#include "hooks_mmap.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *(*real_dlopen)(const char *, int);
@@ -49,7 +51,9 @@ struct hook {
 	void *real;       /* dlsym(RTLD_DEFAULT) before patching */
 };
 
-static struct hook hooks[] = {
+#define NBASE 29   /* the entries named here; then C++'s operators */
+#define NHOOKS (NBASE + HOOKS_CXX_N)
+static struct hook hooks[NHOOKS] = {
 	{ "malloc", NULL, NULL },
 	{ "free", NULL, NULL },
 	{ "calloc", NULL, NULL },
@@ -68,14 +72,24 @@ static struct hook hooks[] = {
 	{ "setreuid", NULL, NULL },
 	{ "setresuid", NULL, NULL },
 	{ "dlclose", NULL, NULL },
-	{ "dlmopen", NULL, NULL },  /* next to last: real_dlmopen */
-	{ "dlopen", NULL, NULL },   /* last: real_dlopen */
+	{ "mallocx", NULL, NULL },   /* jemalloc's API (hooks_jemalloc.h) */
+	{ "rallocx", NULL, NULL },
+	{ "xallocx", NULL, NULL },
+	{ "sdallocx", NULL, NULL },
+	{ "dallocx", NULL, NULL },
+	{ "mmap", NULL, NULL },      /* anonymous mappings (hooks_mmap.h) */
+	{ "mmap64", NULL, NULL },
+	{ "munmap", NULL, NULL },
+	{ "mremap", NULL, NULL },
+	{ "dlmopen", NULL, NULL },  /* NBASE - 2: real_dlmopen */
+	{ "dlopen", NULL, NULL },   /* NBASE - 1: real_dlopen */
+	/* [NBASE, NHOOKS): operator new and delete (hooks_jemalloc.h),
+	 * named by got_init. */
 };
-#define NHOOKS (sizeof hooks / sizeof *hooks)
 
 int got_init(void)
 {
-	void *ours[NHOOKS] = {
+	void *ours[] = {
 		(void *)hook_malloc, (void *)hook_free, (void *)hook_calloc,
 		(void *)hook_realloc, (void *)hook_reallocarray,
 		(void *)hook_posix_memalign, (void *)hook_aligned_alloc,
@@ -83,14 +97,26 @@ int got_init(void)
 		(void *)hook_free, (void *)hook__exit, (void *)hook__Exit,
 		(void *)hook_setuid, (void *)hook_seteuid, (void *)hook_setreuid,
 		(void *)hook_setresuid, (void *)hook_dlclose,
+		(void *)hook_mallocx, (void *)hook_rallocx, (void *)hook_xallocx,
+		(void *)hook_sdallocx, (void *)hook_dallocx,
+		(void *)hook_mmap, (void *)hook_mmap, (void *)hook_munmap,
+		(void *)hook_mremap,
 		(void *)hook_dlmopen, (void *)hook_dlopen,
 	};
+	_Static_assert(sizeof ours / sizeof *ours == NBASE, "one hook a name");
+	YM_ASSERT(strcmp(hooks[NBASE - 1].name, "dlopen") == 0 &&
+		  strcmp(hooks[NBASE - 2].name, "dlmopen") == 0);
 	for (size_t i = 0; i < NHOOKS; i++) {
-		hooks[i].hook = ours[i];
+		if (i >= NBASE) {
+			hooks[i].name = hooks_cxx_names[i - NBASE];
+			hooks[i].hook = hooks_cxx_fn((unsigned)(i - NBASE));
+		} else {
+			hooks[i].hook = ours[i];
+		}
 		hooks[i].real = dlsym(RTLD_DEFAULT, hooks[i].name);
 	}
-	*(void **)&real_dlopen = hooks[NHOOKS - 1].real;
-	*(void **)&real_dlmopen = hooks[NHOOKS - 2].real;
+	*(void **)&real_dlopen = hooks[NBASE - 1].real;
+	*(void **)&real_dlmopen = hooks[NBASE - 2].real;
 	/* Without the real malloc and free nothing may be patched. */
 	return hooks[0].real && hooks[1].real ? 0 : -1;
 }

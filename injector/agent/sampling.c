@@ -80,10 +80,9 @@ static void poll_control(void)
 	}
 }
 
-void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
+static inline __attribute__((always_inline)) uint64_t
+sampling_start(struct agent_tls *t)
 {
-	int saved = errno;
-	agent_guard_enter(t);
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
 	uint64_t now_rate = __atomic_load_n(&rate, __ATOMIC_RELAXED);
@@ -91,27 +90,52 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 	t->rate = now_rate;
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 	if (!agent_active())
-		goto out;
+		return 0;
 	poll_control();
 	seg_sampled();
 	if (hdr->flags & YM_FLAG_PAUSED)
-		goto out;
+		return 0;
+	return drawn;
+}
 
+/* Inlined into agent_sample: one frame less for the unwinder on every
+ * sample (exact mode unwinds every allocation). */
+static inline __attribute__((always_inline)) int
+take(struct agent_tls *t, void *p, size_t n, size_t usable, uint32_t kind,
+     struct ym_live *e)
+{
+	uint64_t drawn = sampling_start(t);
+	if (!drawn)
+		return 0;
 	/* Modules first: an unload seen there flushes the unwinder's rules
 	 * for its addresses before this unwind. */
 	uint64_t now = agent_now_ns();
 	modules_check(now);
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = agent_capture(frames);
-	struct ym_live e = {
+	*e = (struct ym_live){
 		.addr = (uint64_t)(uintptr_t)p,
 		.size = n,
 		.birth_mono_ns = now,
 		.tid = t->tid,
 	};
-	sample_weight(drawn, n, usable, &e.weight_bytes, &e.weight_fx);
-	e.stack = table_intern(frames, depth, t->tid, now);
-	if (e.stack == UINT32_MAX)
+	sample_weight(drawn, n, usable, &e->weight_bytes, &e->weight_fx);
+	e->stack = table_intern_kind(frames, depth, t->tid, now, kind);
+	return e->stack != UINT32_MAX;
+}
+
+int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
+		  uint32_t kind, struct ym_live *e)
+{
+	return take(t, p, n, usable, kind, e);
+}
+
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
+{
+	int saved = errno;
+	agent_guard_enter(t);
+	struct ym_live e;
+	if (!take(t, p, n, usable, YM_KIND_MALLOC, &e))
 		goto out;
 	int ok = live_insert(&e, t->tid, 100000);
 	if (ok > 0) {

@@ -29,6 +29,15 @@ void sampling_fork_child(void) AGENT_HIDDEN;
  * reproducible: the n-th registered thread gets the same stream). */
 void sampling_thread_start(struct agent_tls *t) AGENT_HIDDEN;
 
+/* A thread's countdown ran out on p (guard held): its next countdown
+ * drawn, the control block polled, the stack captured and interned as a
+ * stack of `kind` (YM_KIND_*), *e filled as a live entry of p, n
+ * requested bytes, usable size `usable`, weighed at the rate the
+ * countdown was drawn at (sample.h).  0 when no sample is to be taken (no
+ * segment, paused, the agent's lock busy).  agent_sample's first part,
+ * and hooks_mmap.c's. */
+int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
+		  uint32_t kind, struct ym_live *e) AGENT_HIDDEN;
 /* Sample the block p of n requested bytes whose usable size `usable` ran
  * the countdown out (sample.h: the weight is n/p(usable)). */
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable) AGENT_HIDDEN;

@@ -2,7 +2,9 @@
  * table: the stack table, the counters and the agent's lock (table.h).
  *
  * State, all of it this file's: the lock, the private stack index, the
- * segment's STACKS and PLANES sections and the planes handed out.  Only
+ * segment's STACKS and PLANES sections and the planes handed out, and
+ * the peaks (the stacks' ext fields, the header's retained_est and
+ * peak_* and their mmap twins: moved by the counting functions below).  Only
  * the sampled slow paths come here, so a lock is fine.
  */
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "hash.h"
 #include "live.h"
 #include "sample.h"
+#include "shm.h"
 #include "table.h"
 
 /* The agent's lock, alone in its line: the data around it is read on
@@ -29,10 +32,20 @@ static uint32_t  stack_index_mask;
 static struct ym_header *hdr;
 static uint8_t          *stacks;
 static uint32_t          stack_stride;
+static uint32_t          stack_ext_off;   /* struct ym_stack_ext in a record */
 static struct ym_counts *planes;
 
 /* Threads that asked for a counter plane. */
 static uint32_t plane_next;
+/* The calling thread's moves of the process's retained estimates
+ * (malloc, mmap) not added to the header yet, and the reset_count they
+ * are of (retained_moved). */
+static __thread int64_t  pending_est[2];
+static __thread uint64_t pending_reset;
+
+/* Entries [0, plane_backed[p]) of plane p are backed (atomic, written by
+ * the plane's owner): what another thread may read of it (peaks). */
+static uint32_t plane_backed[YM_PLANES];
 
 int table_lock(uint32_t spins)
 {
@@ -79,6 +92,9 @@ void table_reset_private(void)
 		madvise(stack_index, stack_index_bytes(), MADV_DONTNEED);
 	lock.word = 0;
 	plane_next = 0;
+	memset(plane_backed, 0, sizeof plane_backed);
+	/* The forking thread's moves were the parent's. */
+	pending_est[0] = pending_est[1] = 0;
 }
 
 static struct ym_stack *stack_at(uint32_t i)
@@ -86,11 +102,20 @@ static struct ym_stack *stack_at(uint32_t i)
 	return (struct ym_stack *)(stacks + (size_t)i * stack_stride);
 }
 
+/* The v6 fields after stack i's frames (segment.h, struct ym_stack_ext). */
+static struct ym_stack_ext *stack_ext(uint32_t i)
+{
+	return (struct ym_stack_ext *)(void *)((uint8_t *)stack_at(i) + stack_ext_off);
+}
+
 void table_map_segment(uint8_t *base, const struct ym_section *sec)
 {
 	hdr = (struct ym_header *)base;
 	stacks = base + sec[YM_SEC_STACKS].offset;
 	stack_stride = sec[YM_SEC_STACKS].stride;
+	/* After the frames (shm_layout made the stride shm_stack_stride). */
+	stack_ext_off = stack_stride - (uint32_t)sizeof(struct ym_stack_ext) -
+			SHM_RECORD_TAIL;
 	planes = (struct ym_counts *)(base + sec[YM_SEC_PLANES].offset);
 }
 
@@ -123,6 +148,8 @@ static uint64_t hash_frames(const uint64_t *f, uint32_t depth)
  * line, which every sample of that stack writes (its counters): with
  * threads sampling the same stack that line is usually in another CPU's
  * cache. */
+#define KIND_TAG 0x8000u   /* in the depth argument of index_entry */
+
 static uint64_t index_entry(uint32_t stack, uint64_t h, uint32_t depth)
 {
 	return (uint64_t)(stack + 1) | (uint64_t)depth << 32 | (h >> 48) << 48;
@@ -144,7 +171,8 @@ static uint32_t probe(uint64_t h, const uint64_t *f, uint32_t depth,
 		}
 		uint32_t st = (uint32_t)v - 1;
 		if ((v & ~0xffffffffULL) == tag &&
-		    memcmp(stack_at(st)->frames, f, depth * sizeof *f) == 0)
+		    memcmp(stack_at(st)->frames, f,
+			   (depth & ~KIND_TAG) * sizeof *f) == 0)
 			return st;
 	}
 	*slot = UINT32_MAX;
@@ -155,7 +183,18 @@ static uint32_t probe(uint64_t h, const uint64_t *f, uint32_t depth,
 uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 		      uint64_t now)
 {
-	uint64_t h = hash_frames(f, depth);
+	return table_intern_kind(f, depth, tid, now, YM_KIND_MALLOC);
+}
+
+uint32_t table_intern_kind(const uint64_t *f, uint32_t depth, uint32_t tid,
+			   uint64_t now, uint32_t kind)
+{
+	/* The kind is part of the stack: its own hash, and the index tag
+	 * (bit 47 of the depth field, index_entry) keeps it apart. */
+	uint64_t h = hash_frames(f, depth) ^ ((uint64_t)kind << 56);
+	if (h < 2)
+		h += 2;
+	depth |= kind ? KIND_TAG : 0;
 	uint32_t slot;
 	uint32_t found = probe(h, f, depth, &slot);
 	if (found != UINT32_MAX)
@@ -178,8 +217,10 @@ uint32_t table_intern(const uint64_t *f, uint32_t depth, uint32_t tid,
 					  __ATOMIC_RELAXED);
 		} else {
 			struct ym_stack *s = stack_at((uint32_t)used);
-			memcpy(s->frames, f, depth * sizeof *f);
-			s->depth = depth;
+			uint32_t d = depth & ~KIND_TAG;
+			memcpy(s->frames, f, d * sizeof *f);
+			s->depth = d;
+			stack_ext((uint32_t)used)->kind = kind;
 			s->tid = tid;
 			s->first_mono_ns = now;
 			s->hash = h;
@@ -219,6 +260,105 @@ struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack)
 	return planes + (size_t)plane * cap + stack;
 }
 
+/* ---- Peaks (segment.h, v6): on the sampled paths only ---- */
+
+/* Raise *peak to v (monotonic between resets), and say when. */
+static void raise_peak(uint64_t *peak, uint64_t *when, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(peak, __ATOMIC_RELAXED);
+	while (v > cur)
+		if (__atomic_compare_exchange_n(peak, &cur, v, 1, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED)) {
+			__atomic_store_n(when, agent_now_ns(), __ATOMIC_RELAXED);
+			return;
+		}
+}
+
+/* The stack's retained estimate now: its record's counters and its
+ * entries in the planes of the current reset (as a reader sums them),
+ * reading only the backed part of another thread's plane. */
+static int64_t stack_retained(uint32_t stack)
+{
+	struct ym_counts *c = ym_stack_counts(stack_at(stack));
+	uint64_t a = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
+	uint64_t f = __atomic_load_n(&c->free_bytes, __ATOMIC_RELAXED);
+	uint64_t r = __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
+	uint64_t used = __atomic_load_n(&hdr->planes_used, __ATOMIC_ACQUIRE);
+	for (uint32_t p = 0; p < used && p < YM_PLANES; p++) {
+		if (__atomic_load_n(&hdr->plane_epoch[p], __ATOMIC_ACQUIRE) != r ||
+		    stack >= __atomic_load_n(&plane_backed[p], __ATOMIC_ACQUIRE))
+			continue;
+		struct ym_counts *q = table_plane_entry(p, stack);
+		a += __atomic_load_n(&q->alloc_bytes, __ATOMIC_RELAXED);
+		f += __atomic_load_n(&q->free_bytes, __ATOMIC_RELAXED);
+	}
+	return (int64_t)(a - f);
+}
+
+/* Peak work in steps of PEAK_STEP bytes.  At the default rates every
+ * sample weighs more than a step, so every sample does it; at small rates
+ * and in exact mode (every allocation a sample) threads would otherwise
+ * contend on the header's estimate and read each other's plane entries on
+ * every allocation (exact mode with 2 threads: +45% before this).  So:
+ *   - a thread adds its moves of the process's estimate to the header
+ *     once they reach a step (TLS, forgotten at a reset): the estimate
+ *     and its peak lag the truth by less than a step a thread;
+ *   - a stack's peak is raised when the thread's own count of bytes
+ *     allocated there (its plane entry, or the record) crosses a multiple
+ *     of a step: it lags by less than a step a thread. */
+#define PEAK_STEP (64u << 10)
+
+/* A thread's pending move v of the process's estimate, this sample's d
+ * included, reached a step: add it to the header, and raise the peak.
+ * When a reset came since the last flush, only d is added: the rest may
+ * be of before the reset (less than a step of moves after it are lost). */
+static __attribute__((noinline)) void process_flush(int mmap, int64_t v, int64_t d)
+{
+	pending_est[mmap] = 0;
+	uint64_t r = __atomic_load_n(&hdr->reset_count, __ATOMIC_RELAXED);
+	if (r != pending_reset) {
+		pending_reset = r;
+		pending_est[!mmap] = 0;
+		v = d;
+	}
+	int64_t *est = mmap ? &hdr->mmap_retained_est : &hdr->retained_est;
+	int64_t now = __atomic_add_fetch(est, v, __ATOMIC_RELAXED);
+	if (v > 0 && now > 0)
+		raise_peak(mmap ? &hdr->mmap_peak_retained : &hdr->peak_retained,
+			   mmap ? &hdr->mmap_peak_mono_ns : &hdr->peak_mono_ns,
+			   (uint64_t)now);
+}
+
+/* The stack's own count crossed a step: raise its peak. */
+static __attribute__((noinline)) void stack_peak(uint32_t stack,
+						 struct ym_stack_ext *x)
+{
+	int64_t mine = stack_retained(stack);
+	if (mine > 0)
+		raise_peak(&x->peak_bytes, &x->peak_mono_ns, (uint64_t)mine);
+}
+
+/* The stack's retained estimate moved by d; c is the thread's counters
+ * for it (plane entry or record), already moved.  Inline: on every
+ * sample (in exact mode every allocation and free), a TLS add and two
+ * compares unless a step is reached. */
+static inline void retained_moved(uint32_t stack, int64_t d,
+				  const struct ym_counts *c)
+{
+	struct ym_stack_ext *x = stack_ext(stack);
+	int mmap = __atomic_load_n(&x->kind, __ATOMIC_RELAXED) == YM_KIND_MMAP;
+	int64_t v = pending_est[mmap] + d;
+	if (unlikely(v >= PEAK_STEP || v <= -(int64_t)PEAK_STEP))
+		process_flush(mmap, v, d);
+	else
+		pending_est[mmap] = v;
+	if (d <= 0)
+		return;
+	uint64_t after = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
+	if (unlikely(after / PEAK_STEP != (after - (uint64_t)d) / PEAK_STEP))
+		stack_peak(stack, x);
+}
+
 void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 {
 	struct ym_counts *c = counts(e->stack, own);
@@ -226,6 +366,7 @@ void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 	add(&c->alloc_samples, 1, o);
 	add(&c->alloc_bytes, e->weight_bytes, o);
 	add(&c->alloc_objects_fx, e->weight_fx, o);
+	retained_moved(e->stack, (int64_t)e->weight_bytes, c);
 }
 
 /* A sampled block left the sample without being freed (realloc thinned
@@ -237,6 +378,7 @@ void table_count_drop(const struct ym_live *e, struct ym_counts *own)
 	add(&c->free_samples, 1, o);
 	add(&c->free_bytes, e->weight_bytes, o);
 	add(&c->free_objects_fx, e->weight_fx, o);
+	retained_moved(e->stack, -(int64_t)e->weight_bytes, c);
 }
 
 /* A sampled block was freed: gone, and its lifetime recorded. */
@@ -266,6 +408,7 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 		add(&c->alloc_objects_fx, wfx - e->weight_fx, o);
 	else
 		add(&c->free_objects_fx, e->weight_fx - wfx, o);
+	retained_moved(e->stack, (int64_t)(w - e->weight_bytes), c);
 }
 
 /* The first thread that samples keeps the records, so a single-threaded
@@ -310,8 +453,14 @@ struct ym_counts *table_own_counts(struct table_plane *tp, uint32_t stack)
 				sizeof(struct ym_counts)) != 0)
 			return NULL;
 		tp->backed = stack + 1;
+		__atomic_store_n(&plane_backed[p], tp->backed, __ATOMIC_RELEASE);
 	}
 	return table_plane_entry(p, stack);
+}
+
+uint64_t table_reset_count(void)
+{
+	return __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
 }
 
 int table_reset_counters(void)
@@ -325,7 +474,17 @@ int table_reset_counters(void)
 		size_t off = __builtin_offsetof(struct ym_stack, alloc_samples);
 		memset((char *)s + off, 0,
 		       __builtin_offsetof(struct ym_stack, frames) - off);
+		struct ym_stack_ext *x = stack_ext((uint32_t)i);
+		__atomic_store_n(&x->peak_bytes, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&x->peak_mono_ns, 0, __ATOMIC_RELAXED);
 	}
+	/* Peaks restart with the counters. */
+	__atomic_store_n(&hdr->retained_est, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->peak_retained, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->peak_mono_ns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->mmap_retained_est, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->mmap_peak_retained, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->mmap_peak_mono_ns, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&hdr->reset_count, 1, __ATOMIC_RELEASE);
 	return 1;
 }

@@ -3,7 +3,8 @@
  * hash index), the counters of sampled allocations (in the stack records
  * and the counter planes, PLANES), and the agent's lock.  table.c is the
  * only writer of STACKS and PLANES and of the header's stacks_used,
- * planes_used, plane_epoch[] and reset_count.
+ * planes_used, plane_epoch[] and reset_count, and of the peaks (the
+ * header's retained_est, peak_* and mmap_*, the stacks' ext fields).
  *
  * The lock is a spin lock with a bounded number of tries, so that no path
  * ever waits forever: a caller that cannot take it drops the sample and
@@ -38,6 +39,9 @@ int  table_init_segment(void) AGENT_HIDDEN;
  * full, UINT32_MAX when the lock stayed busy (counted in drop_busy). */
 uint32_t table_intern(const uint64_t *frames, uint32_t depth, uint32_t tid,
 		      uint64_t now) AGENT_HIDDEN;
+/* The same for a stack of another kind (YM_KIND_*): a record of its own. */
+uint32_t table_intern_kind(const uint64_t *frames, uint32_t depth, uint32_t tid,
+			   uint64_t now, uint32_t kind) AGENT_HIDDEN;
 
 /* A thread's counter plane (segment.h: counter planes), kept in its TLS:
  * plane 0 not asked yet, p + 1 own plane p, PLANE_NONE the stack records;
@@ -57,7 +61,9 @@ struct ym_counts *table_own_counts(struct table_plane *tp, uint32_t stack) AGENT
 /* Plane `plane`'s entry for `stack` (not necessarily backed). */
 struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack) AGENT_HIDDEN;
 
-/* Counters (no lock), for the stack e->stack: into `own` (from
+/* Counters (no lock), for the stack e->stack (each also moves the
+ * process's retained estimate of the stack's kind and raises the peaks:
+ * segment.h v6): into `own` (from
  * table_own_counts), or into the stack record with atomic adds when own
  * is NULL. */
 void table_count_alloc(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
@@ -66,6 +72,10 @@ void table_count_free(const struct ym_live *e, uint64_t now,
 void table_count_drop(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
 void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 			struct ym_counts *own) AGENT_HIDDEN;
+
+/* Resets carried out so far (header.reset_count): samples kept outside
+ * the live table (hooks_mmap.c) are forgotten when it moved. */
+uint64_t table_reset_count(void) AGENT_HIDDEN;
 
 /* ymtop asked to forget every sample: the live table emptied, the
  * counters zeroed (frames stay, so stacks keep their indexes).  Lock

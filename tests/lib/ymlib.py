@@ -118,6 +118,24 @@ def ymtop(*args, check=True, timeout=60, env=None):
     return r
 
 
+class Plain(Target):
+    """A program started without the agent (ymtop -p loads it): no
+    segment to wait for."""
+
+    def __init__(self, argv, env=None, ready=True):
+        super().__init__(argv, env=env, preload=False, ready=ready)
+
+    def wait_segment(self, timeout=10):
+        pass
+
+
+def attach(pid):
+    """ymtop -p PID once (-i 0.05: the first report after an injection
+    waits one interval): loads the agent; returns its JSON report."""
+    r = ymtop("-b", "-n", "1", "-i", "0.05", "-f", "json", "-p", pid)
+    return json.loads(r.stdout)
+
+
 def report(pid, *extra):
     r = ymtop("-b", "-n", "1", "-f", "json", "-p", pid, *extra)
     return json.loads(r.stdout)

@@ -281,7 +281,7 @@ static void memory_explained(void **state)
 	m.snap.hdr.heap.present = YM_HEAP_IN_USE | YM_HEAP_FREE;
 	m.snap.hdr.heap.in_use_bytes = 45 << 20;
 	m.snap.hdr.heap.free_bytes = 5 << 20;
-	m.have_mmap = 1;
+	m.snap.hdr.abi_version = 6;
 	m.mmap_retained_bytes = 16 << 20;
 	model_memory(&m, &mm);
 	assert_string_equal(mm.rss_source, "smaps_rollup");

@@ -28,12 +28,13 @@ static uint64_t seg_size;
 static int seg_fd = -1;
 
 static uint32_t max_live = 64;
+static const uint32_t caps_depth = 8;
 static int exact_mode;
 
 static int setup(void **state)
 {
 	(void)state;
-	struct shm_caps caps = { 8, 16, max_live, 4 };
+	struct shm_caps caps = { caps_depth, 16, max_live, 4 };
 	uint64_t size;
 	assert_int_equal(shm_layout(&caps, sec, &size), 0);
 	seg_fd = memfd_create("ymtop-test-table", MFD_CLOEXEC);
@@ -558,6 +559,84 @@ static void counts_go_to_the_plane(void **state)
 			 hdr->sections[YM_SEC_STACKS].capacity);
 }
 
+/* The v6 fields after a record's frames (segment.h). */
+static const struct ym_stack_ext *ext_rec(uint32_t i)
+{
+	return (const struct ym_stack_ext *)(const void *)((const uint8_t *)stack_rec(i) +
+		shm_stack_stride_v5(caps_depth));
+}
+
+/* Peaks: a stack's rises with its retained estimate (record and planes
+ * of the current reset) and stays when it falls; the process's is its
+ * own sum, not the stacks' peaks; mmap stacks are a kind of their own,
+ * counted apart; a reset restarts them all.  Weights of 64 KiB and more
+ * (a step: table.c, PEAK_STEP) count at once. */
+#define KI 1024
+static void peaks_rise_stay_and_reset(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x66 }, g[1] = { 0x77 };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	uint32_t other = table_intern(g, 1, 1, 1);
+	struct ym_live a = entry(0x1000, st), b = entry(0x2000, st);
+	struct ym_live c = entry(0x3000, other);
+	a.weight_bytes = 1000 * KI;
+	b.weight_bytes = 500 * KI;
+	c.weight_bytes = 300 * KI;
+	table_count_alloc(&a, NULL);
+	table_count_alloc(&b, NULL);
+	assert_int_equal(ext_rec(st)->peak_bytes, 1500 * KI);
+	assert_true(ext_rec(st)->peak_mono_ns > 0);
+	table_count_free(&a, 10, NULL);          /* 500 left */
+	table_count_alloc(&c, NULL);             /* the process: 800 */
+	assert_int_equal(ext_rec(st)->peak_bytes, 1500 * KI);
+	assert_int_equal(ext_rec(other)->peak_bytes, 300 * KI);
+	assert_int_equal(hdr->retained_est, 800 * KI);
+	assert_int_equal(hdr->peak_retained, 1500 * KI);   /* not 1500 + 300 */
+	/* A plane of the current reset counts in the stack's estimate; one
+	 * of an older reset does not. */
+	struct ym_counts *own = table_plane_entry(0, st);
+	assert_int_equal(backing_get(own, sizeof *own), 0);
+	own->alloc_bytes = 4000 * KI;
+	hdr->planes_used = 1;
+	hdr->plane_epoch[0] = 0;
+	struct table_plane tp = { 1, 0, 0 };
+	assert_ptr_equal(table_own_counts(&tp, st), own);   /* backs it */
+	table_count_alloc(&c, NULL);             /* another stack: no change */
+	assert_int_equal(ext_rec(st)->peak_bytes, 1500 * KI);
+	table_count_alloc(&b, NULL);             /* 500 + 500 + 4000 */
+	assert_int_equal(ext_rec(st)->peak_bytes, 5000 * KI);
+	/* Small moves count by steps: 100 blocks of 1 KiB raise the peak
+	 * once they cross a step, and the process's estimate within one. */
+	struct ym_live small = entry(0x5000, other);
+	small.weight_bytes = KI;
+	uint64_t before = ext_rec(other)->peak_bytes;
+	for (int i = 0; i < 100; i++)
+		table_count_alloc(&small, NULL);
+	assert_true(ext_rec(other)->peak_bytes > before);
+	assert_true(ext_rec(other)->peak_bytes <= before + 100 * KI);
+	assert_true(ext_rec(other)->peak_bytes + 64 * KI > before + 100 * KI);
+	assert_true(hdr->retained_est + 64 * KI > (1600 + 100) * KI);
+	/* mmap: the same frames, another record, the other totals. */
+	uint32_t m = table_intern_kind(f, 1, 1, 1, YM_KIND_MMAP);
+	assert_int_not_equal(m, st);
+	assert_int_equal(table_intern_kind(f, 1, 1, 1, YM_KIND_MMAP), m);
+	assert_int_equal(table_intern(f, 1, 1, 1), st);
+	assert_int_equal(ext_rec(m)->kind, YM_KIND_MMAP);
+	assert_int_equal(ext_rec(st)->kind, YM_KIND_MALLOC);
+	struct ym_live d = entry(0x4000, m);
+	d.weight_bytes = 1000 * KI;
+	table_count_alloc(&d, NULL);
+	assert_int_equal(hdr->mmap_retained_est, 1000 * KI);
+	assert_int_equal(hdr->mmap_peak_retained, 1000 * KI);
+	assert_int_equal(reset(), 1);
+	assert_int_equal(ext_rec(st)->peak_bytes, 0);
+	assert_int_equal(hdr->peak_retained, 0);
+	assert_int_equal(hdr->retained_est, 0);
+	assert_int_equal(hdr->mmap_peak_retained, 0);
+	assert_int_equal(ext_rec(m)->kind, YM_KIND_MMAP);   /* kinds stay */
+}
+
 static void lock_is_bounded(void **state)
 {
 	(void)state;
@@ -586,6 +665,7 @@ int main(void)
 						setup_large_exact, teardown),
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
+		cmocka_unit_test_setup_teardown(peaks_rise_stay_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
 						setup_large, teardown),
 	};

@@ -38,7 +38,8 @@ void model_memory(const struct model *m, struct model_memory *o)
 	o->counted_in_use = o->have_counted ?
 		(double)m->totals.alloc_bytes - (double)m->totals.free_bytes : 0;
 	o->retained = m->retained_bytes;
-	o->have_mmap = m->have_mmap;
+	/* Agents of ABI 6 and later track anonymous mmap (stack kinds). */
+	o->have_mmap = m->have_snap && m->snap.hdr.abi_version >= 6;
 	o->mmap_retained = m->mmap_retained_bytes;
 	double heap = o->have_heap ? o->heap_in_use + o->heap_free :
 		      o->have_counted ? o->counted_in_use : o->retained;

@@ -16,6 +16,8 @@ void model_free(struct model *m)
 	free(m->order);
 	free(m->prev_alloc);
 	free(m->mark_retained);
+	free(m->mark_peak_seen);
+	free(m->mark_agent_peak);
 	free(m->thread_names);
 	memset(m, 0, sizeof *m);
 }
@@ -53,6 +55,15 @@ const char *model_name(const struct model *m)
 	return b ? b + 1 : m->snap.hdr.exe;
 }
 
+/* The mark's arrays, to n entries (new ones zero). */
+static int grow_marks(struct model *m, uint32_t n)
+{
+	uint32_t a = m->nmark, b = m->nmark;
+	if (grow(&m->mark_peak_seen, &a, n) || grow(&m->mark_agent_peak, &b, n))
+		return -1;
+	return grow(&m->mark_retained, &m->nmark, n);
+}
+
 int model_update(struct model *m, struct shm_snapshot *snap)
 {
 	return model_update_facts(m, snap, NULL);
@@ -68,7 +79,7 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	char (*names)[MODEL_THREAD_NAME] = nnames ? calloc(nnames, sizeof *names) : NULL;
 	if (!st || !order || (nnames && !names) ||
 	    grow(&m->prev_alloc, &m->nprev, n) ||
-	    (m->marked && grow(&m->mark_retained, &m->nmark, n))) {
+	    (m->marked && grow_marks(m, n))) {
 		free(st);
 		free(order);
 		free(names);
@@ -94,6 +105,7 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		dt = 0;
 
 	m->retained_bytes = m->retained_objects = 0;
+	m->mmap_retained_bytes = 0;
 	m->samples = 0;
 	memset(m->life, 0, sizeof m->life);
 	for (uint32_t i = 0; i < n; i++) {
@@ -122,10 +134,36 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 			s->alloc_rate = diff(s->alloc_bytes,
 					     first ? 0 : m->prev_alloc[i]) / dt;
 		m->prev_alloc[i] = s->alloc_bytes;
-		if (m->marked)
+		const struct ym_stack_ext *x = shm_stack_ext(snap, i);
+		if (x) {
+			s->kind = x->kind;
+			s->peak_bytes = (double)x->peak_bytes;
+			s->peak_mono_ns = x->peak_mono_ns;
+		}
+		if (m->marked) {
 			s->growth = s->retained_bytes - m->mark_retained[i];
+			double *seen = &m->mark_peak_seen[i];
+			if (s->retained_bytes > *seen)
+				*seen = s->retained_bytes;
+			if (s->peak_bytes > m->mark_agent_peak[i] && s->peak_bytes > *seen)
+				*seen = s->peak_bytes;
+			s->peak_since_mark = *seen;
+		}
+		if (s->kind == YM_KIND_MMAP) {
+			m->mmap_retained_bytes += s->retained_bytes;
+			continue;
+		}
 		m->retained_bytes += s->retained_bytes;
 		m->retained_objects += s->retained_objects;
+	}
+	if (snap->hdr.abi_version >= 6) {
+		m->peak_retained_bytes = (double)snap->hdr.peak_retained;
+		m->peak_mono_ns = snap->hdr.peak_mono_ns;
+		m->mmap_peak_bytes = (double)snap->hdr.mmap_peak_retained;
+		m->mmap_peak_mono_ns = snap->hdr.mmap_peak_mono_ns;
+	} else {
+		m->peak_retained_bytes = m->mmap_peak_bytes = 0;
+		m->peak_mono_ns = m->mmap_peak_mono_ns = 0;
 	}
 	/* A snapshot without the live table keeps the last known ages. */
 	if (snap->live_skipped && m->stacks)
@@ -195,15 +233,26 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 
 void model_mark(struct model *m)
 {
-	if (grow(&m->mark_retained, &m->nmark, m->nstacks))
+	if (grow_marks(m, m->nstacks))
 		return;
-	for (uint32_t i = 0; i < m->nmark; i++)
-		m->mark_retained[i] = i < m->nstacks ? m->stacks[i].retained_bytes : 0;
-	for (uint32_t i = 0; i < m->nstacks; i++)
+	for (uint32_t i = 0; i < m->nmark; i++) {
+		const struct model_stack *s = i < m->nstacks ? &m->stacks[i] : NULL;
+		m->mark_retained[i] = s ? s->retained_bytes : 0;
+		m->mark_peak_seen[i] = s ? s->retained_bytes : 0;
+		m->mark_agent_peak[i] = s ? s->peak_bytes : 0;
+	}
+	for (uint32_t i = 0; i < m->nstacks; i++) {
 		m->stacks[i].growth = 0;
+		m->stacks[i].peak_since_mark = m->stacks[i].retained_bytes;
+	}
 	m->marked = 1;
 	m->mark_mono_ns = m->snap.taken_mono_ns;
 	m->mark_total = m->retained_bytes;
+}
+
+double model_peak(const struct model *m, const struct model_stack *s)
+{
+	return m->marked ? s->peak_since_mark : s->peak_bytes;
 }
 
 uint64_t model_oldest_age(const struct model *m, const struct model_stack *s)
@@ -232,6 +281,8 @@ double model_key(const struct model *m, const struct model_stack *s,
 		return s->alloc_objects > 0 ? s->alloc_bytes / s->alloc_objects : 0;
 	case SORT_AGE:
 		return (double)model_oldest_age(m, s);
+	case SORT_PEAK:
+		return model_peak(m, s);
 	default:
 		return 0;
 	}

@@ -28,6 +28,7 @@ enum model_sort {
 	SORT_LIVE,           /* estimated live objects */
 	SORT_AVG,            /* average allocation size */
 	SORT_AGE,            /* age of the oldest live sample */
+	SORT_PEAK,           /* peak retained (since the mark when marked) */
 	SORT_FUNCTION,       /* display frame name (needs a key callback) */
 	SORT_COUNT
 };
@@ -78,6 +79,17 @@ struct model_stack {
 	uint64_t first_mono_ns;
 	uint32_t tid;
 	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
+	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
+	/* The agent's peak of retained_bytes since its start or last reset
+	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown). */
+	double   peak_bytes;
+	uint64_t peak_mono_ns;
+	/* Since the mark (when marked): the highest retained_bytes seen in
+	 * the snapshots since the mark, or the agent's peak if that moved
+	 * after the mark (then it was reached after the mark), whichever is
+	 * higher.  A peak reached and left between two snapshots before the
+	 * agent's peak moved is not seen: the agent keeps one peak only. */
+	double   peak_since_mark;
 };
 
 struct model {
@@ -89,8 +101,14 @@ struct model {
 	uint32_t norder;
 
 	struct ym_totals totals;     /* exact, from thread slots */
-	double   retained_bytes;     /* sum of stack estimates */
+	double   retained_bytes;     /* sum of stack estimates, kind malloc */
 	double   retained_objects;
+	double   mmap_retained_bytes; /* sum of stack estimates, kind mmap */
+	/* The process's peaks (ABI v6; 0 before), the agent's: the malloc
+	 * family's retained estimate, and tracked mmap's, with their times
+	 * (CLOCK_MONOTONIC), since the start or the last reset. */
+	double   peak_retained_bytes, mmap_peak_bytes;
+	uint64_t peak_mono_ns, mmap_peak_mono_ns;
 	uint64_t samples;            /* sum over stacks */
 	struct { double objects, bytes; } life[YM_LIFE_BUCKETS]; /* all stacks */
 	/* As alloc_rate: per second since the previous snapshot (the first:
@@ -110,17 +128,13 @@ struct model {
 	int      exit_how;           /* PROC_EXIT_*, kept once known */
 	int      exit_value;
 
-	/* RSS explained (memory.h; the allocator's statistics come from the
-	 * snapshot, model_heap): mmap memory the agent tracks with its
-	 * stacks (issue 20, agent side), absent until then. */
-	int      have_mmap;
-	double   mmap_retained_bytes;
 
 	/* Previous snapshot and mark, indexed by stack id. */
 	double  *prev_alloc;  uint32_t nprev;
 	struct ym_totals prev_totals;
 	uint64_t prev_mono_ns;
 	double  *mark_retained; uint32_t nmark;
+	double  *mark_peak_seen, *mark_agent_peak;   /* nmark entries each */
 	int      marked;
 	uint64_t mark_mono_ns;
 	double   mark_total;
@@ -145,7 +159,7 @@ static inline pid_t model_pid(const struct model *m)
 	return m->snap.pid ? m->snap.pid : (pid_t)m->snap.hdr.pid;
 }
 
-/* Set the mark: growth is measured from now. */
+/* Set the mark: growth and peak_since_mark are measured from now. */
 void model_mark(struct model *m);
 
 /* Sort descending by key (ascending when asc), keeping only stacks for which
@@ -161,6 +175,9 @@ double model_key(const struct model *m, const struct model_stack *s,
 		 enum model_sort key);
 
 /* Age in ns of the stack's oldest live sample at snapshot time (0: none). */
+/* The stack's peak the screen shows: since the mark when marked, else
+ * the agent's since its start or last reset. */
+double model_peak(const struct model *m, const struct model_stack *s);
 uint64_t model_oldest_age(const struct model *m, const struct model_stack *s);
 
 /* Seconds the process has run, at snapshot time (or until it exited):

@@ -51,7 +51,7 @@ int report_sort_parse(const char *s, enum model_sort *out)
 {
 	static const struct { const char *name; enum model_sort key; } keys[] = {
 		{ "retained", SORT_RETAINED }, { "allocated", SORT_ALLOCATED },
-		{ "rate", SORT_RATE },
+		{ "rate", SORT_RATE }, { "peak", SORT_PEAK },
 	};
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
 		if (!strcmp(s, keys[i].name)) {
@@ -66,6 +66,7 @@ const char *report_sort_name(enum model_sort k)
 	switch (k) {
 	case SORT_ALLOCATED: return "allocated bytes";
 	case SORT_RATE:      return "allocation rate";
+	case SORT_PEAK:      return "peak retained bytes";
 	default:             return "retained bytes";
 	}
 }
@@ -98,7 +99,7 @@ uint32_t *report_order_by(const struct model *m, enum model_sort key, uint32_t *
 	for (uint32_t i = 0; i < m->nstacks; i++)
 		if (m->stacks[i].alloc_samples)
 			o[k++] = i;
-	if (key != SORT_ALLOCATED && key != SORT_RATE)
+	if (key != SORT_ALLOCATED && key != SORT_RATE && key != SORT_PEAK)
 		key = SORT_RETAINED;
 	struct order_ctx c = { m, key };
 	qsort_r(o, k, sizeof *o, by_key, &c);
@@ -111,11 +112,21 @@ uint32_t *report_order(const struct model *m, uint32_t *n)
 	return report_order_by(m, SORT_RETAINED, n);
 }
 
-double report_alarm_time(const struct model *m, const struct ym_alarm *a)
+double report_mono_time(const struct model *m, uint64_t mono_ns)
 {
 	const struct ym_header *h = &m->snap.hdr;
-	double off = ((double)a->mono_ns - (double)h->start_mono_ns) / 1e9;
+	double off = ((double)mono_ns - (double)h->start_mono_ns) / 1e9;
 	return (double)h->start_real_ns / 1e9 + off;
+}
+
+const char *report_kind_name(uint32_t kind)
+{
+	return kind == YM_KIND_MMAP ? "mmap" : "malloc";
+}
+
+double report_alarm_time(const struct model *m, const struct ym_alarm *a)
+{
+	return report_mono_time(m, a->mono_ns);
 }
 
 const struct ym_thread *report_next_thread(const struct model *m, uint32_t *it)

@@ -102,5 +102,9 @@ const char *report_thread_name(const struct model *m, const struct ym_thread *th
 /* An alarm's wall-clock time in seconds since the epoch, from the
  * segment's start times (the alarm carries only CLOCK_MONOTONIC). */
 double report_alarm_time(const struct model *m, const struct ym_alarm *a);
+/* The same for any CLOCK_MONOTONIC time of the segment's writer. */
+double report_mono_time(const struct model *m, uint64_t mono_ns);
+/* A stack's kind as reports name it: "malloc" or "mmap". */
+const char *report_kind_name(uint32_t kind);
 
 #endif

@@ -102,6 +102,16 @@ static void json_heap(FILE *f, const struct model *m)
 		(unsigned long long)hs->cost_ns);
 }
 
+/* A writer's CLOCK_MONOTONIC time as seconds since the epoch, or null
+ * (0: no such time, e.g. no peak yet or an older agent). */
+static void json_time(FILE *f, const struct model *m, uint64_t mono_ns)
+{
+	if (mono_ns == 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%.3f", report_mono_time(m, mono_ns));
+}
+
 int json_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
@@ -115,7 +125,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	fputs(",\"name\":", f);
 	fmt_json_string(f, model_name(m));
 	fprintf(f, ",\"sort\":\"%s\"", o->sort == SORT_ALLOCATED ? "allocated" :
-		o->sort == SORT_RATE ? "rate" : "retained");
+		o->sort == SORT_RATE ? "rate" : o->sort == SORT_PEAK ? "peak" : "retained");
 	fprintf(f, ",\"time\":%.3f,\"uptime_s\":%.3f,\"state\":\"%s\","
 		"\"attached\":%s,\"sample_rate\":%llu,\"rss_bytes\":%llu,",
 		(double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
@@ -147,8 +157,15 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, "\"freed_bytes\":%llu,\"in_use_bytes\":%lld,",
 			(unsigned long long)t->free_bytes,
 			(long long)(t->alloc_bytes - t->free_bytes));
-	fprintf(f, "\"retained_bytes\":%.0f,\"retained_objects\":%.0f},",
-		m->retained_bytes, m->retained_objects);
+	fprintf(f, "\"retained_bytes\":%.0f,\"retained_objects\":%.0f,"
+		"\"mmap_retained_bytes\":%.0f,\"peak_retained_bytes\":%.0f,\"peak_time\":",
+		m->retained_bytes, m->retained_objects, m->mmap_retained_bytes,
+		m->peak_retained_bytes);
+	json_time(f, m, m->peak_mono_ns);
+	fprintf(f, ",\"mmap_peak_retained_bytes\":%.0f,\"mmap_peak_time\":",
+		m->mmap_peak_bytes);
+	json_time(f, m, m->mmap_peak_mono_ns);
+	fputs("},", f);
 	fprintf(f, "\"table\":{\"stacks_used\":%llu,\"stacks_capacity\":%u,"
 		"\"samples\":%llu,\"live_samples\":%llu,\"dropped_stacks\":%llu,"
 		"\"dropped_live\":%llu,\"dropped_busy\":%llu,\"dropped_threads\":%llu,"
@@ -179,10 +196,14 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, "%s{\"id\":%u,\"retained_bytes\":%.0f,\"retained_objects\":%.0f,"
 			"\"allocated_bytes\":%.0f,\"allocated_objects\":%.0f,"
 			"\"allocated_bytes_per_s\":%.0f,"
-			"\"samples\":%llu,\"live_samples\":%u,\"frames\":",
+			"\"samples\":%llu,\"live_samples\":%u,\"kind\":\"%s\","
+			"\"peak_retained_bytes\":%.0f,\"peak_time\":",
 			k ? "," : "", st->id, st->retained_bytes, st->retained_objects,
 			st->alloc_bytes, st->alloc_objects, st->alloc_rate,
-			(unsigned long long)st->alloc_samples, st->live_samples);
+			(unsigned long long)st->alloc_samples, st->live_samples,
+			report_kind_name(st->kind), st->peak_bytes);
+		json_time(f, m, st->peak_mono_ns);
+		fputs(",\"frames\":", f);
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);
 	}

@@ -17,7 +17,8 @@ enum {
 	PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13,
 	PROFILE_DEFAULT_SAMPLE_TYPE = 14,
 	VALUETYPE_TYPE = 1, VALUETYPE_UNIT = 2,
-	SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2,
+	SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2, SAMPLE_LABEL = 3,
+	LABEL_KEY = 1, LABEL_STR = 2,
 	MAPPING_ID = 1, MAPPING_MEMORY_START = 2, MAPPING_MEMORY_LIMIT = 3,
 	MAPPING_FILE_OFFSET = 4, MAPPING_FILENAME = 5, MAPPING_BUILD_ID = 6,
 	MAPPING_HAS_FUNCTIONS = 7, MAPPING_HAS_FILENAMES = 8,
@@ -224,6 +225,11 @@ static void add_samples(struct builder *b, const uint32_t *order, uint32_t n)
 		size_t mk = pb_open(&b->samples, PROFILE_SAMPLE);
 		pb_packed(&b->samples, SAMPLE_LOCATION_ID, locs, depth);
 		pb_packed(&b->samples, SAMPLE_VALUE, v, 4);
+		/* kind: malloc or mmap (pprof -tagfocus kind=mmap). */
+		size_t lk = pb_open(&b->samples, SAMPLE_LABEL);
+		pb_int(&b->samples, LABEL_KEY, intern(b, "kind"));
+		pb_int(&b->samples, LABEL_STR, intern(b, report_kind_name(st->kind)));
+		pb_close(&b->samples, lk);
 		pb_close(&b->samples, mk);
 	}
 	free(locs);

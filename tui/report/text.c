@@ -194,6 +194,17 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);
+	if (h->abi_version >= 6) {
+		fprintf(f, "peak retained: %s", fmt_bytes(m->peak_retained_bytes, a, sizeof a));
+		if (m->peak_mono_ns && m->snap.taken_mono_ns >= m->peak_mono_ns)
+			fprintf(f, " (%s ago)", fmt_duration((double)(m->snap.taken_mono_ns -
+							      m->peak_mono_ns) / 1e9, b, sizeof b));
+		fputc('\n', f);
+		if (m->mmap_peak_bytes > 0)
+			fprintf(f, "tracked mmap: %s retained, peak %s\n",
+				fmt_bytes(m->mmap_retained_bytes, a, sizeof a),
+				fmt_bytes(m->mmap_peak_bytes, b, sizeof b));
+	}
 	fprintf(f, "stacks %llu / %u, samples %llu, dropped: %llu stack-table, "
 		"%llu live-table, %llu busy, %llu thread-slots, %llu modules\n",
 		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
@@ -234,15 +245,20 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	 * server that frees all it allocates the churn is the story. */
 	for (uint32_t k = 0; k < norder && shown < top; k++) {
 		const struct model_stack *st = &m->stacks[order[k]];
-		double pct = m->retained_bytes > 0 ?
-			100.0 * st->retained_bytes / m->retained_bytes : 0;
-		fprintf(f, "\n#%d retained %s (%.1f%%) in %.0f objects; "
+		/* A share of its own kind's retained bytes. */
+		double all = st->kind == YM_KIND_MMAP ? m->mmap_retained_bytes :
+							m->retained_bytes;
+		double pct = all > 0 ? 100.0 * st->retained_bytes / all : 0;
+		fprintf(f, "\n#%d %sretained %s (%.1f%%) in %.0f objects; "
 			"allocated %s in %.0f objects",
-			++shown, fmt_bytes(st->retained_bytes, a, sizeof a), pct,
+			++shown, st->kind == YM_KIND_MMAP ? "mmap " : "",
+			fmt_bytes(st->retained_bytes, a, sizeof a), pct,
 			st->retained_objects,
 			fmt_bytes(st->alloc_bytes, b, sizeof b), st->alloc_objects);
 		if (o->sort == SORT_RATE)
 			fprintf(f, "; %s/s", fmt_bytes(st->alloc_rate, c, sizeof c));
+		if (st->peak_bytes > 0)
+			fprintf(f, "; peak %s", fmt_bytes(st->peak_bytes, c, sizeof c));
 		fputc('\n', f);
 		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
 	}

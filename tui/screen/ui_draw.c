@@ -217,6 +217,7 @@ static const struct col stack_cols[] = {
 	{ "RETAINED", 9, SORT_RETAINED, 0 },
 	{ "%", 5, SORT_PERCENT, 0 },
 	{ "GROWTH", 9, SORT_GROWTH, 0 },
+	{ "PEAK", 9, SORT_PEAK, 110 },
 	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
 	{ "RATE/s", 9, SORT_RATE, 90 },
 	{ "LIVE", 7, SORT_LIVE, 0 },
@@ -225,9 +226,10 @@ static const struct col stack_cols[] = {
 };
 #define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
 
-static int col_on(int i)
+/* A column the terminal is wide enough for, or the one sorted by. */
+static int col_on(const struct view *v, int i)
 {
-	return COLS >= stack_cols[i].min_cols;
+	return COLS >= stack_cols[i].min_cols || v->sort == stack_cols[i].key;
 }
 
 static int draw_col_header(int y, const struct view *v, const char *last)
@@ -235,7 +237,7 @@ static int draw_col_header(int y, const struct view *v, const char *last)
 	fill_line(y, attr(C_COLS, A_REVERSE));
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++) {
-		if (!col_on(i))
+		if (!col_on(v, i))
 			continue;
 		const struct col *c = &stack_cols[i];
 		int sorted = v->sort == c->key;
@@ -256,16 +258,19 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 	char buf[32];
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++) {
-		if (!col_on(i))
+		if (!col_on(v, i))
 			continue;
 		const struct col *c = &stack_cols[i];
 		attr_t a = base;
 		switch (c->key) {
 		case SORT_RETAINED: fmt_bytes(retained, buf, sizeof buf); break;
-		case SORT_PERCENT:
-			snprintf(buf, sizeof buf, "%.1f", m->retained_bytes > 0 ?
-				 100.0 * retained / m->retained_bytes : 0.0);
+		case SORT_PERCENT: {   /* of its own kind's retained bytes */
+			double all = s && s->kind == YM_KIND_MMAP ?
+				     m->mmap_retained_bytes : m->retained_bytes;
+			snprintf(buf, sizeof buf, "%.1f", all > 0 ?
+				 100.0 * retained / all : 0.0);
 			break;
+		}
 		case SORT_GROWTH:
 			if (!m->marked) {
 				snprintf(buf, sizeof buf, "-");
@@ -274,6 +279,12 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 				if (!base && fabs(growth) >= 0.5)
 					a = attr(growth > 0 ? C_UP : C_DOWN, A_BOLD);
 			}
+			break;
+		case SORT_PEAK:   /* a stack's, not a function's (no sum of peaks) */
+			if (s)
+				fmt_bytes(model_peak(m, s), buf, sizeof buf);
+			else
+				snprintf(buf, sizeof buf, "-");
 			break;
 		case SORT_ALLOCATED: fmt_bytes(alloc, buf, sizeof buf); break;
 		case SORT_RATE: fmt_bytes(rate, buf, sizeof buf); break;
@@ -290,14 +301,13 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 		ui_put(y, x, a, "%*s", c->width, buf);
 		x += c->width + 1;
 	}
-	(void)s;
 }
 
-static int label_x(void)
+static int label_x(const struct view *v)
 {
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++)
-		if (col_on(i))
+		if (col_on(v, i))
 			x += stack_cols[i].width + 1;
 	return x;
 }
@@ -342,7 +352,7 @@ static void draw_stacks(struct view *v, int y0, int rows)
 	struct model *m = v->m;
 	draw_col_header(y0, v, "FUNCTION (FILE:LINE)");
 	v->page = rows;
-	int lx = label_x();
+	int lx = label_x(v);
 	for (int r = 0; r < rows; r++) {
 		int row = v->top + r;
 		if (row >= (int)m->norder)
@@ -354,7 +364,9 @@ static void draw_stacks(struct view *v, int y0, int rows)
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
 			    y0 + 1 + r, base);
 		char nb[1024];
-		ui_put(y0 + 1 + r, lx, base, "%s", shown_name(view_label(v, s->id), nb, sizeof nb));
+		/* Memory the program mapped itself: tagged, its own kind. */
+		ui_put(y0 + 1 + r, lx, base, "%s%s", s->kind == YM_KIND_MMAP ? "[mmap] " : "",
+		       shown_name(view_label(v, s->id), nb, sizeof nb));
 	}
 	if (m->norder == 0)
 		ui_put(y0 + 2, 2, attr(C_DIM, 0), "%s", v->filter[0] ?
@@ -366,7 +378,7 @@ static void draw_functions(struct view *v, int y0, int rows)
 {
 	draw_col_header(y0, v, "FUNCTION (FILE:LINE)  [stacks]");
 	v->page = rows;
-	int lx = label_x();
+	int lx = label_x(v);
 	for (int r = 0; r < rows; r++) {
 		int row = v->top + r;
 		if (row >= (int)v->nfns)
@@ -567,9 +579,9 @@ static const char *const help_text[] = {
 	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms,",
 	"                Memory (RSS explained)",
 	"  < >  F6       sort column (again: reverse)",
-	"  R T A L G N   sort by retained, total, rate, live, growth, name",
+	"  R T A L G P N sort: retained, total, rate, live, growth, peak, name",
 	"  /             filter by function, file or module (Esc clears)",
-	"  m             set the mark: GROWTH is measured from now",
+	"  m             set the mark: GROWTH and PEAK are measured from now",
 	"  space         freeze the display",
 	"  p             pause or resume sampling in the agent",
 	"  r             ask the agent for another sample rate",

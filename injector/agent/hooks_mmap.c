@@ -1,0 +1,358 @@
+/*
+ * Anonymous mappings, interposed (hooks_mmap.h).
+ *
+ * State, this file's: the next definitions, the allocator's text range,
+ * and the private table of sampled mappings under its own spin lock
+ * (bounded: a busy or full table drops the sample, never waits).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "hooks_mmap.h"
+#include "life.h"
+#include "modules.h"
+#include "next.h"
+#include "sampling.h"
+#include "seg.h"
+#include "table.h"
+#include "threads.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+typedef int   (*munmap_fn)(void *, size_t);
+typedef void *(*mremap_fn)(void *, size_t, size_t, int, ...);
+
+static struct {
+	mmap_fn mmap;
+	munmap_fn munmap;
+	mremap_fn mremap;
+	uintptr_t alloc_lo, alloc_hi;   /* the next malloc's object */
+	int resolved;                   /* atomic */
+} nx;
+
+/* A sampled mapping [start, end), page-rounded; e as a live entry;
+ * reset: the reset_count it was counted under (a reset forgets it, as it
+ * empties the live table). */
+struct mapping {
+	uint64_t start, end;
+	uint64_t reset;
+	struct ym_live e;
+};
+
+#define MAX_MAPPINGS 1024u
+static struct mapping maps[MAX_MAPPINGS];
+static uint32_t nmaps;      /* atomic: entries [0, nmaps) in use */
+static uint32_t maps_lock;
+
+static int maps_take(void)
+{
+	for (uint32_t i = 0; i < 100000; i++) {
+		if (!__atomic_exchange_n(&maps_lock, 1, __ATOMIC_ACQUIRE))
+			return 1;
+		agent_backoff(i);
+	}
+	return 0;
+}
+
+static void maps_give(void)
+{
+	__atomic_store_n(&maps_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Entry i leaves the table (lock held): the last one takes its place. */
+static void drop(uint32_t i)
+{
+	uint32_t n = nmaps - 1;
+	maps[i] = maps[n];
+	__atomic_store_n(&nmaps, n, __ATOMIC_RELEASE);
+}
+
+void mmap_fork_child(void)
+{
+	nmaps = 0;
+	maps_lock = 0;
+}
+
+static int in_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t a = (uintptr_t)arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t s = info->dlpi_addr + ph->p_vaddr;
+		if (s < lo)
+			lo = s;
+		if (s + ph->p_memsz > hi)
+			hi = s + ph->p_memsz;
+	}
+	if (a < lo || a >= hi)
+		return 0;
+	nx.alloc_lo = lo;
+	nx.alloc_hi = hi;
+	return 1;
+}
+
+/* Under the guard (dlsym may allocate). */
+static void resolve(void)
+{
+	void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
+	void *m = dlsym(from, "mmap"), *u = dlsym(from, "munmap"),
+	     *r = dlsym(from, "mremap");
+	if (m == (void *)hook_mmap || u == (void *)hook_munmap ||
+	    r == (void *)hook_mremap)
+		m = u = r = NULL;   /* only ours: the system calls then */
+	*(void **)&nx.mmap = m;
+	*(void **)&nx.munmap = u;
+	*(void **)&nx.mremap = r;
+	if (agent_next.malloc)
+		dl_iterate_phdr(in_object, (void *)agent_next.malloc);
+	__atomic_store_n(&nx.resolved, 1, __ATOMIC_RELEASE);
+}
+
+static int ready(struct agent_tls *t)
+{
+	if (__atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE))
+		return 1;
+	if (t->guard || !__atomic_load_n(&agent_next.resolved, __ATOMIC_ACQUIRE))
+		return 0;
+	agent_guard_enter(t);
+	resolve();
+	agent_guard_leave(t);
+	return 1;
+}
+
+int hooks_in_allocator(uintptr_t a)
+{
+	if (!ready(&agent_tls))
+		return -1;
+	return a >= nx.alloc_lo && a < nx.alloc_hi;
+}
+
+static uint64_t page_up(uint64_t n)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	return (n + pg - 1) & ~(pg - 1);
+}
+
+/* Whether a call from ra is the program's own (see the header). */
+static int programs(uintptr_t ra)
+{
+	return !(ra >= agent_self.lo && ra < agent_self.hi) &&
+	       !(ra >= nx.alloc_lo && ra < nx.alloc_hi);
+}
+
+static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *p, uint64_t len)
+{
+	int saved = errno;   /* the host's: a successful mmap leaves it */
+	agent_guard_enter(t);
+	struct ym_live e;
+	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, &e))
+		goto out;
+	/* The overflow stack is the malloc family's: no room, no sample. */
+	if (e.stack == YM_STACK_OVERFLOW || !maps_take())
+		goto out;
+	uint32_t n = nmaps;
+	if (n < MAX_MAPPINGS) {
+		maps[n] = (struct mapping){ e.addr, e.addr + len,
+					    table_reset_count(), e };
+		__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
+		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+	}
+	maps_give();
+out:
+	agent_guard_leave(t);
+	errno = saved;
+}
+
+static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi);
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	struct agent_tls *t = &agent_tls;
+	/* MAP_FIXED replaces what was there: as an unmap first (the
+	 * program's: the allocator's are over its own mappings). */
+	if (unlikely(flags & MAP_FIXED) && len && !t->guard &&
+	    __atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && ready(t) &&
+	    programs((uintptr_t)__builtin_return_address(0)))
+		unmapped(t, (uint64_t)(uintptr_t)addr,
+			 (uint64_t)(uintptr_t)addr + page_up(len));
+	void *p = ready(t) && nx.mmap ? nx.mmap(addr, len, prot, flags, fd, off) :
+		(void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || t->fast == NULL ||
+	    !programs((uintptr_t)__builtin_return_address(0)))
+		return p;
+	uint64_t n = page_up(len);
+	if (unlikely((t->countdown -= (int64_t)n) < 0))
+		sample_mapping(t, p, n);
+	return p;
+}
+
+/* The unmapped range [lo, hi) leaves the sampled mappings it overlaps:
+ * each keeps what is outside it, its estimate in proportion. */
+static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
+{
+	agent_guard_enter(t);
+	if (!maps_take())
+		goto out;
+	uint64_t reset = table_reset_count();
+	for (uint32_t i = 0; i < nmaps;) {
+		struct mapping *m = &maps[i];
+		if (m->end <= lo || m->start >= hi) {
+			i++;
+			continue;
+		}
+		if (m->reset != reset) {   /* counted before a reset: forgotten */
+			drop(i);
+			continue;
+		}
+		struct ym_counts *own = table_own_counts(&t->plane, m->e.stack);
+		uint64_t left = lo > m->start ? lo - m->start : 0;
+		uint64_t right = hi < m->end ? m->end - hi : 0;
+		uint64_t len = m->end - m->start;
+		if (!left && !right) {
+			table_count_free(&m->e, agent_now_ns(), own);
+			drop(i);
+			continue;
+		}
+		uint64_t wl = (uint64_t)((double)m->e.weight_bytes * left / len);
+		uint64_t wr = (uint64_t)((double)m->e.weight_bytes * right / len);
+		table_count_resize(&m->e, wl + wr, m->e.weight_fx, own);
+		if (left && right && nmaps < MAX_MAPPINGS) {
+			/* A hole: the right part becomes a mapping of its own
+			 * (the object stays with the left one). */
+			struct mapping *r = &maps[nmaps];
+			*r = *m;
+			r->start = hi;
+			r->e.addr = hi;
+			r->e.weight_bytes = wr;
+			r->e.weight_fx = 0;
+			m->end = lo;
+			m->e.weight_bytes = wl;
+			__atomic_store_n(&nmaps, nmaps + 1, __ATOMIC_RELEASE);
+		} else if (left && right) {   /* no room: one piece, both weights */
+			m->end = lo;
+			m->e.weight_bytes = wl + wr;
+		} else if (left) {
+			m->end = lo;
+			m->e.weight_bytes = wl;
+		} else {
+			m->start = hi;
+			m->e.addr = hi;
+			m->e.weight_bytes = wr;
+		}
+		i++;
+	}
+	maps_give();
+out:
+	agent_guard_leave(t);
+}
+
+EXPORT int munmap(void *addr, size_t len)
+{
+	struct agent_tls *t = &agent_tls;
+	/* Before the call: once it returns another thread may map there. */
+	if (__atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && !t->guard && len)
+		unmapped(t, (uint64_t)(uintptr_t)addr,
+			 (uint64_t)(uintptr_t)addr + page_up(len));
+	/* Never resolves here (the agent unmaps in fork's child handler,
+	 * where the loader's lock may be held for good): the prepare handler
+	 * resolved before the fork. */
+	if (__atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.munmap)
+		return nx.munmap(addr, len);
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* The sampled mapping at old moved to q and has new_len bytes now. */
+static void remapped(struct agent_tls *t, uint64_t old, uint64_t q, uint64_t new_len)
+{
+	agent_guard_enter(t);
+	if (!maps_take())
+		goto out;
+	for (uint32_t i = 0; i < nmaps; i++) {
+		struct mapping *m = &maps[i];
+		if (m->start != old)
+			continue;
+		if (m->reset != table_reset_count()) {
+			drop(i);
+			break;
+		}
+		uint64_t len = m->end - m->start;
+		uint64_t w = (uint64_t)((double)m->e.weight_bytes * new_len / len);
+		table_count_resize(&m->e, w, m->e.weight_fx,
+				   table_own_counts(&t->plane, m->e.stack));
+		m->start = m->e.addr = q;
+		m->end = q + new_len;
+		m->e.weight_bytes = w;
+		m->e.size = new_len;
+		break;
+	}
+	maps_give();
+out:
+	agent_guard_leave(t);
+}
+
+EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+	struct agent_tls *t = &agent_tls;
+	void *new_addr = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		new_addr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	void *q = __atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.mremap ?
+		nx.mremap(old, old_len, new_len, flags, new_addr) :
+		(void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+	if (q != MAP_FAILED && old_len && !t->guard &&
+	    __atomic_load_n(&nmaps, __ATOMIC_ACQUIRE))
+		remapped(t, (uint64_t)(uintptr_t)old, (uint64_t)(uintptr_t)q,
+			 page_up(new_len));
+	return q;
+}
+
+/* The same function (off_t is 64 bits here): its return address is the
+ * caller's. */
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+	__attribute__((alias("mmap")));
+
+/* The child's table is its own from the fork on (its segment is new):
+ * registered here, beside life.c's fork handler, under the guard
+ * (pthread_atfork may allocate). */
+/* Before a fork, in the forking thread: resolve now, while the loader's
+ * lock is an ordinary lock (in the child it may stay held by a thread
+ * that no longer exists, and dl_iterate_phdr would wait for ever). */
+static void mmap_prefork(void)
+{
+	(void)ready(&agent_tls);
+}
+
+__attribute__((constructor)) static void mmap_init(void)
+{
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	pthread_atfork(mmap_prefork, NULL, mmap_fork_child);
+	agent_guard_leave(t);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
+#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
+	__attribute__((alias(#name)))
+HIDDEN_ALIAS(mmap);
+HIDDEN_ALIAS(munmap);
+HIDDEN_ALIAS(mremap);

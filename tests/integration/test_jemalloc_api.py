@@ -1,0 +1,155 @@
+"""jemalloc's own API (issue 20): a program linked against libjemalloc
+(libjemalloc-dev) that allocates with mallocx and rallocx and frees with
+sdallocx and dallocx is estimated within tolerance, preloaded and under
+ymtop -p (GOT patching).  And C++ operator new and sized delete, which
+jemalloc, tcmalloc and mimalloc define themselves (they never reach
+malloc's slot): counted under each.  Tolerances as
+tests/integration/test_allocators.py (Z standard deviations of the
+sampling estimate)."""
+import math
+import os
+
+from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
+                   report, run_tests)
+
+PROG = os.path.join(BUILD, "progs", "jeapi")
+RATE = 65536
+KiB = 1024
+MiB = 1024 * KiB
+Z = 4.5
+SITE = 400 * 64 * KiB
+
+
+def bound(blocks):
+    var = 0.0
+    for size, count in blocks:
+        p = -math.expm1(-size / RATE)
+        var += count * size * size * (1 - p) / p
+    return Z * math.sqrt(var)
+
+
+TOL_MALLOCX = bound([(64 * KiB, 400)])
+# rallocx: 4 KiB blocks grown in 4 KiB steps, each step charged on its own.
+TOL_RALLOCX = bound([(64 * KiB, 400)]) + bound([(4 * KiB, 400 * 16)])
+
+
+def retained(rep, name):
+    return sum(s["retained_bytes"] for s in rep["stacks"]
+               if s["frames"] and name in functions(s))
+
+
+def command(t, line):
+    t.p.stdin.write(line + "\n")
+    t.p.stdin.flush()
+    t.wait_for("ready")
+
+
+def check(t, rep_fn):
+    command(t, "alloc")
+    rep = rep_fn()
+    m, r, c = (retained(rep, n) for n in
+               ("mallocx_site", "rallocx_site", "churn_site"))
+    assert abs(m - SITE) <= TOL_MALLOCX, (m, SITE, TOL_MALLOCX)
+    assert abs(r - SITE) <= TOL_RALLOCX, (r, SITE, TOL_RALLOCX)
+    assert abs(c) < 1, c     # every sampled block was sdallocx'ed
+    # The exact totals saw the calls: 50 MiB held, at least.
+    assert rep["totals"]["in_use_bytes"] >= 2 * SITE - 1 * MiB, rep["totals"]
+    command(t, "free")
+    rep = rep_fn()
+    for n in ("mallocx_site", "rallocx_site"):
+        assert abs(retained(rep, n)) < 1, (n, retained(rep, n))
+    assert rep["totals"]["in_use_bytes"] < 2 * SITE / 4, rep["totals"]
+
+
+def need_prog():
+    if not os.path.exists(PROG):
+        raise Skip("%s not built (libjemalloc-dev missing?)" % PROG)
+
+
+def test_linked_program_preloaded():
+    need_prog()
+    t = Target([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "3"})
+    try:
+        check(t, lambda: report(t.pid))
+    finally:
+        t.kill()
+
+
+def test_linked_program_injected():
+    need_prog()
+    t = Plain([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "5"})
+    try:
+        attach(t.pid)
+        check(t, lambda: report(t.pid))
+    finally:
+        t.kill()
+
+
+CXX = os.path.join(BUILD, "progs", "cxxnew")
+LIBS = {
+    "glibc": None,
+    "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+    "mimalloc": "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2",
+}
+
+
+def check_cxx(name):
+    lib = LIBS[name]
+    if lib and not os.path.exists(lib):
+        raise Skip("no " + lib)
+    env = {"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "9",
+           "LD_PRELOAD": AGENT + (" " + lib if lib else "")}
+    t = Target([CXX], env=env)
+    try:
+        command(t, "alloc")
+        rep = report(t.pid)
+        got = retained(rep, "new_site()")
+        assert abs(got - SITE) <= TOL_MALLOCX, (name, got, SITE, TOL_MALLOCX)
+        held = rep["totals"]["in_use_bytes"]
+        assert held >= SITE, (name, rep["totals"])
+        command(t, "free")
+        rep = report(t.pid)
+        assert abs(retained(rep, "new_site()")) < 1, (name, rep["stacks"][:2])
+        assert rep["totals"]["in_use_bytes"] <= held - SITE, (name, rep["totals"])
+    finally:
+        t.kill()
+
+
+def test_cxx_new_and_sized_delete_jemalloc_injected():
+    """ymtop -p into a C++ program under jemalloc: its operator new slots
+    are rewritten to the agent's (got.c)."""
+    lib = LIBS["jemalloc"]
+    if not os.path.exists(lib):
+        raise Skip("no " + lib)
+    t = Plain([CXX], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "9",
+                          "LD_PRELOAD": lib})
+    try:
+        attach(t.pid)
+        command(t, "alloc")
+        got = retained(report(t.pid), "new_site()")
+        assert abs(got - SITE) <= TOL_MALLOCX, (got, SITE, TOL_MALLOCX)
+        command(t, "free")
+        assert abs(retained(report(t.pid), "new_site()")) < 1
+    finally:
+        t.kill()
+
+
+def test_cxx_new_and_sized_delete_glibc():
+    check_cxx("glibc")
+
+
+def test_cxx_new_and_sized_delete_jemalloc():
+    check_cxx("jemalloc")
+
+
+def test_cxx_new_and_sized_delete_tcmalloc():
+    check_cxx("tcmalloc")
+
+
+def test_cxx_new_and_sized_delete_mimalloc():
+    check_cxx("mimalloc")
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))

@@ -1,0 +1,104 @@
+"""Anonymous mappings (issue 20): memory a program maps itself is tracked
+with its stack as kind "mmap", kept apart from the malloc family's totals,
+partial unmaps reduce it, mremap keeps its stack, file mappings are left
+out, and an allocator's own mappings (jemalloc's, through the PLT) are not
+counted twice.  A 64 MiB mapping at rate 65536 is sampled with probability
+1 - exp(-1024): its estimate is its length."""
+import os
+
+from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
+                   report, run_tests)
+
+PROG = os.path.join(BUILD, "progs", "mapper")
+ALLOCS = os.path.join(BUILD, "progs", "allocs")
+MiB = 1024 * 1024
+ENV = {"YM_SAMPLE_RATE": "65536", "YM_SEED": "1"}
+
+
+def site(rep, name):
+    return [s for s in rep["stacks"] if s["frames"] and name in functions(s)]
+
+
+def command(t, line):
+    t.p.stdin.write(line + "\n")
+    t.p.stdin.flush()
+    t.wait_for("ready")
+
+
+def test_map_unmap_remap():
+    t = Target([PROG], env=ENV)
+    try:
+        command(t, "map")
+        rep = report(t.pid)
+        st = site(rep, "map_site")
+        assert len(st) == 1, [functions(s)[:3] for s in rep["stacks"]]
+        s = st[0]
+        assert s["kind"] == "mmap", s
+        assert abs(s["retained_bytes"] - 64 * MiB) < 0.01 * MiB, s
+        tot = rep["totals"]
+        assert abs(tot["mmap_retained_bytes"] - 64 * MiB) < 0.01 * MiB, tot
+        assert tot["retained_bytes"] < 8 * MiB, tot     # the malloc family's
+        command(t, "unmap")
+        s = site(report(t.pid), "map_site")[0]
+        assert abs(s["retained_bytes"] - 16 * MiB) < 0.01 * MiB, s
+        assert abs(s["peak_retained_bytes"] - 64 * MiB) < 0.01 * MiB, s
+        command(t, "grow")
+        rep = report(t.pid)
+        st = site(rep, "map_site")
+        assert len(st) == 1, st
+        assert abs(st[0]["retained_bytes"] - 32 * MiB) < 0.01 * MiB, st[0]
+        command(t, "file")
+        command(t, "shared")
+        rep = report(t.pid)
+        assert not site(rep, "file_site"), "a file mapping was counted"
+        sh = site(rep, "shared_site")
+        assert sh and abs(sh[0]["retained_bytes"] - 8 * MiB) < 0.01 * MiB, sh
+        assert sh[0]["kind"] == "mmap"
+        # MAP_FIXED over the region's first 8 MiB: a new mapping there.
+        command(t, "fixed")
+        rep = report(t.pid)
+        st = site(rep, "map_site")
+        assert abs(st[0]["retained_bytes"] - 24 * MiB) < 0.01 * MiB, st[0]
+        fx = site(rep, "fixed_site")
+        assert fx and abs(fx[0]["retained_bytes"] - 8 * MiB) < 0.01 * MiB, fx
+    finally:
+        t.kill()
+
+
+def test_allocator_mappings_not_counted_twice():
+    """jemalloc maps its extents through the PLT (our mmap): they are its
+    blocks, counted once as malloc."""
+    lib = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+    if not os.path.exists(lib):
+        raise Skip("no libjemalloc2")
+    env = dict(ENV)
+    env["LD_PRELOAD"] = AGENT + " " + lib
+    t = Target([ALLOCS, "malloc:64:1048576"], env=env)
+    try:
+        rep = report(t.pid)
+        tot = rep["totals"]
+        assert tot["mmap_retained_bytes"] == 0, tot
+        assert not [s for s in rep["stacks"] if s["kind"] == "mmap"], \
+            [functions(s)[:4] for s in rep["stacks"] if s["kind"] == "mmap"]
+        assert tot["retained_bytes"] > 32 * MiB, tot
+    finally:
+        t.kill()
+
+
+def test_injected_map_and_unmap():
+    t = Plain([PROG], env=ENV)
+    try:
+        attach(t.pid)
+        command(t, "map")
+        st = site(report(t.pid), "map_site")
+        assert st and st[0]["kind"] == "mmap", st
+        assert abs(st[0]["retained_bytes"] - 64 * MiB) < 0.01 * MiB, st[0]
+        command(t, "unmap")
+        st = site(report(t.pid), "map_site")
+        assert abs(st[0]["retained_bytes"] - 16 * MiB) < 0.01 * MiB, st[0]
+    finally:
+        t.kill()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))

@@ -1,0 +1,121 @@
+"""Peaks (issue 20): the agent keeps each stack's and the process's highest
+retained estimate on its sampled paths, so a site that grows to 50 MiB and
+gives it all back between two reports still shows its peak; a reset
+(control.reset_seq) starts the peaks again.
+
+Tolerance as tests/integration/test_allocators.py: a block of s bytes is
+sampled with probability p = 1 - exp(-s/R) and weighs s/p; the peak is the
+estimate of the whole grown set (the last sampled block of the growth
+raises it to the sum of every sampled block), so Z standard deviations of
+that estimate bound it."""
+import math
+import mmap
+import os
+import struct
+import time
+
+from ymlib import BUILD, Target, functions, report, run_tests
+
+PROG = os.path.join(BUILD, "progs", "peaks")
+RATE = 65536
+BLOCK = 32 * 1024
+MiB = 1024 * 1024
+Z = 4.5
+
+
+def bound(mib):
+    n = mib * MiB // BLOCK
+    p = -math.expm1(-BLOCK / RATE)
+    return Z * BLOCK * math.sqrt(n * (1 - p) / p)
+
+
+def grow_stacks(rep, name="grow_site"):
+    return [s for s in rep["stacks"] if s["frames"] and name in functions(s)]
+
+
+def command(t, line):
+    t.p.stdin.write(line + "\n")
+    t.p.stdin.flush()
+    t.wait_for("ready")
+
+
+def control_reset(pid):
+    """What a reader's reset request is (segment.h, Control): bump
+    control.reset_seq; the agent carries it out on its next sample."""
+    with open("/dev/shm/ymtop-%d" % pid, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 4096 * 4)
+        # header: sections[] after the fixed fields and exe[512] (offset
+        # 600); sections[CONTROL] first; reset_seq at control + 4.
+        ctl = struct.unpack_from("<Q", m, 600)[0]
+        seq = struct.unpack_from("<I", m, ctl + 4)[0]
+        struct.pack_into("<I", m, ctl + 4, seq + 1)
+        m.close()
+
+
+def test_peak_of_a_site_that_gave_it_back():
+    t = Target([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "7"})
+    try:
+        t0 = time.time()
+        command(t, "grow 50")
+        rep = report(t.pid)
+        st = grow_stacks(rep)
+        assert st, [functions(s)[:3] for s in rep["stacks"]]
+        peak = max(s["peak_retained_bytes"] for s in st)
+        kept = sum(s["retained_bytes"] for s in st)
+        assert abs(peak - 50 * MiB) <= bound(50), (peak, bound(50))
+        assert abs(kept) < 1, kept   # every sampled block was freed
+        assert all(s["kind"] == "malloc" for s in st)
+        best = max(st, key=lambda s: s["peak_retained_bytes"])
+        assert t0 - 1 <= best["peak_time"] <= time.time() + 1, best["peak_time"]
+        tot = rep["totals"]
+        # The process's own peak: at least the site's, and not far above
+        # it (the program holds little else).
+        assert tot["peak_retained_bytes"] >= peak - 1, (tot, peak)
+        assert tot["peak_retained_bytes"] <= peak + 2 * MiB, (tot, peak)
+        assert abs(tot["retained_bytes"]) < 2 * MiB, tot
+        assert t0 - 1 <= tot["peak_time"] <= time.time() + 1, tot
+        # Peaks only rise: a smaller growth leaves them.
+        command(t, "grow 5")
+        rep2 = report(t.pid)
+        assert max(s["peak_retained_bytes"] for s in grow_stacks(rep2)) >= peak
+        assert rep2["totals"]["peak_retained_bytes"] >= tot["peak_retained_bytes"]
+    finally:
+        t.kill()
+
+
+def test_exact_mode_peak_within_a_step():
+    """Exact mode (every allocation a sample) raises peaks by steps of
+    64 KiB (table.c, PEAK_STEP): within a step of the truth."""
+    t = Target([PROG], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        command(t, "grow 50")
+        rep = report(t.pid)
+        peak = max(s["peak_retained_bytes"] for s in grow_stacks(rep))
+        assert 50 * MiB - 64 * 1024 <= peak <= 50 * MiB, peak
+        tot = rep["totals"]["peak_retained_bytes"]
+        assert 50 * MiB - 64 * 1024 <= tot <= 50 * MiB + 2 * MiB, tot
+        assert sum(s["retained_bytes"] for s in grow_stacks(rep)) == 0
+    finally:
+        t.kill()
+
+
+def test_reset_restarts_peaks():
+    t = Target([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "11"})
+    try:
+        command(t, "grow 40")
+        control_reset(t.pid)
+        command(t, "hold 1")     # a sample: the agent sees the reset
+        command(t, "grow 8")
+        rep = report(t.pid)
+        st = grow_stacks(rep)
+        peak = max(s["peak_retained_bytes"] for s in st)
+        assert abs(peak - 8 * MiB) <= bound(8), (peak, bound(8))
+        tot = rep["totals"]["peak_retained_bytes"]
+        assert tot < 20 * MiB, tot
+        assert tot >= peak - 1, (tot, peak)
+    finally:
+        t.kill()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))
