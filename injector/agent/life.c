@@ -8,6 +8,8 @@
  * owning its state:
  *
  *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
+ *   hooks_jemalloc.c  jemalloc's API (mallocx...) and C++'s operators
+ *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
  *   life.c      constructor, thread entry, fork, destructor
  *   config.c    YM_* environment, read once
  *   next.c      the next definitions (dlsym), glibc's usable size
@@ -33,11 +35,12 @@
  *               changing fields by the owner of what they count: flags
  *               PAUSED sampling.c, OVERFLOWED sampling.c and table.c,
  *               sample_rate sampling.c, drop_* where the drop happens,
- *               heap heapstats.c
+ *               heap heapstats.c, retained_est and peaks table.c,
+ *               exit_how/exit_status seg.c
  *   CONTROL     read (sampling.c polls it, heapstats.c heap_request), but
  *               fast_limit, which heapstats.c and readers both write
  *   THREADS     threads.c and threads.h (the fast paths' inline counters)
- *   STACKS      table.c
+ *   STACKS      table.c (and their ext: kind, peaks)
  *   PLANES      table.c
  *   STRIPES     live.c
  *   LIVE        live.c
