@@ -70,11 +70,17 @@ static int in_tree(pid_t root, pid_t pid)
 	return pid == root;
 }
 
-/* A fresh snapshot of a live process: 1; else 0 (then it is dropped). */
+/* A fresh snapshot of a live process: 1; else 0 (then it is dropped).
+ * Debug files of stripped modules are asked of debuginfod servers without
+ * waiting (the fleet's sessions have no wait budget): a scrape never
+ * stalls on a server, and names arrive at a later one. */
 static int fresh(struct fleet_proc *p)
 {
 	char err[256];
-	return session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
+	if (session_refresh(&p->s, 1, err, sizeof err) != 0 || !p->s.model.alive)
+		return 0;
+	session_symbols(&p->s, 0);
+	return 1;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -117,6 +123,7 @@ void fleet_update(struct fleet *f)
 			continue;
 		}
 		p->pid = pids[j];
+		p->s.symbol_wait_s = 0;
 		if (!fresh(p)) {
 			session_close(&p->s);
 			free(p);

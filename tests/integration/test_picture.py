@@ -185,6 +185,33 @@ def test_debuginfod_symbolizes_stripped():
         assert "held_site (held.c:" in r.stdout, r.stdout[:2000]
 
 
+def test_serve_names_stripped_frames_without_waiting():
+    """--serve asks debuginfod for a stripped module without waiting on
+    it (a scrape never stalls on a server) and a later scrape has the
+    names."""
+    with stripped_target("debuginfod") as (t, srv, d):
+        p = subprocess.Popen([YMTOP, "--serve", "127.0.0.1:0", "-p",
+                              str(t.pid)], env=env_with(srv.url, d),
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            line = p.stderr.readline()
+            port = int(line.rsplit(":", 1)[1].split("/")[0])
+            url = "http://127.0.0.1:%d/metrics" % port
+            deadline = time.time() + 15
+            body = ""
+            while time.time() < deadline:
+                t0 = time.time()
+                body = urllib.request.urlopen(url, timeout=10).read().decode()
+                assert time.time() - t0 < 5, "a scrape waited on debuginfod"
+                if 'function="held_site"' in body:
+                    break
+                time.sleep(0.3)
+            assert 'function="held_site"' in body, body[-2000:]
+        finally:
+            p.terminate()
+            p.wait(10)
+
+
 def test_silent_server_bounded():
     """A server that never answers delays a batch report by at most ~10 s,
     and the run's later reports wait no more."""
