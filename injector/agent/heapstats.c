@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "heapstats.h"
@@ -196,7 +197,8 @@ static uint64_t hex(const char **s)
 
 /* perms: the rest of a maps line after the range ("rw-p 00000000 00:00 0
  * ..."): only private anonymous memory is read (a file mapping could
- * fault past its file's end). */
+ * fault past its file's end).  1: an arena's first heap; 0: not one;
+ * -1: we cannot tell (process_vm_readv refused, e.g. by seccomp). */
 static int arena_heap(uint64_t start, uint64_t end, const char *perms)
 {
 	if (start % GLIBC_HEAP_ALIGN || end - start < 4096 ||
@@ -206,7 +208,15 @@ static int arena_heap(uint64_t start, uint64_t end, const char *perms)
 	if (hex(&q) != 0 || strncmp(q, " 00:00 0", 8) != 0 ||
 	    (q[8] != ' ' && q[8] != '\0'))
 		return 0;
-	const uint64_t *w = (const uint64_t *)(uintptr_t)start;
+	/* Another thread may unmap this heap between our read of the maps
+	 * and this look (glibc's heap_trim does, for the heaps of other
+	 * arenas): never dereference it.  process_vm_readv on ourselves
+	 * fails with EFAULT where a load would kill the host. */
+	uint64_t w[2];
+	struct iovec local = { w, sizeof w };
+	struct iovec remote = { (void *)(uintptr_t)start, sizeof w };
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof w)
+		return errno == EFAULT ? 0 : -1;   /* gone; or we cannot look */
 	return w[0] == start + GLIBC_HEAP_INFO && w[1] == 0;
 }
 
@@ -234,8 +244,14 @@ static uint64_t glibc_arenas(void)
 				end = hex(&p);
 			}
 			*nl = '\0';
-			if (*p == ' ' && end > start)
-				n += (uint64_t)arena_heap(start, end, p + 1);
+			if (*p == ' ' && end > start) {
+				int a = arena_heap(start, end, p + 1);
+				if (a < 0) {
+					close(fd);
+					return 0;   /* unknown, never a short count */
+				}
+				n += (uint64_t)a;
+			}
 			line = nl + 1;
 		}
 		have = (size_t)(buf + have - line);
