@@ -140,6 +140,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		pthread_atfork(NULL, NULL, fork_child);
+		seg_note_owner();
 		seg_exit_status_init();
 		/* Preloaded, the segment is made by the first allocation (its
 		 * slow path): a process that never allocates (/bin/true) costs
@@ -156,5 +157,5 @@ __attribute__((constructor)) static void agent_init(void)
 
 __attribute__((destructor)) static void agent_fini(void)
 {
-	agent_exiting();
+	agent_exiting_in_exit();
 }

@@ -232,8 +232,23 @@ static void collect_stale(void)
 
 /* Create the segment once per process (and once per child after fork).
  * Called on a slow path with the guard held. */
+/* The process the agent's state belongs to: set by the constructor and
+ * after fork.  A vfork child (or posix_spawn's) shares our memory but runs
+ * no atfork handler: its allocations before its exec or _exit must not
+ * make the parent's segment in its own name (it would mark it exited and
+ * unlink it at its _exit, and the parent would write into a segment
+ * nobody can find). */
+static pid_t owner_pid;
+
+void seg_note_owner(void)
+{
+	owner_pid = getpid();
+}
+
 void seg_activate(void)
 {
+	if (owner_pid && getpid() != owner_pid)
+		return;   /* a vfork child: pass its calls through */
 	int expect = SEG_NONE;
 	if (!__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
 					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -288,6 +303,7 @@ void seg_sampled(void)
 
 void seg_fork_child(int follow)
 {
+	owner_pid = getpid();
 	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
@@ -298,31 +314,62 @@ void seg_fork_child(int follow)
 			 __ATOMIC_RELEASE);
 }
 
+/* 1 once our on_exit handler is registered (seg_exit_status_init). */
+static int exit_handler_armed;
+
 /* The process is leaving (exit, or _exit which runs no destructors).
  * Only the process that created the segment may retire it: a vfork child
- * shares our memory but not our pid. */
-void agent_exiting(void)
+ * shares our memory but not our pid.  in_exit: called from our destructor,
+ * that is from exit(), whose handlers include ours (record_exit_status):
+ * when that one is still to run it publishes YM_FLAG_EXITED itself, after
+ * the status, so that a reader that sees the flag sees the status.  (A
+ * preloaded agent registers its handler before __libc_start_main
+ * registers _dl_fini, so the destructors run first; dlopen'ed, the other
+ * way round.) */
+static int exit_flag_owed;
+
+static void publish_exited(void)
+{
+	__atomic_fetch_or(&hdr->flags, YM_FLAG_EXITED |
+			  (agent_cfg.keep_segment ? YM_FLAG_KEPT : 0), __ATOMIC_RELEASE);
+}
+
+static void exiting(int in_exit)
 {
 	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
 	    self_pid != getpid())
 		return;
-	hdr->exit_mono_ns = agent_now_ns();
-	__atomic_fetch_or(&hdr->flags, YM_FLAG_EXITED |
-			  (agent_cfg.keep_segment ? YM_FLAG_KEPT : 0), __ATOMIC_RELEASE);
+	if (!hdr->exit_mono_ns)
+		hdr->exit_mono_ns = agent_now_ns();
+	if (in_exit && exit_handler_armed &&
+	    __atomic_load_n(&hdr->exit_how, __ATOMIC_RELAXED) == YM_EXIT_UNKNOWN)
+		exit_flag_owed = 1;
+	else
+		publish_exited();
 	/* Keep the mapping: destructors that run after us still allocate. */
 	if (!agent_cfg.keep_segment)
 		shm_unlink_pid(self_pid, pidns);
 }
 
+void agent_exiting(void)
+{
+	exiting(0);
+}
+
+void agent_exiting_in_exit(void)
+{
+	exiting(1);
+}
+
 /* glibc's on_exit() handler (seg_exit_status_init): the status the
  * process gave exit(), into header.exit_how and exit_status (segment.h
- * v6), so that ymtop's final report says how the process ended.  Handlers
- * run before the destructors of shared objects, hence before
- * agent_exiting() sets YM_FLAG_EXITED with release: a reader that sees
- * the flag sees the status.  _exit, _Exit and signals run no handler: the
- * fields stay YM_EXIT_UNKNOWN (ymtop reads a zombie's status from /proc
- * instead).  A forked child inherits the handler: only the process whose
- * segment this is writes it (agent_exiting's rule). */
+ * v6), so that ymtop's final report says how the process ended.  Written
+ * before YM_FLAG_EXITED is published with release (here, when our
+ * destructor ran first and left the flag to us: exiting()), so a reader
+ * that sees the flag sees the status.  _exit, _Exit and signals run no
+ * handler: the fields stay YM_EXIT_UNKNOWN (ymtop reads a zombie's status
+ * from /proc instead).  A forked child inherits the handler: only the
+ * process whose segment this is writes it (agent_exiting's rule). */
 static void record_exit_status(int status, void *arg)
 {
 	(void)arg;
@@ -331,13 +378,17 @@ static void record_exit_status(int status, void *arg)
 		return;
 	__atomic_store_n(&hdr->exit_status, (uint32_t)status, __ATOMIC_RELAXED);
 	__atomic_store_n(&hdr->exit_how, YM_EXIT_STATUS, __ATOMIC_RELAXED);
+	if (exit_flag_owed) {
+		exit_flag_owed = 0;
+		publish_exited();
+	}
 }
 
 void seg_exit_status_init(void)
 {
 	/* on_exit may allocate its block of handlers: the caller holds the
 	 * guard.  It fails only out of memory: the status stays unknown. */
-	on_exit(record_exit_status, NULL);
+	exit_handler_armed = on_exit(record_exit_status, NULL) == 0;
 }
 
 /* The process is about to take the effective uid `euid` (setuid and its

@@ -27,6 +27,9 @@ static inline int agent_active(void)
  * tables, the segment, then SEG_ACTIVE (or SEG_PASSIVE after one line on
  * stderr).  Called on a slow path with the guard held. */
 void seg_activate(void) AGENT_HIDDEN;
+/* The constructor: this process owns the agent's state (a vfork child,
+ * which shares it, does not: seg_activate passes it through). */
+void seg_note_owner(void) AGENT_HIDDEN;
 /* A sample is being taken (guard held, no lock held): the first one of
  * a segment removes the segments of processes that are gone. */
 void seg_sampled(void) AGENT_HIDDEN;
@@ -37,6 +40,9 @@ void seg_fork_child(int follow) AGENT_HIDDEN;
 
 /* The process is leaving (exit, or _exit which runs no destructors). */
 void agent_exiting(void) AGENT_HIDDEN;
+/* The same from the agent's destructor, run by exit(): YM_FLAG_EXITED may
+ * be left to the on_exit handler, which publishes it after the status. */
+void agent_exiting_in_exit(void) AGENT_HIDDEN;
 /* Record exit()'s status in the header at exit (glibc's on_exit).  Called
  * once, at start, with the guard held. */
 void seg_exit_status_init(void) AGENT_HIDDEN;

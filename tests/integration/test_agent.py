@@ -72,6 +72,22 @@ def test_exact_totals_count_every_call():
             assert "freed_bytes" not in b and "in_use_bytes" not in b, b
 
 
+def test_vfork_child_allocating_leaves_the_parent_its_segment():
+    """A vfork child that allocates before the parent ever did shares the
+    agent's state: it used to make the segment in its own name, mark it
+    exited and unlink it at its _exit, and the parent wrote on into a
+    segment nobody could find."""
+    t = Target([os.path.join(BUILD, "progs", "vforkalloc")],
+               env={"YM_SAMPLE_RATE": "65536"})
+    try:
+        assert os.path.exists(seg_path(t.pid)), "no segment for the parent"
+        rep = report(t.pid)
+        assert rep["state"] != "exited", rep["state"]
+        within(rep["totals"]["retained_bytes"], 4 * MiB, 0.5, "retained")
+    finally:
+        t.finish()
+
+
 def test_exact_mode_counts_each_allocation():
     rep = held(["big", "count:5000:48"], 1)
     s = site(rep, "hold_big")
