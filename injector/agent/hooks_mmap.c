@@ -159,7 +159,7 @@ static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *
 	int saved = errno;   /* the host's: a successful mmap leaves it */
 	agent_guard_enter(t);
 	struct ym_live e;
-	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, &e))
+	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, 0, &e))
 		goto out;
 	/* The overflow stack is the malloc family's: no room, no sample. */
 	if (e.stack == YM_STACK_OVERFLOW || !maps_take())

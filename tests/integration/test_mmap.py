@@ -6,11 +6,15 @@ counted twice.  A 64 MiB mapping at rate 65536 is sampled with probability
 1 - exp(-1024): its estimate is its length."""
 import os
 
+import subprocess
+import time
+
 from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
-                   report, run_tests)
+                   report, run_tests, ymtop)
 
 PROG = os.path.join(BUILD, "progs", "mapper")
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
+SIGMAPPER = os.path.join(BUILD, "progs", "sigmapper")
 MiB = 1024 * 1024
 ENV = {"YM_SAMPLE_RATE": "65536", "YM_SEED": "1"}
 
@@ -96,6 +100,30 @@ def test_injected_map_and_unmap():
         command(t, "unmap")
         st = site(report(t.pid), "map_site")
         assert abs(st[0]["retained_bytes"] - 16 * MiB) < 0.01 * MiB, st[0]
+    finally:
+        t.kill()
+
+
+def test_signal_handler_mmap_inside_malloc():
+    """A signal handler maps memory while the interrupted thread is inside
+    malloc (holding the arena's lock) and a reader keeps asking for the
+    allocator's statistics: the mmap sample must not answer with
+    mallinfo2 (it would wait for that lock for ever)."""
+    t = Target([SIGMAPPER, "6"], env=ENV)
+    try:
+        end = time.time() + 5
+        while time.time() < end and t.p.poll() is None:
+            try:
+                ymtop("-b", "-i", "0.05", "-n", "20", "-p", t.pid,
+                      check=False, timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            rc = t.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("sigmapper did not finish")
+        out = t.p.stdout.read()
+        assert rc == 0 and "stuck" not in out, (rc, out)
     finally:
         t.kill()
 
