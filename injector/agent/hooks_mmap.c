@@ -3,7 +3,8 @@
  *
  * State, this file's: the next definitions, the allocator's text range,
  * and the private table of sampled mappings under its own spin lock
- * (bounded: a busy or full table drops the sample, never waits).
+ * (bounded: a busy or full table drops the sample, never waits, and
+ * counts the drop: sampling_lost).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -49,10 +50,42 @@ struct mapping {
 	struct ym_live e;
 };
 
-#define MAX_MAPPINGS 1024u
-static struct mapping maps[MAX_MAPPINGS];
+/* Room for agent_cfg.max_live mappings, at most MAX_MAPPINGS (the
+ * kernel's default vm.max_map_count is 65530), mapped at the first sample
+ * (untouched pages cost nothing). */
+#define MAX_MAPPINGS 65536u
+static struct mapping *maps;
+static uint32_t maps_cap;
 static uint32_t nmaps;      /* atomic: entries [0, nmaps) in use */
 static uint32_t maps_lock;
+
+/* Lock held: whether the table exists (mapped now if not). */
+static int maps_room(void)
+{
+	if (maps)
+		return 1;
+	uint32_t cap = agent_cfg.max_live < MAX_MAPPINGS ? agent_cfg.max_live :
+		MAX_MAPPINGS;
+	void *p = (void *)syscall(SYS_mmap, NULL, (size_t)cap * sizeof *maps,
+				  PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	maps = p;
+	maps_cap = cap;
+	return 1;
+}
+
+/* Lock held: e over [start, end) joins the table; 0 when it is full. */
+static int maps_add(uint64_t start, uint64_t end, const struct ym_live *e)
+{
+	uint32_t n = nmaps;
+	if (!maps_room() || n >= maps_cap)
+		return 0;
+	maps[n] = (struct mapping){ start, end, table_reset_count(), *e };
+	__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
+	return 1;
+}
 
 static int maps_take(void)
 {
@@ -161,16 +194,20 @@ static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *
 	struct ym_live e;
 	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, 0, &e))
 		goto out;
-	/* The overflow stack is the malloc family's: no room, no sample. */
-	if (e.stack == YM_STACK_OVERFLOW || !maps_take())
+	/* The overflow stack is the malloc family's: no room, no sample
+	 * (counted: the mmap figure is then a lower bound). */
+	if (e.stack == YM_STACK_OVERFLOW) {
+		sampling_lost(0);
 		goto out;
-	uint32_t n = nmaps;
-	if (n < MAX_MAPPINGS) {
-		maps[n] = (struct mapping){ e.addr, e.addr + len,
-					    table_reset_count(), e };
-		__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
-		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
 	}
+	if (!maps_take()) {
+		sampling_lost(1);
+		goto out;
+	}
+	if (maps_add(e.addr, e.addr + len, &e))
+		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+	else
+		sampling_lost(0);
 	maps_give();
 out:
 	agent_guard_leave(t);
@@ -200,13 +237,10 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	return p;
 }
 
-/* The unmapped range [lo, hi) leaves the sampled mappings it overlaps:
+/* Lock held: the range [lo, hi) leaves the sampled mappings it overlaps:
  * each keeps what is outside it, its estimate in proportion. */
-static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
+static void cut(struct agent_tls *t, uint64_t lo, uint64_t hi)
 {
-	agent_guard_enter(t);
-	if (!maps_take())
-		goto out;
 	uint64_t reset = table_reset_count();
 	for (uint32_t i = 0; i < nmaps;) {
 		struct mapping *m = &maps[i];
@@ -229,10 +263,10 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 		}
 		uint64_t wl = (uint64_t)((double)m->e.weight_bytes * left / len);
 		uint64_t wr = (uint64_t)((double)m->e.weight_bytes * right / len);
-		table_count_resize(&m->e, wl + wr, m->e.weight_fx, own);
-		if (left && right && nmaps < MAX_MAPPINGS) {
+		if (left && right && nmaps < maps_cap) {
 			/* A hole: the right part becomes a mapping of its own
 			 * (the object stays with the left one). */
+			table_count_resize(&m->e, wl + wr, m->e.weight_fx, own);
 			struct mapping *r = &maps[nmaps];
 			*r = *m;
 			r->start = hi;
@@ -242,21 +276,35 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 			m->end = lo;
 			m->e.weight_bytes = wl;
 			__atomic_store_n(&nmaps, nmaps + 1, __ATOMIC_RELEASE);
-		} else if (left && right) {   /* no room: one piece, both weights */
-			m->end = lo;
-			m->e.weight_bytes = wl + wr;
 		} else if (left) {
+			/* No room for the right part of a hole: it leaves the
+			 * sample (its weight with it: the range no longer
+			 * covers it), counted as lost. */
+			if (right)
+				sampling_lost(0);
+			table_count_resize(&m->e, wl, m->e.weight_fx, own);
 			m->end = lo;
 			m->e.weight_bytes = wl;
 		} else {
+			table_count_resize(&m->e, wr, m->e.weight_fx, own);
 			m->start = hi;
 			m->e.addr = hi;
 			m->e.weight_bytes = wr;
 		}
 		i++;
 	}
-	maps_give();
-out:
+}
+
+/* The unmapped range [lo, hi) leaves the sampled mappings (cut). */
+static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
+{
+	agent_guard_enter(t);
+	if (maps_take()) {
+		cut(t, lo, hi);
+		maps_give();
+	} else {
+		sampling_lost(1);
+	}
 	agent_guard_leave(t);
 }
 

@@ -19,7 +19,9 @@
  * reduces its estimate in proportion (a hole splits it in two), mremap
  * moves and resizes it, keeping the stack that created it, its estimate
  * scaled with its length.  Growth by mremap of a mapping that was not
- * sampled is not seen.
+ * sampled is not seen.  The table holds agent_cfg.max_live entries (at
+ * most 65536); a sample that finds no room, or a split part of one, is
+ * counted as dropped (header drop_live, YM_FLAG_OVERFLOWED).
  */
 #ifndef YMTOP_AGENT_HOOKS_MMAP_H
 #define YMTOP_AGENT_HOOKS_MMAP_H

@@ -222,3 +222,15 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 out:
 	agent_guard_leave(t);
 }
+
+void sampling_lost(int busy)
+{
+	if (!hdr)
+		return;
+	if (busy) {
+		__atomic_fetch_add(&hdr->drop_busy, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_fetch_add(&hdr->drop_live, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&hdr->flags, YM_FLAG_OVERFLOWED, __ATOMIC_RELAXED);
+}

@@ -42,6 +42,11 @@ void sampling_thread_start(struct agent_tls *t) AGENT_HIDDEN;
  * left to the next malloc-family sample. */
 int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
 		  uint32_t kind, int calls_out, struct ym_live *e) AGENT_HIDDEN;
+/* A sample taken could not be kept (hooks_mmap.c's table): counted in the
+ * header's drop_busy (busy: its lock stayed busy) or drop_live with
+ * YM_FLAG_OVERFLOWED (no room), so readers show the figure as a lower
+ * bound. */
+void sampling_lost(int busy) AGENT_HIDDEN;
 /* Sample the block p of n requested bytes whose usable size `usable` ran
  * the countdown out (sample.h: the weight is n/p(usable)). */
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable) AGENT_HIDDEN;

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
-                   report, run_tests, ymtop)
+                   report, run_tests, site_total, ymtop)
 
 PROG = os.path.join(BUILD, "progs", "mapper")
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
@@ -100,6 +100,22 @@ def test_injected_map_and_unmap():
         command(t, "unmap")
         st = site(report(t.pid), "map_site")
         assert abs(st[0]["retained_bytes"] - 16 * MiB) < 0.01 * MiB, st[0]
+    finally:
+        t.kill()
+
+
+def test_full_table_counted():
+    """More live sampled mappings than the table holds (YM_MAX_LIVE=64):
+    the ones left out are counted as dropped, never silently lost."""
+    env = dict(ENV)
+    env["YM_MAX_LIVE"] = "64"
+    t = Target([PROG], env=env)
+    try:
+        command(t, "many")
+        rep = report(t.pid)
+        got = site_total(rep, "many_site")
+        assert abs(got - 64 * MiB) < 0.01 * MiB, got
+        assert rep["table"]["dropped_live"] >= 136, rep["table"]
     finally:
         t.kill()
 
