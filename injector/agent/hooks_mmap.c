@@ -228,7 +228,11 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 			 (uint64_t)(uintptr_t)addr + page_up(len));
 	void *p = ready(t) && nx.mmap ? nx.mmap(addr, len, prot, flags, fd, off) :
 		(void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+	/* Address space reserved, not memory (PROT_NONE, MAP_NORESERVE:
+	 * V8's, the JVM's, wasm's heaps): not counted; what mprotect commits
+	 * in it later is not seen. */
 	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || t->fast == NULL ||
+	    prot == PROT_NONE || (flags & MAP_NORESERVE) ||
 	    !programs((uintptr_t)__builtin_return_address(0)))
 		return p;
 	uint64_t n = page_up(len);

@@ -6,7 +6,9 @@
  * file's mapping is not heap and is left out) made by the program is
  * sampled by bytes with the thread's countdown, as an allocation of its
  * page-rounded length, and counted on a stack of kind YM_KIND_MMAP
- * (segment.h), apart from the malloc family's.  Not counted: calls from
+ * (segment.h), apart from the malloc family's.  Reservations (PROT_NONE
+ * or MAP_NORESERVE: address space, not memory) are left out; memory
+ * mprotect commits in them later is not seen.  Not counted: calls from
  * inside the agent (its guard, or a return address in its text) and calls
  * whose return address lies in the object that defines the malloc the
  * agent forwards to (jemalloc's and tcmalloc's own mappings through the

@@ -104,6 +104,20 @@ def test_injected_map_and_unmap():
         t.kill()
 
 
+def test_reservations_not_counted():
+    """PROT_NONE and MAP_NORESERVE mappings reserve address space (V8, the
+    JVM, wasm): not memory, not counted."""
+    t = Target([PROG], env=ENV)
+    try:
+        command(t, "reserve")
+        rep = report(t.pid)
+        assert site_total(rep, "reserve_site") == 0, \
+            site_total(rep, "reserve_site")
+        assert rep["totals"]["mmap_retained_bytes"] < MiB, rep["totals"]
+    finally:
+        t.kill()
+
+
 def test_full_table_counted():
     """More live sampled mappings than the table holds (YM_MAX_LIVE=64):
     the ones left out are counted as dropped, never silently lost."""
