@@ -327,30 +327,78 @@ EXPORT int munmap(void *addr, size_t len)
 	return (int)syscall(SYS_munmap, addr, len);
 }
 
-/* The sampled mapping at old moved to q and has new_len bytes now. */
-static void remapped(struct agent_tls *t, uint64_t old, uint64_t q, uint64_t new_len)
+/* mremap moved [old, old + old_len) to [q, q + new_len) (q may be old:
+ * resized in place).  What the destination held is gone (MREMAP_FIXED
+ * replaces it); the old range is unmapped unless MREMAP_DONTUNMAP kept
+ * it.  A sampled mapping moved whole keeps its entry (stack, birth,
+ * object), its estimate scaled with its length; a sampled part of one
+ * becomes an entry of its own at q with its stack and its part of the
+ * estimate, scaled; under MREMAP_DONTUNMAP the new range is a new mapping
+ * of the same stack. */
+static void remapped(struct agent_tls *t, uint64_t old, uint64_t old_len,
+		     uint64_t q, uint64_t new_len, int flags)
 {
 	agent_guard_enter(t);
-	if (!maps_take())
+	if (!maps_take()) {
+		sampling_lost(1);
 		goto out;
+	}
+	uint64_t reset = table_reset_count(), hi = old + old_len;
+	int keep = (flags & MREMAP_DONTUNMAP) != 0;
+	/* The whole mapping moved: its own entry goes along. */
+	for (uint32_t i = 0; !keep && i < nmaps; i++) {
+		struct mapping *m = &maps[i];
+		if (m->start != old || m->end != hi || m->reset != reset)
+			continue;
+		struct mapping mv = *m;
+		drop(i);
+		cut(t, q, q + new_len);   /* what MREMAP_FIXED replaced */
+		uint64_t w = (uint64_t)((double)mv.e.weight_bytes * new_len / old_len);
+		struct ym_counts *own = table_own_counts(&t->plane, mv.e.stack);
+		table_count_resize(&mv.e, w, mv.e.weight_fx, own);
+		mv.e.addr = q;
+		mv.e.size = new_len;
+		mv.e.weight_bytes = w;
+		if (!maps_add(q, q + new_len, &mv.e)) {
+			table_count_free(&mv.e, agent_now_ns(), own);
+			sampling_lost(0);
+		}
+		goto done;
+	}
+	/* Otherwise: the sampled parts of the old range (the first one's
+	 * stack), their estimate. */
+	struct ym_live e;
+	uint64_t w = 0;
+	int found = 0;
 	for (uint32_t i = 0; i < nmaps; i++) {
 		struct mapping *m = &maps[i];
-		if (m->start != old)
+		if (m->end <= old || m->start >= hi || m->reset != reset)
 			continue;
-		if (m->reset != table_reset_count()) {
-			drop(i);
-			break;
-		}
-		uint64_t len = m->end - m->start;
-		uint64_t w = (uint64_t)((double)m->e.weight_bytes * new_len / len);
-		table_count_resize(&m->e, w, m->e.weight_fx,
-				   table_own_counts(&t->plane, m->e.stack));
-		m->start = m->e.addr = q;
-		m->end = q + new_len;
-		m->e.weight_bytes = w;
-		m->e.size = new_len;
-		break;
+		uint64_t lo_ = m->start > old ? m->start : old;
+		uint64_t hi_ = m->end < hi ? m->end : hi;
+		w += (uint64_t)((double)m->e.weight_bytes * (hi_ - lo_) /
+				(m->end - m->start));
+		if (!found)
+			e = m->e;
+		found = 1;
 	}
+	if (!keep)
+		cut(t, old, hi);
+	cut(t, q, q + new_len);
+	if (found) {
+		e.addr = q;
+		e.size = new_len;
+		e.weight_bytes = (uint64_t)((double)w * new_len / old_len);
+		if (keep)
+			e.birth_mono_ns = agent_now_ns();
+		else
+			e.weight_fx = 0;   /* a part: the object stays behind */
+		if (maps_add(q, q + new_len, &e))
+			table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+		else
+			sampling_lost(0);
+	}
+done:
 	maps_give();
 out:
 	agent_guard_leave(t);
@@ -369,10 +417,11 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 	void *q = __atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.mremap ?
 		nx.mremap(old, old_len, new_len, flags, new_addr) :
 		(void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
-	if (q != MAP_FAILED && old_len && !t->guard &&
+	/* old_len 0 (a shared mapping's copy) is a new mapping: not seen. */
+	if (q != MAP_FAILED && old_len && new_len && !t->guard &&
 	    __atomic_load_n(&nmaps, __ATOMIC_ACQUIRE))
-		remapped(t, (uint64_t)(uintptr_t)old, (uint64_t)(uintptr_t)q,
-			 page_up(new_len));
+		remapped(t, (uint64_t)(uintptr_t)old, page_up(old_len),
+			 (uint64_t)(uintptr_t)q, page_up(new_len), flags);
 	return q;
 }
 

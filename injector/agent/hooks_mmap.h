@@ -20,7 +20,9 @@
  * table: an unmap names a range, not a block): munmap of a part of one
  * reduces its estimate in proportion (a hole splits it in two), mremap
  * moves and resizes it, keeping the stack that created it, its estimate
- * scaled with its length.  Growth by mremap of a mapping that was not
+ * scaled with its length (a part moved: an entry of its own; the range
+ * MREMAP_FIXED replaces: unmapped; MREMAP_DONTUNMAP: the old range stays,
+ * the new one is a new mapping of the same stack).  Growth by mremap of a mapping that was not
  * sampled is not seen.  The table holds agent_cfg.max_live entries (at
  * most 65536); a sample that finds no room, or a split part of one, is
  * counted as dropped (header drop_live, YM_FLAG_OVERFLOWED).

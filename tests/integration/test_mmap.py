@@ -134,6 +134,33 @@ def test_full_table_counted():
         t.kill()
 
 
+def test_mremap_part_fixed_and_dontunmap():
+    """mremap of a mapping's second half over another mapping
+    (MREMAP_FIXED): the first keeps its estimate in two parts, the one
+    replaced is gone; MREMAP_DONTUNMAP leaves the old range mapped and
+    makes a new one."""
+    t = Target([PROG], env=ENV)
+    try:
+        command(t, "subremap")
+        rep = report(t.pid)
+        got = site_total(rep, "sub_site")
+        assert abs(got - 64 * MiB) < 0.01 * MiB, got
+        assert site_total(rep, "place_site") == 0, \
+            site_total(rep, "place_site")
+        command(t, "subunmap")
+        rep = report(t.pid)
+        assert site_total(rep, "sub_site") == 0, site_total(rep, "sub_site")
+        command(t, "dontunmap")
+        got = site_total(report(t.pid), "dont_site")
+        assert abs(got - 64 * MiB) < 0.01 * MiB, got
+        command(t, "dontfree")
+        rep = report(t.pid)
+        assert site_total(rep, "dont_site") == 0, site_total(rep, "dont_site")
+        assert rep["totals"]["mmap_retained_bytes"] < MiB, rep["totals"]
+    finally:
+        t.kill()
+
+
 def test_signal_handler_mmap_inside_malloc():
     """A signal handler maps memory while the interrupted thread is inside
     malloc (holding the arena's lock) and a reader keeps asking for the
