@@ -130,6 +130,12 @@ def test_full_table_counted():
         got = site_total(rep, "many_site")
         assert abs(got - 64 * MiB) < 0.01 * MiB, got
         assert rep["table"]["dropped_live"] >= 136, rep["table"]
+        # A hole in a tracked mapping with the table full: the right part
+        # cannot become an entry of its own and leaves with its weight.
+        command(t, "hole")
+        rep = report(t.pid)
+        got = site_total(rep, "many_site")
+        assert abs(got - (64 * MiB - 3 * MiB // 4)) < 0.01 * MiB, got
     finally:
         t.kill()
 

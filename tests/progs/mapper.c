@@ -14,6 +14,7 @@
  *   reserve  reserve_site: 64 GiB PROT_NONE and 1 GiB MAP_NORESERVE
  *            reserved, untouched (address space, not memory)
  *   many     many_site: 200 live 1 MiB mappings
+ *   hole     unmap 512 KiB from 256 KiB into the first of them
  *   subremap sub_site maps 64 MiB, place_site 32 MiB elsewhere; the
  *            second half of the first moves over the second (mremap of a
  *            sub-range, MREMAP_FIXED)
@@ -78,12 +79,18 @@ static NOINLINE void reserve_site(void)
 		abort();
 }
 
+static char *many_first;
+
 static NOINLINE void many_site(void)
 {
-	for (int i = 0; i < 200; i++)
-		if (mmap(NULL, MiB, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+	for (int i = 0; i < 200; i++) {
+		char *p = mmap(NULL, MiB, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
 			abort();
+		if (!i)
+			many_first = p;
+	}
 }
 
 static char *sub, *moved, *dont, *dont_copy;
@@ -127,6 +134,8 @@ int main(void)
 			reserve_site();
 		} else if (!strncmp(line, "many", 4)) {
 			many_site();
+		} else if (!strncmp(line, "hole", 4)) {
+			munmap(many_first + MiB / 4, MiB / 2);
 		} else if (!strncmp(line, "subremap", 8)) {
 			sub_site();
 			place_site();
