@@ -3,7 +3,8 @@
  *
  * State, this file's: the next definitions, the allocator's text range,
  * and the private table of sampled mappings under its own spin lock
- * (bounded: a busy or full table drops the sample, never waits).
+ * (bounded: a busy or full table drops the sample, never waits, and
+ * counts the drop: sampling_lost).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -49,10 +50,42 @@ struct mapping {
 	struct ym_live e;
 };
 
-#define MAX_MAPPINGS 1024u
-static struct mapping maps[MAX_MAPPINGS];
+/* Room for agent_cfg.max_live mappings, at most MAX_MAPPINGS (the
+ * kernel's default vm.max_map_count is 65530), mapped at the first sample
+ * (untouched pages cost nothing). */
+#define MAX_MAPPINGS 65536u
+static struct mapping *maps;
+static uint32_t maps_cap;
 static uint32_t nmaps;      /* atomic: entries [0, nmaps) in use */
 static uint32_t maps_lock;
+
+/* Lock held: whether the table exists (mapped now if not). */
+static int maps_room(void)
+{
+	if (maps)
+		return 1;
+	uint32_t cap = agent_cfg.max_live < MAX_MAPPINGS ? agent_cfg.max_live :
+		MAX_MAPPINGS;
+	void *p = (void *)syscall(SYS_mmap, NULL, (size_t)cap * sizeof *maps,
+				  PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	maps = p;
+	maps_cap = cap;
+	return 1;
+}
+
+/* Lock held: e over [start, end) joins the table; 0 when it is full. */
+static int maps_add(uint64_t start, uint64_t end, const struct ym_live *e)
+{
+	uint32_t n = nmaps;
+	if (!maps_room() || n >= maps_cap)
+		return 0;
+	maps[n] = (struct mapping){ start, end, table_reset_count(), *e };
+	__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
+	return 1;
+}
 
 static int maps_take(void)
 {
@@ -159,18 +192,22 @@ static __attribute__((noinline)) void sample_mapping(struct agent_tls *t, void *
 	int saved = errno;   /* the host's: a successful mmap leaves it */
 	agent_guard_enter(t);
 	struct ym_live e;
-	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, &e))
+	if (!sampling_take(t, p, len, len, YM_KIND_MMAP, 0, &e))
 		goto out;
-	/* The overflow stack is the malloc family's: no room, no sample. */
-	if (e.stack == YM_STACK_OVERFLOW || !maps_take())
+	/* The overflow stack is the malloc family's: no room, no sample
+	 * (counted: the mmap figure is then a lower bound). */
+	if (e.stack == YM_STACK_OVERFLOW) {
+		sampling_lost(0);
 		goto out;
-	uint32_t n = nmaps;
-	if (n < MAX_MAPPINGS) {
-		maps[n] = (struct mapping){ e.addr, e.addr + len,
-					    table_reset_count(), e };
-		__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
-		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
 	}
+	if (!maps_take()) {
+		sampling_lost(1);
+		goto out;
+	}
+	if (maps_add(e.addr, e.addr + len, &e))
+		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+	else
+		sampling_lost(0);
 	maps_give();
 out:
 	agent_guard_leave(t);
@@ -191,7 +228,11 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 			 (uint64_t)(uintptr_t)addr + page_up(len));
 	void *p = ready(t) && nx.mmap ? nx.mmap(addr, len, prot, flags, fd, off) :
 		(void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+	/* Address space reserved, not memory (PROT_NONE, MAP_NORESERVE:
+	 * V8's, the JVM's, wasm's heaps): not counted; what mprotect commits
+	 * in it later is not seen. */
 	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || t->fast == NULL ||
+	    prot == PROT_NONE || (flags & MAP_NORESERVE) ||
 	    !programs((uintptr_t)__builtin_return_address(0)))
 		return p;
 	uint64_t n = page_up(len);
@@ -200,13 +241,10 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	return p;
 }
 
-/* The unmapped range [lo, hi) leaves the sampled mappings it overlaps:
+/* Lock held: the range [lo, hi) leaves the sampled mappings it overlaps:
  * each keeps what is outside it, its estimate in proportion. */
-static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
+static void cut(struct agent_tls *t, uint64_t lo, uint64_t hi)
 {
-	agent_guard_enter(t);
-	if (!maps_take())
-		goto out;
 	uint64_t reset = table_reset_count();
 	for (uint32_t i = 0; i < nmaps;) {
 		struct mapping *m = &maps[i];
@@ -229,10 +267,10 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 		}
 		uint64_t wl = (uint64_t)((double)m->e.weight_bytes * left / len);
 		uint64_t wr = (uint64_t)((double)m->e.weight_bytes * right / len);
-		table_count_resize(&m->e, wl + wr, m->e.weight_fx, own);
-		if (left && right && nmaps < MAX_MAPPINGS) {
+		if (left && right && nmaps < maps_cap) {
 			/* A hole: the right part becomes a mapping of its own
 			 * (the object stays with the left one). */
+			table_count_resize(&m->e, wl + wr, m->e.weight_fx, own);
 			struct mapping *r = &maps[nmaps];
 			*r = *m;
 			r->start = hi;
@@ -242,21 +280,35 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 			m->end = lo;
 			m->e.weight_bytes = wl;
 			__atomic_store_n(&nmaps, nmaps + 1, __ATOMIC_RELEASE);
-		} else if (left && right) {   /* no room: one piece, both weights */
-			m->end = lo;
-			m->e.weight_bytes = wl + wr;
 		} else if (left) {
+			/* No room for the right part of a hole: it leaves the
+			 * sample (its weight with it: the range no longer
+			 * covers it), counted as lost. */
+			if (right)
+				sampling_lost(0);
+			table_count_resize(&m->e, wl, m->e.weight_fx, own);
 			m->end = lo;
 			m->e.weight_bytes = wl;
 		} else {
+			table_count_resize(&m->e, wr, m->e.weight_fx, own);
 			m->start = hi;
 			m->e.addr = hi;
 			m->e.weight_bytes = wr;
 		}
 		i++;
 	}
-	maps_give();
-out:
+}
+
+/* The unmapped range [lo, hi) leaves the sampled mappings (cut). */
+static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
+{
+	agent_guard_enter(t);
+	if (maps_take()) {
+		cut(t, lo, hi);
+		maps_give();
+	} else {
+		sampling_lost(1);
+	}
 	agent_guard_leave(t);
 }
 
@@ -275,30 +327,78 @@ EXPORT int munmap(void *addr, size_t len)
 	return (int)syscall(SYS_munmap, addr, len);
 }
 
-/* The sampled mapping at old moved to q and has new_len bytes now. */
-static void remapped(struct agent_tls *t, uint64_t old, uint64_t q, uint64_t new_len)
+/* mremap moved [old, old + old_len) to [q, q + new_len) (q may be old:
+ * resized in place).  What the destination held is gone (MREMAP_FIXED
+ * replaces it); the old range is unmapped unless MREMAP_DONTUNMAP kept
+ * it.  A sampled mapping moved whole keeps its entry (stack, birth,
+ * object), its estimate scaled with its length; a sampled part of one
+ * becomes an entry of its own at q with its stack and its part of the
+ * estimate, scaled; under MREMAP_DONTUNMAP the new range is a new mapping
+ * of the same stack. */
+static void remapped(struct agent_tls *t, uint64_t old, uint64_t old_len,
+		     uint64_t q, uint64_t new_len, int flags)
 {
 	agent_guard_enter(t);
-	if (!maps_take())
+	if (!maps_take()) {
+		sampling_lost(1);
 		goto out;
+	}
+	uint64_t reset = table_reset_count(), hi = old + old_len;
+	int keep = (flags & MREMAP_DONTUNMAP) != 0;
+	/* The whole mapping moved: its own entry goes along. */
+	for (uint32_t i = 0; !keep && i < nmaps; i++) {
+		struct mapping *m = &maps[i];
+		if (m->start != old || m->end != hi || m->reset != reset)
+			continue;
+		struct mapping mv = *m;
+		drop(i);
+		cut(t, q, q + new_len);   /* what MREMAP_FIXED replaced */
+		uint64_t w = (uint64_t)((double)mv.e.weight_bytes * new_len / old_len);
+		struct ym_counts *own = table_own_counts(&t->plane, mv.e.stack);
+		table_count_resize(&mv.e, w, mv.e.weight_fx, own);
+		mv.e.addr = q;
+		mv.e.size = new_len;
+		mv.e.weight_bytes = w;
+		if (!maps_add(q, q + new_len, &mv.e)) {
+			table_count_free(&mv.e, agent_now_ns(), own);
+			sampling_lost(0);
+		}
+		goto done;
+	}
+	/* Otherwise: the sampled parts of the old range (the first one's
+	 * stack), their estimate. */
+	struct ym_live e;
+	uint64_t w = 0;
+	int found = 0;
 	for (uint32_t i = 0; i < nmaps; i++) {
 		struct mapping *m = &maps[i];
-		if (m->start != old)
+		if (m->end <= old || m->start >= hi || m->reset != reset)
 			continue;
-		if (m->reset != table_reset_count()) {
-			drop(i);
-			break;
-		}
-		uint64_t len = m->end - m->start;
-		uint64_t w = (uint64_t)((double)m->e.weight_bytes * new_len / len);
-		table_count_resize(&m->e, w, m->e.weight_fx,
-				   table_own_counts(&t->plane, m->e.stack));
-		m->start = m->e.addr = q;
-		m->end = q + new_len;
-		m->e.weight_bytes = w;
-		m->e.size = new_len;
-		break;
+		uint64_t lo_ = m->start > old ? m->start : old;
+		uint64_t hi_ = m->end < hi ? m->end : hi;
+		w += (uint64_t)((double)m->e.weight_bytes * (hi_ - lo_) /
+				(m->end - m->start));
+		if (!found)
+			e = m->e;
+		found = 1;
 	}
+	if (!keep)
+		cut(t, old, hi);
+	cut(t, q, q + new_len);
+	if (found) {
+		e.addr = q;
+		e.size = new_len;
+		e.weight_bytes = (uint64_t)((double)w * new_len / old_len);
+		if (keep)
+			e.birth_mono_ns = agent_now_ns();
+		else
+			e.weight_fx = 0;   /* a part: the object stays behind */
+		if (maps_add(q, q + new_len, &e))
+			table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+		else
+			sampling_lost(0);
+	}
+done:
 	maps_give();
 out:
 	agent_guard_leave(t);
@@ -317,10 +417,11 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 	void *q = __atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.mremap ?
 		nx.mremap(old, old_len, new_len, flags, new_addr) :
 		(void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
-	if (q != MAP_FAILED && old_len && !t->guard &&
+	/* old_len 0 (a shared mapping's copy) is a new mapping: not seen. */
+	if (q != MAP_FAILED && old_len && new_len && !t->guard &&
 	    __atomic_load_n(&nmaps, __ATOMIC_ACQUIRE))
-		remapped(t, (uint64_t)(uintptr_t)old, (uint64_t)(uintptr_t)q,
-			 page_up(new_len));
+		remapped(t, (uint64_t)(uintptr_t)old, page_up(old_len),
+			 (uint64_t)(uintptr_t)q, page_up(new_len), flags);
 	return q;
 }
 

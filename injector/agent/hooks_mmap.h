@@ -6,7 +6,9 @@
  * file's mapping is not heap and is left out) made by the program is
  * sampled by bytes with the thread's countdown, as an allocation of its
  * page-rounded length, and counted on a stack of kind YM_KIND_MMAP
- * (segment.h), apart from the malloc family's.  Not counted: calls from
+ * (segment.h), apart from the malloc family's.  Reservations (PROT_NONE
+ * or MAP_NORESERVE: address space, not memory) are left out; memory
+ * mprotect commits in them later is not seen.  Not counted: calls from
  * inside the agent (its guard, or a return address in its text) and calls
  * whose return address lies in the object that defines the malloc the
  * agent forwards to (jemalloc's and tcmalloc's own mappings through the
@@ -18,8 +20,12 @@
  * table: an unmap names a range, not a block): munmap of a part of one
  * reduces its estimate in proportion (a hole splits it in two), mremap
  * moves and resizes it, keeping the stack that created it, its estimate
- * scaled with its length.  Growth by mremap of a mapping that was not
- * sampled is not seen.
+ * scaled with its length (a part moved: an entry of its own; the range
+ * MREMAP_FIXED replaces: unmapped; MREMAP_DONTUNMAP: the old range stays,
+ * the new one is a new mapping of the same stack).  Growth by mremap of a mapping that was not
+ * sampled is not seen.  The table holds agent_cfg.max_live entries (at
+ * most 65536); a sample that finds no room, or a split part of one, is
+ * counted as dropped (header drop_live, YM_FLAG_OVERFLOWED).
  */
 #ifndef YMTOP_AGENT_HOOKS_MMAP_H
 #define YMTOP_AGENT_HOOKS_MMAP_H

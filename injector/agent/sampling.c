@@ -52,11 +52,15 @@ void sampling_thread_start(struct agent_tls *t)
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 }
 
-static void poll_control(void)
+static void poll_control(int calls_out)
 {
 	/* First, before any lock of ours: the allocator's statistics when a
-	 * reader asked (heapstats.h; the real call has returned). */
-	heapstats_poll(0);
+	 * reader asked (heapstats.h; the real call has returned).  Not from
+	 * the mmap path (calls_out 0): its caller may hold the allocator's
+	 * lock (a signal handler that interrupted malloc, an extent hook),
+	 * which mallinfo2 and mallctl would wait for. */
+	if (calls_out)
+		heapstats_poll(0);
 	/* A new rate (segment.h, Control): taken by the first thread that
 	 * sees it, published in the header; every thread draws its next
 	 * countdown with it (agent_sample).  Exact mode never changes: its
@@ -81,7 +85,7 @@ static void poll_control(void)
 }
 
 static inline __attribute__((always_inline)) uint64_t
-sampling_start(struct agent_tls *t)
+sampling_start(struct agent_tls *t, int calls_out)
 {
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
@@ -91,7 +95,7 @@ sampling_start(struct agent_tls *t)
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 	if (!agent_active())
 		return 0;
-	poll_control();
+	poll_control(calls_out);
 	seg_sampled();
 	if (hdr->flags & YM_FLAG_PAUSED)
 		return 0;
@@ -102,15 +106,16 @@ sampling_start(struct agent_tls *t)
  * sample (exact mode unwinds every allocation). */
 static inline __attribute__((always_inline)) int
 take(struct agent_tls *t, void *p, size_t n, size_t usable, uint32_t kind,
-     struct ym_live *e)
+     int calls_out, struct ym_live *e)
 {
-	uint64_t drawn = sampling_start(t);
+	uint64_t drawn = sampling_start(t, calls_out);
 	if (!drawn)
 		return 0;
 	/* Modules first: an unload seen there flushes the unwinder's rules
 	 * for its addresses before this unwind. */
 	uint64_t now = agent_now_ns();
-	modules_check(now);
+	if (calls_out)   /* dl_iterate_phdr takes the loader's lock */
+		modules_check(now);
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = agent_capture(frames);
 	*e = (struct ym_live){
@@ -125,9 +130,9 @@ take(struct agent_tls *t, void *p, size_t n, size_t usable, uint32_t kind,
 }
 
 int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
-		  uint32_t kind, struct ym_live *e)
+		  uint32_t kind, int calls_out, struct ym_live *e)
 {
-	return take(t, p, n, usable, kind, e);
+	return take(t, p, n, usable, kind, calls_out, e);
 }
 
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
@@ -135,7 +140,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
 	int saved = errno;
 	agent_guard_enter(t);
 	struct ym_live e;
-	if (!take(t, p, n, usable, YM_KIND_MALLOC, &e))
+	if (!take(t, p, n, usable, YM_KIND_MALLOC, 1, &e))
 		goto out;
 	int ok = live_insert(&e, t->tid, 100000);
 	if (ok > 0) {
@@ -216,4 +221,16 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 	}
 out:
 	agent_guard_leave(t);
+}
+
+void sampling_lost(int busy)
+{
+	if (!hdr)
+		return;
+	if (busy) {
+		__atomic_fetch_add(&hdr->drop_busy, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_fetch_add(&hdr->drop_live, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&hdr->flags, YM_FLAG_OVERFLOWED, __ATOMIC_RELAXED);
 }

@@ -35,9 +35,18 @@ void sampling_thread_start(struct agent_tls *t) AGENT_HIDDEN;
  * requested bytes, usable size `usable`, weighed at the rate the
  * countdown was drawn at (sample.h).  0 when no sample is to be taken (no
  * segment, paused, the agent's lock busy).  agent_sample's first part,
- * and hooks_mmap.c's. */
+ * and hooks_mmap.c's.  calls_out 0 (the mmap path, whose caller may hold
+ * any lock: the allocator's in a signal handler or an extent hook): no
+ * call that may wait for a lock not the agent's own bounded ones: the
+ * allocator's statistics (heapstats.h) and the loader's module scan are
+ * left to the next malloc-family sample. */
 int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
-		  uint32_t kind, struct ym_live *e) AGENT_HIDDEN;
+		  uint32_t kind, int calls_out, struct ym_live *e) AGENT_HIDDEN;
+/* A sample taken could not be kept (hooks_mmap.c's table): counted in the
+ * header's drop_busy (busy: its lock stayed busy) or drop_live with
+ * YM_FLAG_OVERFLOWED (no room), so readers show the figure as a lower
+ * bound. */
+void sampling_lost(int busy) AGENT_HIDDEN;
 /* Sample the block p of n requested bytes whose usable size `usable` ran
  * the countdown out (sample.h: the weight is n/p(usable)). */
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable) AGENT_HIDDEN;

@@ -6,11 +6,15 @@ counted twice.  A 64 MiB mapping at rate 65536 is sampled with probability
 1 - exp(-1024): its estimate is its length."""
 import os
 
+import subprocess
+import time
+
 from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
-                   report, run_tests)
+                   report, run_tests, site_total, ymtop)
 
 PROG = os.path.join(BUILD, "progs", "mapper")
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
+SIGMAPPER = os.path.join(BUILD, "progs", "sigmapper")
 MiB = 1024 * 1024
 ENV = {"YM_SAMPLE_RATE": "65536", "YM_SEED": "1"}
 
@@ -96,6 +100,93 @@ def test_injected_map_and_unmap():
         command(t, "unmap")
         st = site(report(t.pid), "map_site")
         assert abs(st[0]["retained_bytes"] - 16 * MiB) < 0.01 * MiB, st[0]
+    finally:
+        t.kill()
+
+
+def test_reservations_not_counted():
+    """PROT_NONE and MAP_NORESERVE mappings reserve address space (V8, the
+    JVM, wasm): not memory, not counted."""
+    t = Target([PROG], env=ENV)
+    try:
+        command(t, "reserve")
+        rep = report(t.pid)
+        assert site_total(rep, "reserve_site") == 0, \
+            site_total(rep, "reserve_site")
+        assert rep["totals"]["mmap_retained_bytes"] < MiB, rep["totals"]
+    finally:
+        t.kill()
+
+
+def test_full_table_counted():
+    """More live sampled mappings than the table holds (YM_MAX_LIVE=64):
+    the ones left out are counted as dropped, never silently lost."""
+    env = dict(ENV)
+    env["YM_MAX_LIVE"] = "64"
+    t = Target([PROG], env=env)
+    try:
+        command(t, "many")
+        rep = report(t.pid)
+        got = site_total(rep, "many_site")
+        assert abs(got - 64 * MiB) < 0.01 * MiB, got
+        assert rep["table"]["dropped_live"] >= 136, rep["table"]
+        # A hole in a tracked mapping with the table full: the right part
+        # cannot become an entry of its own and leaves with its weight.
+        command(t, "hole")
+        rep = report(t.pid)
+        got = site_total(rep, "many_site")
+        assert abs(got - (64 * MiB - 3 * MiB // 4)) < 0.01 * MiB, got
+    finally:
+        t.kill()
+
+
+def test_mremap_part_fixed_and_dontunmap():
+    """mremap of a mapping's second half over another mapping
+    (MREMAP_FIXED): the first keeps its estimate in two parts, the one
+    replaced is gone; MREMAP_DONTUNMAP leaves the old range mapped and
+    makes a new one."""
+    t = Target([PROG], env=ENV)
+    try:
+        command(t, "subremap")
+        rep = report(t.pid)
+        got = site_total(rep, "sub_site")
+        assert abs(got - 64 * MiB) < 0.01 * MiB, got
+        assert site_total(rep, "place_site") == 0, \
+            site_total(rep, "place_site")
+        command(t, "subunmap")
+        rep = report(t.pid)
+        assert site_total(rep, "sub_site") == 0, site_total(rep, "sub_site")
+        command(t, "dontunmap")
+        got = site_total(report(t.pid), "dont_site")
+        assert abs(got - 64 * MiB) < 0.01 * MiB, got
+        command(t, "dontfree")
+        rep = report(t.pid)
+        assert site_total(rep, "dont_site") == 0, site_total(rep, "dont_site")
+        assert rep["totals"]["mmap_retained_bytes"] < MiB, rep["totals"]
+    finally:
+        t.kill()
+
+
+def test_signal_handler_mmap_inside_malloc():
+    """A signal handler maps memory while the interrupted thread is inside
+    malloc (holding the arena's lock) and a reader keeps asking for the
+    allocator's statistics: the mmap sample must not answer with
+    mallinfo2 (it would wait for that lock for ever)."""
+    t = Target([SIGMAPPER, "6"], env=ENV)
+    try:
+        end = time.time() + 5
+        while time.time() < end and t.p.poll() is None:
+            try:
+                ymtop("-b", "-i", "0.05", "-n", "20", "-p", t.pid,
+                      check=False, timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            rc = t.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("sigmapper did not finish")
+        out = t.p.stdout.read()
+        assert rc == 0 and "stuck" not in out, (rc, out)
     finally:
         t.kill()
 

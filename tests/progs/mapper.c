@@ -11,6 +11,16 @@
  *   shared   shared_site: mmap 8 MiB anonymous shared
  *   fixed    fixed_site: mmap 8 MiB anonymous with MAP_FIXED over the
  *            start of the region (which keeps the rest)
+ *   reserve  reserve_site: 64 GiB PROT_NONE and 1 GiB MAP_NORESERVE
+ *            reserved, untouched (address space, not memory)
+ *   many     many_site: 200 live 1 MiB mappings
+ *   hole     unmap 512 KiB from 256 KiB into the first of them
+ *   subremap sub_site maps 64 MiB, place_site 32 MiB elsewhere; the
+ *            second half of the first moves over the second (mremap of a
+ *            sub-range, MREMAP_FIXED)
+ *   subunmap unmap both halves
+ *   dontunmap dont_site maps 32 MiB, mremap MREMAP_DONTUNMAP copies it
+ *   dontfree unmap both
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +70,44 @@ static NOINLINE void fixed_site(void)
 		abort();
 }
 
+static NOINLINE void reserve_site(void)
+{
+	if (mmap(NULL, 64UL << 30, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED ||
+	    mmap(NULL, 1UL << 30, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		abort();
+}
+
+static char *many_first;
+
+static NOINLINE void many_site(void)
+{
+	for (int i = 0; i < 200; i++) {
+		char *p = mmap(NULL, MiB, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			abort();
+		if (!i)
+			many_first = p;
+	}
+}
+
+static char *sub, *moved, *dont, *dont_copy;
+
+static NOINLINE void *anon(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		abort();
+	return p;
+}
+
+static NOINLINE void sub_site(void) { sub = anon(64 * MiB); }
+static NOINLINE void place_site(void) { moved = anon(32 * MiB); }
+static NOINLINE void dont_site(void) { dont = anon(32 * MiB); }
+
 int main(void)
 {
 	char line[64];
@@ -82,6 +130,30 @@ int main(void)
 			shared_site();
 		} else if (!strncmp(line, "fixed", 5)) {
 			fixed_site();
+		} else if (!strncmp(line, "reserve", 7)) {
+			reserve_site();
+		} else if (!strncmp(line, "many", 4)) {
+			many_site();
+		} else if (!strncmp(line, "hole", 4)) {
+			munmap(many_first + MiB / 4, MiB / 2);
+		} else if (!strncmp(line, "subremap", 8)) {
+			sub_site();
+			place_site();
+			if (mremap(sub + 32 * MiB, 32 * MiB, 32 * MiB,
+				   MREMAP_MAYMOVE | MREMAP_FIXED, moved) != moved)
+				abort();
+		} else if (!strncmp(line, "subunmap", 8)) {
+			munmap(sub, 32 * MiB);
+			munmap(moved, 32 * MiB);
+		} else if (!strncmp(line, "dontunmap", 9)) {
+			dont_site();
+			dont_copy = mremap(dont, 32 * MiB, 32 * MiB,
+					   MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+			if (dont_copy == MAP_FAILED)
+				abort();
+		} else if (!strncmp(line, "dontfree", 8)) {
+			munmap(dont, 32 * MiB);
+			munmap(dont_copy, 32 * MiB);
 		}
 		printf("ready\n");
 	}
