@@ -184,7 +184,7 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	m->free_bytes_rate = m->free_calls_rate = 0;
 	if (dt > 0) {
 		/* Sampling (YM_FLAG_NO_ALLOC_BYTES): the requested bytes. */
-		m->alloc_bytes_rate = model_alloc_bytes_counted(m) ?
+		m->alloc_bytes_rate = !(snap->hdr.flags & YM_FLAG_NO_ALLOC_BYTES) ?
 			diff((double)t->alloc_bytes, (double)p->alloc_bytes) / dt :
 			diff((double)t->req_bytes, (double)p->req_bytes) / dt;
 		m->alloc_calls_rate = diff((double)t->alloc_objects, (double)p->alloc_objects) / dt;
