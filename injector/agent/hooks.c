@@ -100,7 +100,11 @@ static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
  * after it. */
 static inline int charge(struct agent_tls *t, size_t c)
 {
-	return unlikely((t->countdown -= (int64_t)c) < 0);
+	/* In uint64_t: a request near SIZE_MAX (YM_GIANT_BYTES raised that
+	 * far lets it take the fast path) wraps instead of overflowing, and
+	 * then reads as due: the slow path sees the call fail. */
+	t->countdown = (int64_t)((uint64_t)t->countdown - (uint64_t)c);
+	return unlikely(t->countdown < 0);
 }
 
 /* The countdown ran out on p: sample it (agent_sample draws the next
