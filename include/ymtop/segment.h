@@ -209,6 +209,11 @@
  * free_bytes stay 0): set at creation when sampling (rate > 1), where a
  * free never reads the freed block; in use is header.heap's. */
 #define YM_FLAG_NO_FREED_BYTES 0x80u
+/* The thread slots count allocated objects and requested bytes but not
+ * allocated (usable) bytes (their alloc_bytes stay 0, or count some slow
+ * paths only): set with NO_FREED_BYTES when sampling, where malloc's fast
+ * path never reads the block it returns. */
+#define YM_FLAG_NO_ALLOC_BYTES 0x100u
 
 enum ym_section_id {
 	YM_SEC_CONTROL = 0,

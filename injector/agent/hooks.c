@@ -3,11 +3,13 @@
  *
  *   malloc: one TLS load (t->fast: own slot, NULL when the thread must
  *   take the slow path), the giant compare (against the control block's
- *   fast_limit: a reader lowers it to ask for heap statistics), the real
- *   call, the usable size (one load of the header glibc just wrote),
- *   three counter bumps in this thread's own cache line and the byte
- *   countdown, charged with the usable size (sample.h says why): 34
- *   instructions, one call.
+ *   fast_limit: a reader lowers it to ask for heap statistics), two
+ *   counter bumps in this thread's own cache line (objects, requested
+ *   bytes) and the byte countdown charged with the request (sample.h says
+ *   why that is unbiased), then a tail call to the real malloc: 13
+ *   instructions, no frame, nothing after the call.  The block it returns
+ *   is never read at sampling rates above 1 (man/ymagent.7: allocated
+ *   usable bytes are counted in exact mode only).
  *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
  *   blocks, possible samples, every block under another allocator), one
  *   counter bump, then a tail call: 15 instructions.  The freed block is
@@ -92,56 +94,61 @@ static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 		s : NULL;
 }
 
-/* The countdown is charged with the usable size u of the block the call
- * returned (sample.h: what keeps the estimate unbiased under any
- * allocator); a sample is due when it runs out. */
-static inline int charge(struct agent_tls *t, size_t u)
+/* Charge the thread's byte countdown with c bytes: 1 when a sample is
+ * due.  Allocations charge their request, before the call (sample.h says
+ * why that stays unbiased); realloc charges the growth of the usable size
+ * after it. */
+static inline int charge(struct agent_tls *t, size_t c)
 {
-	return unlikely((t->countdown -= (int64_t)u) < 0);
+	/* In uint64_t: a request near SIZE_MAX (YM_GIANT_BYTES raised that
+	 * far lets it take the fast path) wraps instead of overflowing, and
+	 * then reads as due: the slow path sees the call fail. */
+	t->countdown = (int64_t)((uint64_t)t->countdown - (uint64_t)c);
+	return unlikely(t->countdown < 0);
 }
 
 /* The countdown ran out on p: sample it (agent_sample draws the next
- * gap), and return p. */
+ * gap), and return p.  c: what was charged for it. */
 static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
-				 size_t u)
+				 size_t c)
 {
-	agent_sample(t, p, n, u);
+	agent_sample(t, p, n, c);
 	return p;
 }
 
-/* The same for malloc's fast path, whose request waits in t->pending: one
- * register less to keep across the real call. */
-static NOINLINE void *malloc_due(struct agent_tls *t, void *p, size_t u)
+/* Allocated usable bytes are counted in exact mode only (man/ymagent.7,
+ * YM_FLAG_NO_ALLOC_BYTES): their read after the call is what a tail call
+ * saves.  0 when sampling. */
+static size_t alloc_usable(void *p)
 {
-	agent_sample(t, p, t->pending, u);
+	return agent_exact() ? agent_usable(p) : 0;
+}
+
+/* The fast path charged n to the countdown and counted the call, and a
+ * sample is due (always so in exact mode): make the call here, then take
+ * the sample.  A failed call is uncounted. */
+static void *due_done(struct agent_tls *t, struct ym_thread *s, void *p,
+		      size_t n)
+{
+	if (unlikely(p == NULL)) {
+		thread_uncount_call(s, n);
+		return NULL;
+	}
+	thread_count_usable(s, alloc_usable(p));
+	agent_sample(t, p, n, n);
 	return p;
 }
 
-static inline void after_alloc(struct agent_tls *t, struct ym_thread *s,
-			       void *p, size_t n)
+static NOINLINE void *malloc_due(struct agent_tls *t, struct ym_thread *s,
+				 size_t n)
 {
-	size_t u = agent_usable(p);
-	thread_count_alloc(s, u, n);
-	if (charge(t, u))
-		agent_sample(t, p, n, u);
+	return due_done(t, s, agent_next.malloc(n), n);
 }
 
-/* The real malloc failed after the fast path counted the call. */
-static NOINLINE void *alloc_failed(struct ym_thread *s)
+static NOINLINE void *calloc_due(struct agent_tls *t, struct ym_thread *s,
+				 size_t a, size_t b, size_t n)
 {
-	thread_uncount_call(s, agent_tls.pending);
-	return NULL;
-}
-
-/* Another allocator than glibc's: its usable size is a call. */
-static NOINLINE void *alloc_usable_call(struct agent_tls *t,
-					struct ym_thread *s, void *p)
-{
-	size_t u = agent_next.usable(p);
-	thread_count_usable(s, u);
-	if (charge(t, u))
-		agent_sample(t, p, t->pending, u);
-	return p;
+	return due_done(t, s, agent_next.calloc(a, b), n);
 }
 
 enum { PASS, PROFILE, REFUSE, BOOT };
@@ -181,14 +188,13 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 {
 	if (!p)
 		return;
-	if (t->slot) {
-		after_alloc(t, t->slot, p, n);
-		return;
-	}
-	size_t u = agent_usable(p);
-	thread_shared_alloc(u, n);
-	if (charge(t, u))
-		agent_sample(t, p, n, u);
+	size_t u = alloc_usable(p);
+	if (t->slot)
+		thread_count_alloc(t->slot, u, n);
+	else
+		thread_shared_alloc(u, n);
+	if (charge(t, n))
+		agent_sample(t, p, n, n);
 }
 
 /* A block was freed (its pointer may be gone): `bytes`, its usable size,
@@ -233,12 +239,14 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 }
 
 /* Fast path, measured (objdump -d --disassemble=malloc on the release
- * libymagent.so, x86-64, gcc 12 -O2): 34 instructions from entry to ret,
- * one call, five tests: the frame (3), the TLS gate word and the giant
- * compare through agent_fast_limit (8), two counter adds and t->pending
- * (3), the real call (1), NULL (2), glibc_usable (3), the usable size
- * from glibc's header (7), one counter add (1), the countdown (2), the
- * return (4).  (32 before the threshold moved into the control block.) */
+ * libymagent.so, x86-64, gcc 12 -O2): 13 instructions ending in a tail
+ * call to the real malloc (no frame, nothing after the call), two tests:
+ * the TLS gate word and the giant compare through agent_fast_limit (8),
+ * two counter adds (2), the countdown (2), the jump (1).  34 with one call
+ * before the countdown took the request instead of the usable size read
+ * after the call (BENCHMARKS.md, issue 18).  A failed call under the giant
+ * threshold stays counted when sampling (exact mode, where every call
+ * takes malloc_due, uncounts it). */
 EXPORT void *malloc(size_t n)
 {
 	struct agent_tls *t = &agent_tls;
@@ -246,20 +254,10 @@ EXPORT void *malloc(size_t n)
 	if (unlikely(s == NULL))
 		return malloc_slow(t, n);
 	agent_assert_fast(t, s);
-	/* Counted before the call, so that only s (and t's offset from the
-	 * thread pointer) live across it. */
 	thread_count_call(s, n);
-	t->pending = n;
-	void *p = agent_next.malloc(n);
-	if (unlikely(p == NULL))
-		return alloc_failed(s);
-	if (unlikely(!agent_next.glibc_usable))
-		return alloc_usable_call(t, s, p);
-	size_t u = agent_usable_glibc(p);
-	thread_count_usable(s, u);
-	if (charge(t, u))
-		return malloc_due(t, p, u);
-	return p;
+	if (charge(t, n))
+		return malloc_due(t, s, n);
+	return agent_next.malloc(n);
 }
 
 /* ---- free ---- */
@@ -338,8 +336,9 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 44 instructions to ret (42 before agent_fast_limit): malloc's,
- * with the overflow-checked multiply, and the counters all after the call. */
+/* Fast path: 17 instructions ending in a tail call (44 with one call
+ * before): malloc's, with the overflow-checked multiply.  A failed call under the giant
+ * threshold stays counted when sampling (exact mode uncounts it). */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
@@ -350,10 +349,10 @@ EXPORT void *calloc(size_t a, size_t b)
 	if (unlikely(s == NULL))
 		return calloc_slow(t, a, b, n);
 	agent_assert_fast(t, s);
-	void *p = agent_next.calloc(a, b);
-	if (likely(p != NULL))
-		after_alloc(t, s, p, n);
-	return p;
+	thread_count_call(s, n);
+	if (charge(t, n))
+		return calloc_due(t, s, a, b, n);
+	return agent_next.calloc(a, b);
 }
 
 /* ---- realloc ---- */
@@ -406,9 +405,9 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	count_freed(t, agent_exact() ? old : 0);
 	size_t u = agent_usable(q);
 	if (t->slot)
-		thread_count_alloc(t->slot, u, n);
+		thread_count_alloc(t->slot, agent_exact() ? u : 0, n);
 	else
-		thread_shared_alloc(u, n);
+		thread_shared_alloc(agent_exact() ? u : 0, n);
 	/* In exact mode the countdown is always due: a block we missed
 	 * (allocated before the segment existed) is taken in here. */
 	if (sampled)
@@ -428,14 +427,15 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 	return NULL;
 }
 
-/* Fast path, measured as malloc's: 65 instructions to ret (66 before the
- * freed-bytes add went), one call: the TLS gate word, one bit of the gate
+/* Fast path, measured as malloc's: 64 instructions to ret (65 before the
+ * allocated-bytes add went, 66 before the freed-bytes add), one call: the
+ * TLS gate word, one bit of the gate
  * (which is set for NULL, bootstrap blocks and possible samples, and
  * everywhere when filter_all: so the block is glibc's and not sampled,
  * the gate invariant of live.h), the old usable size (for the countdown:
  * the block is the caller's, its header hot), three counter bumps, the
- * real call, the new usable size, one bump and the countdown charged with
- * the growth of the usable size (sample.h). */
+ * real call, the new usable size and the countdown charged with the
+ * growth of the usable size (sample.h: realloc keeps issue 16's rule). */
 EXPORT void *realloc(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
@@ -450,7 +450,6 @@ EXPORT void *realloc(void *p, size_t n)
 	if (unlikely(q == NULL))
 		return realloc_failed(s, n);
 	size_t u = agent_usable_glibc(q);
-	thread_count_usable(s, u);
 	if (charge(t, u > old ? u - old : 0))
 		return sample_due(t, q, n, u);
 	return q;

@@ -7,52 +7,65 @@
  * R = 1 is exact mode: every allocation is recorded with weight s bytes and
  * one object.
  *
- * What is charged: the block's usable size u (malloc_usable_size), never
- * the request.  The estimate needs P(sampled) = p(c) for every live block
- * at every moment, also after reallocs, and a realloc sees only what the
- * allocator says of the block: its usable size before and after.  The
- * old request of an unsampled block is known to nobody (we keep no
- * header), so a charge in requests cannot be kept up to date: charging the
- * growth as new request - old usable size (what the agent did) misses the
- * old slack u - s on every step.  Under allocators with size classes (4 a
- * doubling: jemalloc, tcmalloc, mimalloc) that slack is up to 25%, and
- * growth in place inside a class was charged nothing at all: a block grown
- * to 8 KiB in 256-byte steps was sampled as if it had 3-4 KiB, estimates
- * of 0.50 (jemalloc, mimalloc) and 0.39 (tcmalloc) of the truth, glibc
- * 0.97 (its slack is 8-23 bytes); a redis list, grown by zrealloc_usable
- * mostly within its class, showed at 0.15 of its size.  (Charging from a
- * lower bound of the old request, thinning the sampled blocks down to it
- * first, would be unbiased too, but needs each allocator's class table and
- * drops a sampled block's stack wherever the bound is loose.)
+ * What is charged (issue 18): an allocation (malloc, calloc, the aligned
+ * family, realloc(NULL, n)) charges its request s, before the call; a
+ * realloc of a block charges the growth of its usable size, after the
+ * call.  Charging the request is what lets malloc's fast path end in a
+ * tail call: nothing is left to do after the real malloc returns unless
+ * the countdown ran out (hooks.c; BENCHMARKS.md, shim-tail).
  *
- * With c = u the invariant P(sampled) = p(u) holds through every event:
+ * Allocations.  By memorylessness the countdown runs out within the s
+ * bytes charged for a block with probability p(s), whatever came before,
+ * independently of every other block's fate.  A sample weighs s/p(s)
+ * bytes and 1/p(s) objects, so for each block E[weight] = p(s) s/p(s) =
+ * s and E[objects] = 1: the sums over the samples are unbiased estimates
+ * of the requested bytes and of the objects live (the same sample would
+ * estimate usable bytes without bias with weight u/p(s), u read on the
+ * slow path only: the tables weigh requests, as before).  The variance of
+ * a block's estimate is s^2 (1 - p(s))/p(s), the bound the accuracy tests
+ * (tests/integration/test_allocators.py) allow Z deviations of.
  *
- *   allocation (malloc, calloc, the aligned family, realloc(NULL, n)): the
- *     countdown is charged u after the call; by memorylessness it runs out
- *     within those u bytes with probability p(u), whatever came before.
- *   realloc from (s, u) to (s', u'), moved or in place, which only changes
- *     u to u':
- *     u' >= u: the countdown is charged the growth u' - u.  An unsampled
- *       block stays unsampled with probability exp(-(u' - u)/R), so with
- *       exp(-u/R) exp(-(u' - u)/R) = 1 - p(u') in all; a sampled one stays
- *       sampled (sample_keep).  Growth inside the same size class (u' = u)
- *       is charged nothing and needs nothing: only the weight changes.
- *     u' < u: an unsampled block stays unsampled, a sampled one stays with
- *       probability p(u')/p(u) (sample_keep): p(u) p(u')/p(u) = p(u').
- *       Keeping every sampled block would ratchet the sampled share
- *       towards 1 over repeated reallocs (and every one of them would
- *       then take the lock).
- *     A sampled block that stays keeps its stack and birth time (one
- *     long-lived allocation) and is re-weighed at s'/p(u'), 1/p(u').
+ * Reallocs, from (s, u) to (s', u'), moved or in place.  The agent keeps
+ * no header, so an unsampled block's old request is known to nobody and
+ * a realloc sees only the usable sizes before and after.  The rule is
+ * the one the agent had when it charged usable sizes everywhere (issue
+ * 16: growth in place within a size class charged nothing and grown
+ * blocks showed at 0.15-0.50 of their size when the charge was new
+ * request - old usable size):
+ *   u' >= u: the countdown is charged the growth u' - u.  An unsampled
+ *     block stays unsampled with probability exp(-(u' - u)/R); a sampled
+ *     one stays sampled (sample_keep).
+ *   u' < u: an unsampled block stays unsampled, a sampled one stays with
+ *     probability p(u')/p(u) (sample_keep), so that repeated reallocs do
+ *     not ratchet the sampled share towards 1.
+ *   A sampled block that stays keeps its stack and birth time (one
+ *   long-lived allocation) and is re-weighed at s'/p(u'), 1/p(u').
+ * What was charged for a block first allocated at (s0, u0) and then grown
+ * is c = s0 + (u' - u0) = u' - (u0 - s0): the charges of its growth
+ * telescope, and only the slack of its first allocation is missing.  So
+ * it is sampled with probability p(c) <= p(u') and its weight s'/p(u')
+ * estimates p(c)/p(u') >= c/u' = 1 - (u0 - s0)/u' of s': low by at most
+ * the first slack over the present usable size (a shrink's thinning,
+ * p(u')/p(u) of p(s0), likewise by at most (u - s0)/u).  Under glibc the
+ * slack is 8-23 bytes: nothing past a few hundred bytes.  Under allocators
+ * with size classes (4 a doubling: jemalloc, tcmalloc, mimalloc) it is up
+ * to 25% of u0: a block grown by one class right after an allocation at
+ * the bottom of its class (257 -> 320 usable, grown to 384) is low by
+ * 16%, one grown from 257 bytes to 8 KiB by 0.8%; growth from a request
+ * that fills its class (the usual doubling buffers, 2^k bytes) not at
+ * all.  (Exact with no header would need each allocator's class table to
+ * know s0's class floor, or a realloc that charges the whole new request
+ * and draws every realloc'd block afresh: unbiased, but a long-lived
+ * block's sample would then leave at nearly every realloc at the default
+ * rate, taking its stack and birth with it.)
  *   realloc(p, 0) that frees p: a free.  A failed realloc: nothing
  *     changed, nothing is charged.
  *   free: the sample, if any, leaves with the weight it was counted with,
  *     so retained goes back to exactly 0 when everything is freed.
  *
- * Charging u >= s samples a little more often than charging s would (by
- * u/s: at most 1.25 past 128 bytes under 4 classes a doubling, 1 + 23/s
- * under glibc) and weighs each sample a little less; the variance of the
- * estimate of a block, s^2 (1 - p(u))/p(u), is no more than with c = s.
+ * A failed allocation was charged its request all the same: the
+ * countdown is memoryless, so charging bytes that no block took only
+ * moves the next sample; it biases nothing.
  *
  * Pure functions, no state: shared by the agent and the unit tests.
  *
@@ -164,19 +177,20 @@ static inline int64_t sample_next_gap(uint64_t *state, uint64_t rate)
 	return (int64_t)gap;
 }
 
-/* The unbiased weight of a sample of `size` requested bytes whose usable
- * size `usable` was charged to the countdown: size/p, 1/p with p =
- * p(usable).  A usable size of 0 (never charged: only exact mode samples
- * it) weighs its request, as in exact mode. */
-static inline void sample_weight(uint64_t rate, uint64_t size, uint64_t usable,
+/* The weight of a sample of `size` requested bytes for which `charged`
+ * bytes were charged to the countdown (its request when allocated, its
+ * usable size after a realloc): size/p, 1/p with p = p(charged).  A
+ * charge of 0 (only exact mode samples such a block) weighs its request,
+ * as in exact mode. */
+static inline void sample_weight(uint64_t rate, uint64_t size, uint64_t charged,
 				 uint64_t *weight_bytes, uint64_t *weight_fx)
 {
-	if (rate <= 1 || usable == 0) {
+	if (rate <= 1 || charged == 0) {
 		*weight_bytes = size;
 		*weight_fx = YM_FX_ONE;
 		return;
 	}
-	double p = -sample_expm1(-(double)usable / (double)rate);
+	double p = -sample_expm1(-(double)charged / (double)rate);
 	*weight_bytes = (uint64_t)((double)size / p + 0.5);
 	*weight_fx = (uint64_t)((double)YM_FX_ONE / p + 0.5);
 }

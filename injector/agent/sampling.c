@@ -105,7 +105,7 @@ sampling_start(struct agent_tls *t, int calls_out)
 /* Inlined into agent_sample: one frame less for the unwinder on every
  * sample (exact mode unwinds every allocation). */
 static inline __attribute__((always_inline)) int
-take(struct agent_tls *t, void *p, size_t n, size_t usable, uint32_t kind,
+take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
      int calls_out, struct ym_live *e)
 {
 	uint64_t drawn = sampling_start(t, calls_out);
@@ -124,23 +124,23 @@ take(struct agent_tls *t, void *p, size_t n, size_t usable, uint32_t kind,
 		.birth_mono_ns = now,
 		.tid = t->tid,
 	};
-	sample_weight(drawn, n, usable, &e->weight_bytes, &e->weight_fx);
+	sample_weight(drawn, n, charged, &e->weight_bytes, &e->weight_fx);
 	e->stack = table_intern_kind(frames, depth, t->tid, now, kind);
 	return e->stack != UINT32_MAX;
 }
 
-int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
+int sampling_take(struct agent_tls *t, void *p, size_t n, size_t charged,
 		  uint32_t kind, int calls_out, struct ym_live *e)
 {
-	return take(t, p, n, usable, kind, calls_out, e);
+	return take(t, p, n, charged, kind, calls_out, e);
 }
 
-void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable)
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
 {
 	int saved = errno;
 	agent_guard_enter(t);
 	struct ym_live e;
-	if (!take(t, p, n, usable, YM_KIND_MALLOC, 1, &e))
+	if (!take(t, p, n, charged, YM_KIND_MALLOC, 1, &e))
 		goto out;
 	int ok = live_insert(&e, t->tid, 100000);
 	if (ok > 0) {

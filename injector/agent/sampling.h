@@ -32,7 +32,8 @@ void sampling_thread_start(struct agent_tls *t) AGENT_HIDDEN;
 /* A thread's countdown ran out on p (guard held): its next countdown
  * drawn, the control block polled, the stack captured and interned as a
  * stack of `kind` (YM_KIND_*), *e filled as a live entry of p, n
- * requested bytes, usable size `usable`, weighed at the rate the
+ * requested bytes, `charged` bytes charged to the countdown for it (its
+ * request, or its usable size after a realloc), weighed at the rate the
  * countdown was drawn at (sample.h).  0 when no sample is to be taken (no
  * segment, paused, the agent's lock busy).  agent_sample's first part,
  * and hooks_mmap.c's.  calls_out 0 (the mmap path, whose caller may hold
@@ -40,16 +41,16 @@ void sampling_thread_start(struct agent_tls *t) AGENT_HIDDEN;
  * call that may wait for a lock not the agent's own bounded ones: the
  * allocator's statistics (heapstats.h) and the loader's module scan are
  * left to the next malloc-family sample. */
-int sampling_take(struct agent_tls *t, void *p, size_t n, size_t usable,
+int sampling_take(struct agent_tls *t, void *p, size_t n, size_t charged,
 		  uint32_t kind, int calls_out, struct ym_live *e) AGENT_HIDDEN;
 /* A sample taken could not be kept (hooks_mmap.c's table): counted in the
  * header's drop_busy (busy: its lock stayed busy) or drop_live with
  * YM_FLAG_OVERFLOWED (no room), so readers show the figure as a lower
  * bound. */
 void sampling_lost(int busy) AGENT_HIDDEN;
-/* Sample the block p of n requested bytes whose usable size `usable` ran
- * the countdown out (sample.h: the weight is n/p(usable)). */
-void agent_sample(struct agent_tls *t, void *p, size_t n, size_t usable) AGENT_HIDDEN;
+/* Sample the block p of n requested bytes whose charge of `charged` bytes
+ * ran the countdown out (sample.h: the weight is n/p(charged)). */
+void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged) AGENT_HIDDEN;
 /* The filter said p may be a live sample: take it out if it is. */
 void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
 /* realloc of a possibly sampled block: take its live entry out before the

@@ -140,9 +140,10 @@ static int segment_create(void)
 	h->follow_fork = (uint32_t)agent_cfg.follow_fork;
 	/* Injected: the data starts now (start_*_ns above are the attach). */
 	h->flags = agent_injected ? YM_FLAG_INJECTED : 0;
-	/* Sampling: frees count objects, not bytes (hooks.c, segment.h). */
+	/* Sampling: frees count objects, not bytes, allocations objects and
+	 * requested bytes, not usable bytes (hooks.c, segment.h). */
 	if (!agent_exact())
-		h->flags |= YM_FLAG_NO_FREED_BYTES;
+		h->flags |= YM_FLAG_NO_FREED_BYTES | YM_FLAG_NO_ALLOC_BYTES;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
 

@@ -34,7 +34,6 @@ struct agent_tls {
 	uint32_t state;             /* TLS_* */
 	uint32_t tid;
 	uint32_t epoch;             /* threads' epoch at registration */
-	uint64_t pending;           /* malloc's request, while in the call */
 	struct table_plane plane;   /* its counter plane (table.h) */
 	/* The mean rate countdown was drawn at (agent_sample weighs the
 	 * sample that ends it with it: ymtop --rate may have changed the

@@ -240,7 +240,7 @@ def check_exact_totals(lib):
     included: a run with 100 more realloc chains (32 calls each, the first
     realloc(NULL)) and 1000 more malloc(100) differs by exactly that, and
     after freeing, by as many frees, of the same usable bytes in exact
-    mode (sampling counts freed objects only)."""
+    mode (sampling counts freed objects and requested bytes only)."""
     def totals(k, rate):
         r = Run(lib, ["grow:%d:8192:256" % (100 * k),
                       "malloc:%d:100" % (1000 * k)], rate)
@@ -269,6 +269,8 @@ def check_exact_totals(lib):
                 diff(fa, fb, "allocated_bytes"), (rate, fa, fb)
         else:   # sampling: frees count objects, not bytes (man/ymagent.7)
             assert "freed_bytes" not in fb, fb
+            # nor allocations usable bytes: requested bytes are counted
+            assert "allocated_bytes" not in fb, fb
 
 
 CHECKS = [

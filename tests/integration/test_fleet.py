@@ -142,6 +142,7 @@ def test_prometheus_format_batch_and_replace():
         fams = parse(text)
         for name in ("ymtop_process_retained_bytes", "ymtop_process_in_use_bytes",
                      "ymtop_process_allocated_bytes_total",
+                     "ymtop_process_requested_bytes_total",
                      "ymtop_process_allocations_total", "ymtop_process_alarms_total",
                      "ymtop_process_dropped_total", "ymtop_stack_retained_bytes",
                      "ymtop_stack_allocated_bytes_total"):

@@ -69,7 +69,7 @@ def check_injected_first_report(name, soname, pkg):
         assert 100 * MiB <= heap["in_use_bytes"] <= 103 * MiB, heap
         assert heap["age_s"] >= 0, heap
         # The exact counters start at the attach: they cannot say it.
-        assert rep["totals"]["allocated_bytes"] < MiB, rep["totals"]
+        assert rep["totals"]["requested_bytes"] < MiB, rep["totals"]
         for key in ("free_bytes", "mapped_bytes"):
             assert key in heap, (key, heap)
         if name == "jemalloc":

@@ -201,10 +201,10 @@ def test_python_script():
     py = sys.executable if os.path.exists(sys.executable) else "python3"
     t = Plain([py, "-c", PY], env=RATE)
     try:
-        before = inject(t)[0]["totals"]["allocated_bytes"]
+        before = inject(t)[0]["totals"]["requested_bytes"]
         t.send("go\n")
         t.expect("allocated 128")
-        after = report(t.pid)["totals"]["allocated_bytes"]
+        after = report(t.pid)["totals"]["requested_bytes"]
         assert after - before >= 8 * MiB, (before, after)
         rc, lines, err = t.finish()
     finally:

@@ -105,6 +105,32 @@ static void rates_mark_growth_filter(void **state)
 	model_free(&m);
 }
 
+/* A sampling agent counts no allocated usable bytes (YM_FLAG_NO_ALLOC_BYTES):
+ * the allocation rate is that of the requested bytes. */
+static void rates_of_requested_bytes_when_sampling(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	model_init(&m);
+	snap_make(&s, r, r, 0);
+	s.hdr.flags |= YM_FLAG_NO_ALLOC_BYTES;
+	s.totals.req_bytes = 1000;
+	model_update_facts(&m, &s, &live);
+	assert_false(model_alloc_bytes_counted(&m));
+	snap_make(&s, r, r, 2);
+	s.hdr.flags |= YM_FLAG_NO_ALLOC_BYTES;
+	s.totals.req_bytes = 8000;
+	model_update_facts(&m, &s, &live);
+	assert_true(m.alloc_bytes_rate == 3500.0);       /* 7000 B in 2 s */
+	snap_make(&s, r, r, 4);                           /* exact mode */
+	model_update_facts(&m, &s, &live);
+	assert_true(model_alloc_bytes_counted(&m));
+	assert_true(m.alloc_bytes_rate == 1000.0);       /* 2000 B in 2 s */
+	model_free(&m);
+}
+
 /* The first snapshot's rates are averages since the agent started (they
  * were 0: a report taken once, sorted by rate, had no order); once the
  * target is gone the rates drop to 0 instead of keeping the last ones, and
@@ -308,6 +334,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(estimates_and_order),
 		cmocka_unit_test(rates_mark_growth_filter),
+		cmocka_unit_test(rates_of_requested_bytes_when_sampling),
 		cmocka_unit_test(rates_first_and_after_exit),
 		cmocka_unit_test(name_is_comm_not_exe_target),
 		cmocka_unit_test(thread_names_from_facts),

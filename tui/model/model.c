@@ -183,7 +183,10 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	m->alloc_bytes_rate = m->alloc_calls_rate = 0;
 	m->free_bytes_rate = m->free_calls_rate = 0;
 	if (dt > 0) {
-		m->alloc_bytes_rate = diff((double)t->alloc_bytes, (double)p->alloc_bytes) / dt;
+		/* Sampling (YM_FLAG_NO_ALLOC_BYTES): the requested bytes. */
+		m->alloc_bytes_rate = !(snap->hdr.flags & YM_FLAG_NO_ALLOC_BYTES) ?
+			diff((double)t->alloc_bytes, (double)p->alloc_bytes) / dt :
+			diff((double)t->req_bytes, (double)p->req_bytes) / dt;
 		m->alloc_calls_rate = diff((double)t->alloc_objects, (double)p->alloc_objects) / dt;
 		m->free_bytes_rate = diff((double)t->free_bytes, (double)p->free_bytes) / dt;
 		m->free_calls_rate = diff((double)t->free_objects, (double)p->free_objects) / dt;
@@ -370,6 +373,11 @@ const char *model_exit_text(const struct model *m, char *buf, size_t len)
 int model_freed_bytes_counted(const struct model *m)
 {
 	return !(m->snap.hdr.flags & YM_FLAG_NO_FREED_BYTES);
+}
+
+int model_alloc_bytes_counted(const struct model *m)
+{
+	return !(m->snap.hdr.flags & YM_FLAG_NO_ALLOC_BYTES);
 }
 
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s)

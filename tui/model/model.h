@@ -187,6 +187,9 @@ double model_uptime(const struct model *m);
  * 0 when sampling, where frees count objects only and what is in use is
  * the allocator's (model_heap). */
 int model_freed_bytes_counted(const struct model *m);
+/* 0 when the threads' alloc_bytes are not counted (sampling: only
+ * allocated objects and requested bytes are, YM_FLAG_NO_ALLOC_BYTES). */
+int model_alloc_bytes_counted(const struct model *m);
 /* The allocator's statistics (segment.h, struct ym_heapstats), NULL when
  * the agent published none; *age_s: how old they were at the snapshot. */
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s);

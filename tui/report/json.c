@@ -149,9 +149,15 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	/* Sampling (v6 agents): frees count objects only, so freed_bytes
 	 * and in_use_bytes are absent; heap.in_use_bytes says what is in use. */
 	int freed = model_freed_bytes_counted(m);
-	fprintf(f, "\"totals\":{\"allocated_bytes\":%llu,\"allocated_objects\":%llu,"
+	/* Likewise allocated (usable) bytes: requested_bytes is counted. */
+	int allocd = model_alloc_bytes_counted(m);
+	fputs("\"totals\":{", f);
+	if (allocd)
+		fprintf(f, "\"allocated_bytes\":%llu,",
+			(unsigned long long)t->alloc_bytes);
+	fprintf(f, "\"allocated_objects\":%llu,"
 		"\"requested_bytes\":%llu,\"freed_objects\":%llu,",
-		(unsigned long long)t->alloc_bytes, (unsigned long long)t->alloc_objects,
+		(unsigned long long)t->alloc_objects,
 		(unsigned long long)t->req_bytes, (unsigned long long)t->free_objects);
 	if (freed)
 		fprintf(f, "\"freed_bytes\":%llu,\"in_use_bytes\":%lld,",
@@ -227,11 +233,13 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, "%s{\"tid\":%u,\"name\":", first ? "" : ",", th->tid);
 		first = 0;
 		fmt_json_string(f, report_thread_name(m, th, name, sizeof name));
-		fprintf(f, ",\"state\":\"%s\",\"allocated_bytes\":%llu,"
-			"\"allocated_objects\":%llu,",
-			model_thread_state(m, th),
-			(unsigned long long)th->t.alloc_bytes,
-			(unsigned long long)th->t.alloc_objects);
+		fprintf(f, ",\"state\":\"%s\",", model_thread_state(m, th));
+		if (allocd)
+			fprintf(f, "\"allocated_bytes\":%llu,",
+				(unsigned long long)th->t.alloc_bytes);
+		fprintf(f, "\"allocated_objects\":%llu,\"requested_bytes\":%llu,",
+			(unsigned long long)th->t.alloc_objects,
+			(unsigned long long)th->t.req_bytes);
 		if (freed)
 			fprintf(f, "\"freed_bytes\":%llu,",
 				(unsigned long long)th->t.free_bytes);

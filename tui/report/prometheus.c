@@ -272,7 +272,9 @@ static void value(FILE *f, double v)
 	fprintf(f, " %.0f\n", v);
 }
 
-enum pfield { P_RETAINED, P_INUSE, P_RSS, P_ALLOC_BYTES, P_ALLOCS, P_ALARMS };
+enum pfield {
+	P_RETAINED, P_INUSE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS, P_ALARMS
+};
 
 static const struct {
 	const char *name, *type, *help;
@@ -285,7 +287,10 @@ static const struct {
 	[P_RSS] = { "ymtop_process_rss_bytes", "gauge",
 		"Resident set size of a running process." },
 	[P_ALLOC_BYTES] = { "ymtop_process_allocated_bytes_total", "counter",
-		"Exact bytes allocated since the agent started." },
+		"Exact bytes allocated (usable sizes) since the agent started; "
+		"exact mode only (sampling counts requested bytes)." },
+	[P_REQ_BYTES] = { "ymtop_process_requested_bytes_total", "counter",
+		"Exact bytes requested by allocation calls since the agent started." },
 	[P_ALLOCS] = { "ymtop_process_allocations_total", "counter",
 		"Exact allocation calls since the agent started." },
 	[P_ALARMS] = { "ymtop_process_alarms_total", "counter",
@@ -302,7 +307,10 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	case P_RETAINED: *v = m->retained_bytes; return 1;
 	case P_INUSE: return model_in_use(m, v);
 	case P_RSS: *v = (double)m->proc.rss_bytes; return m->alive;
-	case P_ALLOC_BYTES: *v = (double)t->alloc_bytes; return 1;
+	case P_ALLOC_BYTES:   /* sampling: not counted (requested bytes are) */
+		*v = (double)t->alloc_bytes;
+		return model_alloc_bytes_counted(m);
+	case P_REQ_BYTES: *v = (double)t->req_bytes; return 1;
 	case P_ALLOCS: *v = (double)t->alloc_objects; return 1;
 	case P_ALARMS: *v = (double)h->alarms_written; return 1;
 	}

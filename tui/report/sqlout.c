@@ -144,10 +144,16 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
 		    (int64_t)t->free_objects, (int64_t)(t->alloc_bytes - t->free_bytes),
 		    m->retained_bytes, m->retained_objects);
-	else
+	else if (model_alloc_bytes_counted(m))
 		row(d, st, "itddtitiinindd", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
+		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
+		    m->retained_bytes, m->retained_objects);
+	else   /* nor allocated bytes (YM_FLAG_NO_ALLOC_BYTES) */
+		row(d, st, "itddtitninindd", (int64_t)model_pid(m), h->exe,
+		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
+		    (int64_t)h->sample_rate, YM_VERSION,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
 		    m->retained_bytes, m->retained_objects);
 	sqlite3_finalize(st);
@@ -214,11 +220,17 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 			    model_thread_state(m, th),
 			    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
 			    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
-		else
+		else if (model_alloc_bytes_counted(m))
 			row(d, st, "ittiini", (int64_t)th->tid,
 			    report_thread_name(m, th, name, sizeof name),
 			    model_thread_state(m, th),
 			    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
+			    (int64_t)th->t.free_objects);
+		else
+			row(d, st, "ittnini", (int64_t)th->tid,
+			    report_thread_name(m, th, name, sizeof name),
+			    model_thread_state(m, th),
+			    (int64_t)th->t.alloc_objects,
 			    (int64_t)th->t.free_objects);
 	}
 	sqlite3_finalize(st);

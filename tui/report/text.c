@@ -116,7 +116,8 @@ static void text_threads(FILE *f, const struct model *m)
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
 			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),
-			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a),
+			model_alloc_bytes_counted(m) ?
+			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a) : "-",
 			model_freed_bytes_counted(m) ?
 			fmt_bytes((double)th->t.free_bytes, b, sizeof b) : "-",
 			(unsigned long long)th->t.alloc_objects);
@@ -161,9 +162,12 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	/* Injected: the exact counters start at the attach, the estimates
 	 * too, but memory allocated before it is in neither (the heap line
 	 * below has it).  Sampling: frees count objects, not bytes. */
-	fprintf(f, "exact totals%s: allocated %s in %llu calls (%s requested), ",
-		(h->flags & YM_FLAG_INJECTED) ? " since the attach" : "",
-		fmt_bytes((double)t->alloc_bytes, a, sizeof a),
+	fprintf(f, "exact totals%s: allocated ",
+		(h->flags & YM_FLAG_INJECTED) ? " since the attach" : "");
+	/* Sampling: allocations count objects and requested bytes only. */
+	if (model_alloc_bytes_counted(m))
+		fprintf(f, "%s in ", fmt_bytes((double)t->alloc_bytes, a, sizeof a));
+	fprintf(f, "%llu calls (%s requested), ",
 		(unsigned long long)t->alloc_objects,
 		fmt_bytes((double)t->req_bytes, b, sizeof b));
 	if (model_freed_bytes_counted(m))
