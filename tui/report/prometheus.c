@@ -287,8 +287,8 @@ static const struct {
 	[P_RSS] = { "ymtop_process_rss_bytes", "gauge",
 		"Resident set size of a running process." },
 	[P_ALLOC_BYTES] = { "ymtop_process_allocated_bytes_total", "counter",
-		"Exact bytes allocated (usable sizes) since the agent started; "
-		"exact mode only (sampling counts requested bytes)." },
+		"Exact bytes allocated since the agent started: usable sizes in exact "
+		"mode, requested sizes when sampling (ymagent(7))." },
 	[P_REQ_BYTES] = { "ymtop_process_requested_bytes_total", "counter",
 		"Exact bytes requested by allocation calls since the agent started." },
 	[P_ALLOCS] = { "ymtop_process_allocations_total", "counter",
@@ -307,9 +307,12 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	case P_RETAINED: *v = m->retained_bytes; return 1;
 	case P_INUSE: return model_in_use(m, v);
 	case P_RSS: *v = (double)m->proc.rss_bytes; return m->alive;
-	case P_ALLOC_BYTES:   /* sampling: not counted (requested bytes are) */
-		*v = (double)t->alloc_bytes;
-		return model_alloc_bytes_counted(m);
+	case P_ALLOC_BYTES:
+		/* The series every dashboard graphs stays: when sampling the
+		 * agent counts requested bytes exactly, usable ones not. */
+		*v = model_alloc_bytes_counted(m) ? (double)t->alloc_bytes
+						  : (double)t->req_bytes;
+		return 1;
 	case P_REQ_BYTES: *v = (double)t->req_bytes; return 1;
 	case P_ALLOCS: *v = (double)t->alloc_objects; return 1;
 	case P_ALARMS: *v = (double)h->alarms_written; return 1;
