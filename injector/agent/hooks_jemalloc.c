@@ -8,6 +8,7 @@
  * block may be allocated with one API and freed with the other.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,48 +33,179 @@ typedef size_t (*xallocx_fn)(void *, size_t, size_t, int);
 typedef void   (*sdallocx_fn)(void *, size_t, int);
 typedef void   (*dallocx_fn)(void *, int);
 
-/* The next definitions, found once (NULL: none; see the header). */
-static struct {
+struct je_fns {
 	mallocx_fn mallocx;
 	rallocx_fn rallocx;
 	xallocx_fn xallocx;
 	sdallocx_fn sdallocx;
 	dallocx_fn dallocx;
-	int resolved;       /* atomic */
-} je;
+};
+#define JE_N 5
+static const char *const je_names[JE_N] = {
+	"mallocx", "rallocx", "xallocx", "sdallocx", "dallocx"
+};
 
-static void je_resolve(void)
+/* The next definitions, once found (see the header). */
+static struct je_fns je;
+static int je_resolved;            /* atomic: je set */
+static unsigned long long je_none; /* atomic: dl_gen() + 1 when none was */
+
+/* ---- Definitions in the caller's scope ----
+ *
+ * RTLD_NEXT (and RTLD_DEFAULT, injected) search the global scope only.
+ * An object dlopen'ed RTLD_LOCAL (a Python extension module, a PAM or
+ * NSS module) binds its references to the global scope first, where the
+ * preloaded agent is, then to its own local scope: its dependencies,
+ * libstdc++ or libjemalloc among them.  When the global scope has no
+ * definition, the one the caller would have bound to without us is
+ * searched in the caller's local scope: it differs from caller to
+ * caller, and an object may be unloaded, so the answer is kept for the
+ * caller's object only until an object is loaded or unloaded
+ * (scope_cached), as is a "none" found in the global scope. */
+
+static int gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	if (__atomic_load_n(&je.resolved, __ATOMIC_ACQUIRE))
-		return;
-	struct agent_tls *t = &agent_tls;
-	/* dlsym may allocate: under the guard that goes straight through. */
-	agent_guard_enter(t);
-	void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-	void *f[5];
-	static const char *const names[5] = {
-		"mallocx", "rallocx", "xallocx", "sdallocx", "dallocx"
-	};
-	for (int i = 0; i < 5; i++) {
-		f[i] = dlsym(from, names[i]);
-		/* Injected, RTLD_DEFAULT may name ours when we are the only
-		 * definition: then there is none to forward to. */
-		if (f[i] == (void *)hook_mallocx || f[i] == (void *)hook_rallocx ||
-		    f[i] == (void *)hook_xallocx || f[i] == (void *)hook_sdallocx ||
-		    f[i] == (void *)hook_dallocx)
-			f[i] = NULL;
-	}
-	/* All or none: a partial set would mix two allocators. */
-	if (!f[0] || !f[1] || !f[2] || !f[3] || !f[4])
-		memset(f, 0, sizeof f);
-	*(void **)&je.mallocx = f[0];
-	*(void **)&je.rallocx = f[1];
-	*(void **)&je.xallocx = f[2];
-	*(void **)&je.sdallocx = f[3];
-	*(void **)&je.dallocx = f[4];
-	__atomic_store_n(&je.resolved, 1, __ATOMIC_RELEASE);
-	agent_guard_leave(t);
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds + info->dlpi_subs;
+	return 1;
 }
+
+/* Changes whenever an object is loaded or unloaded. */
+static unsigned long long dl_gen(void)
+{
+	unsigned long long g = 0;
+	dl_iterate_phdr(gen_cb, &g);
+	return g;
+}
+
+/* Whether f is one of ours (RTLD_DEFAULT, injected, or a scope that
+ * holds the agent). */
+static int ours(void *f)
+{
+	Dl_info self, other;
+	return f && dladdr((void *)ours, &self) && dladdr(f, &other) &&
+	       other.dli_fbase == self.dli_fbase;
+}
+
+/* names[0..n) as the object holding the code at ra would find them in
+ * its own scope (itself and its dependencies), into out; how many were
+ * found.  Under the guard: dladdr1, dlopen and dlsym may allocate.  The
+ * object is executing the call, so its dependencies stay loaded while it
+ * uses what is returned. */
+static int scope_syms(const void *ra, const char *const *names, int n,
+		      void **out)
+{
+	Dl_info info;
+	struct link_map *lm = NULL;
+	int found = 0;
+	memset(out, 0, sizeof *out * (size_t)n);
+	if (!dladdr1(ra, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+		return 0;
+	/* The main program's scope is the global one, already searched. */
+	if (!lm->l_name || !lm->l_name[0])
+		return 0;
+	void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		out[i] = dlsym(h, names[i]);
+		if (ours(out[i]))
+			out[i] = NULL;
+		found += out[i] != NULL;
+	}
+	dlclose(h);
+	return found;
+}
+
+/* The last lookup in a caller's scope, for the next call from the same
+ * object: valid while no object was loaded or unloaded (the object is
+ * the same one, and so is its scope).  A sequence lock: odd while
+ * written; a writer that finds it taken leaves the entry alone. */
+struct scope_cache {
+	unsigned seq;
+	void *lm;                   /* the caller's link map */
+	unsigned long long gen;     /* dl_gen() + 1 when found */
+	void *fn[JE_N];
+};
+
+/* scope_syms, through c; g: dl_gen() + 1.  Takes the guard itself. */
+static int scope_cached(struct scope_cache *c, unsigned long long g,
+			const void *ra, const char *const *names, int n,
+			void **out)
+{
+	struct dl_find_object o;   /* lock-free, never allocates */
+	void *lm = _dl_find_object((void *)ra, &o) == 0 ? o.dlfo_link_map : NULL;
+	unsigned s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+	int found = 0;
+	if (lm && !(s1 & 1) &&
+	    __atomic_load_n(&c->lm, __ATOMIC_RELAXED) == lm &&
+	    __atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g) {
+		for (int i = 0; i < n; i++) {
+			out[i] = __atomic_load_n(&c->fn[i], __ATOMIC_RELAXED);
+			found += out[i] != NULL;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == s1)
+			return found;
+	}
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	found = scope_syms(ra, names, n, out);
+	agent_guard_leave(t);
+	if (lm && !(s1 & 1) &&
+	    __atomic_compare_exchange_n(&c->seq, &s1, s1 + 1, 0,
+					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&c->lm, lm, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->gen, g, __ATOMIC_RELAXED);
+		for (int i = 0; i < n; i++)
+			__atomic_store_n(&c->fn[i], out[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&c->seq, s1 + 2, __ATOMIC_RELEASE);
+	}
+	return found;
+}
+
+/* jemalloc's functions for a call from ra: the global ones when there
+ * are (found once), else those of the caller's scope, into *local (all
+ * NULL: none anywhere, the calls are emulated).  *counted: whether the
+ * calls may be counted (the global ones only: a libjemalloc in a local
+ * scope is not the malloc the agent measures usable sizes with). */
+static const struct je_fns *je_resolve(const void *ra, struct je_fns *local,
+				       int *counted)
+{
+	*counted = 1;
+	if (likely(__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE)))
+		return &je;
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	unsigned long long g = dl_gen() + 1;
+	void *f[JE_N];
+	if (__atomic_load_n(&je_none, __ATOMIC_ACQUIRE) != g) {
+		void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
+		int found = 0;
+		for (int i = 0; i < JE_N; i++) {
+			f[i] = dlsym(from, je_names[i]);
+			if (ours(f[i]))
+				f[i] = NULL;
+			found += f[i] != NULL;
+		}
+		/* All or none: a partial set would mix two allocators. */
+		if (found == JE_N) {
+			memcpy(&je, f, sizeof je);
+			__atomic_store_n(&je_resolved, 1, __ATOMIC_RELEASE);
+			agent_guard_leave(t);
+			return &je;
+		}
+		__atomic_store_n(&je_none, g, __ATOMIC_RELEASE);
+	}
+	agent_guard_leave(t);
+	*counted = 0;
+	static struct scope_cache cache;
+	if (scope_cached(&cache, g, ra, je_names, JE_N, f) != JE_N)
+		memset(f, 0, sizeof f);
+	memcpy(local, f, sizeof *local);
+	return local;
+}
+_Static_assert(sizeof(struct je_fns) == JE_N * sizeof(void *), "je_fns");
 
 /* The thread's slot when this call may be counted (registering the
  * thread first, as hooks.c's slow path does), else NULL: the call passes
@@ -155,11 +287,18 @@ static void *emulate_rallocx(void *p, size_t n, int flags)
 
 /* ---- The hooks ---- */
 
+/* In a hook: the code that called it. */
+#define JE_CALLER __builtin_return_address(0)
+
 EXPORT void *mallocx(size_t n, int flags)
 {
-	je_resolve();
-	if (!je.mallocx)
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (!j->mallocx)
 		return emulate_mallocx(n, flags);
+	if (!counted)
+		return j->mallocx(n, flags);
 	struct agent_tls *t = &agent_tls;
 	struct ym_thread *s = je_slot(t);
 	if (s && n >= agent_giant_limit) {
@@ -169,7 +308,7 @@ EXPORT void *mallocx(size_t n, int flags)
 			return NULL;
 		}
 	}
-	void *p = je.mallocx(n, flags);
+	void *p = j->mallocx(n, flags);
 	if (p && s && t->fast == s)
 		je_count_alloc(t, s, p, n);
 	return p;
@@ -177,13 +316,15 @@ EXPORT void *mallocx(size_t n, int flags)
 
 EXPORT void *rallocx(void *p, size_t n, int flags)
 {
-	je_resolve();
-	if (!je.rallocx)
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (!j->rallocx)
 		return emulate_rallocx(p, n, flags);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = je_slot(t);
+	struct ym_thread *s = counted ? je_slot(t) : NULL;
 	if (!s)
-		return je.rallocx(p, n, flags);
+		return j->rallocx(p, n, flags);
 	/* As hooks.c's realloc_slow: a sampled block leaves the live table
 	 * before the allocator may hand its address to another thread, and
 	 * keeps its stack when it moves. */
@@ -191,7 +332,7 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 	struct ym_live e;
 	int sampled = (agent_exact() || agent_filter_live_maybe(p)) &&
 		      agent_realloc_take(t, p, &e);
-	void *q = je.rallocx(p, n, flags);
+	void *q = j->rallocx(p, n, flags);
 	if (q == NULL) {
 		if (sampled)
 			agent_realloc_put(t, &e, p, e.size, old, old);
@@ -209,18 +350,20 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 
 EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 {
-	je_resolve();
-	if (!je.xallocx)   /* cannot resize in place without jemalloc */
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (!j->xallocx)   /* cannot resize in place without jemalloc */
 		return agent_next.usable(p);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = je_slot(t);
+	struct ym_thread *s = counted ? je_slot(t) : NULL;
 	if (!s)
-		return je.xallocx(p, n, extra, flags);
+		return j->xallocx(p, n, extra, flags);
 	size_t old = je_usable(t, p);
 	struct ym_live e;
 	int sampled = (agent_exact() || agent_filter_live_maybe(p)) &&
 		      agent_realloc_take(t, p, &e);
-	size_t u = je.xallocx(p, n, extra, flags);   /* the new usable size */
+	size_t u = j->xallocx(p, n, extra, flags);   /* the new usable size */
 	if (u != old) {
 		thread_count_free(s, old);
 		thread_count_alloc(s, u, n);
@@ -234,14 +377,14 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 
 /* A free through jemalloc's API: counted (and its sample taken out)
  * before the call; 0 when there is no jemalloc (then freed here). */
-static int je_freeing(void *p, void *next)
+static int je_freeing(void *p, void *next, int counted)
 {
 	if (!next) {
 		hook_free(p);
 		return 0;
 	}
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = p ? je_slot(t) : NULL;
+	struct ym_thread *s = p && counted ? je_slot(t) : NULL;
 	if (s)
 		je_count_free(t, s, p);
 	return 1;
@@ -249,16 +392,20 @@ static int je_freeing(void *p, void *next)
 
 EXPORT void sdallocx(void *p, size_t n, int flags)
 {
-	je_resolve();
-	if (je_freeing(p, (void *)je.sdallocx))
-		je.sdallocx(p, n, flags);
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (je_freeing(p, (void *)j->sdallocx, counted))
+		j->sdallocx(p, n, flags);
 }
 
 EXPORT void dallocx(void *p, int flags)
 {
-	je_resolve();
-	if (je_freeing(p, (void *)je.dallocx))
-		je.dallocx(p, flags);
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (je_freeing(p, (void *)j->dallocx, counted))
+		j->dallocx(p, flags);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -303,34 +450,40 @@ static int cx_found;               /* atomic: cx_fn[] set */
 #define CX_N 20
 static void *cx_fn[CX_N];
 
-/* The next definitions (once), then whose they are (once the malloc
- * family is resolved). */
-static __attribute__((noinline)) int cx_resolve(void)
+static unsigned long long cx_none;   /* atomic: dl_gen() + 1 when none was */
+
+/* The next definitions (once found in the global scope), then whose they
+ * are (once the malloc family is resolved). */
+static __attribute__((noinline)) int cx_resolve(unsigned long long *gp)
 {
 	struct agent_tls *t = &agent_tls;
 	if (!__atomic_load_n(&cx_found, __ATOMIC_ACQUIRE)) {
-		static const char *const names[CX_N] = {
-#define X(i, name) [i] = #name,
-			CX_NAMES(X)
-#undef X
-		};
 		agent_guard_enter(t);
-		void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-		Dl_info self, other;
-		int know = dladdr((void *)cx_resolve, &self) != 0;
-		for (int i = 0; i < CX_N; i++) {
-			void *f = dlsym(from, names[i]);
-			/* Never our own (RTLD_DEFAULT, injected). */
-			if (f && know && dladdr(f, &other) &&
-			    other.dli_fbase == self.dli_fbase)
-				f = NULL;
-			__atomic_store_n(&cx_fn[i], f, __ATOMIC_RELAXED);
+		unsigned long long g = dl_gen() + 1;
+		*gp = g;
+		if (__atomic_load_n(&cx_none, __ATOMIC_ACQUIRE) != g) {
+			void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
+			void *f[CX_N];
+			for (int i = 0; i < CX_N; i++) {
+				f[i] = dlsym(from, hooks_cxx_names[i]);
+				if (ours(f[i]))   /* RTLD_DEFAULT, injected */
+					f[i] = NULL;
+			}
+			/* No C++ runtime in the global scope (yet): asked
+			 * again once an object is loaded; meanwhile each
+			 * call finds its caller's (cx_local). */
+			if (f[0]) {
+				for (int i = 0; i < CX_N; i++)
+					__atomic_store_n(&cx_fn[i], f[i], __ATOMIC_RELAXED);
+				__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
+			} else {
+				__atomic_store_n(&cx_none, g, __ATOMIC_RELEASE);
+			}
 		}
-		__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
 		agent_guard_leave(t);
 	}
 	int mode = __atomic_load_n(&cx_mode, __ATOMIC_ACQUIRE);
-	if (mode == CX_UNKNOWN && cx_fn[0]) {
+	if (mode == CX_UNKNOWN && __atomic_load_n(&cx_found, __ATOMIC_ACQUIRE)) {
 		int own = hooks_in_allocator((uintptr_t)cx_fn[0]);
 		if (own >= 0) {
 			mode = own ? CX_OWN : CX_PLAIN;
@@ -338,6 +491,34 @@ static __attribute__((noinline)) int cx_resolve(void)
 		}
 	}
 	return mode;
+}
+
+/* Operator i as the caller at ra would bind it without us, when the
+ * global scope has none: its own scope's (an object dlopen'ed
+ * RTLD_LOCAL with libstdc++ among its dependencies).  A tail call,
+ * never counted: whatever it calls is counted where it lands.  g: the
+ * dl_gen() + 1 cx_resolve found, or 0. */
+static __attribute__((noinline)) void *cx_local(unsigned i, const void *ra,
+						   unsigned long long g)
+{
+	static struct scope_cache cache[CX_N];
+	void *f;
+	scope_cached(&cache[i], g ? g : dl_gen() + 1, ra, &hooks_cxx_names[i],
+		     1, &f);
+	return f;
+}
+
+/* The last resort, with no definition anywhere (cannot happen in a
+ * program that calls these: its reference would be unresolved): the
+ * malloc family, alignment honoured. */
+static void *cx_last_new(size_t n, size_t al)
+{
+	if (n == 0)
+		n = 1;
+	if (al <= 16)
+		return hook_malloc(n);
+	void *p;
+	return hook_posix_memalign(&p, al, n) == 0 ? p : NULL;
 }
 
 /* The allocator's operator new returned p for n bytes: count it. */
@@ -353,7 +534,7 @@ static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
 /* The allocator's operator delete is about to free p: count it. */
 static __attribute__((noinline)) void cx_counted_delete(void *p)
 {
-	(void)je_freeing(p, (void *)cx_counted_delete);
+	(void)je_freeing(p, (void *)cx_counted_delete, 1);
 }
 
 /* Called from inside the allocator's own object (tcmalloc's and
@@ -364,18 +545,22 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 	(hooks_in_allocator((uintptr_t)__builtin_return_address(0)) == 1)
 
 /* A new: the plain case is one load, a compare and a tail call.  With no
- * next definition at all (a C++ runtime missing: cannot happen in a
- * program that calls these), the malloc family serves it. */
-#define CX_NEW(i, name, params, args, n)                                     \
+ * global definition, the caller's scope's (cx_local); with none at all,
+ * the malloc family (cx_last_new). */
+#define CX_NEW(i, name, params, args, n, al)                                 \
 	EXPORT void *name params                                             \
 	{                                                                    \
 		typedef void *(*fn_t) params;                                \
-		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN)) \
-			return ((fn_t)cx_fn[i]) args;                        \
-		int mode = cx_resolve();                                     \
-		fn_t f = (fn_t)cx_fn[i];                                     \
-		if (!f)                                                      \
-			return hook_malloc(n);                               \
+		fn_t f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED); \
+		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN && f)) \
+			return f args;                                       \
+		unsigned long long g = 0;   /* dl_gen() + 1, when known */   \
+		int mode = cx_resolve(&g);                                   \
+		f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED);      \
+		if (!f) {                                                    \
+			f = (fn_t)cx_local(i, __builtin_return_address(0), g);  \
+			return f ? f args : cx_last_new(n, al);              \
+		}                                                            \
 		if (mode != CX_OWN || cx_inside())                           \
 			return f args;                                       \
 		return cx_counted_new(f args, n);                            \
@@ -385,14 +570,20 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 	EXPORT void name params                                              \
 	{                                                                    \
 		typedef void (*fn_t) params;                                 \
-		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN)) { \
-			((fn_t)cx_fn[i]) args;                               \
+		fn_t f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED); \
+		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN && f)) { \
+			f args;                                              \
 			return;                                              \
 		}                                                            \
-		int mode = cx_resolve();                                     \
-		fn_t f = (fn_t)cx_fn[i];                                     \
+		unsigned long long g = 0;   /* dl_gen() + 1, when known */   \
+		int mode = cx_resolve(&g);                                   \
+		f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED);      \
 		if (!f) {                                                    \
-			hook_free(p);                                        \
+			f = (fn_t)cx_local(i, __builtin_return_address(0), g);  \
+			if (f)                                               \
+				f args;                                      \
+			else                                                 \
+				hook_free(p);                                \
 			return;                                              \
 		}                                                            \
 		if (mode == CX_OWN && !cx_inside())                          \
@@ -403,16 +594,16 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 #undef X
 typedef const void *nothrow_ref;   /* const std::nothrow_t & */
 
-CX_NEW(0, _Znwm, (size_t n), (n), n)
-CX_NEW(1, _Znam, (size_t n), (n), n)
-CX_NEW(2, _ZnwmRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n)
-CX_NEW(3, _ZnamRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n)
-CX_NEW(4, _ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n)
-CX_NEW(5, _ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n)
+CX_NEW(0, _Znwm, (size_t n), (n), n, 0)
+CX_NEW(1, _Znam, (size_t n), (n), n, 0)
+CX_NEW(2, _ZnwmRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n, 0)
+CX_NEW(3, _ZnamRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n, 0)
+CX_NEW(4, _ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
+CX_NEW(5, _ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
 CX_NEW(6, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, nothrow_ref nt),
-       (n, al, nt), n)
+       (n, al, nt), n, al)
 CX_NEW(7, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, nothrow_ref nt),
-       (n, al, nt), n)
+       (n, al, nt), n, al)
 CX_DELETE(8, _ZdlPv, (void *p), (p), p)
 CX_DELETE(9, _ZdaPv, (void *p), (p), p)
 CX_DELETE(10, _ZdlPvm, (void *p, size_t n), (p, n), p)
