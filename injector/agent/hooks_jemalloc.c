@@ -261,12 +261,20 @@ static size_t je_align(int flags)
 	return lg ? (size_t)1 << lg : 0;
 }
 
+/* As jemalloc's: NULL when n cannot be had (rounded up to the
+ * alignment, n + a - 1 would wrap to a small size), errno untouched
+ * (jemalloc's mallocx and rallocx never set it). */
 static void *emulate_mallocx(size_t n, int flags)
 {
 	size_t a = je_align(flags);
+	if (a > 16 && n > SIZE_MAX - (a - 1))
+		return NULL;
+	int saved = errno;
 	void *p = a > 16 ? hook_aligned_alloc(a, (n + a - 1) & ~(a - 1)) :
 			   hook_malloc(n);
-	if (p && (flags & JE_ZERO))
+	if (!p)
+		errno = saved;
+	else if (flags & JE_ZERO)
 		memset(p, 0, n);
 	return p;
 }
@@ -275,8 +283,13 @@ static void *emulate_rallocx(void *p, size_t n, int flags)
 {
 	size_t a = je_align(flags);
 	size_t old = agent_next.usable(p);
-	if (a <= 16 && !(flags & JE_ZERO))
-		return hook_realloc(p, n);
+	if (a <= 16 && !(flags & JE_ZERO)) {
+		int saved = errno;
+		void *q = hook_realloc(p, n);
+		if (!q)
+			errno = saved;
+		return q;
+	}
 	void *q = emulate_mallocx(n, flags);
 	if (q) {
 		memcpy(q, p, old < n ? old : n);

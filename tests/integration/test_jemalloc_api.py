@@ -213,5 +213,28 @@ def test_jemalloc_plugin_rtld_local():
     assert "0 of 1000 wrong" in out, out
 
 
+def test_emulated_api_huge_sizes():
+    """Without jemalloc the agent carries mallocx and rallocx out with the
+    malloc family: a size whose rounding to the alignment wraps must give
+    NULL as jemalloc does, errno untouched (before: a small block, and
+    MALLOCX_ZERO then wrote past it: SIGSEGV)."""
+    import subprocess
+    prog = os.path.join(BUILD, "progs", "jeweak")
+    lib = LIBS["jemalloc"]
+    if not os.path.exists(lib):
+        raise Skip("no " + lib)
+
+    def out(preload):
+        env = dict(os.environ, LD_PRELOAD=preload)
+        r = subprocess.run([prog], env=env, capture_output=True, text=True,
+                           timeout=60)
+        return r.returncode, r.stdout
+
+    want = out(lib)
+    assert want[0] == 0 and "NULL errno=0" in want[1], want
+    assert out(AGENT) == want, (out(AGENT), want)
+    assert out(AGENT + " " + lib) == want
+
+
 if __name__ == "__main__":
     raise SystemExit(run_tests(globals()))
