@@ -48,7 +48,7 @@ static const char *const je_names[JE_N] = {
 /* The next definitions, once found (see the header). */
 static struct je_fns je;
 static int je_resolved;            /* atomic: je set */
-static unsigned long long je_none; /* atomic: dl_gen() + 1 when none was */
+static int je_none;                /* atomic: the global scope has none */
 
 /* ---- Definitions in the caller's scope ----
  *
@@ -61,7 +61,8 @@ static unsigned long long je_none; /* atomic: dl_gen() + 1 when none was */
  * searched in the caller's local scope: it differs from caller to
  * caller, and an object may be unloaded, so the answer is kept for the
  * caller's object only until an object is loaded or unloaded
- * (scope_cached), as is a "none" found in the global scope. */
+ * (scope_cached).  The global scope is searched once (dlsym takes the
+ * loader's lock; the caller's scope is searched without it). */
 
 static int gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -79,42 +80,242 @@ static unsigned long long dl_gen(void)
 }
 
 /* Whether f is one of ours (RTLD_DEFAULT, injected, or a scope that
- * holds the agent). */
+ * holds the agent).  Lock-free: _dl_find_object. */
 static int ours(void *f)
 {
-	Dl_info self, other;
-	return f && dladdr((void *)ours, &self) && dladdr(f, &other) &&
-	       other.dli_fbase == self.dli_fbase;
+	struct dl_find_object self;
+	return f && _dl_find_object((void *)ours, &self) == 0 &&
+	       (char *)f >= (char *)self.dlfo_map_start &&
+	       (char *)f < (char *)self.dlfo_map_end;
+}
+
+/* ---- A symbol lookup that takes no lock of the loader's but
+ * dl_iterate_phdr's (held only while the list of objects changes):
+ * dladdr, dlopen and dlsym take the loader's lock, which a dlopen holds
+ * while it runs the constructors; a constructor that starts a thread
+ * and joins it would wait forever on a thread calling operator new. */
+
+#define SCOPE_NEEDED 32
+
+struct scope_q {
+	uintptr_t ra;
+	const char *const *names;
+	int n;
+	void **out;
+	int rank[JE_N];              /* where each was found; lower wins */
+	const char *needed[SCOPE_NEEDED];
+	int nneeded;
+	int caller;                  /* found, and not the main program */
+};
+
+static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t v)
+{
+	/* glibc relocates .dynamic's pointers in place; others may not. */
+	return v < info->dlpi_addr ? v + info->dlpi_addr : v;
+}
+
+static const ElfW(Dyn) *dyn_of(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			return (const ElfW(Dyn) *)(info->dlpi_addr +
+						   info->dlpi_phdr[i].p_vaddr);
+	return NULL;
+}
+
+static uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+/* name's default definition in one object (GNU hash table only: every
+ * Debian object has one), or NULL. */
+static void *elf_lookup(const struct dl_phdr_info *info, const char *name)
+{
+	const ElfW(Dyn) *d = dyn_of(info);
+	const char *str = NULL;
+	const ElfW(Sym) *sym = NULL;
+	const uint32_t *gh = NULL;
+	const ElfW(Half) *versym = NULL;
+	for (; d && d->d_tag != DT_NULL; d++) {
+		if (d->d_tag == DT_STRTAB)
+			str = (const char *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_SYMTAB)
+			sym = (const ElfW(Sym) *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_VERSYM)
+			versym = (const ElfW(Half) *)dyn_ptr(info, d->d_un.d_ptr);
+	}
+	if (!str || !sym || !gh || gh[0] == 0)
+		return NULL;
+	uint32_t nbuckets = gh[0], symoff = gh[1], bloom = gh[2];
+	const uint32_t *buckets = gh + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+	const uint32_t *chain = buckets + nbuckets;
+	uint32_t h = gnu_hash(name);
+	uint32_t i = buckets[h % nbuckets];
+	if (i < symoff)
+		return NULL;
+	for (;; i++) {
+		uint32_t c = chain[i - symoff];
+		const ElfW(Sym) *e = &sym[i];
+		if ((c | 1) == (h | 1) && strcmp(str + e->st_name, name) == 0 &&
+		    e->st_shndx != SHN_UNDEF && e->st_value != 0 &&
+		    ELF64_ST_TYPE(e->st_info) == STT_FUNC &&
+		    ELF64_ST_BIND(e->st_info) != STB_LOCAL &&
+		    !(versym && (versym[i] & 0x8000)))
+			return (void *)(info->dlpi_addr + e->st_value);
+		if (c & 1)
+			return NULL;
+	}
+}
+
+static void scope_try(struct scope_q *q, const struct dl_phdr_info *info,
+		      int rank)
+{
+	for (int k = 0; k < q->n; k++) {
+		if (q->out[k] && q->rank[k] <= rank)
+			continue;
+		void *f = elf_lookup(info, q->names[k]);
+		if (f && !ours(f)) {
+			q->out[k] = f;
+			q->rank[k] = rank;
+		}
+	}
+}
+
+/* Pass 1: the caller's object: its own definitions, its DT_NEEDED. */
+static int scope_caller(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct scope_q *q = arg;
+	int in = 0;
+	for (int i = 0; i < info->dlpi_phnum && !in; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		in = ph->p_type == PT_LOAD && q->ra >= lo && q->ra - lo < ph->p_memsz;
+	}
+	if (!in)
+		return 0;
+	/* The main program's scope is the global one, already searched. */
+	if (!info->dlpi_name || !info->dlpi_name[0])
+		return 1;
+	q->caller = 1;
+	const ElfW(Dyn) *d = dyn_of(info);
+	const char *str = NULL;
+	for (const ElfW(Dyn) *e = d; e && e->d_tag != DT_NULL; e++)
+		if (e->d_tag == DT_STRTAB)
+			str = (const char *)dyn_ptr(info, e->d_un.d_ptr);
+	for (const ElfW(Dyn) *e = d; str && e && e->d_tag != DT_NULL; e++)
+		if (e->d_tag == DT_NEEDED && q->nneeded < SCOPE_NEEDED)
+			q->needed[q->nneeded++] = str + e->d_un.d_val;
+	scope_try(q, info, 0);
+	return 1;
+}
+
+/* The object's soname, else its file name. */
+static const char *soname(const struct dl_phdr_info *info)
+{
+	const ElfW(Dyn) *d = dyn_of(info);
+	const char *str = NULL;
+	uintptr_t off = (uintptr_t)-1;
+	for (; d && d->d_tag != DT_NULL; d++) {
+		if (d->d_tag == DT_STRTAB)
+			str = (const char *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_SONAME)
+			off = d->d_un.d_val;
+	}
+	if (str && off != (uintptr_t)-1)
+		return str + off;
+	const char *n = info->dlpi_name ? info->dlpi_name : "";
+	const char *slash = strrchr(n, '/');
+	return slash ? slash + 1 : n;
+}
+
+/* Pass 2: the caller's direct dependencies, in DT_NEEDED order; then
+ * (rank SCOPE_NEEDED + 1) any object but the main program, in load
+ * order, for a caller that relies on a library it does not name. */
+static int scope_deps(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct scope_q *q = arg;
+	if (!info->dlpi_name || !info->dlpi_name[0])
+		return 0;
+	const char *so = soname(info);
+	int rank = SCOPE_NEEDED + 1;
+	for (int k = 0; k < q->nneeded; k++)
+		if (strcmp(q->needed[k], so) == 0) {
+			rank = k + 1;
+			break;
+		}
+	scope_try(q, info, rank);
+	return 0;
 }
 
 /* names[0..n) as the object holding the code at ra would find them in
- * its own scope (itself and its dependencies), into out; how many were
- * found.  Under the guard: dladdr1, dlopen and dlsym may allocate.  The
- * object is executing the call, so its dependencies stay loaded while it
- * uses what is returned. */
+ * its own scope, into out; how many were found.  Never allocates, takes
+ * no lock but dl_iterate_phdr's.  The object is executing the call, so
+ * its dependencies stay loaded while it uses what is returned. */
 static int scope_syms(const void *ra, const char *const *names, int n,
 		      void **out)
 {
-	Dl_info info;
-	struct link_map *lm = NULL;
-	int found = 0;
+	struct scope_q q = { .ra = (uintptr_t)ra, .names = names, .n = n,
+			     .out = out };
 	memset(out, 0, sizeof *out * (size_t)n);
-	if (!dladdr1(ra, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+	dl_iterate_phdr(scope_caller, &q);
+	if (!q.caller)
 		return 0;
-	/* The main program's scope is the global one, already searched. */
-	if (!lm->l_name || !lm->l_name[0])
-		return 0;
-	void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
-		return 0;
-	for (int i = 0; i < n; i++) {
-		out[i] = dlsym(h, names[i]);
-		if (ours(out[i]))
-			out[i] = NULL;
-		found += out[i] != NULL;
-	}
-	dlclose(h);
+	dl_iterate_phdr(scope_deps, &q);
+	int found = 0;
+	for (int k = 0; k < n; k++)
+		found += out[k] != NULL;
 	return found;
+}
+
+/* Preloaded, at start-up: what dlsym(RTLD_NEXT, name) gives (the first
+ * definition in an object loaded after ours: the global scope, in load
+ * order, before any dlopen), without allocating (a dlsym that fails
+ * allocates its error message: a process that never allocates would get
+ * a heap) and without the loader's lock. */
+struct next_q {
+	const char *name;
+	int seen_self;
+	void *out;
+};
+
+static int next_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct next_q *q = arg;
+	struct dl_find_object self;
+	if (!q->seen_self) {
+		q->seen_self = _dl_find_object((void *)next_cb, &self) == 0 &&
+			info->dlpi_addr == (uintptr_t)self.dlfo_link_map->l_addr;
+		return 0;
+	}
+	q->out = elf_lookup(info, q->name);
+	return q->out != NULL;
+}
+
+static void *next_after_self(const char *name)
+{
+	struct next_q q = { .name = name };
+	dl_iterate_phdr(next_cb, &q);
+	return q.out;
+}
+
+/* The global definition of name: dlsym's, or from the agent's
+ * constructor when preloaded, next_after_self's. */
+static int global_early;   /* set while hooks_jemalloc_resolve runs */
+
+static void *global_sym(const char *name)
+{
+	if (global_early && !agent_injected)
+		return next_after_self(name);
+	return dlsym(agent_injected ? RTLD_DEFAULT : RTLD_NEXT, name);
 }
 
 /* The last lookup in a caller's scope, for the next call from the same
@@ -128,7 +329,7 @@ struct scope_cache {
 	void *fn[JE_N];
 };
 
-/* scope_syms, through c; g: dl_gen() + 1.  Takes the guard itself. */
+/* scope_syms, through c; g: dl_gen() + 1. */
 static int scope_cached(struct scope_cache *c, unsigned long long g,
 			const void *ra, const char *const *names, int n,
 			void **out)
@@ -164,43 +365,51 @@ static int scope_cached(struct scope_cache *c, unsigned long long g,
 	return found;
 }
 
+/* The global definitions, searched once (dlsym takes the loader's lock:
+ * hooks_jemalloc_resolve does it from the agent's constructor). */
+static void je_global(void)
+{
+	if (__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&je_none, __ATOMIC_ACQUIRE))
+		return;
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	void *f[JE_N];
+	int found = 0;
+	for (int i = 0; i < JE_N; i++) {
+		f[i] = global_sym(je_names[i]);
+		if (ours(f[i]))
+			f[i] = NULL;
+		found += f[i] != NULL;
+	}
+	/* All or none: a partial set would mix two allocators. */
+	if (found == JE_N) {
+		memcpy(&je, f, sizeof je);
+		__atomic_store_n(&je_resolved, 1, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&je_none, 1, __ATOMIC_RELEASE);
+	}
+	agent_guard_leave(t);
+}
+
 /* jemalloc's functions for a call from ra: the global ones when there
- * are (found once), else those of the caller's scope, into *local (all
- * NULL: none anywhere, the calls are emulated).  *counted: whether the
- * calls may be counted (the global ones only: a libjemalloc in a local
- * scope is not the malloc the agent measures usable sizes with). */
+ * are, else those of the caller's scope, into *local (all NULL: none
+ * anywhere, the calls are emulated).  *counted: whether the calls may
+ * be counted (the global ones only: a libjemalloc in a local scope is
+ * not the malloc the agent measures usable sizes with). */
 static const struct je_fns *je_resolve(const void *ra, struct je_fns *local,
 				       int *counted)
 {
 	*counted = 1;
 	if (likely(__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE)))
 		return &je;
-	struct agent_tls *t = &agent_tls;
-	agent_guard_enter(t);
-	unsigned long long g = dl_gen() + 1;
-	void *f[JE_N];
-	if (__atomic_load_n(&je_none, __ATOMIC_ACQUIRE) != g) {
-		void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-		int found = 0;
-		for (int i = 0; i < JE_N; i++) {
-			f[i] = dlsym(from, je_names[i]);
-			if (ours(f[i]))
-				f[i] = NULL;
-			found += f[i] != NULL;
-		}
-		/* All or none: a partial set would mix two allocators. */
-		if (found == JE_N) {
-			memcpy(&je, f, sizeof je);
-			__atomic_store_n(&je_resolved, 1, __ATOMIC_RELEASE);
-			agent_guard_leave(t);
-			return &je;
-		}
-		__atomic_store_n(&je_none, g, __ATOMIC_RELEASE);
-	}
-	agent_guard_leave(t);
+	je_global();
+	if (__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE))
+		return &je;
 	*counted = 0;
 	static struct scope_cache cache;
-	if (scope_cached(&cache, g, ra, je_names, JE_N, f) != JE_N)
+	void *f[JE_N];
+	if (scope_cached(&cache, dl_gen() + 1, ra, je_names, JE_N, f) != JE_N)
 		memset(f, 0, sizeof f);
 	memcpy(local, f, sizeof *local);
 	return local;
@@ -463,40 +672,28 @@ static int cx_found;               /* atomic: cx_fn[] set */
 #define CX_N 20
 static void *cx_fn[CX_N];
 
-static unsigned long long cx_none;   /* atomic: dl_gen() + 1 when none was */
 
 /* The next definitions (once found in the global scope), then whose they
  * are (once the malloc family is resolved). */
-static __attribute__((noinline)) int cx_resolve(unsigned long long *gp)
+static __attribute__((noinline)) int cx_resolve(void)
 {
 	struct agent_tls *t = &agent_tls;
 	if (!__atomic_load_n(&cx_found, __ATOMIC_ACQUIRE)) {
 		agent_guard_enter(t);
-		unsigned long long g = dl_gen() + 1;
-		*gp = g;
-		if (__atomic_load_n(&cx_none, __ATOMIC_ACQUIRE) != g) {
-			void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-			void *f[CX_N];
-			for (int i = 0; i < CX_N; i++) {
-				f[i] = dlsym(from, hooks_cxx_names[i]);
-				if (ours(f[i]))   /* RTLD_DEFAULT, injected */
-					f[i] = NULL;
-			}
-			/* No C++ runtime in the global scope (yet): asked
-			 * again once an object is loaded; meanwhile each
-			 * call finds its caller's (cx_local). */
-			if (f[0]) {
-				for (int i = 0; i < CX_N; i++)
-					__atomic_store_n(&cx_fn[i], f[i], __ATOMIC_RELAXED);
-				__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
-			} else {
-				__atomic_store_n(&cx_none, g, __ATOMIC_RELEASE);
-			}
+		/* Once: dlsym takes the loader's lock (see scope_syms).
+		 * Those it finds none of, each call finds in its
+		 * caller's scope (cx_local). */
+		for (int i = 0; i < CX_N; i++) {
+			void *f = global_sym(hooks_cxx_names[i]);
+			if (ours(f))   /* RTLD_DEFAULT, injected */
+				f = NULL;
+			__atomic_store_n(&cx_fn[i], f, __ATOMIC_RELAXED);
 		}
+		__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
 		agent_guard_leave(t);
 	}
 	int mode = __atomic_load_n(&cx_mode, __ATOMIC_ACQUIRE);
-	if (mode == CX_UNKNOWN && __atomic_load_n(&cx_found, __ATOMIC_ACQUIRE)) {
+	if (mode == CX_UNKNOWN && cx_fn[0]) {
 		int own = hooks_in_allocator((uintptr_t)cx_fn[0]);
 		if (own >= 0) {
 			mode = own ? CX_OWN : CX_PLAIN;
@@ -509,15 +706,12 @@ static __attribute__((noinline)) int cx_resolve(unsigned long long *gp)
 /* Operator i as the caller at ra would bind it without us, when the
  * global scope has none: its own scope's (an object dlopen'ed
  * RTLD_LOCAL with libstdc++ among its dependencies).  A tail call,
- * never counted: whatever it calls is counted where it lands.  g: the
- * dl_gen() + 1 cx_resolve found, or 0. */
-static __attribute__((noinline)) void *cx_local(unsigned i, const void *ra,
-						   unsigned long long g)
+ * never counted: whatever it calls is counted where it lands. */
+static __attribute__((noinline)) void *cx_local(unsigned i, const void *ra)
 {
 	static struct scope_cache cache[CX_N];
 	void *f;
-	scope_cached(&cache[i], g ? g : dl_gen() + 1, ra, &hooks_cxx_names[i],
-		     1, &f);
+	scope_cached(&cache[i], dl_gen() + 1, ra, &hooks_cxx_names[i], 1, &f);
 	return f;
 }
 
@@ -567,11 +761,10 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 		fn_t f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED); \
 		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN && f)) \
 			return f args;                                       \
-		unsigned long long g = 0;   /* dl_gen() + 1, when known */   \
-		int mode = cx_resolve(&g);                                   \
+		int mode = cx_resolve();                                     \
 		f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED);      \
 		if (!f) {                                                    \
-			f = (fn_t)cx_local(i, __builtin_return_address(0), g);  \
+			f = (fn_t)cx_local(i, __builtin_return_address(0));  \
 			return f ? f args : cx_last_new(n, al);              \
 		}                                                            \
 		if (mode != CX_OWN || cx_inside())                           \
@@ -588,11 +781,10 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 			f args;                                              \
 			return;                                              \
 		}                                                            \
-		unsigned long long g = 0;   /* dl_gen() + 1, when known */   \
-		int mode = cx_resolve(&g);                                   \
+		int mode = cx_resolve();                                     \
 		f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED);      \
 		if (!f) {                                                    \
-			f = (fn_t)cx_local(i, __builtin_return_address(0), g);  \
+			f = (fn_t)cx_local(i, __builtin_return_address(0));  \
 			if (f)                                               \
 				f args;                                      \
 			else                                                 \
@@ -631,6 +823,14 @@ CX_DELETE(18, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_
 	  (p, al, nt), p)
 CX_DELETE(19, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_ref nt),
 	  (p, al, nt), p)
+
+void hooks_jemalloc_resolve(void)
+{
+	global_early = 1;
+	je_global();
+	(void)cx_resolve();
+	global_early = 0;
+}
 
 /* got.c's list: the operators by name, with their definitions here. */
 const char *const hooks_cxx_names[HOOKS_CXX_N] = {

@@ -30,6 +30,12 @@ size_t hook_xallocx(void *p, size_t n, size_t extra, int flags) AGENT_HIDDEN;
 void   hook_sdallocx(void *p, size_t n, int flags) AGENT_HIDDEN;
 void   hook_dallocx(void *p, int flags) AGENT_HIDDEN;
 
+/* Searches the global scope for the definitions these forward to (once:
+ * dlsym takes the loader's lock, which a dlopen holds while constructors
+ * run, so not from a hook if it can be helped).  Called by the agent's
+ * constructor once the malloc family is resolved. */
+void hooks_jemalloc_resolve(void) AGENT_HIDDEN;
+
 /* C++ operator new and delete (every sized, aligned and nothrow form):
  * jemalloc, tcmalloc and mimalloc define their own, which never reach
  * malloc's slot.  Each is forwarded to the next definition, and counted

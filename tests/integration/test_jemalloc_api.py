@@ -178,7 +178,7 @@ def host_output(plugin, preload):
     if preload:
         env["LD_PRELOAD"] = " ".join(preload)
     r = subprocess.run([DLHOST, os.path.join(BUILD, "progs", plugin)],
-                       env=env, capture_output=True, text=True, timeout=60)
+                       env=env, capture_output=True, text=True, timeout=20)
     return r.returncode, r.stdout
 
 

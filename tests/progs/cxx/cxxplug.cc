@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <new>
+#include <thread>
 
 struct alignas(256) Line { char c[256]; };
 struct alignas(4096) Page { char c[100]; };
@@ -33,8 +34,26 @@ template <class F> static void throwing(const char *what, F f)
 	std::set_new_handler(nullptr);
 }
 
+// Run by dlopen, which holds the loader's lock meanwhile: a thread's
+// operator new must not wait for it (the agent's lookups take none).
+static int ctor_bad = -1;
+__attribute__((constructor)) static void init()
+{
+	std::thread t([] {
+		int bad = 0;
+		for (int i = 0; i < 100; i++) {
+			Line *l = new Line;
+			bad += (std::uintptr_t)l % 256 != 0;
+			delete l;
+		}
+		ctor_bad = bad;
+	});
+	t.join();
+}
+
 extern "C" int run(void)
 {
+	std::printf("constructor's thread: %d of 100 misaligned\n", ctor_bad);
 	int bad = 0;
 	for (int i = 0; i < 1000; i++) {
 		Line *l = new Line;
