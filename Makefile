@@ -163,6 +163,16 @@ $(B)/progs/jeapi: tests/progs/je/jeapi.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -ljemalloc
 
+# Plugins tests/progs/dlhost loads RTLD_LOCAL: libstdc++ and libjemalloc
+# in their local scope only.
+PROGS += $(B)/progs/libcxxplug.so $(B)/progs/libjeplug.so
+$(B)/progs/libcxxplug.so: tests/progs/cxx/cxxplug.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -fPIC -shared -Wall -Wextra -Werror -o $@ $<
+$(B)/progs/libjeplug.so: tests/progs/je/jeplug.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fPIC -shared $(WARN) -o $@ $< -ljemalloc
+
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))
 PROGS     += $(PROG_LIBS)

@@ -8,6 +8,7 @@
  * block may be allocated with one API and freed with the other.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,48 +33,388 @@ typedef size_t (*xallocx_fn)(void *, size_t, size_t, int);
 typedef void   (*sdallocx_fn)(void *, size_t, int);
 typedef void   (*dallocx_fn)(void *, int);
 
-/* The next definitions, found once (NULL: none; see the header). */
-static struct {
+struct je_fns {
 	mallocx_fn mallocx;
 	rallocx_fn rallocx;
 	xallocx_fn xallocx;
 	sdallocx_fn sdallocx;
 	dallocx_fn dallocx;
-	int resolved;       /* atomic */
-} je;
+};
+#define JE_N 5
+static const char *const je_names[JE_N] = {
+	"mallocx", "rallocx", "xallocx", "sdallocx", "dallocx"
+};
 
-static void je_resolve(void)
+/* The next definitions, once found (see the header). */
+static struct je_fns je;
+static int je_resolved;            /* atomic: je set */
+static int je_none;                /* atomic: the global scope has none */
+
+/* ---- Definitions in the caller's scope ----
+ *
+ * RTLD_NEXT (and RTLD_DEFAULT, injected) search the global scope only.
+ * An object dlopen'ed RTLD_LOCAL (a Python extension module, a PAM or
+ * NSS module) binds its references to the global scope first, where the
+ * preloaded agent is, then to its own local scope: its dependencies,
+ * libstdc++ or libjemalloc among them.  When the global scope has no
+ * definition, the one the caller would have bound to without us is
+ * searched in the caller's local scope: it differs from caller to
+ * caller, and an object may be unloaded, so the answer is kept for the
+ * caller's object only until an object is loaded or unloaded
+ * (scope_cached).  The global scope is searched once (dlsym takes the
+ * loader's lock; the caller's scope is searched without it). */
+
+static int gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	if (__atomic_load_n(&je.resolved, __ATOMIC_ACQUIRE))
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds + info->dlpi_subs;
+	return 1;
+}
+
+/* Changes whenever an object is loaded or unloaded. */
+static unsigned long long dl_gen(void)
+{
+	unsigned long long g = 0;
+	dl_iterate_phdr(gen_cb, &g);
+	return g;
+}
+
+/* Whether f is one of ours (RTLD_DEFAULT, injected, or a scope that
+ * holds the agent).  Lock-free: _dl_find_object. */
+static int ours(void *f)
+{
+	struct dl_find_object self;
+	return f && _dl_find_object((void *)ours, &self) == 0 &&
+	       (char *)f >= (char *)self.dlfo_map_start &&
+	       (char *)f < (char *)self.dlfo_map_end;
+}
+
+/* ---- A symbol lookup that takes no lock of the loader's but
+ * dl_iterate_phdr's (held only while the list of objects changes):
+ * dladdr, dlopen and dlsym take the loader's lock, which a dlopen holds
+ * while it runs the constructors; a constructor that starts a thread
+ * and joins it would wait forever on a thread calling operator new. */
+
+#define SCOPE_NEEDED 32
+
+struct scope_q {
+	uintptr_t ra;
+	const char *const *names;
+	int n;
+	void **out;
+	int rank[JE_N];              /* where each was found; lower wins */
+	const char *needed[SCOPE_NEEDED];
+	int nneeded;
+	int caller;                  /* found, and not the main program */
+};
+
+static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t v)
+{
+	/* glibc relocates .dynamic's pointers in place; others may not. */
+	return v < info->dlpi_addr ? v + info->dlpi_addr : v;
+}
+
+static const ElfW(Dyn) *dyn_of(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			return (const ElfW(Dyn) *)(info->dlpi_addr +
+						   info->dlpi_phdr[i].p_vaddr);
+	return NULL;
+}
+
+static uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+/* name's default definition in one object (GNU hash table only: every
+ * Debian object has one), or NULL. */
+static void *elf_lookup(const struct dl_phdr_info *info, const char *name)
+{
+	const ElfW(Dyn) *d = dyn_of(info);
+	const char *str = NULL;
+	const ElfW(Sym) *sym = NULL;
+	const uint32_t *gh = NULL;
+	const ElfW(Half) *versym = NULL;
+	for (; d && d->d_tag != DT_NULL; d++) {
+		if (d->d_tag == DT_STRTAB)
+			str = (const char *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_SYMTAB)
+			sym = (const ElfW(Sym) *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_VERSYM)
+			versym = (const ElfW(Half) *)dyn_ptr(info, d->d_un.d_ptr);
+	}
+	if (!str || !sym || !gh || gh[0] == 0)
+		return NULL;
+	uint32_t nbuckets = gh[0], symoff = gh[1], bloom = gh[2];
+	const uint32_t *buckets = gh + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+	const uint32_t *chain = buckets + nbuckets;
+	uint32_t h = gnu_hash(name);
+	uint32_t i = buckets[h % nbuckets];
+	if (i < symoff)
+		return NULL;
+	for (;; i++) {
+		uint32_t c = chain[i - symoff];
+		const ElfW(Sym) *e = &sym[i];
+		if ((c | 1) == (h | 1) && strcmp(str + e->st_name, name) == 0 &&
+		    e->st_shndx != SHN_UNDEF && e->st_value != 0 &&
+		    ELF64_ST_TYPE(e->st_info) == STT_FUNC &&
+		    ELF64_ST_BIND(e->st_info) != STB_LOCAL &&
+		    !(versym && (versym[i] & 0x8000)))
+			return (void *)(info->dlpi_addr + e->st_value);
+		if (c & 1)
+			return NULL;
+	}
+}
+
+static void scope_try(struct scope_q *q, const struct dl_phdr_info *info,
+		      int rank)
+{
+	for (int k = 0; k < q->n; k++) {
+		if (q->out[k] && q->rank[k] <= rank)
+			continue;
+		void *f = elf_lookup(info, q->names[k]);
+		if (f && !ours(f)) {
+			q->out[k] = f;
+			q->rank[k] = rank;
+		}
+	}
+}
+
+/* Pass 1: the caller's object: its own definitions, its DT_NEEDED. */
+static int scope_caller(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct scope_q *q = arg;
+	int in = 0;
+	for (int i = 0; i < info->dlpi_phnum && !in; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		in = ph->p_type == PT_LOAD && q->ra >= lo && q->ra - lo < ph->p_memsz;
+	}
+	if (!in)
+		return 0;
+	/* The main program's scope is the global one, already searched. */
+	if (!info->dlpi_name || !info->dlpi_name[0])
+		return 1;
+	q->caller = 1;
+	const ElfW(Dyn) *d = dyn_of(info);
+	const char *str = NULL;
+	for (const ElfW(Dyn) *e = d; e && e->d_tag != DT_NULL; e++)
+		if (e->d_tag == DT_STRTAB)
+			str = (const char *)dyn_ptr(info, e->d_un.d_ptr);
+	for (const ElfW(Dyn) *e = d; str && e && e->d_tag != DT_NULL; e++)
+		if (e->d_tag == DT_NEEDED && q->nneeded < SCOPE_NEEDED)
+			q->needed[q->nneeded++] = str + e->d_un.d_val;
+	scope_try(q, info, 0);
+	return 1;
+}
+
+/* The object's soname, else its file name. */
+static const char *soname(const struct dl_phdr_info *info)
+{
+	const ElfW(Dyn) *d = dyn_of(info);
+	const char *str = NULL;
+	uintptr_t off = (uintptr_t)-1;
+	for (; d && d->d_tag != DT_NULL; d++) {
+		if (d->d_tag == DT_STRTAB)
+			str = (const char *)dyn_ptr(info, d->d_un.d_ptr);
+		else if (d->d_tag == DT_SONAME)
+			off = d->d_un.d_val;
+	}
+	if (str && off != (uintptr_t)-1)
+		return str + off;
+	const char *n = info->dlpi_name ? info->dlpi_name : "";
+	const char *slash = strrchr(n, '/');
+	return slash ? slash + 1 : n;
+}
+
+/* Pass 2: the caller's direct dependencies, in DT_NEEDED order; then
+ * (rank SCOPE_NEEDED + 1) any object but the main program, in load
+ * order, for a caller that relies on a library it does not name. */
+static int scope_deps(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct scope_q *q = arg;
+	if (!info->dlpi_name || !info->dlpi_name[0])
+		return 0;
+	const char *so = soname(info);
+	int rank = SCOPE_NEEDED + 1;
+	for (int k = 0; k < q->nneeded; k++)
+		if (strcmp(q->needed[k], so) == 0) {
+			rank = k + 1;
+			break;
+		}
+	scope_try(q, info, rank);
+	return 0;
+}
+
+/* names[0..n) as the object holding the code at ra would find them in
+ * its own scope, into out; how many were found.  Never allocates, takes
+ * no lock but dl_iterate_phdr's.  The object is executing the call, so
+ * its dependencies stay loaded while it uses what is returned. */
+static int scope_syms(const void *ra, const char *const *names, int n,
+		      void **out)
+{
+	struct scope_q q = { .ra = (uintptr_t)ra, .names = names, .n = n,
+			     .out = out };
+	memset(out, 0, sizeof *out * (size_t)n);
+	dl_iterate_phdr(scope_caller, &q);
+	if (!q.caller)
+		return 0;
+	dl_iterate_phdr(scope_deps, &q);
+	int found = 0;
+	for (int k = 0; k < n; k++)
+		found += out[k] != NULL;
+	return found;
+}
+
+/* Preloaded, at start-up: what dlsym(RTLD_NEXT, name) gives (the first
+ * definition in an object loaded after ours: the global scope, in load
+ * order, before any dlopen), without allocating (a dlsym that fails
+ * allocates its error message: a process that never allocates would get
+ * a heap) and without the loader's lock. */
+struct next_q {
+	const char *name;
+	int seen_self;
+	void *out;
+};
+
+static int next_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct next_q *q = arg;
+	struct dl_find_object self;
+	if (!q->seen_self) {
+		q->seen_self = _dl_find_object((void *)next_cb, &self) == 0 &&
+			info->dlpi_addr == (uintptr_t)self.dlfo_link_map->l_addr;
+		return 0;
+	}
+	q->out = elf_lookup(info, q->name);
+	return q->out != NULL;
+}
+
+static void *next_after_self(const char *name)
+{
+	struct next_q q = { .name = name };
+	dl_iterate_phdr(next_cb, &q);
+	return q.out;
+}
+
+/* The global definition of name: dlsym's, or from the agent's
+ * constructor when preloaded, next_after_self's. */
+static int global_early;   /* set while hooks_jemalloc_resolve runs */
+
+static void *global_sym(const char *name)
+{
+	if (global_early && !agent_injected)
+		return next_after_self(name);
+	return dlsym(agent_injected ? RTLD_DEFAULT : RTLD_NEXT, name);
+}
+
+/* The last lookup in a caller's scope, for the next call from the same
+ * object: valid while no object was loaded or unloaded (the object is
+ * the same one, and so is its scope).  A sequence lock: odd while
+ * written; a writer that finds it taken leaves the entry alone. */
+struct scope_cache {
+	unsigned seq;
+	void *lm;                   /* the caller's link map */
+	unsigned long long gen;     /* dl_gen() + 1 when found */
+	void *fn[JE_N];
+};
+
+/* scope_syms, through c; g: dl_gen() + 1. */
+static int scope_cached(struct scope_cache *c, unsigned long long g,
+			const void *ra, const char *const *names, int n,
+			void **out)
+{
+	struct dl_find_object o;   /* lock-free, never allocates */
+	void *lm = _dl_find_object((void *)ra, &o) == 0 ? o.dlfo_link_map : NULL;
+	unsigned s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+	int found = 0;
+	if (lm && !(s1 & 1) &&
+	    __atomic_load_n(&c->lm, __ATOMIC_RELAXED) == lm &&
+	    __atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g) {
+		for (int i = 0; i < n; i++) {
+			out[i] = __atomic_load_n(&c->fn[i], __ATOMIC_RELAXED);
+			found += out[i] != NULL;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == s1)
+			return found;
+	}
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	found = scope_syms(ra, names, n, out);
+	agent_guard_leave(t);
+	if (lm && !(s1 & 1) &&
+	    __atomic_compare_exchange_n(&c->seq, &s1, s1 + 1, 0,
+					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&c->lm, lm, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->gen, g, __ATOMIC_RELAXED);
+		for (int i = 0; i < n; i++)
+			__atomic_store_n(&c->fn[i], out[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&c->seq, s1 + 2, __ATOMIC_RELEASE);
+	}
+	return found;
+}
+
+/* The global definitions, searched once (dlsym takes the loader's lock:
+ * hooks_jemalloc_resolve does it from the agent's constructor). */
+static void je_global(void)
+{
+	if (__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&je_none, __ATOMIC_ACQUIRE))
 		return;
 	struct agent_tls *t = &agent_tls;
-	/* dlsym may allocate: under the guard that goes straight through. */
 	agent_guard_enter(t);
-	void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-	void *f[5];
-	static const char *const names[5] = {
-		"mallocx", "rallocx", "xallocx", "sdallocx", "dallocx"
-	};
-	for (int i = 0; i < 5; i++) {
-		f[i] = dlsym(from, names[i]);
-		/* Injected, RTLD_DEFAULT may name ours when we are the only
-		 * definition: then there is none to forward to. */
-		if (f[i] == (void *)hook_mallocx || f[i] == (void *)hook_rallocx ||
-		    f[i] == (void *)hook_xallocx || f[i] == (void *)hook_sdallocx ||
-		    f[i] == (void *)hook_dallocx)
+	void *f[JE_N];
+	int found = 0;
+	for (int i = 0; i < JE_N; i++) {
+		f[i] = global_sym(je_names[i]);
+		if (ours(f[i]))
 			f[i] = NULL;
+		found += f[i] != NULL;
 	}
 	/* All or none: a partial set would mix two allocators. */
-	if (!f[0] || !f[1] || !f[2] || !f[3] || !f[4])
-		memset(f, 0, sizeof f);
-	*(void **)&je.mallocx = f[0];
-	*(void **)&je.rallocx = f[1];
-	*(void **)&je.xallocx = f[2];
-	*(void **)&je.sdallocx = f[3];
-	*(void **)&je.dallocx = f[4];
-	__atomic_store_n(&je.resolved, 1, __ATOMIC_RELEASE);
+	if (found == JE_N) {
+		memcpy(&je, f, sizeof je);
+		__atomic_store_n(&je_resolved, 1, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&je_none, 1, __ATOMIC_RELEASE);
+	}
 	agent_guard_leave(t);
 }
+
+/* jemalloc's functions for a call from ra: the global ones when there
+ * are, else those of the caller's scope, into *local (all NULL: none
+ * anywhere, the calls are emulated).  *counted: whether the calls may
+ * be counted (the global ones only: a libjemalloc in a local scope is
+ * not the malloc the agent measures usable sizes with). */
+static const struct je_fns *je_resolve(const void *ra, struct je_fns *local,
+				       int *counted)
+{
+	*counted = 1;
+	if (likely(__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE)))
+		return &je;
+	je_global();
+	if (__atomic_load_n(&je_resolved, __ATOMIC_ACQUIRE))
+		return &je;
+	*counted = 0;
+	static struct scope_cache cache;
+	void *f[JE_N];
+	if (scope_cached(&cache, dl_gen() + 1, ra, je_names, JE_N, f) != JE_N)
+		memset(f, 0, sizeof f);
+	memcpy(local, f, sizeof *local);
+	return local;
+}
+_Static_assert(sizeof(struct je_fns) == JE_N * sizeof(void *), "je_fns");
 
 /* The thread's slot when this call may be counted (registering the
  * thread first, as hooks.c's slow path does), else NULL: the call passes
@@ -129,12 +470,20 @@ static size_t je_align(int flags)
 	return lg ? (size_t)1 << lg : 0;
 }
 
+/* As jemalloc's: NULL when n cannot be had (rounded up to the
+ * alignment, n + a - 1 would wrap to a small size), errno untouched
+ * (jemalloc's mallocx and rallocx never set it). */
 static void *emulate_mallocx(size_t n, int flags)
 {
 	size_t a = je_align(flags);
+	if (a > 16 && n > SIZE_MAX - (a - 1))
+		return NULL;
+	int saved = errno;
 	void *p = a > 16 ? hook_aligned_alloc(a, (n + a - 1) & ~(a - 1)) :
 			   hook_malloc(n);
-	if (p && (flags & JE_ZERO))
+	if (!p)
+		errno = saved;
+	else if (flags & JE_ZERO)
 		memset(p, 0, n);
 	return p;
 }
@@ -143,8 +492,13 @@ static void *emulate_rallocx(void *p, size_t n, int flags)
 {
 	size_t a = je_align(flags);
 	size_t old = agent_next.usable(p);
-	if (a <= 16 && !(flags & JE_ZERO))
-		return hook_realloc(p, n);
+	if (a <= 16 && !(flags & JE_ZERO)) {
+		int saved = errno;
+		void *q = hook_realloc(p, n);
+		if (!q)
+			errno = saved;
+		return q;
+	}
 	void *q = emulate_mallocx(n, flags);
 	if (q) {
 		memcpy(q, p, old < n ? old : n);
@@ -155,11 +509,18 @@ static void *emulate_rallocx(void *p, size_t n, int flags)
 
 /* ---- The hooks ---- */
 
+/* In a hook: the code that called it. */
+#define JE_CALLER __builtin_return_address(0)
+
 EXPORT void *mallocx(size_t n, int flags)
 {
-	je_resolve();
-	if (!je.mallocx)
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (!j->mallocx)
 		return emulate_mallocx(n, flags);
+	if (!counted)
+		return j->mallocx(n, flags);
 	struct agent_tls *t = &agent_tls;
 	struct ym_thread *s = je_slot(t);
 	if (s && n >= agent_giant_limit) {
@@ -169,7 +530,7 @@ EXPORT void *mallocx(size_t n, int flags)
 			return NULL;
 		}
 	}
-	void *p = je.mallocx(n, flags);
+	void *p = j->mallocx(n, flags);
 	if (p && s && t->fast == s)
 		je_count_alloc(t, s, p, n);
 	return p;
@@ -177,13 +538,15 @@ EXPORT void *mallocx(size_t n, int flags)
 
 EXPORT void *rallocx(void *p, size_t n, int flags)
 {
-	je_resolve();
-	if (!je.rallocx)
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (!j->rallocx)
 		return emulate_rallocx(p, n, flags);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = je_slot(t);
+	struct ym_thread *s = counted ? je_slot(t) : NULL;
 	if (!s)
-		return je.rallocx(p, n, flags);
+		return j->rallocx(p, n, flags);
 	/* As hooks.c's realloc_slow: a sampled block leaves the live table
 	 * before the allocator may hand its address to another thread, and
 	 * keeps its stack when it moves. */
@@ -191,7 +554,7 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 	struct ym_live e;
 	int sampled = (agent_exact() || agent_filter_live_maybe(p)) &&
 		      agent_realloc_take(t, p, &e);
-	void *q = je.rallocx(p, n, flags);
+	void *q = j->rallocx(p, n, flags);
 	if (q == NULL) {
 		if (sampled)
 			agent_realloc_put(t, &e, p, e.size, old, old);
@@ -209,18 +572,20 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 
 EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 {
-	je_resolve();
-	if (!je.xallocx)   /* cannot resize in place without jemalloc */
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (!j->xallocx)   /* cannot resize in place without jemalloc */
 		return agent_next.usable(p);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = je_slot(t);
+	struct ym_thread *s = counted ? je_slot(t) : NULL;
 	if (!s)
-		return je.xallocx(p, n, extra, flags);
+		return j->xallocx(p, n, extra, flags);
 	size_t old = je_usable(t, p);
 	struct ym_live e;
 	int sampled = (agent_exact() || agent_filter_live_maybe(p)) &&
 		      agent_realloc_take(t, p, &e);
-	size_t u = je.xallocx(p, n, extra, flags);   /* the new usable size */
+	size_t u = j->xallocx(p, n, extra, flags);   /* the new usable size */
 	if (u != old) {
 		thread_count_free(s, old);
 		thread_count_alloc(s, u, n);
@@ -234,14 +599,14 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 
 /* A free through jemalloc's API: counted (and its sample taken out)
  * before the call; 0 when there is no jemalloc (then freed here). */
-static int je_freeing(void *p, void *next)
+static int je_freeing(void *p, void *next, int counted)
 {
 	if (!next) {
 		hook_free(p);
 		return 0;
 	}
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = p ? je_slot(t) : NULL;
+	struct ym_thread *s = p && counted ? je_slot(t) : NULL;
 	if (s)
 		je_count_free(t, s, p);
 	return 1;
@@ -249,16 +614,20 @@ static int je_freeing(void *p, void *next)
 
 EXPORT void sdallocx(void *p, size_t n, int flags)
 {
-	je_resolve();
-	if (je_freeing(p, (void *)je.sdallocx))
-		je.sdallocx(p, n, flags);
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (je_freeing(p, (void *)j->sdallocx, counted))
+		j->sdallocx(p, n, flags);
 }
 
 EXPORT void dallocx(void *p, int flags)
 {
-	je_resolve();
-	if (je_freeing(p, (void *)je.dallocx))
-		je.dallocx(p, flags);
+	struct je_fns l;
+	int counted;
+	const struct je_fns *j = je_resolve(JE_CALLER, &l, &counted);
+	if (je_freeing(p, (void *)j->dallocx, counted))
+		j->dallocx(p, flags);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -303,26 +672,20 @@ static int cx_found;               /* atomic: cx_fn[] set */
 #define CX_N 20
 static void *cx_fn[CX_N];
 
-/* The next definitions (once), then whose they are (once the malloc
- * family is resolved). */
+
+/* The next definitions (once found in the global scope), then whose they
+ * are (once the malloc family is resolved). */
 static __attribute__((noinline)) int cx_resolve(void)
 {
 	struct agent_tls *t = &agent_tls;
 	if (!__atomic_load_n(&cx_found, __ATOMIC_ACQUIRE)) {
-		static const char *const names[CX_N] = {
-#define X(i, name) [i] = #name,
-			CX_NAMES(X)
-#undef X
-		};
 		agent_guard_enter(t);
-		void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-		Dl_info self, other;
-		int know = dladdr((void *)cx_resolve, &self) != 0;
+		/* Once: dlsym takes the loader's lock (see scope_syms).
+		 * Those it finds none of, each call finds in its
+		 * caller's scope (cx_local). */
 		for (int i = 0; i < CX_N; i++) {
-			void *f = dlsym(from, names[i]);
-			/* Never our own (RTLD_DEFAULT, injected). */
-			if (f && know && dladdr(f, &other) &&
-			    other.dli_fbase == self.dli_fbase)
+			void *f = global_sym(hooks_cxx_names[i]);
+			if (ours(f))   /* RTLD_DEFAULT, injected */
 				f = NULL;
 			__atomic_store_n(&cx_fn[i], f, __ATOMIC_RELAXED);
 		}
@@ -340,6 +703,31 @@ static __attribute__((noinline)) int cx_resolve(void)
 	return mode;
 }
 
+/* Operator i as the caller at ra would bind it without us, when the
+ * global scope has none: its own scope's (an object dlopen'ed
+ * RTLD_LOCAL with libstdc++ among its dependencies).  A tail call,
+ * never counted: whatever it calls is counted where it lands. */
+static __attribute__((noinline)) void *cx_local(unsigned i, const void *ra)
+{
+	static struct scope_cache cache[CX_N];
+	void *f;
+	scope_cached(&cache[i], dl_gen() + 1, ra, &hooks_cxx_names[i], 1, &f);
+	return f;
+}
+
+/* The last resort, with no definition anywhere (cannot happen in a
+ * program that calls these: its reference would be unresolved): the
+ * malloc family, alignment honoured. */
+static void *cx_last_new(size_t n, size_t al)
+{
+	if (n == 0)
+		n = 1;
+	if (al <= 16)
+		return hook_malloc(n);
+	void *p;
+	return hook_posix_memalign(&p, al, n) == 0 ? p : NULL;
+}
+
 /* The allocator's operator new returned p for n bytes: count it. */
 static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
 {
@@ -353,7 +741,7 @@ static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
 /* The allocator's operator delete is about to free p: count it. */
 static __attribute__((noinline)) void cx_counted_delete(void *p)
 {
-	(void)je_freeing(p, (void *)cx_counted_delete);
+	(void)je_freeing(p, (void *)cx_counted_delete, 1);
 }
 
 /* Called from inside the allocator's own object (tcmalloc's and
@@ -364,18 +752,21 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 	(hooks_in_allocator((uintptr_t)__builtin_return_address(0)) == 1)
 
 /* A new: the plain case is one load, a compare and a tail call.  With no
- * next definition at all (a C++ runtime missing: cannot happen in a
- * program that calls these), the malloc family serves it. */
-#define CX_NEW(i, name, params, args, n)                                     \
+ * global definition, the caller's scope's (cx_local); with none at all,
+ * the malloc family (cx_last_new). */
+#define CX_NEW(i, name, params, args, n, al)                                 \
 	EXPORT void *name params                                             \
 	{                                                                    \
 		typedef void *(*fn_t) params;                                \
-		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN)) \
-			return ((fn_t)cx_fn[i]) args;                        \
+		fn_t f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED); \
+		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN && f)) \
+			return f args;                                       \
 		int mode = cx_resolve();                                     \
-		fn_t f = (fn_t)cx_fn[i];                                     \
-		if (!f)                                                      \
-			return hook_malloc(n);                               \
+		f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED);      \
+		if (!f) {                                                    \
+			f = (fn_t)cx_local(i, __builtin_return_address(0));  \
+			return f ? f args : cx_last_new(n, al);              \
+		}                                                            \
 		if (mode != CX_OWN || cx_inside())                           \
 			return f args;                                       \
 		return cx_counted_new(f args, n);                            \
@@ -385,14 +776,19 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 	EXPORT void name params                                              \
 	{                                                                    \
 		typedef void (*fn_t) params;                                 \
-		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN)) { \
-			((fn_t)cx_fn[i]) args;                               \
+		fn_t f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED); \
+		if (likely(__atomic_load_n(&cx_mode, __ATOMIC_RELAXED) == CX_PLAIN && f)) { \
+			f args;                                              \
 			return;                                              \
 		}                                                            \
 		int mode = cx_resolve();                                     \
-		fn_t f = (fn_t)cx_fn[i];                                     \
+		f = (fn_t)__atomic_load_n(&cx_fn[i], __ATOMIC_RELAXED);      \
 		if (!f) {                                                    \
-			hook_free(p);                                        \
+			f = (fn_t)cx_local(i, __builtin_return_address(0));  \
+			if (f)                                               \
+				f args;                                      \
+			else                                                 \
+				hook_free(p);                                \
 			return;                                              \
 		}                                                            \
 		if (mode == CX_OWN && !cx_inside())                          \
@@ -403,16 +799,16 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 #undef X
 typedef const void *nothrow_ref;   /* const std::nothrow_t & */
 
-CX_NEW(0, _Znwm, (size_t n), (n), n)
-CX_NEW(1, _Znam, (size_t n), (n), n)
-CX_NEW(2, _ZnwmRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n)
-CX_NEW(3, _ZnamRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n)
-CX_NEW(4, _ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n)
-CX_NEW(5, _ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n)
+CX_NEW(0, _Znwm, (size_t n), (n), n, 0)
+CX_NEW(1, _Znam, (size_t n), (n), n, 0)
+CX_NEW(2, _ZnwmRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n, 0)
+CX_NEW(3, _ZnamRKSt9nothrow_t, (size_t n, nothrow_ref nt), (n, nt), n, 0)
+CX_NEW(4, _ZnwmSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
+CX_NEW(5, _ZnamSt11align_val_t, (size_t n, size_t al), (n, al), n, al)
 CX_NEW(6, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, nothrow_ref nt),
-       (n, al, nt), n)
+       (n, al, nt), n, al)
 CX_NEW(7, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t n, size_t al, nothrow_ref nt),
-       (n, al, nt), n)
+       (n, al, nt), n, al)
 CX_DELETE(8, _ZdlPv, (void *p), (p), p)
 CX_DELETE(9, _ZdaPv, (void *p), (p), p)
 CX_DELETE(10, _ZdlPvm, (void *p, size_t n), (p, n), p)
@@ -427,6 +823,14 @@ CX_DELETE(18, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_
 	  (p, al, nt), p)
 CX_DELETE(19, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_ref nt),
 	  (p, al, nt), p)
+
+void hooks_jemalloc_resolve(void)
+{
+	global_early = 1;
+	je_global();
+	(void)cx_resolve();
+	global_early = 0;
+}
 
 /* got.c's list: the operators by name, with their definitions here. */
 const char *const hooks_cxx_names[HOOKS_CXX_N] = {

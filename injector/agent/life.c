@@ -57,6 +57,7 @@
 #include "config.h"
 #include "giant.h"
 #include "got.h"
+#include "hooks_jemalloc.h"
 #include "life.h"
 #include "live.h"
 #include "modules.h"
@@ -139,6 +140,7 @@ __attribute__((constructor)) static void agent_init(void)
 	agent_injected = detect_injected();
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
+		hooks_jemalloc_resolve();
 		pthread_atfork(NULL, NULL, fork_child);
 		seg_note_owner();
 		seg_exit_status_init();

@@ -159,5 +159,82 @@ def test_cxx_new_and_sized_delete_mimalloc():
     check_cxx("mimalloc")
 
 
+# ---- Plugins loaded RTLD_LOCAL ----
+# A C host (Python, PAM, NSS) dlopens a plugin RTLD_LOCAL: its libstdc++
+# or libjemalloc is in its local scope, never in the global one where
+# RTLD_NEXT looks.  The agent must find the definition the plugin would
+# have bound to, not stand in for it: the output (alignment, bad_alloc
+# and the new_handler, nothrow NULLs; jemalloc's sallocx on every block)
+# is the same with and without it.
+DLHOST = os.path.join(BUILD, "progs", "dlhost")
+# Debian's libjemalloc has initial-exec TLS: dlopen'ed, it needs room.
+TLS = {"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=262144"}
+
+
+def host_output(plugin, preload):
+    import subprocess
+    env = dict(os.environ, **TLS)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = " ".join(preload)
+    r = subprocess.run([DLHOST, os.path.join(BUILD, "progs", plugin)],
+                       env=env, capture_output=True, text=True, timeout=20)
+    return r.returncode, r.stdout
+
+
+def check_plugin(plugin, extra=()):
+    extra = [lib for lib in extra if lib]
+    for lib in extra:
+        if not os.path.exists(lib):
+            raise Skip("no " + lib)
+    want = host_output(plugin, extra)
+    assert want[0] == 0, want
+    got = host_output(plugin, [AGENT] + extra)
+    assert got == want, (plugin, extra, want, got)
+    return got[1]
+
+
+def test_cxx_plugin_rtld_local_glibc():
+    out = check_plugin("libcxxplug.so")
+    assert "0 of 2000 misaligned" in out, out
+    assert "new: bad_alloc, new_handler called 1 times" in out, out
+
+
+def test_cxx_plugin_rtld_local_jemalloc():
+    check_plugin("libcxxplug.so", [LIBS["jemalloc"]])
+
+
+def test_jemalloc_plugin_rtld_local():
+    """Before: mallocx emulated with glibc's malloc, then jemalloc's own
+    sallocx on that block: SIGSEGV."""
+    if not os.path.exists(os.path.join(BUILD, "progs", "libjeplug.so")):
+        raise Skip("libjeplug.so not built (libjemalloc-dev missing?)")
+    out = check_plugin("libjeplug.so")
+    assert "0 of 1000 wrong" in out, out
+
+
+def test_emulated_api_huge_sizes():
+    """Without jemalloc the agent carries mallocx and rallocx out with the
+    malloc family: a size whose rounding to the alignment wraps must give
+    NULL as jemalloc does, errno untouched (before: a small block, and
+    MALLOCX_ZERO then wrote past it: SIGSEGV)."""
+    import subprocess
+    prog = os.path.join(BUILD, "progs", "jeweak")
+    lib = LIBS["jemalloc"]
+    if not os.path.exists(lib):
+        raise Skip("no " + lib)
+
+    def out(preload):
+        env = dict(os.environ, LD_PRELOAD=preload)
+        r = subprocess.run([prog], env=env, capture_output=True, text=True,
+                           timeout=60)
+        return r.returncode, r.stdout
+
+    want = out(lib)
+    assert want[0] == 0 and "NULL errno=0" in want[1], want
+    assert out(AGENT) == want, (out(AGENT), want)
+    assert out(AGENT + " " + lib) == want
+
+
 if __name__ == "__main__":
     raise SystemExit(run_tests(globals()))
