@@ -18,7 +18,8 @@ import urllib.parse
 import urllib.request
 
 from test_reports import go_pprof
-from ymlib import BUILD, YMTOP, Skip, Target, run_tests, within, ymtop
+from ymlib import (BUILD, YMTOP, Skip, Target, free_port, run_tests, within,
+                   ymtop)
 
 PROG = os.path.join(BUILD, "progs", "reports_prog")
 RATE = "65536"
@@ -41,14 +42,6 @@ class Dir:
 
     def __exit__(self, *exc):
         shutil.rmtree(self.path, ignore_errors=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Server:

@@ -22,20 +22,13 @@ import threading
 import time
 import urllib.request
 
-from ymlib import (BUILD, MiB, Skip, Target, YMTOP, functions, run_tests,
+from ymlib import (BUILD, MiB, Skip, Target, YMTOP, free_port, functions,
+                   run_tests,
                    ymtop)
 from test_symbols import source_line
 
 HELD = os.path.join(BUILD, "progs", "held")
 EXACT = {"YM_SAMPLE_RATE": "1"}
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def stripped_copy(d):

@@ -3,6 +3,7 @@ real ymtop runs, and a tiny runner that prints one line per test."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -190,3 +191,12 @@ def run_tests(namespace):
             print("FAIL %s: %s" % (name, e), flush=True)
             traceback.print_exc(limit=3, file=sys.stdout)
     return 1 if failed else 0
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
