@@ -596,12 +596,17 @@ def test_on_change_writes_on_a_jump_only():
             assert p.returncode == 0, err
         finally:
             t.finish()
+        # The first report, then one for the jump: two more when a
+        # snapshot caught the jump half done (a loaded machine can stop
+        # the target in its middle), each of them a step up, never a
+        # report while steady.
         files = sorted(f for f in os.listdir(d) if f.startswith("b-"))
-        assert files == ["b-1.json", "b-2.json"], files
-        before = json.load(open(os.path.join(d, "b-1.json")))
-        after = json.load(open(os.path.join(d, "b-2.json")))
-        grew = after["totals"]["retained_bytes"] - before["totals"]["retained_bytes"]
-        assert grew > 50 * MiB, grew
+        assert files in (["b-1.json", "b-2.json"],
+                         ["b-1.json", "b-2.json", "b-3.json"]), files
+        held = [json.load(open(os.path.join(d, f)))["totals"]["retained_bytes"]
+                for f in files]
+        assert all(b > a * 1.1 for a, b in zip(held, held[1:])), held
+        assert held[-1] - held[0] > 50 * MiB, held
 
 
 def test_on_change_still_writes_the_final_report():
