@@ -133,13 +133,6 @@ struct obj {
 	uintptr_t lo, hi;               /* mapped extent */
 };
 
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) p)
-{
-	/* glibc relocates the dynamic section's pointers in place on x86-64;
-	 * an object it did not (or a non-PIE executable) keeps them raw. */
-	return p < base ? base + p : p;
-}
-
 /* Number of dynamic symbols: DT_HASH's nchain, or a walk of DT_GNU_HASH
  * to the end of its last chain. */
 static uint32_t count_syms(const uint32_t *hash, const uint32_t *gnu)
@@ -260,17 +253,17 @@ static void patch_object(struct dl_phdr_info *info)
 	const uint32_t *hash = NULL, *gnu = NULL;
 	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
 		switch (d->d_tag) {
-		case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_ptr(o.base, d->d_un.d_ptr); break;
-		case DT_STRTAB: o.strtab = (const char *)dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)got_dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_STRTAB: o.strtab = (const char *)got_dyn_ptr(o.base, d->d_un.d_ptr); break;
 		case DT_STRSZ: o.strsz = d->d_un.d_val; break;
-		case DT_HASH: hash = (const uint32_t *)dyn_ptr(o.base, d->d_un.d_ptr); break;
-		case DT_GNU_HASH: gnu = (const uint32_t *)dyn_ptr(o.base, d->d_un.d_ptr); break;
-		case DT_JMPREL: jmprel = dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_HASH: hash = (const uint32_t *)got_dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_GNU_HASH: gnu = (const uint32_t *)got_dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_JMPREL: jmprel = got_dyn_ptr(o.base, d->d_un.d_ptr); break;
 		case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
 		case DT_PLTREL: pltrel = (int)d->d_un.d_val; break;
-		case DT_RELA: rela = dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_RELA: rela = got_dyn_ptr(o.base, d->d_un.d_ptr); break;
 		case DT_RELASZ: relasz = d->d_un.d_val; break;
-		case DT_REL: rel = dyn_ptr(o.base, d->d_un.d_ptr); break;
+		case DT_REL: rel = got_dyn_ptr(o.base, d->d_un.d_ptr); break;
 		case DT_RELSZ: relsz = d->d_un.d_val; break;
 		}
 	}

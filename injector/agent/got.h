@@ -5,9 +5,18 @@
 #define YMTOP_GOT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "base.h"
+
+/* A pointer read from an object's .dynamic (DT_SYMTAB, DT_JMPREL...):
+ * glibc relocates them in place on x86-64; an object it did not (or a
+ * non-PIE executable) keeps them as offsets from its load base. */
+static inline uintptr_t got_dyn_ptr(uintptr_t base, uintptr_t p)
+{
+	return p < base ? base + p : p;
+}
 
 /* Take the real functions (dlsym(RTLD_DEFAULT)): before any patch.
  * 0 when malloc and free were found. */

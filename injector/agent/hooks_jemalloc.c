@@ -20,6 +20,7 @@
 #include "hooks_mmap.h"
 #include "life.h"
 #include "live.h"
+#include "modules.h"
 #include "next.h"
 #include "sampling.h"
 #include "seg.h"
@@ -64,19 +65,12 @@ static int je_none;                /* atomic: the global scope has none */
  * (scope_cached).  The global scope is searched once (dlsym takes the
  * loader's lock; the caller's scope is searched without it). */
 
-static int gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	*(unsigned long long *)arg = info->dlpi_adds + info->dlpi_subs;
-	return 1;
-}
-
 /* Changes whenever an object is loaded or unloaded. */
 static unsigned long long dl_gen(void)
 {
-	unsigned long long g = 0;
-	dl_iterate_phdr(gen_cb, &g);
-	return g;
+	unsigned long long v[2];
+	modules_loader_counters(v);
+	return v[0] + v[1];
 }
 
 /* Whether f is one of ours (RTLD_DEFAULT, injected, or a scope that
@@ -108,12 +102,6 @@ struct scope_q {
 	int caller;                  /* found, and not the main program */
 };
 
-static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t v)
-{
-	/* glibc relocates .dynamic's pointers in place; others may not. */
-	return v < info->dlpi_addr ? v + info->dlpi_addr : v;
-}
-
 static const ElfW(Dyn) *dyn_of(const struct dl_phdr_info *info)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++)
@@ -142,13 +130,13 @@ static void *elf_lookup(const struct dl_phdr_info *info, const char *name)
 	const ElfW(Half) *versym = NULL;
 	for (; d && d->d_tag != DT_NULL; d++) {
 		if (d->d_tag == DT_STRTAB)
-			str = (const char *)dyn_ptr(info, d->d_un.d_ptr);
+			str = (const char *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
 		else if (d->d_tag == DT_SYMTAB)
-			sym = (const ElfW(Sym) *)dyn_ptr(info, d->d_un.d_ptr);
+			sym = (const ElfW(Sym) *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
 		else if (d->d_tag == DT_GNU_HASH)
-			gh = (const uint32_t *)dyn_ptr(info, d->d_un.d_ptr);
+			gh = (const uint32_t *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
 		else if (d->d_tag == DT_VERSYM)
-			versym = (const ElfW(Half) *)dyn_ptr(info, d->d_un.d_ptr);
+			versym = (const ElfW(Half) *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
 	}
 	if (!str || !sym || !gh || gh[0] == 0)
 		return NULL;
@@ -208,7 +196,7 @@ static int scope_caller(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *str = NULL;
 	for (const ElfW(Dyn) *e = d; e && e->d_tag != DT_NULL; e++)
 		if (e->d_tag == DT_STRTAB)
-			str = (const char *)dyn_ptr(info, e->d_un.d_ptr);
+			str = (const char *)got_dyn_ptr(info->dlpi_addr, e->d_un.d_ptr);
 	for (const ElfW(Dyn) *e = d; str && e && e->d_tag != DT_NULL; e++)
 		if (e->d_tag == DT_NEEDED && q->nneeded < SCOPE_NEEDED)
 			q->needed[q->nneeded++] = str + e->d_un.d_val;
@@ -224,7 +212,7 @@ static const char *soname(const struct dl_phdr_info *info)
 	uintptr_t off = (uintptr_t)-1;
 	for (; d && d->d_tag != DT_NULL; d++) {
 		if (d->d_tag == DT_STRTAB)
-			str = (const char *)dyn_ptr(info, d->d_un.d_ptr);
+			str = (const char *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
 		else if (d->d_tag == DT_SONAME)
 			off = d->d_un.d_val;
 	}

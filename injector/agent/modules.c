@@ -141,6 +141,12 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;   /* the counters are global: the first object is enough */
 }
 
+void modules_loader_counters(unsigned long long v[2])
+{
+	v[0] = v[1] = 0;
+	dl_iterate_phdr(counters_cb, v);
+}
+
 /* Publish modules loaded since the last scan and mark those gone as
  * unloaded.  One scanner at a time; a thread that finds the scan busy
  * skips it (it never waits, so the loader's lock and ours never nest in
@@ -148,8 +154,8 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
  * move (start-up). */
 void modules_scan(int force)
 {
-	unsigned long long v[2] = { 0, 0 };
-	dl_iterate_phdr(counters_cb, v);
+	unsigned long long v[2];
+	modules_loader_counters(v);
 	if (!force && v[0] == mod_adds && v[1] == mod_subs)
 		return;
 	unwind_sync(v[1]);   /* an object went away: forget its rules */
