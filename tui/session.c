@@ -8,6 +8,7 @@
 #include "proc.h"
 #include "session.h"
 #include "target.h"
+#include "util/clock.h"
 
 /* --rate: ask the agent for o->rate (nothing when 0); one line on stderr
  * says so.  Exits 1 when the agent samples exactly (its rate is fixed) or
@@ -79,13 +80,6 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void session_symbols(struct session *s, int progress)
 {
 	const struct model *m = &s->model;
@@ -99,7 +93,7 @@ void session_symbols(struct session *s, int progress)
 	}
 	char line[256];
 	int said = 0;
-	double t0 = mono_s();
+	double t0 = clock_mono_s();
 	while (!cli_stop && s->symbol_wait_s > 0 &&
 	       sym_pending(s->sym, line, sizeof line) > 0) {
 		if (progress && !said++)
@@ -107,7 +101,7 @@ void session_symbols(struct session *s, int progress)
 				s->symbol_wait_s);
 		struct timespec ts = { 0, 50 * 1000000L };
 		nanosleep(&ts, NULL);
-		double t1 = mono_s();
+		double t1 = clock_mono_s();
 		s->symbol_wait_s -= t1 - t0;
 		t0 = t1;
 	}
@@ -204,15 +198,12 @@ void session_wait(struct session *s, double secs)
 {
 	const struct shm_reader *r = &s->reader;
 	uint64_t start_ticks = s->model.snap.hdr.start_ticks;
-	struct timespec end, now;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	double t = (double)end.tv_sec + (double)end.tv_nsec / 1e9 + secs;
+	double t = clock_mono_s() + secs;
 	unsigned steps = 0;
 	for (;;) {
 		if (cli_stop)
 			return;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		double left = t - ((double)now.tv_sec + (double)now.tv_nsec / 1e9);
+		double left = t - clock_mono_s();
 		if (left <= 0)
 			return;
 		struct ym_header h;

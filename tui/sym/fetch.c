@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fetch.h"
+#include "util/clock.h"
 
 struct fetch_entry {
 	uint8_t  id[64];
@@ -34,13 +35,6 @@ static struct {
 	uint32_t n;
 	unsigned running, found;
 } F;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void fetch_setup(void)
 {
@@ -158,7 +152,7 @@ static void start(struct fetch_entry *e)
 	close(p[1]);
 	e->pid = pid;
 	e->fd = p[0];
-	e->started = now_s();
+	e->started = clock_mono_s();
 	e->deadline = e->started + limit;
 	e->state = FETCH_RUNNING;
 	F.running++;
@@ -198,7 +192,7 @@ static void finish(struct fetch_entry *e, int killed)
 
 unsigned fetch_poll(void)
 {
-	double t = now_s();
+	double t = clock_mono_s();
 	for (uint32_t i = 0; i < F.n; i++) {
 		struct fetch_entry *e = &F.e[i];
 		if (e->state == FETCH_RUNNING)
@@ -243,7 +237,7 @@ enum fetch_state fetch_want(const uint8_t *id, uint32_t len, const char *name,
 unsigned fetch_pending(char *buf, size_t len)
 {
 	unsigned n = 0;
-	double oldest = 0, t = now_s();
+	double oldest = 0, t = clock_mono_s();
 	size_t off = 0;
 	char names[160] = "";
 	for (uint32_t i = 0; i < F.n; i++) {

@@ -1,0 +1,11 @@
+/* clock: see clock.h. */
+#include <time.h>
+
+#include "clock.h"
+
+double clock_mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
