@@ -84,8 +84,17 @@ static void poll_control(int calls_out)
 	}
 }
 
+/* A thread reads the control block at its first sample this long or
+ * more after its previous look: a request (rate, pause, reset; heap
+ * statistics also through fast_limit, heapstats.h) is taken within a
+ * millisecond by a busy thread, at a later sample by a quiet one.
+ * Reading it at every sample cost 0.02-0.06x of mixed2 (BENCHMARKS.md,
+ * issue 18): its lines, shared with the readers, had been evicted by the
+ * program's own memory traffic between two samples. */
+#define POLL_INTERVAL_NS 1000000ULL
+
 static inline __attribute__((always_inline)) uint64_t
-sampling_start(struct agent_tls *t, int calls_out)
+sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
 {
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
@@ -95,9 +104,14 @@ sampling_start(struct agent_tls *t, int calls_out)
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 	if (!agent_active())
 		return 0;
-	poll_control(calls_out);
+	if (!t->polled_ns || now - t->polled_ns >= POLL_INTERVAL_NS) {
+		t->polled_ns = now;
+		poll_control(calls_out);
+		t->paused = (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) &
+			     YM_FLAG_PAUSED) != 0;
+	}
 	seg_sampled();
-	if (hdr->flags & YM_FLAG_PAUSED)
+	if (t->paused)
 		return 0;
 	return drawn;
 }
@@ -108,12 +122,12 @@ static inline __attribute__((always_inline)) int
 take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
      int calls_out, struct ym_live *e)
 {
-	uint64_t drawn = sampling_start(t, calls_out);
+	uint64_t now = agent_now_ns();
+	uint64_t drawn = sampling_start(t, calls_out, now);
 	if (!drawn)
 		return 0;
 	/* Modules first: an unload seen there flushes the unwinder's rules
 	 * for its addresses before this unwind. */
-	uint64_t now = agent_now_ns();
 	if (calls_out)   /* dl_iterate_phdr takes the loader's lock */
 		modules_check(now);
 	uint64_t frames[YM_LIMIT_DEPTH];

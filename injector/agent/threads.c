@@ -153,6 +153,8 @@ void threads_enter(struct agent_tls *t)
 void threads_fork_child(struct agent_tls *t)
 {
 	epoch++;
+	t->polled_ns = 0;   /* the child's control block: read it first */
+	t->paused = 0;
 	t->slot = NULL;
 	t->fast = NULL;
 	t->state = TLS_NEW;

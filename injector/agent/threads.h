@@ -39,6 +39,10 @@ struct agent_tls {
 	 * sample that ends it with it: ymtop --rate may have changed the
 	 * agent's since); 0 before the first draw. */
 	uint64_t rate;
+	/* When this thread last read the control block, and whether it said
+	 * pause then (sampling.c: at most once a millisecond). */
+	uint64_t polled_ns;
+	uint32_t paused;
 };
 
 extern __thread struct agent_tls agent_tls

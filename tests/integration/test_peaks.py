@@ -104,7 +104,10 @@ def test_reset_restarts_peaks():
     try:
         command(t, "grow 40")
         control_reset(t.pid)
-        command(t, "hold 1")     # a sample: the agent sees the reset
+        # A sample a millisecond or more after the thread's last look at
+        # the control block (sampling.c): the agent sees the reset.
+        time.sleep(0.01)
+        command(t, "hold 1")
         command(t, "grow 8")
         rep = report(t.pid)
         st = grow_stacks(rep)
