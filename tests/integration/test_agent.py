@@ -55,8 +55,8 @@ def test_exact_totals_count_every_call():
     pairs has exactly 1000 more allocations and frees and 100000 more
     requested bytes; in exact mode 1000 * usable(100) more allocated and
     freed bytes, while sampling usable bytes are not counted (man/ymagent.7:
-    a free never reads the freed block, a malloc the block it returns) and
-    the JSON leaves them out."""
+    a free never reads the freed block, a malloc the block it returns): the
+    JSON leaves freed bytes out and gives requested bytes as allocated."""
     for rate in (524288, 1):
         def totals(n):
             return held(["count:%d:100" % n], rate)["totals"]
@@ -69,10 +69,13 @@ def test_exact_totals_count_every_call():
                 1000 * usable(100)
             assert b["freed_bytes"] - a["freed_bytes"] == 1000 * usable(100)
             assert b["in_use_bytes"] == b["allocated_bytes"] - b["freed_bytes"]
+            assert b["allocated_bytes_kind"] == "usable", b
         else:
             assert "freed_bytes" not in b and "in_use_bytes" not in b, b
-            # malloc's fast path never reads the block it returns
-            assert "allocated_bytes" not in b, b
+            # malloc's fast path never reads the block it returns: the
+            # stable key carries the requested bytes, and says so
+            assert b["allocated_bytes"] == b["requested_bytes"], b
+            assert b["allocated_bytes_kind"] == "requested", b
 
 
 def test_vfork_child_allocating_leaves_the_parent_its_segment():

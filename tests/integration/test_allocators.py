@@ -269,8 +269,11 @@ def check_exact_totals(lib):
                 diff(fa, fb, "allocated_bytes"), (rate, fa, fb)
         else:   # sampling: frees count objects, not bytes (man/ymagent.7)
             assert "freed_bytes" not in fb, fb
-            # nor allocations usable bytes: requested bytes are counted
-            assert "allocated_bytes" not in fb, fb
+            # nor allocations usable bytes: requested bytes are counted,
+            # and the stable key carries them
+            assert fb["allocated_bytes_kind"] == "requested", fb
+            assert diff(fa, fb, "allocated_bytes") == \
+                diff(fa, fb, "requested_bytes"), (rate, fa, fb)
 
 
 CHECKS = [

@@ -149,12 +149,16 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	/* Sampling (v6 agents): frees count objects only, so freed_bytes
 	 * and in_use_bytes are absent; heap.in_use_bytes says what is in use. */
 	int freed = model_freed_bytes_counted(m);
-	/* Likewise allocated (usable) bytes: requested_bytes is counted. */
+	/* Allocated bytes stay a stable key (DESIGN, scripts read it): the
+	 * usable sizes in exact mode, the requested sizes when sampling
+	 * (the agent counts those exactly, usable ones not), as
+	 * ymtop_process_allocated_bytes_total; allocated_bytes_kind says
+	 * which. */
 	int allocd = model_alloc_bytes_counted(m);
 	fputs("\"totals\":{", f);
-	if (allocd)
-		fprintf(f, "\"allocated_bytes\":%llu,",
-			(unsigned long long)t->alloc_bytes);
+	fprintf(f, "\"allocated_bytes\":%llu,\"allocated_bytes_kind\":\"%s\",",
+		(unsigned long long)(allocd ? t->alloc_bytes : t->req_bytes),
+		allocd ? "usable" : "requested");
 	fprintf(f, "\"allocated_objects\":%llu,"
 		"\"requested_bytes\":%llu,\"freed_objects\":%llu,",
 		(unsigned long long)t->alloc_objects,
@@ -234,9 +238,9 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		first = 0;
 		fmt_json_string(f, report_thread_name(m, th, name, sizeof name));
 		fprintf(f, ",\"state\":\"%s\",", model_thread_state(m, th));
-		if (allocd)
-			fprintf(f, "\"allocated_bytes\":%llu,",
-				(unsigned long long)th->t.alloc_bytes);
+		fprintf(f, "\"allocated_bytes\":%llu,",
+			(unsigned long long)(allocd ? th->t.alloc_bytes
+						    : th->t.req_bytes));
 		fprintf(f, "\"allocated_objects\":%llu,\"requested_bytes\":%llu,",
 			(unsigned long long)th->t.alloc_objects,
 			(unsigned long long)th->t.req_bytes);

@@ -110,14 +110,19 @@ static void text_threads(FILE *f, const struct model *m)
 	for (uint32_t it = 0; (th = report_next_thread(m, &it)) != NULL;) {
 		if (first)
 			fprintf(f, "\nThreads (exact):\n  %8s %-16s %-7s %12s %12s %12s\n",
-				"TID", "NAME", "STATE", "ALLOCATED", "FREED", "CALLS");
+				"TID", "NAME", "STATE",
+				/* Sampling: requested sizes, counted exactly
+				 * (usable ones are not, man/ymagent.7). */
+				model_alloc_bytes_counted(m) ? "ALLOCATED" : "REQUESTED",
+				"FREED", "CALLS");
 		first = 0;
 		const char *nm = report_thread_name(m, th, name, sizeof name);
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
 			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),
-			model_alloc_bytes_counted(m) ?
-			fmt_bytes((double)th->t.alloc_bytes, a, sizeof a) : "-",
+			fmt_bytes((double)(model_alloc_bytes_counted(m) ?
+					   th->t.alloc_bytes : th->t.req_bytes),
+				  a, sizeof a),
 			model_freed_bytes_counted(m) ?
 			fmt_bytes((double)th->t.free_bytes, b, sizeof b) : "-",
 			(unsigned long long)th->t.alloc_objects);
