@@ -66,9 +66,11 @@ def test_exact_totals_count_every_call():
         assert b["requested_bytes"] - a["requested_bytes"] == 100000, (a, b)
         if rate == 1:
             assert b["allocated_bytes"] - a["allocated_bytes"] == \
-                1000 * usable(100)
-            assert b["freed_bytes"] - a["freed_bytes"] == 1000 * usable(100)
-            assert b["in_use_bytes"] == b["allocated_bytes"] - b["freed_bytes"]
+                1000 * usable(100), (usable(100), a, b)
+            assert b["freed_bytes"] - a["freed_bytes"] == \
+                1000 * usable(100), (usable(100), a, b)
+            assert b["in_use_bytes"] == \
+                b["allocated_bytes"] - b["freed_bytes"], b
             assert b["allocated_bytes_kind"] == "usable", b
         else:
             assert "freed_bytes" not in b and "in_use_bytes" not in b, b
