@@ -396,8 +396,13 @@ static void draw_threads(struct view *v, int y0, int rows)
 {
 	struct model *m = v->m;
 	fill_line(y0, attr(C_COLS, A_REVERSE));
+	/* Sampling: allocations count requested sizes, not usable ones,
+	 * and frees count objects (man/ymagent.7). */
+	int allocd = model_alloc_bytes_counted(m);
+	int freed = model_freed_bytes_counted(m);
 	ui_put(y0, 0, attr(C_COLS, A_REVERSE), "%8s %-16s %-7s %10s %10s %10s %9s %9s",
-	    "TID", "NAME", "STATE", "ALLOCATED", "FREED", "IN USE", "MALLOCS", "FREES");
+	    "TID", "NAME", "STATE", allocd ? "ALLOCATED" : "REQUESTED", "FREED",
+	    "IN USE", "MALLOCS", "FREES");
 	v->page = rows;
 	char a[32], b[32], c[32], d[32], e[32], name[64], vis[FMT_VIS_SIZE(sizeof name)];
 	for (int r = 0; r < rows; r++) {
@@ -409,10 +414,9 @@ static void draw_threads(struct view *v, int y0, int rows)
 		const char *nm = t->state == YM_THREAD_SHARED ? "(other threads)" :
 				 fmt_vis(model_thread_name(m, t, name, sizeof name),
 					 vis, sizeof vis);
-		/* Sampling: freed bytes are not counted (man/ymagent.7). */
-		int freed = model_freed_bytes_counted(m);
 		ui_put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
-		    nm, model_thread_state(m, t), fmt_bytes((double)t->t.alloc_bytes, a, sizeof a),
+		    nm, model_thread_state(m, t),
+		    fmt_bytes((double)(allocd ? t->t.alloc_bytes : t->t.req_bytes), a, sizeof a),
 		    freed ? fmt_bytes((double)t->t.free_bytes, b, sizeof b) : "-",
 		    freed ? fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c) : "-",
 		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
