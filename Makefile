@@ -173,6 +173,13 @@ $(B)/progs/libjeplug.so: tests/progs/je/jeplug.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fPIC -shared $(WARN) -o $@ $< -ljemalloc
 
+# An LD_AUDIT library that holds the loader before libc is mapped (no
+# libc of its own: test_inject.py's process caught right after its exec).
+PROGS += $(B)/progs/libslowload.so
+$(B)/progs/libslowload.so: tests/progs/audit/slowload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fPIC -shared -nostdlib $(WARN) -o $@ $<
+
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))
 PROGS     += $(PROG_LIBS)

@@ -135,6 +135,16 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 		return -1;
 	}
 	rc = inject_read_maps(pid, m);
+	/* Exec'd a moment ago (a supervisor's exec chain): the loader is
+	 * mapped but libc not yet, nor a preloaded agent's constructor run.
+	 * Wait for the loader to finish (a few ms; 2 s at most) rather than
+	 * call the program static or start an agent that is not set up. */
+	for (double t0 = inject_now_ms();
+	     rc == 0 && !m->have_libc && m->ldso.lo &&
+	     inject_now_ms() - t0 < 2000;) {
+		inject_nap_us(5000);
+		rc = inject_read_maps(pid, m);
+	}
 	if (rc < 0) {
 		inject_fail(err, len, "cannot read /proc/%ld/maps: %s", (long)pid,
 			    strerror(-rc));

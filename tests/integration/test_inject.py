@@ -267,6 +267,30 @@ def test_idle_thread_with_stale_malloc_words_is_attached():
     assert lines == ["ready", "woke"], lines
 
 
+def test_process_caught_inside_the_loader_is_waited_for():
+    """ymtop -p on a process caught just after its exec (a supervisor's
+    exec chain): ld.so is mapped, libc not yet.  ymtop called it
+    "statically linked" and gave up; it now waits for the loader (held
+    here 0.8 s by an LD_AUDIT library) and injects once libc is there."""
+    env = dict(RATE, LD_AUDIT=os.path.join(PROGS, "libslowload.so"))
+    t = Plain([os.path.join(PROGS, "workload"), "small"], env=env,
+              ready=False)
+    try:
+        time.sleep(0.3)
+        with open("/proc/%d/maps" % t.pid) as f:
+            maps = f.read()
+        assert "ld-linux" in maps and "/libc.so" not in maps, \
+            "not caught inside the loader: %s" % maps
+        rep, _, _ = inject(t)
+        assert rep["pid"] == t.pid, rep
+        t.wait_for("ready")
+        t.send("\n")
+        rc, _, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0, (rc, err)
+
+
 def child_named(pid, comm):
     """A child of pid whose name is comm, or None."""
     try:
