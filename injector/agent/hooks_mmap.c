@@ -315,10 +315,15 @@ static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi)
 EXPORT int munmap(void *addr, size_t len)
 {
 	struct agent_tls *t = &agent_tls;
-	/* Before the call: once it returns another thread may map there. */
-	if (__atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && !t->guard && len)
-		unmapped(t, (uint64_t)(uintptr_t)addr,
-			 (uint64_t)(uintptr_t)addr + page_up(len));
+	/* Before the call: once it returns another thread may map there.
+	 * Not when the kernel refuses it for sure (EINVAL: no length, an
+	 * address off a page boundary, a range that wraps): it unmaps
+	 * nothing, and the sampled mapping stays counted whole. */
+	if (__atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && !t->guard && len) {
+		uint64_t lo = (uint64_t)(uintptr_t)addr, hi = lo + page_up(len);
+		if (!(lo & (page_up(1) - 1)) && hi > lo)
+			unmapped(t, lo, hi);
+	}
 	/* Never resolves here (the agent unmaps in fork's child handler,
 	 * where the loader's lock may be held for good): the prepare handler
 	 * resolved before the fork. */

@@ -5,6 +5,8 @@
  *
  *   map      map_site: mmap 64 MiB anonymous private, touched
  *   unmap    munmap the last 48 MiB of it (16 MiB left)
+ *   badunmap munmap at a misaligned address inside it: fails with
+ *            EINVAL, unmaps nothing (answered "failed" or "unmapped")
  *   grow     mremap what is left to 32 MiB (may move)
  *   file     file_site: mmap 32 MiB of a temporary file (not heap:
  *            never counted)
@@ -116,6 +118,11 @@ int main(void)
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strncmp(line, "map", 3)) {
 			map_site();
+		} else if (!strncmp(line, "badunmap", 8)) {
+			if (munmap(region + 1, 4 * MiB) == 0)
+				printf("unmapped\n");
+			else
+				printf("failed\n");
 		} else if (!strncmp(line, "unmap", 5)) {
 			munmap(region + 16 * MiB, 48 * MiB);
 			region_len = 16 * MiB;
