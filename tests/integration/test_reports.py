@@ -207,6 +207,12 @@ def test_sqlite_answers_the_man_page_queries():
         assert int(n[0][0]) == 16 and n[0][1] == "1", n
         assert sql(db, "SELECT count(*) FROM threads WHERE tid = %d" % t.pid) \
             == [["1"]]
+        # Sampling: usable bytes are not counted (NULL), requested ones
+        # are, exactly, in both tables.
+        tot = sql(db, "SELECT allocated_bytes IS NULL, requested_bytes, "
+                  "(SELECT sum(requested_bytes) FROM threads) FROM meta")
+        assert tot[0][0] == "1" and int(tot[0][1]) > 32 * MiB, tot
+        assert tot[0][1] == tot[0][2], tot
         idx = sql(db, "SELECT name FROM sqlite_master WHERE type = 'index'")
         assert len(idx) >= 4, idx
         assert sorted(os.listdir(d)) == ["heap.db"], os.listdir(d)

@@ -15,7 +15,7 @@ static const char schema[] =
 	" state TEXT, sample_rate INTEGER, version TEXT,"
 	" allocated_bytes INTEGER, allocated_objects INTEGER,"
 	" freed_bytes INTEGER, freed_objects INTEGER, in_use_bytes INTEGER,"
-	" retained_bytes REAL, retained_objects REAL);"
+	" retained_bytes REAL, retained_objects REAL, requested_bytes INTEGER);"
 	"CREATE TABLE stacks(id INTEGER PRIMARY KEY, function TEXT, file TEXT,"
 	" line INTEGER, retained_bytes REAL, retained_objects REAL,"
 	" allocated_bytes REAL, allocated_objects REAL, samples INTEGER,"
@@ -30,7 +30,7 @@ static const char schema[] =
 	" upto_ns INTEGER, count REAL, bytes REAL);"
 	"CREATE TABLE threads(tid INTEGER, name TEXT, state TEXT,"
 	" allocated_bytes INTEGER, allocated_objects INTEGER,"
-	" freed_bytes INTEGER, freed_objects INTEGER);"
+	" freed_bytes INTEGER, freed_objects INTEGER, requested_bytes INTEGER);"
 	"CREATE TABLE alarms(id INTEGER PRIMARY KEY, size INTEGER, time REAL,"
 	" tid INTEGER, failed INTEGER);"
 	"CREATE TABLE alarm_frames(alarm INTEGER REFERENCES alarms(id),"
@@ -133,29 +133,29 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 {
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
-	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	/* Sampling: freed bytes are not counted (man/ymagent.7): NULL
 	 * freed_bytes and in_use_bytes ('n' binds NULL, takes no argument). */
 	int freed = model_freed_bytes_counted(m);
 	if (freed)
-		row(d, st, "itddtitiiiiidd", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitiiiiiddi", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
 		    (int64_t)t->free_objects, (int64_t)(t->alloc_bytes - t->free_bytes),
-		    m->retained_bytes, m->retained_objects);
+		    m->retained_bytes, m->retained_objects, (int64_t)t->req_bytes);
 	else if (model_alloc_bytes_counted(m))
-		row(d, st, "itddtitiinindd", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitiininddi", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
-		    m->retained_bytes, m->retained_objects);
+		    m->retained_bytes, m->retained_objects, (int64_t)t->req_bytes);
 	else   /* nor allocated bytes (YM_FLAG_NO_ALLOC_BYTES) */
-		row(d, st, "itddtitninindd", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitnininddi", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
-		    m->retained_bytes, m->retained_objects);
+		    m->retained_bytes, m->retained_objects, (int64_t)t->req_bytes);
 	sqlite3_finalize(st);
 
 	uint32_t n;
@@ -210,28 +210,29 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	}
 	sqlite3_finalize(st);
 
-	st = prep(d, "INSERT INTO threads VALUES(?,?,?,?,?,?,?)");
+	st = prep(d, "INSERT INTO threads VALUES(?,?,?,?,?,?,?,?)");
 	const struct ym_thread *th;
 	for (uint32_t it = 0; !d->failed && (th = report_next_thread(m, &it)) != NULL;) {
 		char name[64];
 		if (freed)
-			row(d, st, "ittiiii", (int64_t)th->tid,
+			row(d, st, "ittiiiii", (int64_t)th->tid,
 			    report_thread_name(m, th, name, sizeof name),
 			    model_thread_state(m, th),
 			    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
-			    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects);
+			    (int64_t)th->t.free_bytes, (int64_t)th->t.free_objects,
+			    (int64_t)th->t.req_bytes);
 		else if (model_alloc_bytes_counted(m))
-			row(d, st, "ittiini", (int64_t)th->tid,
+			row(d, st, "ittiinii", (int64_t)th->tid,
 			    report_thread_name(m, th, name, sizeof name),
 			    model_thread_state(m, th),
 			    (int64_t)th->t.alloc_bytes, (int64_t)th->t.alloc_objects,
-			    (int64_t)th->t.free_objects);
+			    (int64_t)th->t.free_objects, (int64_t)th->t.req_bytes);
 		else
-			row(d, st, "ittnini", (int64_t)th->tid,
+			row(d, st, "ittninii", (int64_t)th->tid,
 			    report_thread_name(m, th, name, sizeof name),
 			    model_thread_state(m, th),
 			    (int64_t)th->t.alloc_objects,
-			    (int64_t)th->t.free_objects);
+			    (int64_t)th->t.free_objects, (int64_t)th->t.req_bytes);
 	}
 	sqlite3_finalize(st);
 
