@@ -380,6 +380,11 @@ int model_alloc_bytes_counted(const struct model *m)
 	return !(m->snap.hdr.flags & YM_FLAG_NO_ALLOC_BYTES);
 }
 
+uint64_t model_alloc_bytes(const struct model *m, const struct ym_totals *t)
+{
+	return model_alloc_bytes_counted(m) ? t->alloc_bytes : t->req_bytes;
+}
+
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s)
 {
 	const struct ym_heapstats *hs = &m->snap.hdr.heap;

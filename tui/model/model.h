@@ -190,6 +190,10 @@ int model_freed_bytes_counted(const struct model *m);
 /* 0 when the threads' alloc_bytes are not counted (sampling: only
  * allocated objects and requested bytes are, YM_FLAG_NO_ALLOC_BYTES). */
 int model_alloc_bytes_counted(const struct model *m);
+/* The allocated bytes the agent counts in t (the process's totals or a
+ * thread's): usable sizes when counted, else the requested sizes, which
+ * are always exact (what JSON's allocated_bytes_kind names). */
+uint64_t model_alloc_bytes(const struct model *m, const struct ym_totals *t);
 /* The allocator's statistics (segment.h, struct ym_heapstats), NULL when
  * the agent published none; *age_s: how old they were at the snapshot. */
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s);

@@ -154,11 +154,10 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	 * (the agent counts those exactly, usable ones not), as
 	 * ymtop_process_allocated_bytes_total; allocated_bytes_kind says
 	 * which. */
-	int allocd = model_alloc_bytes_counted(m);
 	fputs("\"totals\":{", f);
 	fprintf(f, "\"allocated_bytes\":%llu,\"allocated_bytes_kind\":\"%s\",",
-		(unsigned long long)(allocd ? t->alloc_bytes : t->req_bytes),
-		allocd ? "usable" : "requested");
+		(unsigned long long)model_alloc_bytes(m, t),
+		model_alloc_bytes_counted(m) ? "usable" : "requested");
 	fprintf(f, "\"allocated_objects\":%llu,"
 		"\"requested_bytes\":%llu,\"freed_objects\":%llu,",
 		(unsigned long long)t->alloc_objects,
@@ -239,8 +238,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		fmt_json_string(f, report_thread_name(m, th, name, sizeof name));
 		fprintf(f, ",\"state\":\"%s\",", model_thread_state(m, th));
 		fprintf(f, "\"allocated_bytes\":%llu,",
-			(unsigned long long)(allocd ? th->t.alloc_bytes
-						    : th->t.req_bytes));
+			(unsigned long long)model_alloc_bytes(m, &th->t));
 		fprintf(f, "\"allocated_objects\":%llu,\"requested_bytes\":%llu,",
 			(unsigned long long)th->t.alloc_objects,
 			(unsigned long long)th->t.req_bytes);

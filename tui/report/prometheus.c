@@ -310,8 +310,7 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	case P_ALLOC_BYTES:
 		/* The series every dashboard graphs stays: when sampling the
 		 * agent counts requested bytes exactly, usable ones not. */
-		*v = model_alloc_bytes_counted(m) ? (double)t->alloc_bytes
-						  : (double)t->req_bytes;
+		*v = (double)model_alloc_bytes(m, t);
 		return 1;
 	case P_REQ_BYTES: *v = (double)t->req_bytes; return 1;
 	case P_ALLOCS: *v = (double)t->alloc_objects; return 1;

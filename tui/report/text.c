@@ -120,9 +120,7 @@ static void text_threads(FILE *f, const struct model *m)
 		fprintf(f, "  %8u %-16.16s %-7s %12s %12s %12llu\n", th->tid,
 			*nm ? fmt_vis(nm, vis, sizeof vis) : "-",
 			model_thread_state(m, th),
-			fmt_bytes((double)(model_alloc_bytes_counted(m) ?
-					   th->t.alloc_bytes : th->t.req_bytes),
-				  a, sizeof a),
+			fmt_bytes((double)model_alloc_bytes(m, &th->t), a, sizeof a),
 			model_freed_bytes_counted(m) ?
 			fmt_bytes((double)th->t.free_bytes, b, sizeof b) : "-",
 			(unsigned long long)th->t.alloc_objects);

@@ -398,10 +398,10 @@ static void draw_threads(struct view *v, int y0, int rows)
 	fill_line(y0, attr(C_COLS, A_REVERSE));
 	/* Sampling: allocations count requested sizes, not usable ones,
 	 * and frees count objects (man/ymagent.7). */
-	int allocd = model_alloc_bytes_counted(m);
 	int freed = model_freed_bytes_counted(m);
 	ui_put(y0, 0, attr(C_COLS, A_REVERSE), "%8s %-16s %-7s %10s %10s %10s %9s %9s",
-	    "TID", "NAME", "STATE", allocd ? "ALLOCATED" : "REQUESTED", "FREED",
+	    "TID", "NAME", "STATE",
+	    model_alloc_bytes_counted(m) ? "ALLOCATED" : "REQUESTED", "FREED",
 	    "IN USE", "MALLOCS", "FREES");
 	v->page = rows;
 	char a[32], b[32], c[32], d[32], e[32], name[64], vis[FMT_VIS_SIZE(sizeof name)];
@@ -416,7 +416,7 @@ static void draw_threads(struct view *v, int y0, int rows)
 					 vis, sizeof vis);
 		ui_put(y0 + 1 + r, 0, base, "%8u %-16.16s %-7s %10s %10s %10s %9s %9s", t->tid,
 		    nm, model_thread_state(m, t),
-		    fmt_bytes((double)(allocd ? t->t.alloc_bytes : t->t.req_bytes), a, sizeof a),
+		    fmt_bytes((double)model_alloc_bytes(m, &t->t), a, sizeof a),
 		    freed ? fmt_bytes((double)t->t.free_bytes, b, sizeof b) : "-",
 		    freed ? fmt_sbytes((double)t->t.alloc_bytes - (double)t->t.free_bytes, c, sizeof c) : "-",
 		    fmt_count((double)t->t.alloc_objects, d, sizeof d),
