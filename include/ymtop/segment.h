@@ -214,6 +214,10 @@
  * paths only): set with NO_FREED_BYTES when sampling, where malloc's fast
  * path never reads the block it returns. */
 #define YM_FLAG_NO_ALLOC_BYTES 0x100u
+/* A fork child that walks the loader's list without its lock because the
+ * agent could not find that lock (injector/agent/loader.h): MODULES holds
+ * the objects as at the fork, not those the child loaded since. */
+#define YM_FLAG_MODULES_AT_FORK 0x200u
 
 enum ym_section_id {
 	YM_SEC_CONTROL = 0,

@@ -37,6 +37,7 @@
 #include "got.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
+#include "loader.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *(*real_dlopen)(const char *, int);
@@ -280,7 +281,8 @@ static void patch_object(struct dl_phdr_info *info)
 static int in_base_namespace(const struct dl_phdr_info *info)
 {
 	/* _r_debug lists the base namespace; the loader changes the list
-	 * under the lock dl_iterate_phdr holds while we look. */
+	 * under the lock dl_iterate_phdr holds while we look (or that no
+	 * thread of a frozen fork child will release: loader.h). */
 	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next)
 		if (l->l_addr == info->dlpi_addr && l->l_name == info->dlpi_name)
 			return 1;
@@ -322,7 +324,7 @@ void got_patch_all(void)
 {
 	int saved = errno;
 	pthread_mutex_lock(&got_lock);
-	dl_iterate_phdr(patch_cb, NULL);
+	loader_iterate(patch_cb, NULL);
 	pthread_mutex_unlock(&got_lock);
 	errno = saved;
 }
@@ -331,7 +333,7 @@ void got_patch_try(void)
 {
 	int saved = errno;
 	if (pthread_mutex_trylock(&got_lock) == 0) {
-		dl_iterate_phdr(patch_cb, NULL);
+		loader_iterate(patch_cb, NULL);
 		pthread_mutex_unlock(&got_lock);
 	}
 	errno = saved;

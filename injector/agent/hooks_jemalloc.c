@@ -20,6 +20,7 @@
 #include "hooks_mmap.h"
 #include "life.h"
 #include "live.h"
+#include "loader.h"
 #include "modules.h"
 #include "next.h"
 #include "sampling.h"
@@ -84,7 +85,8 @@ static int ours(void *f)
 }
 
 /* ---- A symbol lookup that takes no lock of the loader's but
- * dl_iterate_phdr's (held only while the list of objects changes):
+ * dl_iterate_phdr's (held only while the list of objects changes; none in a
+ * fork child that must not take it, loader.h):
  * dladdr, dlopen and dlsym take the loader's lock, which a dlopen holds
  * while it runs the constructors; a constructor that starts a thread
  * and joins it would wait forever on a thread calling operator new. */
@@ -253,10 +255,10 @@ static int scope_syms(const void *ra, const char *const *names, int n,
 	struct scope_q q = { .ra = (uintptr_t)ra, .names = names, .n = n,
 			     .out = out };
 	memset(out, 0, sizeof *out * (size_t)n);
-	dl_iterate_phdr(scope_caller, &q);
+	loader_iterate(scope_caller, &q);
 	if (!q.caller)
 		return 0;
-	dl_iterate_phdr(scope_deps, &q);
+	loader_iterate(scope_deps, &q);
 	int found = 0;
 	for (int k = 0; k < n; k++)
 		found += out[k] != NULL;
@@ -291,7 +293,7 @@ static int next_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static void *next_after_self(const char *name)
 {
 	struct next_q q = { .name = name };
-	dl_iterate_phdr(next_cb, &q);
+	loader_iterate(next_cb, &q);
 	return q.out;
 }
 

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "hooks_mmap.h"
 #include "life.h"
+#include "loader.h"
 #include "modules.h"
 #include "next.h"
 #include "sampling.h"
@@ -151,7 +152,7 @@ static void resolve(void)
 	*(void **)&nx.munmap = u;
 	*(void **)&nx.mremap = r;
 	if (agent_next.malloc)
-		dl_iterate_phdr(in_object, (void *)agent_next.malloc);
+		loader_iterate(in_object, (void *)agent_next.malloc);
 	__atomic_store_n(&nx.resolved, 1, __ATOMIC_RELEASE);
 }
 
@@ -440,7 +441,7 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t o
  * (pthread_atfork may allocate). */
 /* Before a fork, in the forking thread: resolve now, while the loader's
  * lock is an ordinary lock (in the child it may stay held by a thread
- * that no longer exists, and dl_iterate_phdr would wait for ever). */
+ * that no longer exists: loader.h). */
 static void mmap_prefork(void)
 {
 	(void)ready(&agent_tls);

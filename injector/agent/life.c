@@ -21,6 +21,7 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
+ *   loader.c    the loader's list, walked without waiting in fork children
  *   backing.c   memory behind the segment's pages
  *   got.c       injected mode: GOT slots rewritten to the hooks
  *   unwind.c    the calling thread's stack, from .eh_frame
@@ -60,6 +61,7 @@
 #include "hooks_jemalloc.h"
 #include "life.h"
 #include "live.h"
+#include "loader.h"
 #include "modules.h"
 #include "next.h"
 #include "sampling.h"
@@ -81,10 +83,19 @@ void agent_enter(struct agent_tls *t)
 	errno = saved;
 }
 
+/* Before a fork, in the forking thread. */
+static void fork_prepare(void)
+{
+	loader_prefork();   /* where the loader's lock is, for the child */
+}
+
 static void fork_child(void)
 {
-	/* Only this thread exists now.  Stop writing into the parent's
-	 * segment; start a segment of our own lazily, on the next call. */
+	/* Only this thread exists now.  First whether the loader's list may
+	 * be walked with its lock (loader.h): every later step may walk it.
+	 * Stop writing into the parent's segment; start a segment of our
+	 * own lazily, on the next call. */
+	loader_fork_child();
 	giant_fork_child();
 	table_reset_private();
 	live_reset_private();
@@ -141,7 +152,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		hooks_jemalloc_resolve();
-		pthread_atfork(NULL, NULL, fork_child);
+		pthread_atfork(fork_prepare, NULL, fork_child);
 		seg_note_owner();
 		seg_exit_status_init();
 		/* Preloaded, the segment is made by the first allocation (its

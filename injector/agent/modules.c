@@ -12,6 +12,7 @@
 #include "backing.h"
 #include "got.h"
 #include "life.h"
+#include "loader.h"
 #include "modules.h"
 #include "unwind.h"
 
@@ -144,7 +145,7 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
 void modules_loader_counters(unsigned long long v[2])
 {
 	v[0] = v[1] = 0;
-	dl_iterate_phdr(counters_cb, v);
+	loader_iterate(counters_cb, v);
 }
 
 /* Publish modules loaded since the last scan and mark those gone as
@@ -164,7 +165,7 @@ void modules_scan(int force)
 	mod_adds = v[0];
 	mod_subs = v[1];
 	memset(module_seen, 0, sizeof module_seen);
-	dl_iterate_phdr(module_cb, NULL);
+	loader_iterate(module_cb, NULL);
 	uint64_t used = hdr->modules_used;
 	for (uint64_t i = 0; i < used; i++)
 		if (!module_seen[i] && modules[i].state == YM_MODULE_LOADED)

@@ -22,6 +22,7 @@
 #include "heapstats.h"
 #include "life.h"
 #include "live.h"
+#include "loader.h"
 #include "modules.h"
 #include "next.h"
 #include "sampling.h"
@@ -144,6 +145,8 @@ static int segment_create(void)
 	 * requested bytes, not usable bytes (hooks.c, segment.h). */
 	if (!agent_exact())
 		h->flags |= YM_FLAG_NO_FREED_BYTES | YM_FLAG_NO_ALLOC_BYTES;
+	if (loader_blind())
+		h->flags |= YM_FLAG_MODULES_AT_FORK;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
 

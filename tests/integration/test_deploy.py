@@ -348,6 +348,35 @@ def test_idle_daemon_that_forked_away_gets_its_segment_started():
         os.kill(child, 15)
 
 
+def test_children_forked_while_the_loader_list_is_walked_do_not_hang():
+    """glibc leaves the loader's list lock in a fork child as it was: a
+    child forked while another thread was inside dl_iterate_phdr waited
+    for ever at the agent's first walk of the list (its segment's module
+    scan).  Every child of a program whose thread walks the list all the
+    time exits, and one forked from inside a walk (the lock held in it for
+    good) shows its allocations with symbolized frames: its module list
+    was read without the lock."""
+    t = Target([os.path.join(BUILD, "progs", "forkwalk"), "12"],
+               env={"YM_SAMPLE_RATE": "65536"})
+    kept = None
+    try:
+        assert "hung 0 of 12" in t.lines, t.lines
+        kept = int(next(l.split()[1] for l in t.lines if l.startswith("kept ")))
+        end = time.time() + 10
+        while not os.path.exists(seg_path(kept)) and time.time() < end:
+            time.sleep(0.05)
+        assert os.path.exists(seg_path(kept)), "the kept child has no segment"
+        time.sleep(0.3)
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", kept).stdout)
+        s = site(rep, "kept_site")
+        assert "child_site" in functions(s) and "main" in functions(s), functions(s)
+        within(sum(x["retained_bytes"] for x in rep["stacks"]
+                   if "kept_site" in functions(x)), 4 * MiB, 0.4, "kept child")
+    finally:
+        t.finish()
+        t.kill()
+
+
 # ---- daemons that drop privileges ----
 
 def dropper(*args):

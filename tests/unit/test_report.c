@@ -235,6 +235,26 @@ static void text_keeps_stacks_that_retain_nothing(void **state)
 	free(out);
 }
 
+/* A fork child that could not check the loader's lock lists its modules
+ * as at the fork: both reports say so (and say nothing otherwise). */
+static void modules_as_at_fork_are_named(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_null(strstr(out, "modules: as at the fork"));
+	free(out);
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"modules_complete\":true,"));
+	free(out);
+	fx->m.snap.hdr.flags |= YM_FLAG_MODULES_AT_FORK;
+	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\nmodules: as at the fork; objects loaded since are not listed"));
+	free(out);
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"modules_complete\":false,"));
+	free(out);
+}
+
 /* --sort: text and json in the order asked; the parse is strict. */
 static void sort_keys_order_text_and_json(void **state)
 {
@@ -533,6 +553,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(names_and_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(text_keeps_stacks_that_retain_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(sort_keys_order_text_and_json, setup, teardown),
+		cmocka_unit_test_setup_teardown(modules_as_at_fork_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),

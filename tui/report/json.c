@@ -127,9 +127,11 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, ",\"sort\":\"%s\"", o->sort == SORT_ALLOCATED ? "allocated" :
 		o->sort == SORT_RATE ? "rate" : o->sort == SORT_PEAK ? "peak" : "retained");
 	fprintf(f, ",\"time\":%.3f,\"uptime_s\":%.3f,\"state\":\"%s\","
-		"\"attached\":%s,\"sample_rate\":%llu,\"rss_bytes\":%llu,",
+		"\"attached\":%s,\"modules_complete\":%s,\"sample_rate\":%llu,"
+		"\"rss_bytes\":%llu,",
 		(double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		(h->flags & YM_FLAG_INJECTED) ? "true" : "false",
+		(h->flags & YM_FLAG_MODULES_AT_FORK) ? "false" : "true",
 		(unsigned long long)h->sample_rate,
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
 	/* The final report of a process that has exited (issue 20): what

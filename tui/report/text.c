@@ -219,6 +219,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)m->samples, (unsigned long long)h->drop_stacks,
 		(unsigned long long)h->drop_live, (unsigned long long)h->drop_busy,
 		(unsigned long long)h->drop_threads, (unsigned long long)h->drop_modules);
+	if (h->flags & YM_FLAG_MODULES_AT_FORK)
+		fprintf(f, "modules: as at the fork; objects loaded since are not "
+			"listed (the agent could not check the loader's lock)\n");
 	if (h->alarms_written)
 		fprintf(f, "giant allocations: %llu (see below)\n",
 			(unsigned long long)h->alarms_written);

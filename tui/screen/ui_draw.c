@@ -163,6 +163,8 @@ static int draw_header(struct view *v)
 	    (unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
 	    h->sections[YM_SEC_STACKS].capacity - 1, (unsigned long long)dropped,
 	    m->marked ? fmt_sbytes(m->retained_bytes - m->mark_total, a, sizeof a) : "-");
+	if (h->flags & YM_FLAG_MODULES_AT_FORK)   /* frames there show as ? */
+		ui_put(y, getcurx(stdscr), attr(C_ALARM, 0), "modules as at fork  ");
 	x = getcurx(stdscr);
 	int w = COLS - x - 12;
 	if (w > 8 && v->nhist > 1) {

@@ -1,0 +1,55 @@
+/*
+ * loader: the loader's list of objects, walked so that no fork child
+ * waits for ever.
+ *
+ * glibc holds a lock of the loader's (dl_load_write_lock) while
+ * dl_iterate_phdr runs its callback and while dlopen or dlclose change
+ * the list.  A fork child inherits it as it was, and glibc does not reset
+ * it in the child (2.36, Debian 12): a child forked while another thread
+ * was inside dl_iterate_phdr -- the agent's own module scan, or any
+ * caller of the host's -- waits for ever at its first call.  Every walk
+ * of the agent goes through loader_iterate instead:
+ *
+ * - in a process that is not such a child: dl_iterate_phdr;
+ * - in a child whose copy of that lock is held (held for good: its
+ *   holder does not exist there), the base namespace's link maps are
+ *   walked without it, each object's program headers read from its
+ *   mapped ELF header.  The list cannot change in such a child (adding or
+ *   removing an object takes the lock: the host would wait for ever
+ *   first), so the walk is exact.
+ *
+ * The lock is found once, before the first fork (loader_prefork): the
+ * one word pair in ld.so's writable data that reads as locked by this
+ * thread while inside dl_iterate_phdr and as free outside it.  Where it
+ * cannot be found (another C library, another layout), a child walks as
+ * if the lock were held, and loader_blind says so: objects it loads are
+ * then missing from its module list.
+ */
+#ifndef YMTOP_AGENT_LOADER_H
+#define YMTOP_AGENT_LOADER_H
+
+#include <link.h>
+
+#include "base.h"
+
+typedef int (*loader_cb)(struct dl_phdr_info *info, size_t size, void *arg);
+
+/* dl_iterate_phdr(cb, arg), or the walk of a child that must not take
+ * the loader's lock.  Same contract: cb's non-zero return stops the walk
+ * and is returned.  Never allocates. */
+int loader_iterate(loader_cb cb, void *arg) AGENT_HIDDEN;
+
+/* Before a fork, in the forking thread: find the lock (once a process). */
+void loader_prefork(void) AGENT_HIDDEN;
+/* In the child: whether it may take the lock from now on. */
+void loader_fork_child(void) AGENT_HIDDEN;
+
+/* 1 in a child that walks without the lock because the lock could not be
+ * found: objects it loads itself are not seen. */
+int loader_blind(void) AGENT_HIDDEN;
+
+/* For the tests: 1 when the lock was found, and whether it is held now. */
+int loader_lock_found(void) AGENT_HIDDEN;
+int loader_lock_held(void) AGENT_HIDDEN;
+
+#endif
