@@ -419,7 +419,7 @@ static struct ym_thread *je_slot(struct agent_tls *t)
 	agent_guard_enter(t);
 	agent_enter(t);
 	agent_guard_leave(t);
-	return agent_active() ? t->fast : NULL;
+	return agent_active() ? thread_own_slot(t) : NULL;
 }
 
 /* The allocator's usable size of p, under the guard: tcmalloc's
@@ -521,7 +521,7 @@ EXPORT void *mallocx(size_t n, int flags)
 		}
 	}
 	void *p = j->mallocx(n, flags);
-	if (p && s && t->fast == s)
+	if (p && s && thread_own_slot(t) == s)
 		je_count_alloc(t, s, p, n);
 	return p;
 }

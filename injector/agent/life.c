@@ -54,6 +54,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "giant.h"
@@ -71,26 +72,57 @@
 
 int agent_injected;
 
+static void fork_child(void);
+
+/* The process that forks, while its forking thread runs the fork
+ * handlers (t->forking). */
+static pid_t fork_parent;
+
 /* The host's errno is the host's: a successful malloc leaves it as it was
  * (shm_open, /proc reads and friends would otherwise leak EAGAIN,
  * ENOENT... into it; found by tests/stress, stress_misc edges). */
 void agent_enter(struct agent_tls *t)
 {
 	int saved = errno;
+	/* A child whose own fork handlers run before the agent's (handlers
+	 * registered before the agent: an injected agent's always) and
+	 * allocate: it is the child here, before the agent's handler, and
+	 * would count into its parent's slot and segment. */
+	if (unlikely(t->forking) && getpid() != fork_parent)
+		fork_child();
 	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
 		seg_activate();
 	threads_enter(t);
 	errno = saved;
 }
 
-/* Before a fork, in the forking thread. */
+/* Before a fork, in the forking thread.  Until the agent's parent or
+ * child handler, this thread's calls take the slow paths (agent_enter
+ * tells a child there).  Handlers run in the order glibc gives them:
+ * prepare ones last registered first, the others first registered first. */
 static void fork_prepare(void)
 {
+	struct agent_tls *t = &agent_tls;
 	loader_prefork();   /* where the loader's lock is, for the child */
+	fork_parent = getpid();
+	t->forking = 1;
+	t->fast = NULL;
+}
+
+static void fork_parent_done(void)
+{
+	struct agent_tls *t = &agent_tls;
+	t->forking = 0;
+	if (t->guard == 0 && t->state == TLS_OWN)
+		t->fast = t->slot;
 }
 
 static void fork_child(void)
 {
+	/* Done already when a fork handler of the host's allocated first
+	 * (agent_enter). */
+	if (!agent_tls.forking)
+		return;
 	/* Only this thread exists now.  First whether the loader's list may
 	 * be walked with its lock (loader.h): every later step may walk it.
 	 * Stop writing into the parent's segment; start a segment of our
@@ -152,7 +184,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		hooks_jemalloc_resolve();
-		pthread_atfork(fork_prepare, NULL, fork_child);
+		pthread_atfork(fork_prepare, fork_parent_done, fork_child);
 		seg_note_owner();
 		seg_exit_status_init();
 		/* Preloaded, the segment is made by the first allocation (its

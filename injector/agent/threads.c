@@ -155,6 +155,7 @@ void threads_fork_child(struct agent_tls *t)
 	epoch++;
 	t->polled_ns = 0;   /* the child's control block: read it first */
 	t->paused = 0;
+	t->forking = 0;
 	t->slot = NULL;
 	t->fast = NULL;
 	t->state = TLS_NEW;

@@ -22,10 +22,10 @@ enum { TLS_NEW = 0, TLS_OWN, TLS_SHARED, TLS_DEAD };
 
 struct agent_tls {
 	/* The one word the fast paths test: the own slot while this thread
-	 * may take them (registered, guard 0), else NULL.  Invariant:
-	 * fast == (guard == 0 && state == TLS_OWN ? slot : NULL); only
-	 * agent_guard_enter/leave, registration, thread exit and fork
-	 * change it. */
+	 * may take them (registered, guard 0, not forking), else NULL.
+	 * Invariant: fast == (guard == 0 && state == TLS_OWN && !forking ?
+	 * slot : NULL); only agent_guard_enter/leave, registration, thread
+	 * exit and fork change it. */
 	struct ym_thread *fast;
 	int64_t countdown;          /* bytes to the next sample; < 0: due */
 	struct ym_thread *slot;     /* own slot (TLS_OWN) */
@@ -43,6 +43,10 @@ struct agent_tls {
 	 * pause then (sampling.c: at most once a millisecond). */
 	uint64_t polled_ns;
 	uint32_t paused;
+	/* Between the agent's fork handlers (life.c): every call takes a
+	 * slow path, which tells the parent from a child whose handlers
+	 * registered before the agent's run first. */
+	uint32_t forking;
 };
 
 extern __thread struct agent_tls agent_tls
@@ -59,8 +63,15 @@ static inline void agent_guard_enter(struct agent_tls *t)
 static inline void agent_guard_leave(struct agent_tls *t)
 {
 	YM_ASSERT(t->guard > 0);
-	if (--t->guard == 0 && t->state == TLS_OWN)
+	if (--t->guard == 0 && t->state == TLS_OWN && !t->forking)
 		t->fast = t->slot;
+}
+
+/* The thread's own slot when it may count there: fast's, but also while
+ * it forks (the slow paths count then). */
+static inline struct ym_thread *thread_own_slot(const struct agent_tls *t)
+{
+	return t->guard == 0 && t->state == TLS_OWN ? t->slot : NULL;
 }
 
 /* The fast paths' precondition: s = t->fast is not NULL only for a
@@ -68,7 +79,8 @@ static inline void agent_guard_leave(struct agent_tls *t)
 static inline void agent_assert_fast(const struct agent_tls *t,
 				     const struct ym_thread *s)
 {
-	YM_ASSERT(s && s == t->slot && t->guard == 0 && t->state == TLS_OWN);
+	YM_ASSERT(s && s == t->slot && t->guard == 0 && t->state == TLS_OWN &&
+		  !t->forking);
 	(void)t;
 	(void)s;
 }

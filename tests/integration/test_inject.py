@@ -229,6 +229,36 @@ def test_dlopen_after_attach_is_hooked():
     assert lines == ["ready", "loaded ok"], lines
 
 
+def test_fork_handler_of_the_program_allocates_in_its_child():
+    """An injected agent's fork handlers are registered after the
+    program's, and glibc runs child handlers in that order: a handler of
+    the program's that allocates in the child ran while the agent still
+    wrote into the parent's segment (8 MiB at atfork_site shown as the
+    parent's).  They are the child's: in its own segment, none in the
+    parent's."""
+    t = Plain([prog("atforkalloc")], env=RATE)
+    try:
+        inject(t)
+        t.send("fork\n")
+        line = t.p.stdout.readline().split()
+        assert line[:1] == ["child"], line
+        child = int(line[1])
+        parent = report(t.pid)
+        assert not [s for s in parent["stacks"]
+                    if "atfork_site" in functions(s)], "the child's in the parent"
+        kid = report(child)
+        assert kid["pid"] == child, kid["pid"]
+        within(site(kid, "atfork_site")["retained_bytes"], 8 * MiB, 0.10,
+               "atfork_site in the child")
+        within(site(kid, "child_site")["retained_bytes"], 1 * MiB, 0.25,
+               "child_site in the child")
+        # The exact counters too: the handler's call is the child's first.
+        assert kid["totals"]["allocated_objects"] >= 2, kid["totals"]
+        t.finish()
+    finally:
+        t.kill()
+
+
 def test_second_ymtop_attaches_without_injecting():
     t = Plain([prog("inject_read")])
     try:
