@@ -284,7 +284,8 @@ unit: $(UNIT_BIN)
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
 TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/live.c \
-            injector/agent/backing.c injector/agent/base.c shm/layout.c shm/reader.c
+            injector/agent/backing.c injector/agent/base.c injector/agent/clock.c \
+            shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
 # gcc warns that TSan does not model atomic_thread_fence (the live table's
 # seqcount); clang has no such warning (nor the option).

@@ -62,7 +62,7 @@ void agent_utoa(uint64_t v, char *buf)
 	buf[n] = '\0';
 }
 
-uint64_t agent_now_ns(void)
+uint64_t agent_mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

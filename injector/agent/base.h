@@ -54,8 +54,11 @@ void agent_backoff(uint32_t i) AGENT_HIDDEN;
  * the allocator's), or NULL. */
 void *agent_map_private(size_t len) AGENT_HIDDEN;
 
-/* CLOCK_MONOTONIC and CLOCK_REALTIME in ns (vDSO: no system call). */
+/* CLOCK_MONOTONIC in ns: agent_now_ns from the time-stamp counter where
+ * the kernel keeps time with it (clock.c), agent_mono_ns always from
+ * clock_gettime (vDSO: no system call); CLOCK_REALTIME in ns. */
 uint64_t agent_now_ns(void) AGENT_HIDDEN;
+uint64_t agent_mono_ns(void) AGENT_HIDDEN;
 uint64_t agent_real_ns(void) AGENT_HIDDEN;
 
 #endif

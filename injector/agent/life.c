@@ -25,6 +25,7 @@
  *   backing.c   memory behind the segment's pages
  *   got.c       injected mode: GOT slots rewritten to the hooks
  *   unwind.c    the calling thread's stack, from .eh_frame
+ *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
  *   base.c      assertions, messages, clocks, spin and map helpers
  *   segpriv.h   the agent's private words in segment records
  *   sample.h    the sampling distribution and estimator (pure)

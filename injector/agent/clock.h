@@ -1,0 +1,44 @@
+/*
+ * clock: the agent's CLOCK_MONOTONIC (agent_now_ns, base.h), read from
+ * the CPU's time-stamp counter where the kernel itself keeps time with
+ * it.
+ *
+ * Every sample reads the clock twice (its birth, and its free for the
+ * lifetime), and exact mode at every call.  clock_gettime costs ~23 ns
+ * here when its data page is in cache, ~60 ns a read in an allocation-
+ * heavy program that evicts it between samples (perf: 3.3% of mixed2's
+ * cycles, the largest item of the agent's).  rdtsc costs ~10 ns and
+ * reads no memory but the thread's anchor, 32 bytes of TLS.
+ *
+ * Each thread anchors the counter to clock_gettime (a pair read
+ * together) and converts within 50 ms of its anchor with a rate
+ * calibrated against clock_gettime over the last second or more
+ * (process-wide); past that span, or if the counter went backwards, it
+ * anchors again.  The counter is used only when the kernel's clocksource
+ * is "tsc" (then it is synchronized across CPUs and CLOCK_MONOTONIC is
+ * derived from it: the two agree to the calibration's error, a few
+ * microseconds at worst at a re-anchor); otherwise, and on other
+ * architectures, every read is clock_gettime.
+ */
+#ifndef YMTOP_AGENT_CLOCK_H
+#define YMTOP_AGENT_CLOCK_H
+
+#include <stdint.h>
+
+#include "base.h"
+
+/* A thread's anchor (TLS): span == 0 until anchored. */
+struct agent_clock {
+	uint64_t tsc;    /* the anchor: counter ... */
+	uint64_t ns;     /* ... and CLOCK_MONOTONIC read with it */
+	uint64_t mult;   /* ns per count, 32.32 fixed point */
+	uint64_t span;   /* counts the anchor stays valid for */
+};
+
+/* For the tests: the file that names the kernel's clocksource (NULL: the
+ * real one), and whether the counter is in use (1), refused (-1) or not
+ * decided yet (0).  Resets the calibration. */
+void agent_clock_test_source(const char *path) AGENT_HIDDEN;
+int  agent_clock_tsc_state(void) AGENT_HIDDEN;
+
+#endif
