@@ -436,9 +436,6 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	__attribute__((alias("mmap")));
 
-/* The child's table is its own from the fork on (its segment is new):
- * registered here, beside life.c's fork handler, under the guard
- * (pthread_atfork may allocate). */
 /* Before a fork, in the forking thread: resolve now, while the loader's
  * lock is an ordinary lock (in the child it may stay held by a thread
  * that no longer exists: loader.h). */
@@ -451,7 +448,10 @@ __attribute__((constructor)) static void mmap_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
-	pthread_atfork(mmap_prefork, NULL, mmap_fork_child);
+	/* The child's reset is life.c's (mmap_fork_child), which may run
+	 * before the handlers: under the guard (pthread_atfork may
+	 * allocate). */
+	pthread_atfork(mmap_prefork, NULL, NULL);
 	agent_guard_leave(t);
 }
 

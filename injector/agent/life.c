@@ -61,6 +61,7 @@
 #include "giant.h"
 #include "got.h"
 #include "hooks_jemalloc.h"
+#include "hooks_mmap.h"
 #include "life.h"
 #include "live.h"
 #include "loader.h"
@@ -129,6 +130,7 @@ static void fork_child(void)
 	 * Stop writing into the parent's segment; start a segment of our
 	 * own lazily, on the next call. */
 	loader_fork_child();
+	mmap_fork_child();
 	giant_fork_child();
 	table_reset_private();
 	live_reset_private();
