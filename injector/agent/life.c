@@ -105,7 +105,6 @@ void agent_enter(struct agent_tls *t)
 static void fork_prepare(void)
 {
 	struct agent_tls *t = &agent_tls;
-	loader_prefork();   /* where the loader's lock is, for the child */
 	fork_parent = getpid();
 	t->forking = 1;
 	t->fast = NULL;

@@ -2,8 +2,8 @@
  * loader: the loader's list of objects, walked so that no fork child
  * waits for ever (loader.h).
  *
- * State, this file's: where the loader's write lock is (found before the
- * first fork, kept in children), whether this process walks without it,
+ * State, this file's: where the loader's write lock is (found when the
+ * segment is made, kept in children), whether this process walks without it,
  * and the loader's counters as last seen.
  */
 #include <elf.h>
@@ -72,8 +72,9 @@ static int probe_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-/* One try: the single candidate that reads as free once the walk has
- * returned.  -1: try again (another thread may hold the lock now). */
+/* One try: the single candidate that was ours inside the walk and is no
+ * longer once it returned (free, or taken since by another thread).
+ * -1: try again. */
 static int probe_once(void)
 {
 	struct probe p = { .tid = (int)syscall(SYS_gettid),
@@ -87,24 +88,23 @@ static int probe_once(void)
 	if (p.n < 1 || p.n > PROBE_MAX)
 		return 0;
 	const int *found = NULL;
-	int busy = 0;
 	for (int i = 0; i < p.n; i++) {
 		const int *w = p.cand[i];
-		if (word(w, 0) == 0 && word(w, 2) == 0) {
+		int lock = word(w, 0), owner = word(w, 2);
+		if ((lock == 0 && owner == 0) ||
+		    (lock != 0 && owner != 0 && owner != p.tid)) {
 			if (found)
-				return 0;   /* two: not one lock's shape */
+				return -1;   /* two: not one lock's shape (yet) */
 			found = w;
-		} else if (word(w, 2) != p.tid) {
-			busy = 1;
 		}
 	}
 	if (!found)
-		return busy ? -1 : 0;
+		return -1;
 	write_lock = found;
 	return 1;
 }
 
-void loader_prefork(void)
+void loader_probe(void)
 {
 	if (probe_state != PROBE_NONE || frozen)
 		return;   /* found before, or inherited */

@@ -164,6 +164,7 @@ static int segment_create(void)
 	    table_init_segment() != 0 || live_init_segment() != 0)
 		goto full;
 	modules_scan(1);
+	loader_probe();   /* for a child's walks (loader.h) */
 	/* The magic last: a reader seeing it sees a complete header. */
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 	backing_created();

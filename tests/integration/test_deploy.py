@@ -368,6 +368,7 @@ def test_children_forked_while_the_loader_list_is_walked_do_not_hang():
         assert os.path.exists(seg_path(kept)), "the kept child has no segment"
         time.sleep(0.3)
         rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", kept).stdout)
+        assert rep["modules_complete"] is True, "the lock was not found"
         s = site(rep, "kept_site")
         assert "child_site" in functions(s) and "main" in functions(s), functions(s)
         within(sum(x["retained_bytes"] for x in rep["stacks"]

@@ -97,7 +97,7 @@ static void child_without_the_lock_found_walks_blind(void **state)
 static void lock_is_found_held_inside_free_outside(void **state)
 {
 	(void)state;
-	loader_prefork();
+	loader_probe();
 	assert_true(loader_lock_found());
 	assert_false(loader_lock_held());
 	int inside = 0;
@@ -141,7 +141,7 @@ static void wait_ok(pid_t p)
 static void child_of_a_fork_inside_a_walk_walks_without_the_lock(void **state)
 {
 	(void)state;
-	loader_prefork();
+	loader_probe();
 	struct list parent = { 0 };
 	dl_iterate_phdr(collect, &parent);
 	assert_true(parent.n >= 3 && parent.n <= MAX_OBJ);
@@ -155,7 +155,7 @@ static void child_of_a_fork_inside_a_walk_walks_without_the_lock(void **state)
 static void child_of_a_plain_fork_walks_with_the_loader(void **state)
 {
 	(void)state;
-	loader_prefork();
+	loader_probe();
 	struct list parent = { 0 };
 	dl_iterate_phdr(collect, &parent);
 	pid_t p = fork();
