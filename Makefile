@@ -398,8 +398,10 @@ TCMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
-	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench
+	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench \
+	  $(B)/bench/spawnloop $(B)/bench/libempty.so
 	@tests/bench/run.sh $(B)
+	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/samplecost.sh $(B)
 	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \
@@ -428,6 +430,12 @@ $(B)/bench/%: tests/bench/%.c
 # exact per-thread totals (-DSHIM_COUNT).  Built like the agent: initial-exec
 # TLS, no PLT, bound at load.
 SHIM_LIBS := $(B)/bench/libshim.so $(B)/bench/libshimcount.so $(B)/bench/libshimtail.so
+
+# A library that defines nothing: the cost of preloading any library
+# (tests/bench/spawncost.sh).
+$(B)/bench/libempty.so: tests/bench/empty.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O2 $(WARN) -shared -fPIC -Wl,-z,now -o $@ $<
 
 $(SHIM_LIBS): $(B)/bench/lib%.so: tests/bench/shim.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,1 @@
+int ymtop_bench_empty;
