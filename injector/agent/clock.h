@@ -12,9 +12,9 @@
  *
  * Each thread anchors the counter to clock_gettime (a pair read
  * together) and converts within 50 ms of its anchor with a rate
- * calibrated against clock_gettime over the last second or more
- * (process-wide); past that span, or if the counter went backwards, it
- * anchors again.  The counter is used only when the kernel's clocksource
+ * calibrated process-wide against clock_gettime (first over 100 ms,
+ * then over each second or more); past that span, or if the counter
+ * went backwards, it anchors again.  The counter is used only when the kernel's clocksource
  * is "tsc" (then it is synchronized across CPUs and CLOCK_MONOTONIC is
  * derived from it: the two agree to the calibration's error, a few
  * microseconds at worst at a re-anchor); otherwise, and on other

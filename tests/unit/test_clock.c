@@ -70,7 +70,7 @@ static int machine_tsc(void)
 	return strcmp(buf, "tsc\n") == 0;
 }
 
-/* The machine's own clocksource decides, within ~20 ms of the first
+/* The machine's own clocksource decides, within ~100 ms of the first
  * reads; the readings agree with clock_gettime to 50 us throughout
  * (anchors live 50 ms: several re-anchors in 300 ms). */
 static void follows_the_kernel(void **state)
@@ -91,7 +91,7 @@ static void other_clocksource_is_clock_gettime(void **state)
 	(void)state;
 	const char *p = fake("kvm-clock\n");
 	agent_clock_test_source(p);
-	agrees(100, 0);
+	agrees(150, 0);
 #if defined(__x86_64__)
 	assert_int_equal(agent_clock_tsc_state(), -1);
 #endif
@@ -104,7 +104,7 @@ static void unknown_clocksource_is_clock_gettime(void **state)
 {
 	(void)state;
 	agent_clock_test_source("/nonexistent/ymtop-clocksource");
-	agrees(60, 0);
+	agrees(150, 0);
 #if defined(__x86_64__)
 	assert_int_equal(agent_clock_tsc_state(), -1);
 #endif
