@@ -21,7 +21,6 @@
 #include "life.h"
 #include "live.h"
 #include "loader.h"
-#include "modules.h"
 #include "next.h"
 #include "sampling.h"
 #include "seg.h"
@@ -70,7 +69,7 @@ static int je_none;                /* atomic: the global scope has none */
 static unsigned long long dl_gen(void)
 {
 	unsigned long long v[2];
-	modules_loader_counters(v);
+	loader_counters(v);
 	return v[0] + v[1];
 }
 

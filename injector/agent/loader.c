@@ -24,7 +24,19 @@ static int probe_state;
 static const int *write_lock;
 static int frozen;                  /* walk without the lock */
 static int blind;                   /* ... because it was not found */
-static unsigned long long seen_adds, seen_subs;
+/* The loader's counters as last read here: a frozen child's, for good. */
+static unsigned long long seen[2];
+
+/* The loader's counters from an object's entry: 0 without them. */
+static int read_counters(const struct dl_phdr_info *info, size_t size,
+			 unsigned long long v[2])
+{
+	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+		return 0;
+	v[0] = info->dlpi_adds;
+	v[1] = info->dlpi_subs;
+	return 1;
+}
 
 /* ---- Finding the lock ---- */
 
@@ -48,10 +60,7 @@ static int word(const int *w, int i)
 static int probe_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct probe *p = arg;
-	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-		seen_adds = info->dlpi_adds;
-		seen_subs = info->dlpi_subs;
-	}
+	read_counters(info, size, seen);
 	if (info->dlpi_addr != p->ldso)
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -163,8 +172,8 @@ static int info_of(const struct link_map *l, struct dl_phdr_info *info)
 	info->dlpi_name = l->l_name;
 	info->dlpi_phdr = (const ElfW(Phdr) *)(const void *)(lo + e->e_phoff);
 	info->dlpi_phnum = e->e_phnum;
-	info->dlpi_adds = seen_adds;
-	info->dlpi_subs = seen_subs;
+	info->dlpi_adds = seen[0];
+	info->dlpi_subs = seen[1];
 	return 1;
 }
 
@@ -187,6 +196,23 @@ static int walk_frozen(loader_cb cb, void *arg)
 		ns = ns->base.r_version >= 2 ? ns->r_next : NULL;
 	}
 	return 0;
+}
+
+static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	read_counters(info, size, arg);
+	return 1;   /* the counters are global: the first object is enough */
+}
+
+void loader_counters(unsigned long long v[2])
+{
+	v[0] = v[1] = 0;
+	if (frozen) {   /* no object comes or goes there */
+		v[0] = seen[0];
+		v[1] = seen[1];
+		return;
+	}
+	dl_iterate_phdr(counters_cb, v);
 }
 
 int loader_iterate(loader_cb cb, void *arg)

@@ -42,6 +42,11 @@ typedef int (*loader_cb)(struct dl_phdr_info *info, size_t size, void *arg);
  * and is returned.  Never allocates. */
 int loader_iterate(loader_cb cb, void *arg) AGENT_HIDDEN;
 
+/* The loader's counts of objects ever added (v[0]) and removed (v[1]):
+ * one of them moves whenever an object is loaded or unloaded (0 and 0
+ * from a loader without them; constant in a frozen child). */
+void loader_counters(unsigned long long v[2]) AGENT_HIDDEN;
+
 /* Find the lock, once a process (a child keeps its parent's answer):
  * where the agent already walks the list, as it makes its segment. */
 void loader_probe(void) AGENT_HIDDEN;

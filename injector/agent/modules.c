@@ -132,22 +132,6 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	unsigned long long *v = arg;
-	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-		v[0] = info->dlpi_adds;
-		v[1] = info->dlpi_subs;
-	}
-	return 1;   /* the counters are global: the first object is enough */
-}
-
-void modules_loader_counters(unsigned long long v[2])
-{
-	v[0] = v[1] = 0;
-	loader_iterate(counters_cb, v);
-}
-
 /* Publish modules loaded since the last scan and mark those gone as
  * unloaded.  One scanner at a time; a thread that finds the scan busy
  * skips it (it never waits, so the loader's lock and ours never nest in
@@ -156,7 +140,7 @@ void modules_loader_counters(unsigned long long v[2])
 void modules_scan(int force)
 {
 	unsigned long long v[2];
-	modules_loader_counters(v);
+	loader_counters(v);
 	if (!force && v[0] == mod_adds && v[1] == mod_subs)
 		return;
 	unwind_sync(v[1]);   /* an object went away: forget its rules */

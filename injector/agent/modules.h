@@ -24,10 +24,6 @@ void modules_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDD
 /* Publish modules loaded since the last scan and mark those gone as
  * unloaded; force: even if the loader's counters did not move (start-up). */
 void modules_scan(int force) AGENT_HIDDEN;
-/* The loader's counts of objects ever added (v[0]) and removed (v[1]):
- * one of them moves whenever an object is loaded or unloaded.  Takes
- * dl_iterate_phdr's lock only (0 and 0 from a loader without them). */
-void modules_loader_counters(unsigned long long v[2]) AGENT_HIDDEN;
 /* On the sampled path: at most once a millisecond, a scan if the loader
  * added or removed objects since the last one. */
 void modules_check(uint64_t now) AGENT_HIDDEN;
