@@ -107,15 +107,14 @@ static void fork_prepare(void)
 	struct agent_tls *t = &agent_tls;
 	fork_parent = getpid();
 	t->forking = 1;
-	t->fast = NULL;
+	thread_fast_sync(t);
 }
 
 static void fork_parent_done(void)
 {
 	struct agent_tls *t = &agent_tls;
 	t->forking = 0;
-	if (t->guard == 0 && t->state == TLS_OWN)
-		t->fast = t->slot;
+	thread_fast_sync(t);
 }
 
 static void fork_child(void)

@@ -52,6 +52,20 @@ struct agent_tls {
 extern __thread struct agent_tls agent_tls
 	__attribute__((tls_model("initial-exec"))) AGENT_HIDDEN;
 
+/* The thread's own slot when it may count there: fast's, but also while
+ * it forks (the slow paths count then). */
+static inline struct ym_thread *thread_own_slot(const struct agent_tls *t)
+{
+	return t->guard == 0 && t->state == TLS_OWN ? t->slot : NULL;
+}
+
+/* fast from what it stands for (the invariant above), after guard or
+ * forking changed. */
+static inline void thread_fast_sync(struct agent_tls *t)
+{
+	t->fast = t->forking ? NULL : thread_own_slot(t);
+}
+
 /* Inside the agent (or a call it makes) this thread's allocations pass
  * straight through: no fast path, no sample, no recursion. */
 static inline void agent_guard_enter(struct agent_tls *t)
@@ -63,15 +77,8 @@ static inline void agent_guard_enter(struct agent_tls *t)
 static inline void agent_guard_leave(struct agent_tls *t)
 {
 	YM_ASSERT(t->guard > 0);
-	if (--t->guard == 0 && t->state == TLS_OWN && !t->forking)
-		t->fast = t->slot;
-}
-
-/* The thread's own slot when it may count there: fast's, but also while
- * it forks (the slow paths count then). */
-static inline struct ym_thread *thread_own_slot(const struct agent_tls *t)
-{
-	return t->guard == 0 && t->state == TLS_OWN ? t->slot : NULL;
+	t->guard--;
+	thread_fast_sync(t);
 }
 
 /* The fast paths' precondition: s = t->fast is not NULL only for a
