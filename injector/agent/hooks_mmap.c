@@ -325,9 +325,8 @@ EXPORT int munmap(void *addr, size_t len)
 		if (!(lo & (page_up(1) - 1)) && hi > lo)
 			unmapped(t, lo, hi);
 	}
-	/* Never resolves here (the agent unmaps in fork's child handler,
-	 * where the loader's lock may be held for good): the prepare handler
-	 * resolved before the fork. */
+	/* Never resolves here (the agent's own munmaps, at fork and exit,
+	 * stay system calls until an mmap resolved). */
 	if (__atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.munmap)
 		return nx.munmap(addr, len);
 	return (int)syscall(SYS_munmap, addr, len);
@@ -435,25 +434,6 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
  * caller's. */
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	__attribute__((alias("mmap")));
-
-/* Before a fork, in the forking thread: resolve now, while the loader's
- * lock is an ordinary lock (in the child it may stay held by a thread
- * that no longer exists: loader.h). */
-static void mmap_prefork(void)
-{
-	(void)ready(&agent_tls);
-}
-
-__attribute__((constructor)) static void mmap_init(void)
-{
-	struct agent_tls *t = &agent_tls;
-	agent_guard_enter(t);
-	/* The child's reset is life.c's (mmap_fork_child), which may run
-	 * before the handlers: under the guard (pthread_atfork may
-	 * allocate). */
-	pthread_atfork(mmap_prefork, NULL, NULL);
-	agent_guard_leave(t);
-}
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
