@@ -116,10 +116,28 @@ static int runs_agent(pid_t pid)
 	return ok;
 }
 
+/* A process of our pid namespace that runs the agent but has no segment
+ * yet: the agent makes it at the first sample (ymagent(7)), and a short or
+ * quiet process may not have sampled.  Its environment preloads the
+ * agent and its maps show it (read only for those). */
+static int runs_agent_unstarted(pid_t pid)
+{
+	struct proc_info pi;
+	if (proc_read(pid, &pi) != 0 || proc_gone(&pi) || pi.tgid != pid ||
+	    (geteuid() != 0 && pi.uid != geteuid()))
+		return 0;
+	if (proc_preloads_agent(pid) != 1)
+		return 0;
+	int maps = proc_maps_agent(pid);
+	return maps > 0 && (maps & PROC_HAS_AGENT) && !runs_agent(pid);
+}
+
 /* Processes running a live agent: those named by the segments in our
  * /dev/shm, and (where /proc lets us look) processes in other pid
- * namespaces, whose segments are in their own /dev/shm. */
-static int find_agents(pid_t *pids, int max)
+ * namespaces, whose segments are in their own /dev/shm.  unstarted: also
+ * those of our namespace that have not made their segment yet (ymtop -p
+ * starts it). */
+static int find_agents(pid_t *pids, int max, int unstarted)
 {
 	int n = 0;
 	uint32_t own_ns = proc_pidns(0);
@@ -151,7 +169,8 @@ static int find_agents(pid_t *pids, int max)
 		if (errno || *end || v <= 0 || v > 0x3fffffff)
 			continue;
 		uint32_t ns = proc_pidns((pid_t)v);
-		if (!ns || ns == own_ns || !runs_agent((pid_t)v))
+		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
+				 : !runs_agent((pid_t)v)))
 			continue;
 		if (n < max)
 			pids[n] = (pid_t)v;
@@ -163,7 +182,7 @@ static int find_agents(pid_t *pids, int max)
 
 int target_list(pid_t *pids, int max)
 {
-	return find_agents(pids, max);
+	return find_agents(pids, max, 0);
 }
 
 pid_t target_choose(pid_t pid)
@@ -172,7 +191,7 @@ pid_t target_choose(pid_t pid)
 	if (pid)
 		return pid;
 	pid_t pids[64];
-	int n = find_agents(pids, 64);
+	int n = find_agents(pids, 64, 1);
 	if (n == 1)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);
@@ -268,6 +287,11 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		/* Another ymtop may have injected it meanwhile: then attach. */
 		if (segment_open(r, pi, pi->uid, err, len) == 0)
 			return 0;
+		int maps = proc_maps_agent(pid);
+		if (maps > 0 && (maps & PROC_HAS_AGENT))
+			cli_die(1, "process %ld runs the agent but has sampled nothing yet "
+				"(its segment comes with its first sample); starting it "
+				"failed: %s", (long)pid, why);
 		cli_die(1, "%s", why);
 	}
 	int rc = -ENOENT;

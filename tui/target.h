@@ -9,12 +9,14 @@
 
 #include "shm.h"
 
-/* The given pid, or the only process running the agent; lists the
- * candidates and exits 1 when there are several, exits 1 when none. */
+/* The given pid, or the only process running the agent (with a segment,
+ * or preloading it and not started yet); lists the candidates and exits 1
+ * when there are several, exits 1 when none. */
 pid_t target_choose(pid_t pid);
 
-/* The processes running a live agent that we may read, up to max of them
- * into pids; returns how many there are (may be more than max). */
+/* The processes running a live agent that we may read (their segment
+ * exists), up to max of them into pids; returns how many there are (may
+ * be more than max). */
 int target_list(pid_t *pids, int max);
 
 /* Open the segment of pid, a process running the agent, without exiting

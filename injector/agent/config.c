@@ -101,4 +101,5 @@ void agent_configure(void)
 	c->follow_fork = env_bool("YM_FOLLOW_FORK", 1);
 	c->seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
 	c->keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
+	c->early_segment = env_bool("YM_EARLY_SEGMENT", 0);
 }

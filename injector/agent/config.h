@@ -19,6 +19,7 @@ struct agent_config {
 	int      giant_fail;        /* YM_GIANT_ACTION=fail */
 	int      follow_fork;
 	int      keep_segment;
+	int      early_segment;     /* YM_EARLY_SEGMENT: at the first call */
 	uint64_t seed;              /* YM_SEED; 0: from time and tid */
 	uint32_t max_depth, max_stacks, max_live, max_threads;
 };

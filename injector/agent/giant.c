@@ -42,10 +42,11 @@ void giant_fork_child(void)
 
 void agent_giant(struct agent_tls *t, size_t n, int failed)
 {
-	if (!agent_active())
-		return;
 	int saved = errno;
 	agent_guard_enter(t);
+	/* The first giant request makes the segment (seg.h). */
+	if (!agent_active() && !seg_start(1))
+		goto out;
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = agent_capture(frames);
 	struct ym_header *h = hdr;

@@ -47,9 +47,14 @@ void heapstats_map_segment(uint8_t *base, const struct ym_section *sec)
 
 void heapstats_arm(uint64_t giant)
 {
-	if (!ctl)
-		return;
+	/* Before the segment: the threshold alone (nobody can ask yet). */
+	static uint64_t pre_limit;
 	armed = giant;
+	if (!ctl) {
+		pre_limit = giant;
+		__atomic_store_n(&agent_fast_limit, &pre_limit, __ATOMIC_RELEASE);
+		return;
+	}
 	__atomic_store_n(&ctl->fast_limit, giant, __ATOMIC_RELAXED);
 	__atomic_store_n(&agent_fast_limit, &ctl->fast_limit, __ATOMIC_RELEASE);
 }

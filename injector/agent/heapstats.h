@@ -38,8 +38,8 @@ void heapstats_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HI
  * force: take them now whatever was asked (an injected start).  Guard
  * held, no agent lock held, not inside the allocator. */
 void heapstats_poll(int force) AGENT_HIDDEN;
-/* The segment is active: the fast paths' threshold is `giant`, kept in
- * the control block from now on. */
+/* The fast paths' threshold is `giant`: in a word of ours before the
+ * segment (seg_prepare), in the control block once it is mapped. */
 void heapstats_arm(uint64_t giant) AGENT_HIDDEN;
 /* On a slow path, at the entry of an allocation call (guard not held, no
  * lock held): a reader lowered the threshold to ask for statistics:

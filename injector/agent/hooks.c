@@ -170,8 +170,8 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 	agent_guard_enter(t);
 	agent_enter(t);
 	agent_guard_leave(t);
-	if (!agent_active() ||
-	    t->state == TLS_NEW)
+	/* Before the segment too (the pre-slot, slot 0's stand-in). */
+	if (!agent_counting())
 		return PASS;
 	heapstats_poked(t);
 	if (n >= agent_giant_limit) {
@@ -703,6 +703,8 @@ EXPORT int ymagent_start(void)
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
 	agent_enter(t);
+	seg_start(1);
+	threads_enter(t);   /* the pre-slot's owner adopts its slot */
 	agent_guard_leave(t);
 	return agent_active();
 }

@@ -418,7 +418,7 @@ static struct ym_thread *je_slot(struct agent_tls *t)
 	agent_guard_enter(t);
 	agent_enter(t);
 	agent_guard_leave(t);
-	return agent_active() ? thread_own_slot(t) : NULL;
+	return agent_counting() ? thread_own_slot(t) : NULL;
 }
 
 /* The allocator's usable size of p, under the guard: tcmalloc's

@@ -233,6 +233,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	 * V8's, the JVM's, wasm's heaps): not counted; what mprotect commits
 	 * in it later is not seen. */
 	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || t->fast == NULL ||
+	    !agent_active() ||
 	    prot == PROT_NONE || (flags & MAP_NORESERVE) ||
 	    !programs((uintptr_t)__builtin_return_address(0)))
 		return p;

@@ -93,8 +93,10 @@ void agent_enter(struct agent_tls *t)
 	if (unlikely(t->forking) && getpid() != fork_parent)
 		fork_child();
 	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
-		seg_activate();
-	threads_enter(t);
+		seg_prepare();
+	/* Another thread has the pre-slot: the segment now (seg.h). */
+	if (threads_enter(t) && seg_start(1))
+		threads_enter(t);
 	errno = saved;
 }
 

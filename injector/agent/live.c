@@ -114,11 +114,19 @@ static void heads_init(void)
 }
 
 
-int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
+void live_init_gate(int exact_mode, int glibc_usable)
 {
 	exact = exact_mode;
 	filter_all = exact_mode || !glibc_usable;
 	/* The gate invariant (live.h): what free's fast path relies on. */
+	YM_ASSERT(filter_all || glibc_usable);
+	filter_clear();
+}
+
+int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
+{
+	exact = exact_mode;
+	filter_all = exact_mode || !glibc_usable;
 	YM_ASSERT(filter_all || glibc_usable);
 	/* A chain head for every two entries of the segment's table. */
 	uint32_t n = shm_live_capacity(max_live), cap = n / 2 ? n / 2 : 1;

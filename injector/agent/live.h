@@ -69,6 +69,9 @@ static inline int agent_filter_live_maybe(const void *p)
 /* Pin p's gate bit for good (bootstrap blocks: hooks.c). */
 void live_filter_pin(const void *p) AGENT_HIDDEN;
 
+/* The gate alone, at the agent's start (seg_prepare): before the first
+ * fast free. */
+void live_init_gate(int exact, int glibc_usable) AGENT_HIDDEN;
 /* The private chains and the gate, before the segment: 0, or -1 when
  * the private memory cannot be mapped.  exact: YM_SAMPLE_RATE=1;
  * glibc_usable: the next allocator is glibc's (the gate invariant). */

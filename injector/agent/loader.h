@@ -18,13 +18,13 @@
  *   removing an object takes the lock: the host would wait for ever
  *   first), so the walk is exact.
  *
- * The lock is found once a process, when its segment is made
- * (loader_probe): the one mutex-shaped word triple in ld.so's writable
+ * The lock is found once a process, at the agent's first call
+ * (loader_probe, from seg_prepare): the one mutex-shaped word triple in ld.so's writable
  * data that reads as locked by this thread while inside dl_iterate_phdr
  * and as free outside it.  Not at fork: the probe waits for the lock,
  * and a thread inside a walk's callback may be waiting for something the
  * forking thread holds.  Where it was not found (a parent that never
- * made a segment, another C library, another layout), a child walks as
+ * called the malloc family, another C library, another layout), a child walks as
  * if the lock were held, and loader_blind says so: objects it loads are
  * then missing from its module list.
  */
@@ -47,8 +47,8 @@ int loader_iterate(loader_cb cb, void *arg) AGENT_HIDDEN;
  * from a loader without them; constant in a frozen child). */
 void loader_counters(unsigned long long v[2]) AGENT_HIDDEN;
 
-/* Find the lock, once a process (a child keeps its parent's answer):
- * where the agent already walks the list, as it makes its segment. */
+/* Find the lock, once a process (a child keeps its parent's answer), at
+ * the agent's first call. */
 void loader_probe(void) AGENT_HIDDEN;
 /* In the child: whether it may take the lock from now on. */
 void loader_fork_child(void) AGENT_HIDDEN;

@@ -48,7 +48,7 @@ void sampling_thread_start(struct agent_tls *t)
 		sample_seed(agent_cfg.seed + __atomic_fetch_add(&seeded, 1,
 								__ATOMIC_RELAXED)) :
 		sample_seed((uint64_t)t->tid << 32 ^ agent_now_ns() ^ (uintptr_t)t);
-	t->rate = __atomic_load_n(&rate, __ATOMIC_RELAXED);
+	t->rate = sampling_rate();   /* before the segment: YM_SAMPLE_RATE's */
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 }
 
@@ -98,7 +98,7 @@ sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
 {
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
-	uint64_t now_rate = __atomic_load_n(&rate, __ATOMIC_RELAXED);
+	uint64_t now_rate = sampling_rate();
 	uint64_t drawn = t->rate ? t->rate : now_rate;
 	t->rate = now_rate;
 	t->countdown = sample_next_gap(&t->rng, t->rate);
@@ -123,6 +123,10 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
      int calls_out, struct ym_live *e)
 {
 	uint64_t now = agent_now_ns();
+	/* The first sample makes the segment (seg.h), where that may call
+	 * out. */
+	if (unlikely(!agent_active()))
+		seg_start(calls_out);
 	uint64_t drawn = sampling_start(t, calls_out, now);
 	if (!drawn)
 		return 0;

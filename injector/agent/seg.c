@@ -164,7 +164,6 @@ static int segment_create(void)
 	    table_init_segment() != 0 || live_init_segment() != 0)
 		goto full;
 	modules_scan(1);
-	loader_probe();   /* for a child's walks (loader.h) */
 	/* The magic last: a reader seeing it sees a complete header. */
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 	backing_created();
@@ -235,8 +234,6 @@ static void collect_stale(void)
 	close(dfd);
 }
 
-/* Create the segment once per process (and once per child after fork).
- * Called on a slow path with the guard held. */
 /* The process the agent's state belongs to: set by the constructor and
  * after fork.  A vfork child (or posix_spawn's) shares our memory but runs
  * no atfork handler: its allocations before its exec or _exit must not
@@ -250,7 +247,7 @@ void seg_note_owner(void)
 	owner_pid = getpid();
 }
 
-void seg_activate(void)
+void seg_prepare(void)
 {
 	if (owner_pid && getpid() != owner_pid)
 		return;   /* a vfork child: pass its calls through */
@@ -258,28 +255,49 @@ void seg_activate(void)
 	if (!__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
 					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
-	int rc = -1;
 	agent_configure();
-	if (agent_cfg.disabled)
-		goto passive;
+	if (agent_cfg.disabled) {
+		__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
+		return;
+	}
 	self_pid = getpid();
-	/* The gate is set for every free to take the slow path in exact
-	 * mode (nearly every free is a sample) and under another allocator
-	 * (the gate invariant, live.h). */
+	loader_probe();   /* before any fork: for a child's walks (loader.h) */
+	threads_init();
+	/* free's gate before the first fast free: set for every free in
+	 * exact mode and under another allocator (the gate invariant,
+	 * live.h).  Giant requests leave the fast paths from now on. */
+	live_init_gate(agent_exact(), agent_next.glibc_usable);
+	giant_arm();
+	heapstats_arm(agent_giant_limit);
+	__atomic_store_n(&agent_seg_state, SEG_PRE, __ATOMIC_RELEASE);
+	/* Made at once: injected (ymtop -p waits for it), exact mode (every
+	 * call is a sample), kept for a report after exit, or asked for. */
+	if (agent_injected || agent_exact() || agent_cfg.keep_segment ||
+	    agent_cfg.early_segment)
+		seg_start(1);
+}
+
+int seg_start(int calls_out)
+{
+	int expect = SEG_PRE;
+	if (!calls_out || (owner_pid && getpid() != owner_pid) ||
+	    !__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
+					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return agent_active();
+	int rc = -1;
 	if (table_init_private(agent_cfg.max_stacks) != 0 ||
 	    live_init_private(agent_cfg.max_live, agent_exact(),
 			      agent_next.glibc_usable) != 0) {
 		agent_warn("cannot map private tables; ", "profiling off", NULL);
 		goto passive;
 	}
-	threads_init();
 	rc = segment_create();
 	if (rc < 0) {
 		agent_warn("cannot create the shared segment in /dev/shm (",
 			   agent_errno_text(-rc), "); profiling off, the program runs on");
 		goto passive;
 	}
-	giant_arm();
+	threads_publish_pre(&agent_tls);
 	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
 	/* Stale segments are collected at the first sample (seg_sampled):
@@ -291,9 +309,11 @@ void seg_activate(void)
 	 * A preloaded process has nothing yet: its readers ask. */
 	if (agent_injected)
 		heapstats_poll(1);
-	return;
+	return 1;
 passive:
+	threads_drop_pre();   /* every call passes through from now on */
 	__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
+	return 0;
 }
 
 static int stale_done;   /* collect_stale ran for this segment (atomic) */

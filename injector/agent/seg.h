@@ -1,7 +1,12 @@
 /*
  * seg: the shared segment's life: created once per process (and once per
- * child after fork) on the first slow path, retired at exit, handed to a
- * new owner at setuid.  seg.c writes the header's fields fixed at
+ * child after fork) when first needed, retired at exit, handed to a new
+ * owner at setuid.  The first slow path configures the agent and counts
+ * from then on (SEG_PRE: threads.h's pre-slot); the segment is made at
+ * the first sample, the first giant request, a second thread's first
+ * call, or ymagent_start (ymtop -p), and at once when injected, in exact
+ * mode or with YM_KEEP_SEGMENT: a short process that samples nothing
+ * (a shell's) never pays for it.  seg.c writes the header's fields fixed at
  * creation (magic last), and exit_mono_ns, EXITED, KEPT and uid; each
  * section is then written by its own file (life.c has the map).
  */
@@ -12,7 +17,7 @@
 
 #include "base.h"
 
-enum { SEG_NONE = 0, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE };
+enum { SEG_NONE = 0, SEG_PRE, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE };
 
 /* SEG_* (atomic): seg.c alone moves it. */
 extern int agent_seg_state AGENT_HIDDEN;
@@ -23,12 +28,25 @@ static inline int agent_active(void)
 	return __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE;
 }
 
-/* Create the segment if nobody did yet: configuration, the private
- * tables, the segment, then SEG_ACTIVE (or SEG_PASSIVE after one line on
- * stderr).  Called on a slow path with the guard held. */
-void seg_activate(void) AGENT_HIDDEN;
+/* Calls are counted: before the segment (the pre-slot, slot 0's
+ * stand-in), while it is made, and in it. */
+static inline int agent_counting(void)
+{
+	int s = __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE);
+	return s == SEG_PRE || s == SEG_CREATING || s == SEG_ACTIVE;
+}
+
+/* The first slow path of a process: configuration, then SEG_PRE (the
+ * segment when first needed), SEG_ACTIVE (made at once: see above) or
+ * SEG_PASSIVE.  Guard held. */
+void seg_prepare(void) AGENT_HIDDEN;
+/* SEG_PRE: make the segment now (the private tables, the segment, the
+ * pre-slot moved in: SEG_ACTIVE, or SEG_PASSIVE after one line on
+ * stderr).  calls_out 0 (the mmap path, whose caller may hold any lock):
+ * not from there.  1 when the segment is active.  Guard held. */
+int seg_start(int calls_out) AGENT_HIDDEN;
 /* The constructor: this process owns the agent's state (a vfork child,
- * which shares it, does not: seg_activate passes it through). */
+ * which shares it, does not: seg_prepare passes it through). */
 void seg_note_owner(void) AGENT_HIDDEN;
 /* A sample is being taken (guard held, no lock held): the first one of
  * a segment removes the segments of processes that are gone. */

@@ -2,8 +2,8 @@
  * threads: thread slots and registration (threads.h).
  *
  * State, this file's: the TLS of every thread, the epoch (bumped by fork:
- * a pre-fork thread's TLS is stale), the exit key, and the segment's
- * THREADS section.
+ * a pre-fork thread's TLS is stale), the exit key, the pre-slot and slot
+ * 0's stand-in (threads.h), and the segment's THREADS section.
  */
 #include <pthread.h>
 #include <string.h>
@@ -28,19 +28,77 @@ static struct ym_thread *threads;
 static uint32_t max_threads;
 static uint32_t thread_cursor;  /* where to look for an exited slot */
 
+/* Before the segment (threads.h).  Pre-slots, claimed by the threads that
+ * come first (each once a process, under pre_lock, until the maker closes
+ * them): owner is the thread's TLS while it lives, snap what the maker
+ * copied of it, handoff the slot it is to adopt (PRE_SHARED: none, count
+ * in slot 0; PRE_DROPPED: no segment).  pre_lock orders claims and exits
+ * against the maker. */
+#define PRE_SLOTS   16
+#define PRE_SHARED  ((struct ym_thread *)1)
+#define PRE_DROPPED ((struct ym_thread *)2)
+static struct pre {
+	struct ym_thread slot;
+	struct ym_totals snap;
+	struct agent_tls *owner;
+	struct ym_thread *handoff;   /* atomic */
+} pre[PRE_SLOTS];
+static uint32_t pre_used;
+static int pre_closed;
+static int pre_lock;
+/* Slot 0's stand-in, and the adders in it: the maker waits for them to
+ * leave before it adds what the stand-in holds to slot 0. */
+static struct ym_thread pre_shared;
+static struct ym_thread *shared = &pre_shared;   /* atomic */
+static uint32_t shared_busy;
+
+static void pre_take_lock(void)
+{
+	for (uint32_t i = 0; __atomic_exchange_n(&pre_lock, 1, __ATOMIC_ACQUIRE); i++)
+		agent_backoff(i);
+}
+
+static void pre_give_lock(void)
+{
+	__atomic_store_n(&pre_lock, 0, __ATOMIC_RELEASE);
+}
+
 void thread_shared_alloc(size_t u, size_t n)
 {
-	struct ym_thread *s = &threads[0];
+	__atomic_fetch_add(&shared_busy, 1, __ATOMIC_SEQ_CST);
+	struct ym_thread *s = __atomic_load_n(&shared, __ATOMIC_SEQ_CST);
 	__atomic_fetch_add(&s->t.alloc_objects, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->t.alloc_bytes, u, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->t.req_bytes, n, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&shared_busy, 1, __ATOMIC_RELEASE);
 }
 
 void thread_shared_free(size_t u)
 {
-	struct ym_thread *s = &threads[0];
+	__atomic_fetch_add(&shared_busy, 1, __ATOMIC_SEQ_CST);
+	struct ym_thread *s = __atomic_load_n(&shared, __ATOMIC_SEQ_CST);
 	__atomic_fetch_add(&s->t.free_objects, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->t.free_bytes, u, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&shared_busy, 1, __ATOMIC_RELEASE);
+}
+
+/* d += a - b, field by field (atomic adds when shared). */
+static void totals_add_diff(struct ym_totals *d, const struct ym_totals *a,
+			    const struct ym_totals *b, int atomic)
+{
+	uint64_t v[5] = {
+		a->alloc_objects - b->alloc_objects, a->alloc_bytes - b->alloc_bytes,
+		a->req_bytes - b->req_bytes, a->free_objects - b->free_objects,
+		a->free_bytes - b->free_bytes,
+	};
+	uint64_t *f[5] = { &d->alloc_objects, &d->alloc_bytes, &d->req_bytes,
+			   &d->free_objects, &d->free_bytes };
+	for (int i = 0; i < 5; i++) {
+		if (atomic)
+			__atomic_fetch_add(f[i], v[i], __ATOMIC_RELAXED);
+		else
+			thread_bump(f[i], v[i]);
+	}
 }
 
 int threads_map_segment(uint8_t *base, const struct ym_section *sec,
@@ -53,6 +111,14 @@ int threads_map_segment(uint8_t *base, const struct ym_section *sec,
 		return -1;
 	hdr->threads_used = 1;   /* slot 0: shared */
 	threads[0].state = YM_THREAD_SHARED;
+	/* Slot 0's stand-in into slot 0, once the adders that may still
+	 * hold it are out (a few instructions each; bounded all the same: a
+	 * thread stopped there by a debugger must not stop us). */
+	__atomic_store_n(&shared, &threads[0], __ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < 64 && __atomic_load_n(&shared_busy, __ATOMIC_SEQ_CST); i++)
+		agent_backoff(i);
+	static const struct ym_totals zero;
+	totals_add_diff(&threads[0].t, &pre_shared.t, &zero, 1);
 	return 0;
 }
 
@@ -103,17 +169,34 @@ static struct ym_thread *slot_claim(uint32_t tid)
 	return s;
 }
 
+static void pre_adopt(struct agent_tls *t);
+
 static void thread_exit(void *arg)
 {
 	(void)arg;
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
-	if (t->state == TLS_OWN && t->slot && t->epoch == epoch) {
+	if (t->pre && t->epoch == epoch) {
+		/* Its slot in the segment if it has one by now; else the
+		 * maker folds the pre-slot into an exited slot. */
+		struct pre *e = &pre[t->pre - 1];
+		pre_take_lock();
+		if (__atomic_load_n(&e->handoff, __ATOMIC_ACQUIRE)) {
+			pre_adopt(t);
+		} else {
+			prctl(PR_GET_NAME, e->slot.name, 0, 0, 0);
+			e->owner = NULL;
+			t->pre = 0;
+		}
+		pre_give_lock();
+	}
+	if (t->state == TLS_OWN && t->slot && !t->pre && t->epoch == epoch) {
 		prctl(PR_GET_NAME, t->slot->name, 0, 0, 0);
 		__atomic_store_n(&t->slot->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
 	}
 	t->slot = NULL;
 	t->fast = NULL;
+	t->pre = 0;
 	t->state = TLS_DEAD;
 	agent_guard_leave(t);
 }
@@ -124,30 +207,149 @@ void threads_init(void)
 		thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;
 }
 
-void threads_enter(struct agent_tls *t)
+/* A pre-slot's owner, at a slow path: its slot in the segment, with what
+ * it counted after the maker's copy; or slot 0 (no slot was free); or
+ * nothing (no segment: its calls pass through).  Owner only; under
+ * pre_lock from thread_exit. */
+static void pre_adopt(struct agent_tls *t)
+{
+	struct pre *e = &pre[t->pre - 1];
+	struct ym_thread *s = __atomic_load_n(&e->handoff, __ATOMIC_ACQUIRE);
+	t->pre = 0;
+	t->fast = NULL;
+	if (s == PRE_DROPPED) {
+		t->slot = NULL;
+		t->state = TLS_NEW;
+		return;
+	}
+	if (s == PRE_SHARED) {
+		totals_add_diff(&__atomic_load_n(&shared, __ATOMIC_ACQUIRE)->t,
+				&e->slot.t, &e->snap, 1);
+		t->slot = NULL;
+		t->state = TLS_SHARED;
+		return;
+	}
+	totals_add_diff(&s->t, &e->slot.t, &e->snap, 0);
+	t->slot = s;
+}
+
+/* The fast word was just set from the invariant: clear it again if the
+ * maker asked (threads.h).  With the maker's store, fence, store, one of
+ * the two clears it. */
+void threads_pre_sync(struct agent_tls *t)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_RELAXED))
+		__atomic_store_n(&t->fast, NULL, __ATOMIC_RELAXED);
+}
+
+/* A pre-slot for t: 1 taken (first: it was the first), 0 none left. */
+static int pre_claim(struct agent_tls *t, int *first)
+{
+	pre_take_lock();
+	uint32_t i = pre_used;
+	int ok = !pre_closed && i < PRE_SLOTS;
+	if (ok) {
+		pre_used = i + 1;
+		t->tid = (uint32_t)syscall(SYS_gettid);
+		pre[i].owner = t;
+		pre[i].slot.tid = t->tid;
+	}
+	pre_give_lock();
+	if (!ok)
+		return 0;
+	*first = i == 0;
+	sampling_thread_start(t);
+	t->state = TLS_OWN;
+	t->slot = &pre[i].slot;
+	t->pre = i + 1;
+	if (thread_key_ok)
+		pthread_setspecific(thread_key, (void *)1);
+	return 1;
+}
+
+void threads_publish_pre(struct agent_tls *self)
+{
+	static const struct ym_totals zero;
+	pre_take_lock();
+	pre_closed = 1;
+	for (uint32_t i = 0; i < pre_used; i++) {
+		struct pre *e = &pre[i];
+		struct agent_tls *o = e->owner;
+		struct ym_thread *s = slot_claim(e->slot.tid);
+		memcpy(&e->snap, &e->slot.t, sizeof e->snap);
+		if (s) {
+			memcpy(&s->t, &e->snap, sizeof s->t);
+		} else {
+			totals_add_diff(&threads[0].t, &e->snap, &zero, 1);
+			__atomic_fetch_add(&hdr->drop_threads, 1, __ATOMIC_RELAXED);
+		}
+		if (!o && s) {   /* its owner exited: an exited slot */
+			memcpy(s->name, e->slot.name, sizeof s->name);
+			__atomic_store_n(&s->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
+		}
+		__atomic_store_n(&e->handoff, s ? s : PRE_SHARED, __ATOMIC_SEQ_CST);
+		if (o == self)
+			pre_adopt(self);
+		else if (o)
+			__atomic_store_n(&o->fast, NULL, __ATOMIC_SEQ_CST);
+	}
+	pre_give_lock();
+}
+
+void threads_drop_pre(void)
+{
+	pre_take_lock();
+	pre_closed = 1;
+	for (uint32_t i = 0; i < pre_used; i++) {
+		__atomic_store_n(&pre[i].handoff, PRE_DROPPED, __ATOMIC_SEQ_CST);
+		if (pre[i].owner)
+			__atomic_store_n(&pre[i].owner->fast, NULL, __ATOMIC_SEQ_CST);
+	}
+	pre_give_lock();
+}
+
+int threads_enter(struct agent_tls *t)
 {
 	if (t->epoch != epoch) {   /* TLS of a pre-fork thread */
 		t->slot = NULL;
 		t->fast = NULL;
+		t->pre = 0;
 		t->state = TLS_NEW;
 		t->plane.plane = 0;
 		t->epoch = epoch;
 	}
-	if (t->state != TLS_NEW || !agent_active())
-		return;
+	if (unlikely(t->pre) &&
+	    __atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_ACQUIRE))
+		pre_adopt(t);
+	if (t->state != TLS_NEW)
+		return 0;
+	int st = __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE);
+	if (st == SEG_PRE || st == SEG_CREATING) {
+		/* The first thread waits for a sample; a second one makes
+		 * the segment now (seg.h); ones that come while it is made
+		 * keep their own totals meanwhile. */
+		int first = 0;
+		if (!pre_claim(t, &first))
+			return st == SEG_PRE;
+		return st == SEG_PRE && !first;
+	}
+	if (!agent_active())
+		return 0;
 	t->tid = (uint32_t)syscall(SYS_gettid);
 	sampling_thread_start(t);
 	struct ym_thread *s = slot_claim(t->tid);
 	if (!s) {
 		__atomic_fetch_add(&hdr->drop_threads, 1, __ATOMIC_RELAXED);
 		t->state = TLS_SHARED;
-		return;
+		return 0;
 	}
 	t->state = TLS_OWN;
 	t->slot = s;
 	/* For the exit destructor; may allocate (guard held). */
 	if (thread_key_ok)
 		pthread_setspecific(thread_key, (void *)1);
+	return 0;
 }
 
 void threads_fork_child(struct agent_tls *t)
@@ -158,7 +360,18 @@ void threads_fork_child(struct agent_tls *t)
 	t->forking = 0;
 	t->slot = NULL;
 	t->fast = NULL;
+	t->pre = 0;
 	t->state = TLS_NEW;
 	t->plane.plane = 0;
 	t->epoch = epoch;
+	/* The parent's pre-slot and stand-in are the parent's. */
+	memset(pre, 0, sizeof pre);
+	memset(&pre_shared, 0, sizeof pre_shared);
+	pre_used = 0;
+	pre_closed = 0;
+	pre_lock = 0;
+	shared = &pre_shared;
+	shared_busy = 0;
+	hdr = NULL;
+	threads = NULL;
 }

@@ -5,6 +5,15 @@
  * slot 0 is shared by threads that got no slot (atomic adds).  threads.c
  * and the inline functions here are the only writers of THREADS and of
  * the header's threads_used, retired, retire_seq and drop_threads.
+ *
+ * Before the segment (seg.h, SEG_PRE) the first thread counts into a
+ * private pre-slot, on the same fast paths, and threads that come while
+ * it is being made into a private stand-in for slot 0.  The thread that
+ * makes the segment moves both into it (threads_publish_pre): the
+ * stand-in after the adders in flight left it; the pre-slot as a copy
+ * into a slot of the segment, which its owner adopts at its next slow
+ * path (its fast word is cleared for that), adding what it counted after
+ * the copy.  Totals stay exact.
  */
 #ifndef YMTOP_AGENT_THREADS_H
 #define YMTOP_AGENT_THREADS_H
@@ -47,6 +56,9 @@ struct agent_tls {
 	 * slow path, which tells the parent from a child whose handlers
 	 * registered before the agent's run first. */
 	uint32_t forking;
+	/* Owns the pre-slot (threads.c): its fast word may be cleared by
+	 * the thread that makes the segment. */
+	uint32_t pre;
 };
 
 extern __thread struct agent_tls agent_tls
@@ -61,9 +73,13 @@ static inline struct ym_thread *thread_own_slot(const struct agent_tls *t)
 
 /* fast from what it stands for (the invariant above), after guard or
  * forking changed. */
+void threads_pre_sync(struct agent_tls *t) AGENT_HIDDEN;
+
 static inline void thread_fast_sync(struct agent_tls *t)
 {
 	t->fast = t->forking ? NULL : thread_own_slot(t);
+	if (unlikely(t->pre))
+		threads_pre_sync(t);
 }
 
 /* Inside the agent (or a call it makes) this thread's allocations pass
@@ -168,8 +184,17 @@ int  threads_map_segment(uint8_t *base, const struct ym_section *sec,
 			 uint32_t max_threads) AGENT_HIDDEN;
 /* Give the calling thread a slot if it has none yet and the segment is
  * active, or let it share slot 0; TLS of a pre-fork thread is renewed
- * first.  Guard held. */
-void threads_enter(struct agent_tls *t) AGENT_HIDDEN;
+ * first.  Before the segment (SEG_PRE): the pre-slot, when nobody has it
+ * yet; 1 when another thread has it and the caller should make the
+ * segment now (seg_start), then call again.  Guard held. */
+int  threads_enter(struct agent_tls *t) AGENT_HIDDEN;
+/* The segment is made (its maker, guard held, before SEG_ACTIVE): the
+ * pre-slot into a slot of its own (adopted by its owner: self at once),
+ * or into the retired totals when its owner exited. */
+void threads_publish_pre(struct agent_tls *self) AGENT_HIDDEN;
+/* No segment will come (SEG_PASSIVE): the pre-slot's owner stops
+ * counting at its next slow path. */
+void threads_drop_pre(void) AGENT_HIDDEN;
 /* After fork, in the child's only thread: a new epoch (every other TLS
  * is stale), this thread not registered. */
 void threads_fork_child(struct agent_tls *t) AGENT_HIDDEN;

@@ -186,7 +186,7 @@ def test_exec_without_the_agent_is_not_shown_as_live():
     p = subprocess.Popen(
         ["env", "-u", "LD_PRELOAD", WORKLOAD, "big"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, LD_PRELOAD=AGENT))
+        env=dict(os.environ, LD_PRELOAD=AGENT, YM_EARLY_SEGMENT="1"))
     try:
         assert p.stdout.readline().strip() == "ready"
         seg = seg_path(p.pid)

@@ -226,9 +226,12 @@ def test_dev_shm_full_agent_passive_with_one_warning():
 def test_dev_shm_full_one_warning_for_a_simple_program():
     base = {k: v for k, v in os.environ.items()
             if k != "LD_PRELOAD" and not k.startswith("YM_")}
+    # At the first call (the default waits for a sample, which this
+    # program may not take: test_lazy.py).
     r = subprocess.run(in_small_shm("%s count:10000:100 nowait" % WORKLOAD,
                                     agent=True),
-                       capture_output=True, text=True, timeout=60, env=base)
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(base, YM_EARLY_SEGMENT="1"))
     assert r.returncode == 0 and r.stdout == "ready\n", (r.returncode, r.stderr)
     assert r.stderr.count("\n") == 1 and "No space left" in r.stderr, r.stderr
 

@@ -60,6 +60,7 @@ def as_nobody(argv):
     private directory."""
     return Target(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
                    "--clear-groups", "env", "LD_PRELOAD=" + readable(AGENT),
+                   "YM_EARLY_SEGMENT=1",
                    readable(argv[0])] + argv[1:], preload=False)
 
 
@@ -81,7 +82,8 @@ def planted(make):
     has been planted at its segment's name by make(path); returns its
     exit status, stdout and stderr."""
     p = subprocess.Popen(
-        ["sh", "-c", 'read x; LD_PRELOAD="$0" exec "$1" nowait', AGENT, WORKLOAD],
+        ["sh", "-c", 'read x; LD_PRELOAD="$0" YM_EARLY_SEGMENT=1 exec "$1" nowait',
+         AGENT, WORKLOAD],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={k: v for k, v in os.environ.items()
                         if k != "LD_PRELOAD" and not k.startswith("YM_")})

@@ -42,11 +42,16 @@ class Target:
     """A program started under the agent that prints 'ready' and waits for a
     line on stdin before exiting."""
 
-    def __init__(self, argv, env=None, preload=True, ready=True):
+    def __init__(self, argv, env=None, preload=True, ready=True, early=True):
         e = dict(os.environ)
         e.pop("LD_PRELOAD", None)
         if preload:
             e["LD_PRELOAD"] = AGENT
+            # The segment at the first call, not the first sample: the
+            # tests below read it whatever the workload allocated first
+            # (test_lazy.py tests the default).
+            if early:
+                e["YM_EARLY_SEGMENT"] = "1"
         e.update(env or {})
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE,
