@@ -129,6 +129,7 @@ static void fork_child(void)
 	 * be walked with its lock (loader.h): every later step may walk it.
 	 * Stop writing into the parent's segment; start a segment of our
 	 * own lazily, on the next call. */
+	agent_configure();   /* a parent that made no call never read it */
 	loader_fork_child();
 	mmap_fork_child();
 	giant_fork_child();
@@ -182,14 +183,16 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
-	agent_configure();
 	agent_injected = detect_injected();
+	/* Preloaded, the environment is read at the first call (seg.h): a
+	 * process that makes none (/bin/true) pays nothing for it. */
+	if (agent_injected)
+		agent_configure();
 	/* Injected: the real functions are taken before the first patch. */
 	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
 		hooks_jemalloc_resolve();
 		pthread_atfork(fork_prepare, fork_parent_done, fork_child);
 		seg_note_owner();
-		seg_exit_status_init();
 		/* Preloaded, the segment is made by the first allocation (its
 		 * slow path): a process that never allocates (/bin/true) costs
 		 * no segment, and ymtop -p starts one (ymagent_start).

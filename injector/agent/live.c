@@ -120,7 +120,15 @@ void live_init_gate(int exact_mode, int glibc_usable)
 	filter_all = exact_mode || !glibc_usable;
 	/* The gate invariant (live.h): what free's fast path relies on. */
 	YM_ASSERT(filter_all || glibc_usable);
-	filter_clear();
+	if (filter_all) {
+		filter_clear();
+		return;
+	}
+	/* Nothing is sampled yet (a fork child's filter was cleared): the
+	 * gate is its pins, NULL's and the bootstrap blocks', and its
+	 * zero-filled pages stay untouched (a short process's start). */
+	filter_pin[0] |= 1;
+	gate_update(0);
 }
 
 int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)

@@ -262,7 +262,6 @@ void seg_prepare(void)
 	}
 	self_pid = getpid();
 	loader_probe();   /* before any fork: for a child's walks (loader.h) */
-	threads_init();
 	/* free's gate before the first fast free: set for every free in
 	 * exact mode and under another allocator (the gate invariant,
 	 * live.h).  Giant requests leave the fast paths from now on. */
@@ -285,6 +284,7 @@ int seg_start(int calls_out)
 					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return agent_active();
 	int rc = -1;
+	threads_init();
 	if (table_init_private(agent_cfg.max_stacks) != 0 ||
 	    live_init_private(agent_cfg.max_live, agent_exact(),
 			      agent_next.glibc_usable) != 0) {
@@ -299,6 +299,7 @@ int seg_start(int calls_out)
 	}
 	threads_publish_pre(&agent_tls);
 	heapstats_arm(agent_giant_limit);
+	seg_exit_status_init();
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
 	/* Stale segments are collected at the first sample (seg_sampled):
 	 * a short process that never samples (a shell's /bin/true) pays
@@ -412,8 +413,10 @@ static void record_exit_status(int status, void *arg)
 void seg_exit_status_init(void)
 {
 	/* on_exit may allocate its block of handlers: the caller holds the
-	 * guard.  It fails only out of memory: the status stays unknown. */
-	exit_handler_armed = on_exit(record_exit_status, NULL) == 0;
+	 * guard.  It fails only out of memory: the status stays unknown.
+	 * Once a process: a fork child inherits the handler. */
+	if (!exit_handler_armed)
+		exit_handler_armed = on_exit(record_exit_status, NULL) == 0;
 }
 
 /* The process is about to take the effective uid `euid` (setuid and its

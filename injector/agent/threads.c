@@ -21,7 +21,7 @@ __thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
 
 static uint32_t epoch;
 static pthread_key_t thread_key;
-static int thread_key_ok;
+static int key_state;
 
 static struct ym_header *hdr;
 static struct ym_thread *threads;
@@ -203,8 +203,19 @@ static void thread_exit(void *arg)
 
 void threads_init(void)
 {
-	if (!thread_key_ok)
-		thread_key_ok = pthread_key_create(&thread_key, thread_exit) == 0;
+	/* Once, by whichever thread comes first (0 none, 1 being made, 2 ok,
+	 * 3 failed: thread_key_ok); the others go on without waiting. */
+	int expect = 0;
+	if (__atomic_compare_exchange_n(&key_state, &expect, 1, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		__atomic_store_n(&key_state,
+				 pthread_key_create(&thread_key, thread_exit) == 0 ? 2 : 3,
+				 __ATOMIC_RELEASE);
+}
+
+static int thread_key_ok(void)
+{
+	return __atomic_load_n(&key_state, __ATOMIC_ACQUIRE) == 2;
 }
 
 /* A pre-slot's owner, at a slow path: its slot in the segment, with what
@@ -259,11 +270,15 @@ static int pre_claim(struct agent_tls *t, int *first)
 	if (!ok)
 		return 0;
 	*first = i == 0;
+	/* The exit key for a thread whose TLS may go away before the
+	 * segment is made (the main thread's never does). */
+	if (t->tid != (uint32_t)getpid())
+		threads_init();
 	sampling_thread_start(t);
 	t->state = TLS_OWN;
 	t->slot = &pre[i].slot;
 	t->pre = i + 1;
-	if (thread_key_ok)
+	if (thread_key_ok())
 		pthread_setspecific(thread_key, (void *)1);
 	return 1;
 }
@@ -320,8 +335,11 @@ int threads_enter(struct agent_tls *t)
 		t->epoch = epoch;
 	}
 	if (unlikely(t->pre) &&
-	    __atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_ACQUIRE))
+	    __atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_ACQUIRE)) {
 		pre_adopt(t);
+		if (t->state == TLS_OWN && thread_key_ok())
+			pthread_setspecific(thread_key, (void *)1);
+	}
 	if (t->state != TLS_NEW)
 		return 0;
 	int st = __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE);
@@ -347,7 +365,7 @@ int threads_enter(struct agent_tls *t)
 	t->state = TLS_OWN;
 	t->slot = s;
 	/* For the exit destructor; may allocate (guard held). */
-	if (thread_key_ok)
+	if (thread_key_ok())
 		pthread_setspecific(thread_key, (void *)1);
 	return 0;
 }
