@@ -247,10 +247,18 @@ void seg_note_owner(void)
 	owner_pid = getpid();
 }
 
+/* A vfork child: its calls pass through. */
+static int in_vfork_child(void)
+{
+	return owner_pid && getpid() != owner_pid;
+}
+
+static void seg_exit_status_init(void);
+
 void seg_prepare(void)
 {
-	if (owner_pid && getpid() != owner_pid)
-		return;   /* a vfork child: pass its calls through */
+	if (in_vfork_child())
+		return;
 	int expect = SEG_NONE;
 	if (!__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
 					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -279,7 +287,11 @@ void seg_prepare(void)
 int seg_start(int calls_out)
 {
 	int expect = SEG_PRE;
-	if (!calls_out || (owner_pid && getpid() != owner_pid) ||
+	/* The state first: a thread in the creation window comes here at
+	 * each call, and getpid is a system call. */
+	if (!calls_out ||
+	    __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_PRE ||
+	    in_vfork_child() ||
 	    !__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
 					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return agent_active();
@@ -410,7 +422,9 @@ static void record_exit_status(int status, void *arg)
 	}
 }
 
-void seg_exit_status_init(void)
+/* Record exit()'s status in the header at exit (glibc's on_exit), from
+ * the segment's making on (guard held). */
+static void seg_exit_status_init(void)
 {
 	/* on_exit may allocate its block of handlers: the caller holds the
 	 * guard.  It fails only out of memory: the status stays unknown.

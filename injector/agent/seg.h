@@ -61,10 +61,6 @@ void agent_exiting(void) AGENT_HIDDEN;
 /* The same from the agent's destructor, run by exit(): YM_FLAG_EXITED may
  * be left to the on_exit handler, which publishes it after the status. */
 void agent_exiting_in_exit(void) AGENT_HIDDEN;
-/* Record exit()'s status in the header at exit (glibc's on_exit).  Called
- * as the segment is made, with the guard held (registered once a
- * process). */
-void seg_exit_status_init(void) AGENT_HIDDEN;
 /* The process is about to take the effective uid `euid`. */
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 

@@ -51,6 +51,7 @@ static int pre_lock;
 static struct ym_thread pre_shared;
 static struct ym_thread *shared = &pre_shared;   /* atomic */
 static uint32_t shared_busy;
+static const struct ym_totals no_totals;
 
 static void pre_take_lock(void)
 {
@@ -117,8 +118,7 @@ int threads_map_segment(uint8_t *base, const struct ym_section *sec,
 	__atomic_store_n(&shared, &threads[0], __ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < 64 && __atomic_load_n(&shared_busy, __ATOMIC_SEQ_CST); i++)
 		agent_backoff(i);
-	static const struct ym_totals zero;
-	totals_add_diff(&threads[0].t, &pre_shared.t, &zero, 1);
+	totals_add_diff(&threads[0].t, &pre_shared.t, &no_totals, 1);
 	return 0;
 }
 
@@ -127,11 +127,7 @@ static void fold_slot(struct ym_thread *s)
 	struct ym_header *h = hdr;
 	__atomic_store_n(&h->retire_seq, h->retire_seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	h->retired.alloc_objects += s->t.alloc_objects;
-	h->retired.alloc_bytes += s->t.alloc_bytes;
-	h->retired.req_bytes += s->t.req_bytes;
-	h->retired.free_objects += s->t.free_objects;
-	h->retired.free_bytes += s->t.free_bytes;
+	totals_add_diff(&h->retired, &s->t, &no_totals, 0);
 	memset(&s->t, 0, sizeof s->t);
 	__atomic_store_n(&h->retire_seq, h->retire_seq + 1, __ATOMIC_RELEASE);
 }
@@ -285,7 +281,6 @@ static int pre_claim(struct agent_tls *t, int *first)
 
 void threads_publish_pre(struct agent_tls *self)
 {
-	static const struct ym_totals zero;
 	pre_take_lock();
 	pre_closed = 1;
 	for (uint32_t i = 0; i < pre_used; i++) {
@@ -296,7 +291,7 @@ void threads_publish_pre(struct agent_tls *self)
 		if (s) {
 			memcpy(&s->t, &e->snap, sizeof s->t);
 		} else {
-			totals_add_diff(&threads[0].t, &e->snap, &zero, 1);
+			totals_add_diff(&threads[0].t, &e->snap, &no_totals, 1);
 			__atomic_fetch_add(&hdr->drop_threads, 1, __ATOMIC_RELAXED);
 		}
 		if (!o && s) {   /* its owner exited: an exited slot */
