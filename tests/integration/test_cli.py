@@ -8,7 +8,8 @@ import sys
 import tempfile
 import time
 
-from ymlib import WORKLOAD, YMTOP, Target, run_tests, site, ymtop, seg_path
+from ymlib import (WORKLOAD, YMTOP, Target, rerun_isolated, run_tests, seg_path,
+                   site, ymtop)
 
 
 def one_line_error(r, code):
@@ -150,16 +151,7 @@ def test_picks_the_only_agent_or_lists():
     """Discovery sees every agent on the machine: run in a mount namespace
     with an empty /dev/shm of its own (as root), so that other programs
     under the agent (benchmarks, other test runs) do not count."""
-    if os.environ.get("YM_PRIVATE_SHM") != "1" and os.geteuid() == 0:
-        r = subprocess.run(
-            ["unshare", "-m", "sh", "-c",
-             'mount -t tmpfs tmpfs /dev/shm && exec "$0" "$1" "$2"',
-             sys.executable, os.path.abspath(__file__),
-             "test_picks_the_only_agent_or_lists"],
-            env=dict(os.environ, YM_PRIVATE_SHM="1"), capture_output=True,
-            text=True, timeout=120)
-        assert r.returncode == 0 and "ok test_picks" in r.stdout, \
-            r.stdout + r.stderr
+    if rerun_isolated(__file__, "test_picks_the_only_agent_or_lists"):
         return
     a = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
     try:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from ymlib import (AGENT, MiB, WORKLOAD, Target, report, run_tests, seg_path,
-                   ymtop)
+from ymlib import (AGENT, MiB, WORKLOAD, Target, report, rerun_isolated,
+                   run_tests, seg_path, ymtop)
 
 NEVER = str(1 << 40)   # a mean gap of 1 TiB: no sample in these programs
 
@@ -131,20 +131,12 @@ def test_ymtop_without_pid_finds_and_starts_an_unstarted_process():
     """In a pid and mount namespace of its own (so that no other process
     under the agent is found): the only agent process has no segment;
     ymtop without -p lists it, starts it and reports it."""
-    if os.environ.get("YM_PRIVATE_NS") != "1":
-        if os.geteuid() != 0:
-            print("  (needs root for a private pid namespace: ran in ours)")
-        else:
-            r = subprocess.run(
-                ["unshare", "-m", "-p", "-f", "--mount-proc", "sh", "-c",
-                 'mount -t tmpfs tmpfs /dev/shm && exec "$0" "$1" "$2"',
-                 sys.executable, os.path.abspath(__file__),
-                 "test_ymtop_without_pid_finds_and_starts_an_unstarted_process"],
-                env=dict(os.environ, YM_PRIVATE_NS="1"), capture_output=True,
-                text=True, timeout=120)
-            assert r.returncode == 0 and "ok test_ymtop" in r.stdout, \
-                r.stdout + r.stderr
-            return
+    if rerun_isolated(__file__,
+                      "test_ymtop_without_pid_finds_and_starts_an_unstarted_process",
+                      pid_ns=True):
+        return
+    if os.geteuid() != 0:
+        print("  (needs root for a private pid namespace: ran in ours)")
     t = Lazy([WORKLOAD, "count:100:100"], env={"YM_SAMPLE_RATE": NEVER})
     try:
         time.sleep(0.1)
