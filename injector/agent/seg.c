@@ -242,9 +242,12 @@ static void collect_stale(void)
  * nobody can find). */
 static pid_t owner_pid;
 
+static void seg_exit_status_init(void);
+
 void seg_note_owner(void)
 {
 	owner_pid = getpid();
+	seg_exit_status_init();
 }
 
 /* A vfork child: its calls pass through. */
@@ -252,8 +255,6 @@ static int in_vfork_child(void)
 {
 	return owner_pid && getpid() != owner_pid;
 }
-
-static void seg_exit_status_init(void);
 
 void seg_prepare(void)
 {
@@ -311,7 +312,6 @@ int seg_start(int calls_out)
 	}
 	threads_publish_pre(&agent_tls);
 	heapstats_arm(agent_giant_limit);
-	seg_exit_status_init();
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
 	/* Stale segments are collected at the first sample (seg_sampled):
 	 * a short process that never samples (a shell's /bin/true) pays
@@ -422,15 +422,16 @@ static void record_exit_status(int status, void *arg)
 	}
 }
 
-/* Record exit()'s status in the header at exit (glibc's on_exit), from
- * the segment's making on (guard held). */
+/* Record exit()'s status in the header at exit (glibc's on_exit): from
+ * the constructor (guard held), never from a call of the program's.
+ * on_exit takes glibc's lock on the exit handlers, and atexit holds that
+ * lock while it allocates their next block: a segment made by that
+ * allocation's sample, registering its handler there, hung the process
+ * (gcc's cc1 did; test_lazy).  It fails only out of memory: the status
+ * stays unknown.  A fork child inherits the handler. */
 static void seg_exit_status_init(void)
 {
-	/* on_exit may allocate its block of handlers: the caller holds the
-	 * guard.  It fails only out of memory: the status stays unknown.
-	 * Once a process: a fork child inherits the handler. */
-	if (!exit_handler_armed)
-		exit_handler_armed = on_exit(record_exit_status, NULL) == 0;
+	exit_handler_armed = on_exit(record_exit_status, NULL) == 0;
 }
 
 /* The process is about to take the effective uid `euid` (setuid and its

@@ -46,7 +46,9 @@ void seg_prepare(void) AGENT_HIDDEN;
  * not from there.  1 when the segment is active.  Guard held. */
 int seg_start(int calls_out) AGENT_HIDDEN;
 /* The constructor: this process owns the agent's state (a vfork child,
- * which shares it, does not: seg_prepare passes it through). */
+ * which shares it, does not: seg_prepare passes it through), and the
+ * handler that records exit()'s status is registered (on_exit: never
+ * from a malloc-family call, whose caller may hold its lock). */
 void seg_note_owner(void) AGENT_HIDDEN;
 /* A sample is being taken (guard held, no lock held): the first one of
  * a segment removes the segments of processes that are gone. */

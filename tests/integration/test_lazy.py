@@ -127,6 +127,20 @@ def test_fork_child_before_the_segment_counts_its_own():
     assert "child_site" not in names
 
 
+def test_a_sample_under_the_exit_handler_lock_makes_the_segment():
+    """atexit allocates its next block of handlers with glibc's lock on
+    them held; that calloc is the program's first sample here.  The agent
+    once registered its own exit handler as it made the segment there,
+    and the program hung (gcc's cc1 did, a few runs in a hundred)."""
+    prog = os.path.join(os.path.dirname(WORKLOAD), "atexits")
+    suffix = seg_path(0)[len("/dev/shm/ymtop-0"):]   # the namespace's
+    r = subprocess.run([prog, suffix], env=lazy_env(YM_SAMPLE_RATE="1"),
+                       capture_output=True, timeout=10)
+    # 3: the segment was there after the calls (4: no sample made it,
+    # and the test saw nothing).
+    assert r.returncode == 3 and r.stderr == b"", (r.returncode, r.stderr)
+
+
 def test_ymtop_without_pid_finds_and_starts_an_unstarted_process():
     """In a pid and mount namespace of its own (so that no other process
     under the agent is found): the only agent process has no segment;
