@@ -24,6 +24,7 @@
 #include "next.h"
 #include "sampling.h"
 #include "seg.h"
+#include "symbols.h"
 #include "threads.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -103,73 +104,14 @@ struct scope_q {
 	int caller;                  /* found, and not the main program */
 };
 
-static const ElfW(Dyn) *dyn_of(const struct dl_phdr_info *info)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			return (const ElfW(Dyn) *)(info->dlpi_addr +
-						   info->dlpi_phdr[i].p_vaddr);
-	return NULL;
-}
-
-static uint32_t gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
-}
-
-/* name's default definition in one object (GNU hash table only: every
- * Debian object has one), or NULL. */
-static void *elf_lookup(const struct dl_phdr_info *info, const char *name)
-{
-	const ElfW(Dyn) *d = dyn_of(info);
-	const char *str = NULL;
-	const ElfW(Sym) *sym = NULL;
-	const uint32_t *gh = NULL;
-	const ElfW(Half) *versym = NULL;
-	for (; d && d->d_tag != DT_NULL; d++) {
-		if (d->d_tag == DT_STRTAB)
-			str = (const char *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
-		else if (d->d_tag == DT_SYMTAB)
-			sym = (const ElfW(Sym) *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
-		else if (d->d_tag == DT_GNU_HASH)
-			gh = (const uint32_t *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
-		else if (d->d_tag == DT_VERSYM)
-			versym = (const ElfW(Half) *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
-	}
-	if (!str || !sym || !gh || gh[0] == 0)
-		return NULL;
-	uint32_t nbuckets = gh[0], symoff = gh[1], bloom = gh[2];
-	const uint32_t *buckets = gh + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
-	const uint32_t *chain = buckets + nbuckets;
-	uint32_t h = gnu_hash(name);
-	uint32_t i = buckets[h % nbuckets];
-	if (i < symoff)
-		return NULL;
-	for (;; i++) {
-		uint32_t c = chain[i - symoff];
-		const ElfW(Sym) *e = &sym[i];
-		if ((c | 1) == (h | 1) && strcmp(str + e->st_name, name) == 0 &&
-		    e->st_shndx != SHN_UNDEF && e->st_value != 0 &&
-		    ELF64_ST_TYPE(e->st_info) == STT_FUNC &&
-		    ELF64_ST_BIND(e->st_info) != STB_LOCAL &&
-		    !(versym && (versym[i] & 0x8000)))
-			return (void *)(info->dlpi_addr + e->st_value);
-		if (c & 1)
-			return NULL;
-	}
-}
-
 static void scope_try(struct scope_q *q, const struct dl_phdr_info *info,
 		      int rank)
 {
 	for (int k = 0; k < q->n; k++) {
 		if (q->out[k] && q->rank[k] <= rank)
 			continue;
-		void *f = elf_lookup(info, q->names[k]);
-		if (f && !ours(f)) {
+		void *f = sym_lookup(info, q->names[k]);
+		if (f && f != SYM_OTHER && !ours(f)) {
 			q->out[k] = f;
 			q->rank[k] = rank;
 		}
@@ -181,47 +123,15 @@ static int scope_caller(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct scope_q *q = arg;
-	int in = 0;
-	for (int i = 0; i < info->dlpi_phnum && !in; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		in = ph->p_type == PT_LOAD && q->ra >= lo && q->ra - lo < ph->p_memsz;
-	}
-	if (!in)
+	if (!sym_holds(info, q->ra))
 		return 0;
 	/* The main program's scope is the global one, already searched. */
 	if (!info->dlpi_name || !info->dlpi_name[0])
 		return 1;
 	q->caller = 1;
-	const ElfW(Dyn) *d = dyn_of(info);
-	const char *str = NULL;
-	for (const ElfW(Dyn) *e = d; e && e->d_tag != DT_NULL; e++)
-		if (e->d_tag == DT_STRTAB)
-			str = (const char *)got_dyn_ptr(info->dlpi_addr, e->d_un.d_ptr);
-	for (const ElfW(Dyn) *e = d; str && e && e->d_tag != DT_NULL; e++)
-		if (e->d_tag == DT_NEEDED && q->nneeded < SCOPE_NEEDED)
-			q->needed[q->nneeded++] = str + e->d_un.d_val;
+	q->nneeded = sym_needed(info, q->needed, SCOPE_NEEDED);
 	scope_try(q, info, 0);
 	return 1;
-}
-
-/* The object's soname, else its file name. */
-static const char *soname(const struct dl_phdr_info *info)
-{
-	const ElfW(Dyn) *d = dyn_of(info);
-	const char *str = NULL;
-	uintptr_t off = (uintptr_t)-1;
-	for (; d && d->d_tag != DT_NULL; d++) {
-		if (d->d_tag == DT_STRTAB)
-			str = (const char *)got_dyn_ptr(info->dlpi_addr, d->d_un.d_ptr);
-		else if (d->d_tag == DT_SONAME)
-			off = d->d_un.d_val;
-	}
-	if (str && off != (uintptr_t)-1)
-		return str + off;
-	const char *n = info->dlpi_name ? info->dlpi_name : "";
-	const char *slash = strrchr(n, '/');
-	return slash ? slash + 1 : n;
 }
 
 /* Pass 2: the caller's direct dependencies, in DT_NEEDED order; then
@@ -233,7 +143,7 @@ static int scope_deps(struct dl_phdr_info *info, size_t size, void *arg)
 	struct scope_q *q = arg;
 	if (!info->dlpi_name || !info->dlpi_name[0])
 		return 0;
-	const char *so = soname(info);
+	const char *so = sym_soname(info);
 	int rank = SCOPE_NEEDED + 1;
 	for (int k = 0; k < q->nneeded; k++)
 		if (strcmp(q->needed[k], so) == 0) {
@@ -264,46 +174,10 @@ static int scope_syms(const void *ra, const char *const *names, int n,
 	return found;
 }
 
-/* Preloaded, at start-up: what dlsym(RTLD_NEXT, name) gives (the first
- * definition in an object loaded after ours: the global scope, in load
- * order, before any dlopen), without allocating (a dlsym that fails
- * allocates its error message: a process that never allocates would get
- * a heap) and without the loader's lock. */
-struct next_q {
-	const char *name;
-	int seen_self;
-	void *out;
-};
-
-static int next_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	struct next_q *q = arg;
-	struct dl_find_object self;
-	if (!q->seen_self) {
-		q->seen_self = _dl_find_object((void *)next_cb, &self) == 0 &&
-			info->dlpi_addr == (uintptr_t)self.dlfo_link_map->l_addr;
-		return 0;
-	}
-	q->out = elf_lookup(info, q->name);
-	return q->out != NULL;
-}
-
-static void *next_after_self(const char *name)
-{
-	struct next_q q = { .name = name };
-	loader_iterate(next_cb, &q);
-	return q.out;
-}
-
-/* The global definition of name: dlsym's, or from the agent's
- * constructor when preloaded, next_after_self's. */
-static int global_early;   /* set while hooks_jemalloc_resolve runs */
-
+/* The global definition of name (dlsym: the loader's lock; the
+ * constructor, preloaded, asks sym_next instead). */
 static void *global_sym(const char *name)
 {
-	if (global_early && !agent_injected)
-		return next_after_self(name);
 	return dlsym(agent_injected ? RTLD_DEFAULT : RTLD_NEXT, name);
 }
 
@@ -354,6 +228,21 @@ static int scope_cached(struct scope_cache *c, unsigned long long g,
 	return found;
 }
 
+/* The global definitions f: all or none (a partial set would mix two
+ * allocators). */
+static void je_set(void *const f[JE_N])
+{
+	int found = 0;
+	for (int i = 0; i < JE_N; i++)
+		found += f[i] != NULL;
+	if (found == JE_N) {
+		memcpy(&je, f, sizeof je);
+		__atomic_store_n(&je_resolved, 1, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&je_none, 1, __ATOMIC_RELEASE);
+	}
+}
+
 /* The global definitions, searched once (dlsym takes the loader's lock:
  * hooks_jemalloc_resolve does it from the agent's constructor). */
 static void je_global(void)
@@ -364,20 +253,12 @@ static void je_global(void)
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
 	void *f[JE_N];
-	int found = 0;
 	for (int i = 0; i < JE_N; i++) {
 		f[i] = global_sym(je_names[i]);
 		if (ours(f[i]))
 			f[i] = NULL;
-		found += f[i] != NULL;
 	}
-	/* All or none: a partial set would mix two allocators. */
-	if (found == JE_N) {
-		memcpy(&je, f, sizeof je);
-		__atomic_store_n(&je_resolved, 1, __ATOMIC_RELEASE);
-	} else {
-		__atomic_store_n(&je_none, 1, __ATOMIC_RELEASE);
-	}
+	je_set(f);
 	agent_guard_leave(t);
 }
 
@@ -664,6 +545,13 @@ static void *cx_fn[CX_N];
 
 /* The next definitions (once found in the global scope), then whose they
  * are (once the malloc family is resolved). */
+static void cx_set(void *const f[CX_N])
+{
+	for (int i = 0; i < CX_N; i++)
+		__atomic_store_n(&cx_fn[i], f[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
+}
+
 static __attribute__((noinline)) int cx_resolve(void)
 {
 	struct agent_tls *t = &agent_tls;
@@ -672,13 +560,13 @@ static __attribute__((noinline)) int cx_resolve(void)
 		/* Once: dlsym takes the loader's lock (see scope_syms).
 		 * Those it finds none of, each call finds in its
 		 * caller's scope (cx_local). */
+		void *f[CX_N];
 		for (int i = 0; i < CX_N; i++) {
-			void *f = global_sym(hooks_cxx_names[i]);
-			if (ours(f))   /* RTLD_DEFAULT, injected */
-				f = NULL;
-			__atomic_store_n(&cx_fn[i], f, __ATOMIC_RELAXED);
+			f[i] = global_sym(hooks_cxx_names[i]);
+			if (ours(f[i]))   /* RTLD_DEFAULT, injected */
+				f[i] = NULL;
 		}
-		__atomic_store_n(&cx_found, 1, __ATOMIC_RELEASE);
+		cx_set(f);
 		agent_guard_leave(t);
 	}
 	int mode = __atomic_load_n(&cx_mode, __ATOMIC_ACQUIRE);
@@ -815,10 +703,32 @@ CX_DELETE(19, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_
 
 void hooks_jemalloc_resolve(void)
 {
-	global_early = 1;
-	je_global();
-	(void)cx_resolve();
-	global_early = 0;
+	if (agent_injected) {
+		je_global();
+		(void)cx_resolve();
+		return;
+	}
+	/* Preloaded: every name in one walk of the objects after ours
+	 * (symbols.h); dlsym only for a definition that is not a plain
+	 * function. */
+	const char *names[JE_N + CX_N];
+	void *f[JE_N + CX_N];
+	memcpy(names, je_names, sizeof je_names);
+	memcpy(names + JE_N, hooks_cxx_names, sizeof *names * CX_N);
+	sym_next(names, JE_N + CX_N, f);
+	for (int k = 0; k < JE_N + CX_N; k++) {
+		if (f[k] == SYM_OTHER) {
+			f[k] = global_sym(names[k]);
+			if (ours(f[k]))
+				f[k] = NULL;
+		}
+		/* Check builds: the walk agrees with the loader. */
+		YM_ASSERT(f[k] == (ours(global_sym(names[k])) ? NULL :
+				   global_sym(names[k])));
+	}
+	je_set(f);
+	cx_set(f + JE_N);
+	(void)cx_resolve();   /* whose they are */
 }
 
 /* got.c's list: the operators by name, with their definitions here. */

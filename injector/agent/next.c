@@ -2,51 +2,75 @@
  * next: resolution of the definitions we interpose (next.h).
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "life.h"
 #include "next.h"
+#include "symbols.h"
 
 struct agent_next agent_next;
+
+static const char *const names[] = {
+	"malloc", "free", "calloc", "realloc", "posix_memalign",
+	"aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
+};
+#define NNAMES (sizeof names / sizeof names[0])
+
+/* f lies in glibc's libc.so.6 (lock-free: _dl_find_object). */
+static int in_glibc(void *f)
+{
+	struct dl_find_object o;
+	if (!f || _dl_find_object(f, &o) != 0 || !o.dlfo_link_map ||
+	    !o.dlfo_link_map->l_name)
+		return 0;
+	const char *n = o.dlfo_link_map->l_name;
+	const char *slash = strrchr(n, '/');
+	return strcmp(slash ? slash + 1 : n, "libc.so.6") == 0;
+}
 
 int agent_resolve(void)
 {
 	if (__atomic_load_n(&agent_next.resolved, __ATOMIC_ACQUIRE))
 		return 1;
-	/* dlsym may allocate: the caller's guard sends that to the
-	 * bootstrap buffer. */
-	struct agent_next r = { 0 };
-	/* Preloaded: the next definition after us.  Injected: the process's
-	 * global definition, what the GOT slots we rewrite were bound to
-	 * (RTLD_NEXT from a dlopen'ed object means our own dependencies). */
+	/* Preloaded: the next definition after us (one walk of the objects,
+	 * symbols.h; dlsym for what that cannot answer).  Injected: the
+	 * process's global definition, what the GOT slots we rewrite were
+	 * bound to (RTLD_NEXT from a dlopen'ed object means our own
+	 * dependencies).  dlsym may allocate: the caller's guard sends that
+	 * to the bootstrap buffer. */
+	void *f[NNAMES];
+	if (agent_injected)
+		memset(f, 0, sizeof f);
+	else
+		sym_next(names, (int)NNAMES, f);
 	void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-#define NEXT(field, name) (*(void **)&r.field = dlsym(from, name))
-	NEXT(malloc, "malloc");
-	NEXT(free, "free");
-	NEXT(calloc, "calloc");
-	NEXT(realloc, "realloc");
-	NEXT(posix_memalign, "posix_memalign");
-	NEXT(aligned_alloc, "aligned_alloc");
-	NEXT(memalign, "memalign");
-	NEXT(valloc, "valloc");
-	NEXT(pvalloc, "pvalloc");
-	NEXT(usable, "malloc_usable_size");
-#undef NEXT
+	for (size_t k = 0; k < NNAMES; k++) {
+		if (!f[k] || f[k] == SYM_OTHER)
+			f[k] = dlsym(from, names[k]);
+		/* Check builds: the walk agrees with the loader. */
+		YM_ASSERT(f[k] == dlsym(from, names[k]));
+	}
+	struct agent_next r = { 0 };
+	void **slot[NNAMES] = {
+		(void **)&r.malloc, (void **)&r.free, (void **)&r.calloc,
+		(void **)&r.realloc, (void **)&r.posix_memalign,
+		(void **)&r.aligned_alloc, (void **)&r.memalign,
+		(void **)&r.valloc, (void **)&r.pvalloc, (void **)&r.usable,
+	};
+	for (size_t k = 0; k < NNAMES; k++)
+		*slot[k] = f[k];
 	if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.usable)
 		return 0;
 	/* When the next malloc is glibc's own, its usable size is one header
 	 * load away (glibc's musable(): chunk size minus the size field, or
 	 * minus the whole header for mmapped chunks); calling through
-	 * malloc_usable_size would cost a call on every malloc and free. */
-	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-	if (libc) {
-		r.glibc_usable = dlsym(libc, "malloc") == (void *)r.malloc &&
-			dlsym(libc, "malloc_usable_size") == (void *)r.usable &&
-			!getenv("YM_NO_GLIBC_FASTPATH");
-		dlclose(libc);
-	}
+	 * malloc_usable_size would cost a call on every malloc and free.
+	 * libc.so.6 defines each once: in it is glibc's. */
+	r.glibc_usable = in_glibc((void *)r.malloc) && in_glibc((void *)r.usable) &&
+		!getenv("YM_NO_GLIBC_FASTPATH");
 	/* Not resolved: threads racing here write the same values, and
 	 * none may see resolved go back to 0. */
 	memcpy(&agent_next, &r, offsetof(struct agent_next, resolved));

@@ -1,0 +1,46 @@
+/*
+ * symbols: definitions found in the loaded objects' own dynamic symbol
+ * tables (their GNU hash tables: every Debian object has one), with no
+ * lock of the loader's but dl_iterate_phdr's (loader.h) and no
+ * allocation.
+ *
+ * dlsym takes the loader's lock, which a dlopen holds while it runs
+ * constructors, and allocates its error message when it finds nothing
+ * (a process that never allocates would get a heap); and each call
+ * searches the scope again.  sym_next walks the objects once for all the
+ * names the agent's constructor needs.
+ */
+#ifndef YMTOP_AGENT_SYMBOLS_H
+#define YMTOP_AGENT_SYMBOLS_H
+
+#include <link.h>
+#include <stdint.h>
+
+#include "base.h"
+
+/* What sym_lookup returns for a name an object defines as something
+ * other than a plain function (an IFUNC, data): the caller asks dlsym,
+ * which knows what to do with it. */
+#define SYM_OTHER ((void *)1)
+
+/* name's default definition in one object: its address when a function,
+ * SYM_OTHER when defined as anything else, NULL when not defined there. */
+void *sym_lookup(const struct dl_phdr_info *info, const char *name) AGENT_HIDDEN;
+
+/* The object's soname, else its file name ("" for the main program). */
+const char *sym_soname(const struct dl_phdr_info *info) AGENT_HIDDEN;
+
+/* One of the object's PT_LOAD segments holds address a. */
+int sym_holds(const struct dl_phdr_info *info, uintptr_t a) AGENT_HIDDEN;
+
+/* Its DT_NEEDED entries, at most max, into needed; how many. */
+int sym_needed(const struct dl_phdr_info *info, const char **needed,
+	       int max) AGENT_HIDDEN;
+
+/* What dlsym(RTLD_NEXT, names[k]) gives the agent preloaded, at start-up:
+ * the first definition in an object loaded after the agent's, in load
+ * order (the global scope's, before any dlopen).  out[k] as sym_lookup's
+ * (SYM_OTHER: ask dlsym); one walk for all the names. */
+void sym_next(const char *const *names, int n, void **out) AGENT_HIDDEN;
+
+#endif
