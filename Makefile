@@ -161,7 +161,7 @@ $(B)/progs/%: tests/progs/%.c
 PROGS += $(B)/progs/jeapi
 $(B)/progs/jeapi: tests/progs/je/jeapi.c
 	@mkdir -p $(dir $@)
-	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -ljemalloc
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -ljemalloc -lpthread
 
 # Plugins tests/progs/dlhost loads RTLD_LOCAL: libstdc++ and libjemalloc
 # in their local scope only.

@@ -189,22 +189,9 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 	if (!p)
 		return;
 	size_t u = alloc_usable(p);
-	if (t->slot)
-		thread_count_alloc(t->slot, u, n);
-	else
-		thread_shared_alloc(u, n);
+	thread_count_alloc_here(t, u, n);
 	if (charge(t, n))
 		agent_sample(t, p, n, n);
-}
-
-/* A block was freed (its pointer may be gone): `bytes`, its usable size,
- * in exact mode; 0 when sampling, where freed bytes are not counted. */
-static void count_freed(struct agent_tls *t, size_t bytes)
-{
-	if (t->slot)
-		thread_count_free(t->slot, bytes);
-	else
-		thread_shared_free(bytes);
 }
 
 /* The usable size of a block being freed, read in exact mode only: at
@@ -216,7 +203,7 @@ static size_t freed_size(void *p)
 
 static void slow_free_count(struct agent_tls *t, void *p)
 {
-	count_freed(t, freed_size(p));
+	thread_count_free_here(t, freed_size(p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(t, p);
 }
@@ -398,16 +385,13 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 		/* realloc(p, 0) freed p (glibc, jemalloc, tcmalloc). */
 		if (sampled)
 			agent_realloc_put(t, &e, NULL, 0, old, 0);
-		count_freed(t, agent_exact() ? old : 0);
+		thread_count_free_here(t, agent_exact() ? old : 0);
 		return NULL;
 	}
 	/* One free and one allocation, in exact totals. */
-	count_freed(t, agent_exact() ? old : 0);
+	thread_count_free_here(t, agent_exact() ? old : 0);
 	size_t u = agent_usable(q);
-	if (t->slot)
-		thread_count_alloc(t->slot, agent_exact() ? u : 0, n);
-	else
-		thread_shared_alloc(agent_exact() ? u : 0, n);
+	thread_count_alloc_here(t, agent_exact() ? u : 0, n);
 	/* In exact mode the countdown is always due: a block we missed
 	 * (allocated before the segment existed) is taken in here. */
 	if (sampled)

@@ -286,20 +286,20 @@ static const struct je_fns *je_resolve(const void *ra, struct je_fns *local,
 }
 _Static_assert(sizeof(struct je_fns) == JE_N * sizeof(void *), "je_fns");
 
-/* The thread's slot when this call may be counted (registering the
- * thread first, as hooks.c's slow path does), else NULL: the call passes
- * through uncounted (inside the agent, no segment, before resolution). */
-static struct ym_thread *je_slot(struct agent_tls *t)
+/* Whether this call is counted (registering the thread first, as
+ * hooks.c's slow path does): in the thread's own slot, else in slot 0's
+ * (threads.h: thread_count_alloc_here).  0: it passes through uncounted
+ * (inside the agent, before the malloc family is resolved, passive). */
+static int je_counting(struct agent_tls *t)
 {
-	struct ym_thread *s = t->fast;
-	if (likely(s != NULL))
-		return s;
+	if (likely(t->fast != NULL))
+		return 1;
 	if (t->guard || !__atomic_load_n(&agent_next.resolved, __ATOMIC_ACQUIRE))
-		return NULL;
+		return 0;
 	agent_guard_enter(t);
 	agent_enter(t);
 	agent_guard_leave(t);
-	return agent_counting() ? thread_own_slot(t) : NULL;
+	return agent_counting();
 }
 
 /* The allocator's usable size of p, under the guard: tcmalloc's
@@ -313,18 +313,17 @@ static size_t je_usable(struct agent_tls *t, void *p)
 	return u;
 }
 
-static void je_count_alloc(struct agent_tls *t, struct ym_thread *s, void *p,
-			   size_t n)
+static void je_count_alloc(struct agent_tls *t, void *p, size_t n)
 {
 	size_t u = je_usable(t, p);
-	thread_count_alloc(s, u, n);
+	thread_count_alloc_here(t, u, n);
 	if (unlikely((t->countdown -= (int64_t)u) < 0))
 		agent_sample(t, p, n, u);
 }
 
-static void je_count_free(struct agent_tls *t, struct ym_thread *s, void *p)
+static void je_count_free(struct agent_tls *t, void *p)
 {
-	thread_count_free(s, je_usable(t, p));
+	thread_count_free_here(t, je_usable(t, p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(t, p);
 }
@@ -392,8 +391,8 @@ EXPORT void *mallocx(size_t n, int flags)
 	if (!counted)
 		return j->mallocx(n, flags);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = je_slot(t);
-	if (s && n >= agent_giant_limit) {
+	int c = je_counting(t);
+	if (c && n >= agent_giant_limit) {
 		agent_giant(t, n, agent_cfg.giant_fail);
 		if (agent_cfg.giant_fail) {
 			errno = ENOMEM;
@@ -401,8 +400,8 @@ EXPORT void *mallocx(size_t n, int flags)
 		}
 	}
 	void *p = j->mallocx(n, flags);
-	if (p && s && thread_own_slot(t) == s)
-		je_count_alloc(t, s, p, n);
+	if (p && c)
+		je_count_alloc(t, p, n);
 	return p;
 }
 
@@ -414,8 +413,7 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 	if (!j->rallocx)
 		return emulate_rallocx(p, n, flags);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = counted ? je_slot(t) : NULL;
-	if (!s)
+	if (!counted || !je_counting(t))
 		return j->rallocx(p, n, flags);
 	/* As hooks.c's realloc_slow: a sampled block leaves the live table
 	 * before the allocator may hand its address to another thread, and
@@ -431,8 +429,8 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 		return NULL;
 	}
 	size_t u = je_usable(t, q);
-	thread_count_free(s, old);
-	thread_count_alloc(s, u, n);
+	thread_count_free_here(t, old);
+	thread_count_alloc_here(t, u, n);
 	if (sampled)
 		agent_realloc_put(t, &e, q, n, old, u);
 	else if (unlikely((t->countdown -= (int64_t)(u > old ? u - old : 0)) < 0))
@@ -448,8 +446,7 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 	if (!j->xallocx)   /* cannot resize in place without jemalloc */
 		return agent_next.usable(p);
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = counted ? je_slot(t) : NULL;
-	if (!s)
+	if (!counted || !je_counting(t))
 		return j->xallocx(p, n, extra, flags);
 	size_t old = je_usable(t, p);
 	struct ym_live e;
@@ -457,8 +454,8 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 		      agent_realloc_take(t, p, &e);
 	size_t u = j->xallocx(p, n, extra, flags);   /* the new usable size */
 	if (u != old) {
-		thread_count_free(s, old);
-		thread_count_alloc(s, u, n);
+		thread_count_free_here(t, old);
+		thread_count_alloc_here(t, u, n);
 	}
 	if (sampled)
 		agent_realloc_put(t, &e, p, u != old ? n : e.size, old, u);
@@ -476,9 +473,8 @@ static int je_freeing(void *p, void *next, int counted)
 		return 0;
 	}
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = p && counted ? je_slot(t) : NULL;
-	if (s)
-		je_count_free(t, s, p);
+	if (p && counted && je_counting(t))
+		je_count_free(t, p);
 	return 1;
 }
 
@@ -609,9 +605,8 @@ static void *cx_last_new(size_t n, size_t al)
 static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = p ? je_slot(t) : NULL;
-	if (s)
-		je_count_alloc(t, s, p, n);
+	if (p && je_counting(t))
+		je_count_alloc(t, p, n);
 	return p;
 }
 

@@ -176,6 +176,25 @@ static inline void thread_uncount_freed(struct ym_thread *s)
 void thread_shared_alloc(size_t u, size_t n) AGENT_HIDDEN;
 void thread_shared_free(size_t u) AGENT_HIDDEN;
 
+/* Where a counted call of the slow paths lands: the thread's own slot,
+ * else slot 0's (more threads than slots, or not registered yet). */
+static inline void thread_count_alloc_here(const struct agent_tls *t, size_t u,
+					   size_t n)
+{
+	if (t->slot)
+		thread_count_alloc(t->slot, u, n);
+	else
+		thread_shared_alloc(u, n);
+}
+
+static inline void thread_count_free_here(const struct agent_tls *t, size_t u)
+{
+	if (t->slot)
+		thread_count_free(t->slot, u);
+	else
+		thread_shared_free(u);
+}
+
 /* Before the segment: the key whose destructor marks a slot exited. */
 void threads_init(void) AGENT_HIDDEN;
 /* Point at the segment's THREADS section (header at base); back and

@@ -92,6 +92,27 @@ def test_linked_program_injected():
         t.kill()
 
 
+def test_threads_beyond_the_slots_are_counted():
+    """More threads than YM_MAX_THREADS has slots share slot 0: their
+    mallocx, sdallocx and dallocx are counted there, exactly, and the
+    sampled blocks they free leave the live table (they once passed
+    through: uncounted, and the blocks they freed stayed retained)."""
+    need_prog()
+    t = Target([PROG], env={"YM_SAMPLE_RATE": "1", "YM_MAX_THREADS": "16"})
+    try:
+        before = report(t.pid)["totals"]
+        command(t, "threads")
+        rep = report(t.pid)
+    finally:
+        t.kill()
+    assert rep["table"]["dropped_threads"] > 0, rep["table"]   # the case at hand
+    for n in ("handed_site", "thread_site"):
+        assert retained(rep, n) == 0, (n, retained(rep, n))
+    after = rep["totals"]
+    for k in ("allocated_objects", "freed_objects"):
+        assert after[k] - before[k] >= 4800, (k, before, after)
+
+
 CXX = os.path.join(BUILD, "progs", "cxxnew")
 LIBS = {
     "glibc": None,

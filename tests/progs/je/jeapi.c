@@ -9,8 +9,13 @@
  *           churn_site:   2000 blocks of 32 KiB, each sdallocx'ed at once
  *           all held but churn_site's: 50 MiB in all
  *   free    sdallocx for mallocx_site's blocks, dallocx for rallocx_site's
+ *   threads handed_site: 24 x 100 blocks of 4 KiB by mallocx in this
+ *           thread; then 24 threads, all alive together, each dallocx'es
+ *           its 100 of them and churns 100 blocks of 4 KiB of its own
+ *           (thread_site: mallocx, sdallocx): 4800 mallocx, 4800 frees
  */
 #include <jemalloc/jemalloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,6 +53,50 @@ static NOINLINE void churn_site(void)
 	}
 }
 
+#define T 24
+#define PER 100
+static void *handed[T][PER];
+static pthread_barrier_t together;
+
+static NOINLINE void handed_site(void)
+{
+	for (int i = 0; i < T; i++)
+		for (int k = 0; k < PER; k++)
+			handed[i][k] = mallocx(4 * KiB, 0);
+}
+
+static NOINLINE void thread_site(void)
+{
+	for (int k = 0; k < PER; k++) {
+		void *p = mallocx(4 * KiB, 0);
+		memset(p, 1, 64);
+		sdallocx(p, 4 * KiB, 0);
+	}
+}
+
+static void *worker(void *arg)
+{
+	void **mine = arg;
+	pthread_barrier_wait(&together);   /* every thread has started */
+	for (int k = 0; k < PER; k++)
+		dallocx(mine[k], 0);
+	thread_site();
+	pthread_barrier_wait(&together);   /* none has exited yet */
+	return NULL;
+}
+
+static void threads(void)
+{
+	pthread_t th[T];
+	handed_site();
+	pthread_barrier_init(&together, NULL, T);
+	for (int i = 0; i < T; i++)
+		pthread_create(&th[i], NULL, worker, handed[i]);
+	for (int i = 0; i < T; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&together);
+}
+
 int main(void)
 {
 	char line[64];
@@ -58,6 +107,8 @@ int main(void)
 			mallocx_site();
 			rallocx_site();
 			churn_site();
+		} else if (!strncmp(line, "threads", 7)) {
+			threads();
 		} else if (!strncmp(line, "free", 4)) {
 			for (int i = 0; i < N; i++) {
 				sdallocx(a[i], 64 * KiB, MALLOCX_ALIGN(64));
