@@ -166,7 +166,7 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 			return BOOT;
 	}
 	if (t->guard)
-		return PASS;
+		return t->boot ? BOOT : PASS;
 	agent_guard_enter(t);
 	agent_enter(t);
 	agent_guard_leave(t);

@@ -59,6 +59,10 @@ struct agent_tls {
 	/* Owns the pre-slot (threads.c): its fast word may be cleared by
 	 * the thread that makes the segment. */
 	uint32_t pre;
+	/* While set (guard held), this thread's allocations come from the
+	 * bootstrap buffer: a dlsym that finds nothing mallocs its message,
+	 * which must not touch the host's heap (hooks_jemalloc.c). */
+	uint32_t boot;
 };
 
 extern __thread struct agent_tls agent_tls
