@@ -47,9 +47,6 @@ static uint32_t  live_heads_cap;
 static uint32_t  heads_log;
 static uint8_t   hlog[YM_LIVE_STRIPES];
 
-/* free probes the table before the lock (live_probe_update). */
-static int live_probe;
-
 /* One word of the gate from the live and pinned bits.  Its writers are
  * serialized (the lock, or a single thread at start-up and after fork);
  * frees read it concurrently. */
@@ -161,7 +158,6 @@ void live_reset_private(void)
 	filter_clear();
 	memset(region_map, 0, sizeof region_map);
 	region_turn = 0;
-	live_probe = 0;
 }
 
 void live_map_segment(uint8_t *base, const struct ym_section *sec)
@@ -191,11 +187,6 @@ int live_init_segment(void)
 uint32_t live_part_log(void)
 {
 	return part_log;
-}
-
-int live_probe_pays(void)
-{
-	return __atomic_load_n(&live_probe, __ATOMIC_RELAXED);
 }
 
 /* ---- Live table: a pool of entries in the segment shared by stripes
@@ -338,19 +329,6 @@ static void stripe_unlock(struct ym_stripe *st, uint64_t odd)
 {
 	YM_ASSERT((odd & 1) && __atomic_load_n(&st->seq, __ATOMIC_RELAXED) == odd);
 	__atomic_store_n(&st->seq, odd + 1, __ATOMIC_RELEASE);
-}
-
-/* free's lock-free probe pays off once filter false positives are
- * frequent (live samples / 2^15 filter bits); below that it reads a
- * stripe line that the lock holder writes, for nothing.  Hysteresis:
- * every sampled free reads the flag, it should rarely change.  The
- * stripe's count times the stripes estimates the total.  Stripe held. */
-static void live_probe_update(const struct ym_stripe *st)
-{
-	uint64_t n = st->count << stripe_log;
-	int on = live_probe ? n > 512 : n > 1024;
-	if (on != __atomic_load_n(&live_probe, __ATOMIC_RELAXED))
-		__atomic_store_n(&live_probe, on, __ATOMIC_RELAXED);
 }
 
 /* Split every chain of stripe s in two: entries whose hash has bit hlog
@@ -557,7 +535,6 @@ int live_remove(uint64_t addr, uint32_t tid, struct ym_live *out, uint32_t spins
 		*ym_stripe_free(st, lane) = j;
 		__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
 		filter_dec(addr);
-		live_probe_update(st);
 	}
 	stripe_unlock(st, seq);
 	return j != 0;
@@ -592,7 +569,6 @@ int live_insert(const struct ym_live *e, uint32_t tid, uint32_t spins)
 			link_store(l, j);
 			__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
 			filter_inc(e->addr);
-			live_probe_update(st);
 			heads_grow(st);
 		}
 	}
@@ -626,7 +602,6 @@ int live_reset(void)
 		}
 		filter_clear();
 		heads_init();
-		live_probe_update(&stripes[0]);
 	}
 	while (taken > 0) {
 		taken--;

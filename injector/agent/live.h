@@ -35,7 +35,9 @@
  * block of another allocator; agent_usable_glibc asserts it (next.h).
  *
  * 4 KiB each, static: they stay in L1 and cost no pointer load.  A false
- * positive costs a lock-free probe of the live table (live_has). */
+ * positive costs a look into the live table: a lock-free probe (live_has)
+ * where the thread's hits are mostly false (sampling.c), else the
+ * stripe's lock. */
 #define AGENT_FILTER_BITS 15
 #define AGENT_FILTER_WORDS ((1u << AGENT_FILTER_BITS) / 64)
 extern uint64_t agent_filter[AGENT_FILTER_WORDS] AGENT_HIDDEN;
@@ -94,9 +96,6 @@ int  live_remove(uint64_t addr, uint32_t tid, struct ym_live *out,
 /* No lock: 0 when addr is certainly not in the live table, 1 when it may
  * be (found, or the table changed during the probe). */
 int  live_has(uint64_t addr) AGENT_HIDDEN;
-/* Whether a probe (live_has) before the lock pays off now: many live
- * samples, so filter false positives are frequent. */
-int  live_probe_pays(void) AGENT_HIDDEN;
 /* Empty the table, every stripe taken in order: 0 when one stayed busy
  * (nothing was emptied).  Under table_lock (table_reset_counters). */
 int  live_reset(void) AGENT_HIDDEN;

@@ -63,6 +63,11 @@ struct agent_tls {
 	 * bootstrap buffer: a dlsym that finds nothing mallocs its message,
 	 * which must not touch the host's heap (hooks_jemalloc.c). */
 	uint32_t boot;
+	/* This thread's recent frees that the filter sent to the live table,
+	 * and how many of those were samples (sampling.c: whether a probe
+	 * before the lock pays). */
+	uint32_t filter_hits;
+	uint32_t filter_found;
 };
 
 extern __thread struct agent_tls agent_tls
