@@ -1,7 +1,11 @@
 """The host list in a real terminal: tmux runs ymtop with several agent
 processes and none chosen.  Each test runs in a pid namespace of its own
 (unshare, as root), so that agent processes of other tests on the machine
-are not in the list; the processes are started inside it by a script."""
+are not in the list; the processes are started inside it by a script.
+Its /dev/shm is a tmpfs of its own too: the processes die with the
+namespace (SIGKILL, no exit handler), and segments of a pid namespace that
+is gone would stay in the host's /dev/shm, where no agent of another
+namespace may judge them stale."""
 import os
 import re
 import shutil
@@ -25,7 +29,8 @@ class Host(Screen):
         self.dir = tempfile.mkdtemp(prefix="ymtop-host-")
         script = os.path.join(self.dir, "run.sh")
         with open(script, "w") as f:
-            f.write("#!/bin/sh\nexport YM_SAMPLE_RATE=65536\n%s\n"
+            f.write("#!/bin/sh\nmount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 1\n"
+                    "export YM_SAMPLE_RATE=65536\n%s\n"
                     "%s -d 0.3 %s\necho EXIT=$?\nsleep 60\n" % (setup, YMTOP, args))
         os.chmod(script, 0o755)
         self.name = "h%d" % os.getpid()
