@@ -16,6 +16,7 @@
 
 #include "heapstats.h"
 #include "next.h"
+#include "seg.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -71,7 +72,10 @@ void heapstats_fork_child(void)
 
 void heapstats_poked(struct agent_tls *t)
 {
-	if (!ctl || __atomic_load_n(&ctl->fast_limit, __ATOMIC_ACQUIRE) == armed)
+	/* Not while the segment is being made (its maker may still give up):
+	 * a reader cannot ask before it exists. */
+	if (!agent_active() || !ctl ||
+	    __atomic_load_n(&ctl->fast_limit, __ATOMIC_ACQUIRE) == armed)
 		return;
 	__atomic_store_n(&ctl->fast_limit, armed, __ATOMIC_RELAXED);
 	agent_guard_enter(t);

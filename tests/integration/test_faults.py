@@ -210,17 +210,20 @@ def test_dev_shm_full_agent_passive_with_one_warning():
             if k != "LD_PRELOAD" and not k.startswith("YM_")}
     a = subprocess.run(in_small_shm(prog), capture_output=True, env=base,
                        timeout=120)
-    b = subprocess.run(in_small_shm(prog, agent=True), capture_output=True,
-                       timeout=120, env=base)
-    assert a.returncode == b.returncode == 0, (a.returncode, b.returncode, b.stderr)
-    assert a.stdout == b.stdout, (a.stdout, b.stdout)
-    # One line from the process itself; each forked child (an agent of its
-    # own) says it once too, never more.
-    lines = b.stderr.decode().splitlines()
-    assert lines and all(l.startswith("ymagent: cannot create the shared segment")
-                         for l in lines), lines
-    assert len(lines) <= 11, len(lines)
-    assert a.stderr == b""
+    assert a.returncode == 0 and a.stderr == b"", (a.returncode, a.stderr)
+    # Ten runs: threads that slow paths send into the creation window while
+    # its maker gives up once crashed one run in three (SIGSEGV).
+    for _ in range(10):
+        b = subprocess.run(in_small_shm(prog, agent=True), capture_output=True,
+                           timeout=120, env=base)
+        assert b.returncode == 0, (b.returncode, b.stderr)
+        assert a.stdout == b.stdout, (a.stdout, b.stdout)
+        # One line from the process itself; each forked child (an agent of
+        # its own) says it once too, never more.
+        lines = b.stderr.decode().splitlines()
+        assert lines and all(l.startswith("ymagent: cannot create the shared segment")
+                             for l in lines), lines
+        assert len(lines) <= 11, len(lines)
 
 
 def test_dev_shm_full_one_warning_for_a_simple_program():
