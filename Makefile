@@ -163,6 +163,13 @@ $(B)/progs/jeapi: tests/progs/je/jeapi.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -o $@ $< -ljemalloc -lpthread
 
+# Built without PIE, taking malloc's and free's addresses: the
+# executable's canonical PLT entries stand for them (Debian's python3.11).
+PROGS += $(B)/progs/inject_nopie
+$(B)/progs/inject_nopie: tests/progs/nopie/inject_nopie.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer -fno-inline -fno-pie -no-pie $(WARN) -o $@ $<
+
 # Plugins tests/progs/dlhost loads RTLD_LOCAL: libstdc++ and libjemalloc
 # in their local scope only.
 PROGS += $(B)/progs/libcxxplug.so $(B)/progs/libjeplug.so

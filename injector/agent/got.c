@@ -9,8 +9,11 @@
  * DT_JMPREL, DT_RELA and DT_REL) of the functions we hook.
  *
  * Invariants:
- * - The real functions were taken with dlsym(RTLD_DEFAULT) before the first
- *   patch (agent_resolve_default): what the slots were bound to.
+ * - The real functions were taken before the first patch (sym_global:
+ *   dlsym(RTLD_DEFAULT), or past a non-PIE executable's canonical PLT
+ *   entry the definition behind it): what the slots were bound to.  A
+ *   slot that holds such a PLT entry is left alone: it leads through the
+ *   executable's own slot, which is rewritten.
  * - A slot is rewritten only when it holds that real function or a lazy
  *   binding stub of its own object; anything else was bound on purpose.
  * - Each slot write is one aligned 8-byte store: a thread calling through
@@ -38,6 +41,7 @@
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "loader.h"
+#include "symbols.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *(*real_dlopen)(const char *, int);
@@ -49,7 +53,7 @@ static void *hook_dlmopen(Lmid_t ns, const char *file, int mode);
 struct hook {
 	const char *name;
 	void *hook;       /* our function */
-	void *real;       /* dlsym(RTLD_DEFAULT) before patching */
+	void *real;       /* sym_global before patching */
 };
 
 #define NBASE 29   /* the entries named here; then C++'s operators */
@@ -114,7 +118,7 @@ int got_init(void)
 		} else {
 			hooks[i].hook = ours[i];
 		}
-		hooks[i].real = dlsym(RTLD_DEFAULT, hooks[i].name);
+		hooks[i].real = sym_global(hooks[i].name);
 	}
 	*(void **)&real_dlopen = hooks[NBASE - 1].real;
 	*(void **)&real_dlmopen = hooks[NBASE - 2].real;

@@ -17,6 +17,7 @@
 #include "heapstats.h"
 #include "next.h"
 #include "seg.h"
+#include "symbols.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -96,8 +97,8 @@ static int same_object(void *f, void *malloc_fn)
 static void find(void)
 {
 	void *m = (void *)agent_next.malloc;
-	void *jm = dlsym(RTLD_DEFAULT, "mallctl");
-	void *tc = dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
+	void *jm = sym_global("mallctl");
+	void *tc = sym_global("MallocExtension_GetNumericProperty");
 	if (same_object(jm, m)) {
 		fn.mallctl = (mallctl_fn)jm;
 		fn.kind = YM_HEAP_JEMALLOC;
@@ -105,8 +106,8 @@ static void find(void)
 		fn.tc_prop = (tc_prop_fn)tc;
 		fn.kind = YM_HEAP_TCMALLOC;
 	} else if (agent_next.glibc_usable ||
-		   same_object(dlsym(RTLD_DEFAULT, "mallinfo2"), m)) {
-		fn.mallinfo2 = (mallinfo2_fn)dlsym(RTLD_DEFAULT, "mallinfo2");
+		   same_object(sym_global("mallinfo2"), m)) {
+		fn.mallinfo2 = (mallinfo2_fn)sym_global("mallinfo2");
 		fn.kind = fn.mallinfo2 ? YM_HEAP_GLIBC : YM_HEAP_NONE;
 	}
 	__atomic_store_n(&fn.found, 1, __ATOMIC_RELEASE);

@@ -175,20 +175,12 @@ static int scope_syms(const void *ra, const char *const *names, int n,
 }
 
 /* The global definition of name (dlsym: the loader's lock; the
- * constructor, preloaded, asks sym_next instead).  A name defined nowhere
- * (mallocx under glibc) makes dlsym malloc its error message: that comes
- * from the bootstrap buffer, never from the host's heap (a program that
- * allocates nothing has no heap, test_start_leaves_the_host_heap_alone). */
+ * constructor, preloaded, asks sym_next instead).  symbols.h: what a
+ * name defined nowhere costs, and the injected agent's canonical PLT
+ * entries. */
 static void *global_sym(const char *name)
 {
-	struct agent_tls *t = &agent_tls;
-	uint32_t was = t->boot;
-	agent_guard_enter(t);
-	t->boot = 1;
-	void *f = dlsym(agent_injected ? RTLD_DEFAULT : RTLD_NEXT, name);
-	t->boot = was;
-	agent_guard_leave(t);
-	return f;
+	return agent_injected ? sym_global(name) : sym_dlsym(RTLD_NEXT, name);
 }
 
 /* The last lookup in a caller's scope, for the next call from the same

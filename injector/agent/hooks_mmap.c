@@ -25,6 +25,7 @@
 #include "next.h"
 #include "sampling.h"
 #include "seg.h"
+#include "symbols.h"
 #include "table.h"
 #include "threads.h"
 
@@ -142,9 +143,16 @@ static int in_object(struct dl_phdr_info *info, size_t size, void *arg)
 /* Under the guard (dlsym may allocate). */
 static void resolve(void)
 {
-	void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
-	void *m = dlsym(from, "mmap"), *u = dlsym(from, "munmap"),
-	     *r = dlsym(from, "mremap");
+	void *m, *u, *r;
+	if (agent_injected) {
+		m = sym_global("mmap");
+		u = sym_global("munmap");
+		r = sym_global("mremap");
+	} else {
+		m = dlsym(RTLD_NEXT, "mmap");
+		u = dlsym(RTLD_NEXT, "munmap");
+		r = dlsym(RTLD_NEXT, "mremap");
+	}
 	if (m == (void *)hook_mmap || u == (void *)hook_munmap ||
 	    r == (void *)hook_mremap)
 		m = u = r = NULL;   /* only ours: the system calls then */

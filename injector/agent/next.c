@@ -42,16 +42,17 @@ int agent_resolve(void)
 	 * dependencies).  dlsym may allocate: the caller's guard sends that
 	 * to the bootstrap buffer. */
 	void *f[NNAMES];
-	if (agent_injected)
-		memset(f, 0, sizeof f);
-	else
+	if (!agent_injected)
 		sym_next(names, (int)NNAMES, f);
-	void *from = agent_injected ? RTLD_DEFAULT : RTLD_NEXT;
 	for (size_t k = 0; k < NNAMES; k++) {
+		if (agent_injected) {
+			f[k] = sym_global(names[k]);
+			continue;
+		}
 		if (!f[k] || f[k] == SYM_OTHER)
-			f[k] = dlsym(from, names[k]);
+			f[k] = dlsym(RTLD_NEXT, names[k]);
 		/* Check builds: the walk agrees with the loader. */
-		YM_ASSERT(f[k] == dlsym(from, names[k]));
+		YM_ASSERT(f[k] == dlsym(RTLD_NEXT, names[k]));
 	}
 	struct agent_next r = { 0 };
 	void **slot[NNAMES] = {

@@ -2,6 +2,7 @@
  * symbols: definitions from the objects' dynamic symbol tables
  * (symbols.h).
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include "got.h"
 #include "loader.h"
 #include "symbols.h"
+#include "threads.h"
 
 /* What a lookup needs of one object, read from its .dynamic once. */
 struct table {
@@ -177,4 +179,72 @@ void sym_next(const char *const *names, int n, void **out)
 	struct next_q q = { .names = names, .n = n, .left = n, .out = out };
 	memset(out, 0, sizeof *out * (size_t)n);
 	loader_iterate(next_cb, &q);
+}
+
+/* ---- sym_dlsym, sym_global ---- */
+
+void *sym_dlsym(void *handle, const char *name)
+{
+	struct agent_tls *t = &agent_tls;
+	uint32_t was = t->boot;
+	agent_guard_enter(t);
+	t->boot = 1;
+	void *f = dlsym(handle, name);
+	t->boot = was;
+	agent_guard_leave(t);
+	return f;
+}
+
+/* The object holding an address, and whether it defines name. */
+struct holder_q {
+	uintptr_t addr;
+	const char *name;
+	int found, defines;
+};
+
+static int holder_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct holder_q *q = arg;
+	if (!sym_holds(info, q->addr))
+		return 0;
+	struct table t;
+	q->found = 1;
+	q->defines = table_of(info, &t) == 0 &&
+		find(&t, q->name, gnu_hash(q->name)) != NULL;
+	return 1;
+}
+
+/* The first definition of name in load order, not the agent's own. */
+struct first_q {
+	const char *name;
+	uint32_t hash;
+	void *out;
+};
+
+static int first_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct first_q *q = arg;
+	struct table t;
+	if (sym_holds(info, (uintptr_t)(void *)first_cb) || table_of(info, &t) != 0)
+		return 0;
+	q->out = find(&t, q->name, q->hash);
+	return q->out != NULL;
+}
+
+void *sym_global(const char *name)
+{
+	void *f = sym_dlsym(RTLD_DEFAULT, name);
+	if (!f)
+		return NULL;
+	struct holder_q h = { .addr = (uintptr_t)f, .name = name };
+	loader_iterate(holder_cb, &h);
+	if (!h.found || h.defines)
+		return f;
+	/* A canonical PLT entry: its object has the name only as undefined.
+	 * An IFUNC there (SYM_OTHER) is left to the stub, as before. */
+	struct first_q q = { .name = name, .hash = gnu_hash(name) };
+	loader_iterate(first_cb, &q);
+	return q.out && q.out != SYM_OTHER ? q.out : f;
 }

@@ -43,4 +43,22 @@ int sym_needed(const struct dl_phdr_info *info, const char **needed,
  * (SYM_OTHER: ask dlsym); one walk for all the names. */
 void sym_next(const char *const *names, int n, void **out) AGENT_HIDDEN;
 
+/* dlsym(handle, name), with the calling thread's allocations sent to the
+ * bootstrap buffer meanwhile: a name defined nowhere (mallocx under
+ * glibc) makes dlsym malloc its error message, which must not touch the
+ * host's heap (a program that allocates nothing has none). */
+void *sym_dlsym(void *handle, const char *name) AGENT_HIDDEN;
+
+/* The definition the process's calls of name reach, for the injected
+ * agent: dlsym(RTLD_DEFAULT, name), except where that answer is a
+ * canonical PLT entry.  An executable built without PIE that takes a
+ * function's address (Debian's python3.11 does for malloc and free)
+ * exports its own PLT stub as the function, so that the address is the
+ * same everywhere; dlsym answers the stub, while the GOT slots were bound
+ * (the stub's own among them) to the definition in the first object, in
+ * load order, that defines the name.  That definition is returned then:
+ * forwarding to the stub would run through a slot the agent rewrites.
+ * NULL when nothing defines name. */
+void *sym_global(const char *name) AGENT_HIDDEN;
+
 #endif
