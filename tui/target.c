@@ -63,7 +63,9 @@ void target_agent_path(char *buf, size_t len)
 
 /* Open the segment of the process pi where it made it: its /dev/shm seen
  * through /proc/PID/root (its mount namespace: a container's), or ours
- * when that is closed to us and the process is in our mount namespace.
+ * when that is closed to us and the process is in our mount namespace,
+ * or when it is a zombie of our pid namespace (its root is gone with its
+ * file system state; its segment, kept or left by a kill, is here).
  * Owner checked against uid as shm_reader_open_path does.  Returns its
  * code (-ENOENT: the process has no segment). */
 static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
@@ -88,7 +90,8 @@ static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t 
 	 * mapping) hold as anywhere. */
 	struct stat st;
 	snprintf(path, sizeof path, "/proc/%ld/root/", (long)pi->pid);
-	if (stat(path, &st) != 0 && (errno == EACCES || errno == EPERM))
+	if (stat(path, &st) != 0 && (errno == EACCES || errno == EPERM ||
+				     (errno == ENOENT && proc_gone(pi) && ns == own_ns)))
 		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
 	else
 		snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid,
@@ -398,6 +401,10 @@ void target_attach(pid_t pid, struct shm_reader *r)
 		cli_die(1, "process %ld belongs to another user (uid %u); run ymtop as "
 		       "that user or as root", (long)pid, (unsigned)pi.uid);
 	rc = open_live(pid, &pi, r, err, sizeof err);
+	if (rc == -ENOENT && proc_gone(&pi))
+		cli_die(1, "process %ld has exited (its parent has not reaped it) and "
+			"left no segment: nothing to report; YM_KEEP_SEGMENT=1 keeps "
+			"a process's segment for a report after its exit", (long)pid);
 	if (rc == -ENOENT)
 		rc = inject(pid, &pi, r, err, sizeof err);
 	if (rc != 0)

@@ -332,6 +332,52 @@ def test_leaked_at_exit_text():
     assert out.count("Still held at exit") == 1, out.count("Still held at exit")
 
 
+def test_zombie_read_after_its_exit():
+    """ymtop started after the process exited, while its parent has not
+    reaped it: with YM_KEEP_SEGMENT=1 the report is its final state and
+    its status; without a segment, one line that says so.  Both said
+    "runs in another mount namespace" (a zombie's /proc/PID/root is gone)
+    and tried to inject."""
+    t = Target([HELD, "3"], env=dict(EXACT, YM_KEEP_SEGMENT="1"))
+    seg = "/dev/shm/ymtop-%d" % t.pid
+    try:
+        exit_without_reaping(t)
+        wait_until(lambda: state_of(t.pid) == "Z")
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
+                            str(t.pid)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        last = json_reports(r.stdout)[-1]
+        assert last["exit"] == {"how": "status", "status": 3}, last.get("exit")
+        assert last.get("leaked_at_exit") is True, list(last)
+    finally:
+        t.kill()
+        if os.path.exists(seg):
+            os.unlink(seg)
+    t = Target([HELD, "3"], env=EXACT)
+    try:
+        exit_without_reaping(t)
+        wait_until(lambda: state_of(t.pid) == "Z")
+        r = subprocess.run([YMTOP, "-b", "-n", "1", "-p", str(t.pid)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and "has exited" in r.stderr, r.stderr
+    finally:
+        t.kill()
+
+
+def state_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_until(cond, timeout=10):
+    end = time.time() + timeout
+    while not cond():
+        assert time.time() < end, "timed out"
+        time.sleep(0.02)
+
+
 def test_killed_by_signal_never_a_wrong_status():
     """held kills itself with SIGKILL (no exit handler runs): signal 9
     while it is a zombie, else unknown; never an exit status."""
