@@ -327,10 +327,12 @@ int proc_preloads_agent(pid_t pid)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return errno ? -errno : -EIO;
-	/* NUL-separated; bounded: LD_PRELOAD within the first 256 KiB. */
+	/* NUL-separated; bounded: LD_PRELOAD within the first 256 KiB.  A
+	 * title is written from the start of argv on, over the environment:
+	 * the first entry says whether it is still there. */
 	char var[4096];
 	size_t n = 0, total = 0;
-	int c, found = 0;
+	int c, found = 0, first = 1, intact = 0;
 	while (!found && (c = getc(f)) != EOF && total++ < (256u << 10)) {
 		if (c != '\0') {
 			if (n < sizeof var - 1)
@@ -339,11 +341,16 @@ int proc_preloads_agent(pid_t pid)
 		}
 		var[n] = '\0';
 		n = 0;
+		if (first) {
+			const char *eq = strchr(var, '=');
+			intact = eq && eq > var;
+			first = 0;
+		}
 		if (!strncmp(var, "LD_PRELOAD=", 11) && strstr(var, "libymagent"))
 			found = 1;
 	}
 	fclose(f);
-	return found;
+	return found ? 1 : intact ? 0 : PROC_ENV_GONE;
 }
 
 enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,

@@ -96,7 +96,11 @@ int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino);
 int proc_maps_agent(pid_t pid);
 
 /* 1 when process pid's environment preloads the agent (LD_PRELOAD names
- * libymagent): a fresh image that will load it, 0 when not, -errno. */
+ * libymagent): a fresh image that will load it, 0 when not, -errno.
+ * PROC_ENV_GONE when the area does not start with a variable: the
+ * process wrote its title over it (nginx, PostgreSQL, redis do) or
+ * emptied it, and only its maps can tell. */
+#define PROC_ENV_GONE 2
 int proc_preloads_agent(pid_t pid);
 
 /* The name process pi was started as, for display and file names, into

@@ -122,14 +122,16 @@ static int runs_agent(pid_t pid)
 /* A process of our pid namespace that runs the agent but has no segment
  * yet: the agent makes it at the first sample (ymagent(7)), and a short or
  * quiet process may not have sampled.  Its environment preloads the
- * agent and its maps show it (read only for those). */
+ * agent, or was written over by its title (an idle nginx master), and
+ * its maps show it (read only for those). */
 static int runs_agent_unstarted(pid_t pid)
 {
 	struct proc_info pi;
 	if (proc_read(pid, &pi) != 0 || proc_gone(&pi) || pi.tgid != pid ||
 	    (geteuid() != 0 && pi.uid != geteuid()))
 		return 0;
-	if (proc_preloads_agent(pid) != 1)
+	int env = proc_preloads_agent(pid);
+	if (env != 1 && env != PROC_ENV_GONE)
 		return 0;
 	int maps = proc_maps_agent(pid);
 	return maps > 0 && (maps & PROC_HAS_AGENT) && !runs_agent(pid);

@@ -163,5 +163,28 @@ def test_ymtop_without_pid_finds_and_starts_an_unstarted_process():
         t.finish()
 
 
+
+def test_ymtop_without_pid_finds_an_unstarted_process_behind_its_title():
+    """As above, but the process wrote its title over its environment, as
+    an idle nginx master or PostgreSQL postmaster does: /proc/PID/environ
+    no longer names the agent, its maps do.  ymtop found no process then
+    ("no running process has the agent loaded")."""
+    if rerun_isolated(__file__,
+                      "test_ymtop_without_pid_finds_an_unstarted_process_behind_its_title",
+                      pid_ns=True):
+        return
+    t = Lazy([WORKLOAD, "count:100:100", "title"], env={"YM_SAMPLE_RATE": NEVER})
+    try:
+        time.sleep(0.1)
+        assert not os.path.exists(seg_path(t.pid))
+        with open("/proc/%d/environ" % t.pid, "rb") as f:
+            assert b"LD_PRELOAD" not in f.read()
+        r = ymtop("-b", "-n", "1", "-i", "0.05", "-f", "json")
+        rep = json.loads(r.stdout)
+        assert rep["pid"] == t.pid
+        assert rep["totals"]["allocated_objects"] >= 100, rep["totals"]
+    finally:
+        t.finish()
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))

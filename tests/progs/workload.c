@@ -23,6 +23,9 @@
  *   heap         prints "heap N": bytes of the malloc heap so far (first
  *                step: then N is what came before main)
  *   nowait       do not wait for stdin after "ready"
+ *   title        write a process title over argv and the environment, as
+ *                nginx's and PostgreSQL's setproctitle do (the last step:
+ *                the strings of the steps are gone after it)
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -199,6 +202,19 @@ static void plugin(const char *path)
 	dlclose(h);
 }
 
+/* The title over argv's strings and the environment's that follow them:
+ * /proc/PID/environ then holds NULs and the title's tail. */
+static void set_title(int argc, char **argv)
+{
+	extern char **environ;
+	char *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+	for (char **e = environ; *e && *e == end; e++)
+		end = *e + strlen(*e) + 1;
+	size_t room = (size_t)(end - argv[0]);
+	memset(argv[0], 0, room);
+	snprintf(argv[0], room, "workload: a title over argv and environ");
+}
+
 int main(int argc, char **argv)
 {
 	char path[4096];
@@ -239,6 +255,10 @@ int main(int argc, char **argv)
 			printf("heap %zu\n", arena);
 		} else if (!strcmp(a, "nowait"))
 			nowait = 1;
+		else if (!strcmp(a, "title")) {
+			set_title(argc, argv);
+			break;
+		}
 		else {
 			fprintf(stderr, "workload: unknown step %s\n", a);
 			return 2;
