@@ -307,13 +307,22 @@ static void memory_explained(void **state)
 	m.snap.hdr.heap.present = YM_HEAP_IN_USE | YM_HEAP_FREE;
 	m.snap.hdr.heap.in_use_bytes = 45 << 20;
 	m.snap.hdr.heap.free_bytes = 5 << 20;
+	m.snap.hdr.heap.taken_mono_ns = m.snap.taken_mono_ns - 1500000000ull;
 	m.snap.hdr.abi_version = 6;
 	m.mmap_retained_bytes = 16 << 20;
 	model_memory(&m, &mm);
 	assert_string_equal(mm.rss_source, "smaps_rollup");
 	assert_true(mm.rss == 101 << 20 && mm.file == 20 << 20 && mm.pss == 90 << 20);
 	assert_true(mm.have_heap && mm.heap_in_use == 45 << 20);
+	assert_false(mm.heap_old);
 	assert_true(mm.unexplained == 5 << 20);    /* 71 - (45 + 5) - 16 */
+	/* Taken 2 s or more before the snapshot (a quiet process answers at
+	 * its next call): shown, old, and the next source explains RSS. */
+	m.snap.hdr.heap.taken_mono_ns = m.snap.taken_mono_ns - 2000000000ull;
+	model_memory(&m, &mm);
+	assert_true(mm.have_heap && mm.heap_old && mm.heap_age == 2.0);
+	assert_true(mm.unexplained == (31 << 20) - (16 << 20));   /* 71 - 40 - 16 */
+	m.snap.hdr.heap.taken_mono_ns = m.snap.taken_mono_ns;
 	/* A sampling agent (ABI 6) counts no freed bytes: no counted in use;
 	 * without the allocator's figures the estimate stands for the heap. */
 	m.snap.hdr.flags |= YM_FLAG_NO_FREED_BYTES;

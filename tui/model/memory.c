@@ -27,9 +27,11 @@ void model_memory(const struct model *m, struct model_memory *o)
 		o->file = (double)pm->rss_file;
 		o->shmem = (double)pm->rss_shmem;
 	}
-	double age;
+	double age = 0;
 	const struct ym_heapstats *hs = model_heap(m, &age);
 	o->have_heap = hs && (hs->present & YM_HEAP_IN_USE);
+	o->heap_age = o->have_heap ? age : 0;
+	o->heap_old = o->have_heap && age >= MODEL_HEAP_OLD_S;
 	o->heap_in_use = o->have_heap ? (double)hs->in_use_bytes : 0;
 	o->heap_free = o->have_heap && (hs->present & YM_HEAP_FREE) ?
 		       (double)hs->free_bytes : 0;
@@ -41,7 +43,10 @@ void model_memory(const struct model *m, struct model_memory *o)
 	/* Agents of ABI 6 and later track anonymous mmap (stack kinds). */
 	o->have_mmap = m->have_snap && m->snap.hdr.abi_version >= 6;
 	o->mmap_retained = m->mmap_retained_bytes;
-	double heap = o->have_heap ? o->heap_in_use + o->heap_free :
+	/* An old figure of a heap that has moved since would make the rest
+	 * say anything (a quiet process filled 113 MiB after its last
+	 * answer: "+113 MiB unexplained"). */
+	double heap = o->have_heap && !o->heap_old ? o->heap_in_use + o->heap_free :
 		      o->have_counted ? o->counted_in_use : o->retained;
 	o->unexplained = o->anon - heap - (o->have_mmap ? o->mmap_retained : 0);
 }

@@ -20,6 +20,9 @@ struct model_memory {
 	double pss;              /* < 0: unknown (no smaps_rollup) */
 	int have_heap;           /* the allocator's statistics (issue 18) */
 	double heap_in_use, heap_free;
+	double heap_age;         /* seconds, at the snapshot */
+	int heap_old;            /* heap_age >= MODEL_HEAP_OLD_S: not used for
+				    unexplained, which takes the next source */
 	int have_counted;        /* frees count bytes (exact mode, or an
 				    agent before ABI 6) */
 	double counted_in_use;   /* the agent's exact counters: allocated -
@@ -28,7 +31,8 @@ struct model_memory {
 	int have_mmap;           /* tracked anonymous mmap */
 	double mmap_retained;
 	/* Anonymous RSS minus the heap (the allocator's in use + free when
-	 * known, else the counted in use, else the retained estimate) and
+	 * known and not old, else the counted in use, else the retained
+	 * estimate) and
 	 * tracked mmap: thread stacks,
 	 * allocator overhead, untracked mappings, memory from before an
 	 * attach; negative when parts of the heap are not resident.  Valid

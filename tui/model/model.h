@@ -195,8 +195,11 @@ int model_alloc_bytes_counted(const struct model *m);
  * are always exact (what JSON's allocated_bytes_kind names). */
 uint64_t model_alloc_bytes(const struct model *m, const struct ym_totals *t);
 /* The allocator's statistics (segment.h, struct ym_heapstats), NULL when
- * the agent published none; *age_s: how old they were at the snapshot. */
+ * the agent published none; *age_s: how old they were at the snapshot.
+ * From MODEL_HEAP_OLD_S on they are shown as old: a quiet process answers
+ * a reader's request only at its next call or sample. */
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s);
+#define MODEL_HEAP_OLD_S 2.0
 
 /* The heap in use, from the best source there is: the allocator's own
  * statistics (any age), else the agent's exact counters when frees count

@@ -33,6 +33,10 @@ static void json_rss_explained(FILE *f, const struct model *m)
 	json_opt(f, "pss_bytes", mm.have_rss && mm.pss >= 0, mm.pss, 1);
 	json_opt(f, "heap_in_use_bytes", mm.have_heap, mm.heap_in_use, 1);
 	json_opt(f, "heap_free_bytes", mm.have_heap, mm.heap_free, 1);
+	if (mm.have_heap)
+		fprintf(f, "\"heap_age_s\":%.3f,", mm.heap_age);
+	else
+		fputs("\"heap_age_s\":null,", f);
 	json_opt(f, "counted_in_use_bytes", mm.have_counted, mm.counted_in_use, 1);
 	json_opt(f, "retained_bytes", 1, mm.retained, 1);
 	json_opt(f, "mmap_retained_bytes", mm.have_mmap, mm.mmap_retained, 1);

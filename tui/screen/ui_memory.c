@@ -43,8 +43,9 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 		{ "  shmem", 1, mm.shmem, 1, "shared memory (the ymtop segment too)" },
 		{ "swap", 1, mm.swap, 0, "not in RSS" },
 		{ "allocator in use", mm.have_heap, mm.heap_in_use, 1,
-		  mm.have_heap ? "the allocator's own statistics"
-			       : "the allocator's statistics are not available" },
+		  !mm.have_heap ? "the allocator's statistics are not available"
+		  : mm.heap_old ? "the allocator's own statistics, old: not below"
+				: "the allocator's own statistics" },
 		{ "allocator free", mm.have_heap, mm.heap_free, 1,
 		  "free in its arenas, still resident or mapped" },
 		{ "counted in use", mm.have_counted, mm.counted_in_use, 1,
