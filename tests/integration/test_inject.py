@@ -221,24 +221,32 @@ def test_non_pie_program_that_takes_mallocs_address_is_counted():
     libc's, counted nothing the program allocated and found no allocator
     statistics (0 calls, heap null).  Both the direct calls and the calls
     through the address taken must count."""
-    t = Plain([prog("inject_nopie")], env=RATE)
+    rep = held_after_attach([prog("inject_nopie")])
+    within(site(rep, "direct_site")["retained_bytes"], 32 * MiB, 0.1,
+           "direct_site")
+    within(site(rep, "pointer_site")["retained_bytes"], 32 * MiB, 0.1,
+           "pointer_site")
+    assert rep["totals"]["allocated_objects"] >= 1024, rep["totals"]
+    assert rep["heap"] and rep["heap"]["allocator"] == "glibc", rep["heap"]
+
+
+def held_after_attach(argv):
+    """argv started without the agent prints "ready"; ymtop -p loads the
+    agent; a line makes it allocate and print "held"; the report then,
+    before another line lets it exit 0."""
+    t = Plain(argv, env=RATE)
     try:
         inject(t)
         t.send("go\n")
         t.expect("held")
         rep = report(t.pid)
-        within(site(rep, "direct_site")["retained_bytes"], 32 * MiB, 0.1,
-               "direct_site")
-        within(site(rep, "pointer_site")["retained_bytes"], 32 * MiB, 0.1,
-               "pointer_site")
-        assert rep["totals"]["allocated_objects"] >= 1024, rep["totals"]
-        assert rep["heap"] and rep["heap"]["allocator"] == "glibc", rep["heap"]
         t.send("x\n")
         rc, lines, err = t.finish()
     finally:
         t.kill()
     assert rc == 0, (rc, err)
     assert lines == ["ready", "held"], lines
+    return rep
 
 
 PY_HELD = r"""
@@ -265,22 +273,11 @@ def test_debian_python3_attached_counts_its_allocations():
     py = os.path.realpath("/usr/bin/python3")
     if not os.path.exists(py) or not non_pie(py):
         raise Skip("no non-PIE /usr/bin/python3 here")
-    t = Plain([py, "-c", PY_HELD], env=RATE)
-    try:
-        inject(t)
-        t.send("go\n")
-        t.expect("held")
-        rep = report(t.pid)
-        held = sum(s["retained_bytes"] for s in rep["stacks"]
-                   if s["retained_bytes"] >= 8 * MiB)
-        within(held, 50 * MiB, 0.15, "python3's 50 bytearrays")
-        assert rep["heap"] and rep["heap"]["allocator"] == "glibc", rep["heap"]
-        t.send("x\n")
-        rc, lines, err = t.finish()
-    finally:
-        t.kill()
-    assert rc == 0, (rc, err)
-    assert lines == ["ready", "held"], lines
+    rep = held_after_attach([py, "-c", PY_HELD])
+    held = sum(s["retained_bytes"] for s in rep["stacks"]
+               if s["retained_bytes"] >= 8 * MiB)
+    within(held, 50 * MiB, 0.15, "python3's 50 bytearrays")
+    assert rep["heap"] and rep["heap"]["allocator"] == "glibc", rep["heap"]
 
 
 def test_dlopen_after_attach_is_hooked():
