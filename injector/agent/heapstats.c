@@ -105,10 +105,12 @@ static void find(void)
 	} else if (same_object(tc, m)) {
 		fn.tc_prop = (tc_prop_fn)tc;
 		fn.kind = YM_HEAP_TCMALLOC;
-	} else if (agent_next.glibc_usable ||
-		   same_object(sym_global("mallinfo2"), m)) {
-		fn.mallinfo2 = (mallinfo2_fn)sym_global("mallinfo2");
-		fn.kind = fn.mallinfo2 ? YM_HEAP_GLIBC : YM_HEAP_NONE;
+	} else {
+		void *mi = sym_global("mallinfo2");
+		if (agent_next.glibc_usable || same_object(mi, m)) {
+			fn.mallinfo2 = (mallinfo2_fn)mi;
+			fn.kind = mi ? YM_HEAP_GLIBC : YM_HEAP_NONE;
+		}
 	}
 	__atomic_store_n(&fn.found, 1, __ATOMIC_RELEASE);
 }

@@ -175,12 +175,10 @@ static int scope_syms(const void *ra, const char *const *names, int n,
 }
 
 /* The global definition of name (dlsym: the loader's lock; the
- * constructor, preloaded, asks sym_next instead).  symbols.h: what a
- * name defined nowhere costs, and the injected agent's canonical PLT
- * entries. */
+ * constructor, preloaded, asks sym_next instead): symbols.h. */
 static void *global_sym(const char *name)
 {
-	return agent_injected ? sym_global(name) : sym_dlsym(RTLD_NEXT, name);
+	return sym_forward(name);
 }
 
 /* The last lookup in a caller's scope, for the next call from the same

@@ -6,7 +6,6 @@
  * (bounded: a busy or full table drops the sample, never waits, and
  * counts the drop: sampling_lost).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
@@ -143,16 +142,8 @@ static int in_object(struct dl_phdr_info *info, size_t size, void *arg)
 /* Under the guard (dlsym may allocate). */
 static void resolve(void)
 {
-	void *m, *u, *r;
-	if (agent_injected) {
-		m = sym_global("mmap");
-		u = sym_global("munmap");
-		r = sym_global("mremap");
-	} else {
-		m = dlsym(RTLD_NEXT, "mmap");
-		u = dlsym(RTLD_NEXT, "munmap");
-		r = dlsym(RTLD_NEXT, "mremap");
-	}
+	void *m = sym_forward("mmap"), *u = sym_forward("munmap"),
+	     *r = sym_forward("mremap");
 	if (m == (void *)hook_mmap || u == (void *)hook_munmap ||
 	    r == (void *)hook_mremap)
 		m = u = r = NULL;   /* only ours: the system calls then */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "got.h"
+#include "life.h"
 #include "loader.h"
 #include "symbols.h"
 #include "threads.h"
@@ -247,4 +248,9 @@ void *sym_global(const char *name)
 	struct first_q q = { .name = name, .hash = gnu_hash(name) };
 	loader_iterate(first_cb, &q);
 	return q.out && q.out != SYM_OTHER ? q.out : f;
+}
+
+void *sym_forward(const char *name)
+{
+	return agent_injected ? sym_global(name) : sym_dlsym(RTLD_NEXT, name);
 }

@@ -61,4 +61,9 @@ void *sym_dlsym(void *handle, const char *name) AGENT_HIDDEN;
  * NULL when nothing defines name. */
 void *sym_global(const char *name) AGENT_HIDDEN;
 
+/* What the agent forwards name to: sym_global's answer when injected,
+ * the next definition after the agent's (dlsym RTLD_NEXT, allocations in
+ * the bootstrap buffer) when preloaded. */
+void *sym_forward(const char *name) AGENT_HIDDEN;
+
 #endif
