@@ -24,15 +24,14 @@ static void text_rss_explained(FILE *f, const struct model *m)
 		fmt_bytes(mm.rss, a, sizeof a), fmt_bytes(mm.anon, b, sizeof b),
 		fmt_bytes(mm.file, c, sizeof c), fmt_bytes(mm.shmem, d, sizeof d),
 		fmt_bytes(mm.swap, e, sizeof e));
-	if (mm.have_heap && mm.heap_old)
-		fprintf(f, "  %-22s %10s  and %s free in its arenas, %.1f s old "
-			"(not counted below)\n", "allocator in use",
-			fmt_bytes(mm.heap_in_use, a, sizeof a),
-			fmt_bytes(mm.heap_free, b, sizeof b), mm.heap_age);
-	else if (mm.have_heap)
-		fprintf(f, "  %-22s %10s  and %s free in its arenas\n", "allocator in use",
-			fmt_bytes(mm.heap_in_use, a, sizeof a),
-			fmt_bytes(mm.heap_free, b, sizeof b));
+	char old[64] = "";
+	if (mm.heap_old)
+		snprintf(old, sizeof old, ", %.1f s old (not counted below)",
+			 mm.heap_age);
+	if (mm.have_heap)
+		fprintf(f, "  %-22s %10s  and %s free in its arenas%s\n",
+			"allocator in use", fmt_bytes(mm.heap_in_use, a, sizeof a),
+			fmt_bytes(mm.heap_free, b, sizeof b), old);
 	else
 		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available)\n",
 			"allocator in use", "-");
