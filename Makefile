@@ -398,9 +398,10 @@ BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
 
-# The allocators whose statistics heapstats_bench times (issue 18).
-JEMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
-TCMALLOC_LIB := /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+# The allocators whose statistics heapstats_bench times.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+JEMALLOC_LIB := /usr/lib/$(MULTIARCH)/libjemalloc.so.2
+TCMALLOC_LIB := /usr/lib/$(MULTIARCH)/libtcmalloc_minimal.so.4
 
 bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
