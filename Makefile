@@ -62,7 +62,7 @@ CHECK_PKGS += debuginfod binutils
 CHECK_PKGS += prometheus prometheus-node-exporter
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
-        integration tui-tests stress fuzz-smoke soak analyze
+        stress fuzz-smoke soak analyze
 
 all: $(B)/ymtop $(B)/libymagent.so
 

@@ -9,7 +9,7 @@
  *
  * The allocator is the process's: LD_PRELOAD=libjemalloc.so.2 or
  * libtcmalloc_minimal.so.4 for theirs (mallctl "epoch" and six stats;
- * nine MallocExtension properties), glibc's mallinfo2 otherwise.
+ * seven MallocExtension properties), glibc's mallinfo2 otherwise.
  */
 #include <dlfcn.h>
 #include <malloc.h>

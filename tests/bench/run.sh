@@ -49,7 +49,7 @@ SHIM="$B/bench/libshim.so"
 SHIMCOUNT="$B/bench/libshimcount.so"
 SHIMTAIL="$B/bench/libshimtail.so"
 BENCH="$B/bench/allocbench"
-JEMALLOC=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2}
+JEMALLOC=${JEMALLOC:-/usr/lib/$(${CC:-cc} -print-multiarch)/libjemalloc.so.2}
 TMP=$(mktemp -d /tmp/ymbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 

@@ -1,8 +1,6 @@
 /*
  * Unit tests for tui/sym/sym.c: the test symbolizes its own process, with a
  * module list built the way the agent builds it (dl_iterate_phdr).
- *
- * Link with tui/sym/sym.c (UNIT_DEPS_test_sym := tui/sym/sym.c).
  */
 #include <stdarg.h>
 #include <stddef.h>
