@@ -348,6 +348,112 @@ static void svg_structure(void **state)
 	free(out);
 }
 
+/* Stack 3 (caller_y -> site_a, 2000 B) made an anonymous mapping: the
+ * model counts it apart, as model_update does for a v6 writer's mmap
+ * stacks. */
+static void make_stack3_mmap(struct fixture *fx)
+{
+	fx->m.snap.hdr.abi_version = 6;
+	fx->m.stacks[3].kind = YM_KIND_MMAP;
+	fx->m.retained_bytes -= fx->m.stacks[3].retained_bytes;
+	fx->m.retained_objects -= fx->m.stacks[3].retained_objects;
+	fx->m.mmap_retained_bytes = fx->m.stacks[3].retained_bytes;
+}
+
+/* The value of the one series whose line starts with head (name and
+ * labels up to the closing brace); -1 when there is none. */
+static double prom_series(const char *text, const char *head)
+{
+	const char *p = text;
+	double v = -1;
+	int n = 0;
+	while ((p = strstr(p, head))) {
+		if (p == text || p[-1] == '\n') {
+			v = atof(p + strlen(head));
+			n++;
+		}
+		p += strlen(head);
+	}
+	assert_true(n <= 1);
+	return v;
+}
+
+/* The sum of ymtop_stack_retained_bytes over the series of a kind. */
+static double prom_kind_sum(const char *text, const char *kind, int *nseries)
+{
+	char want[64];
+	snprintf(want, sizeof want, ",kind=\"%s\",", kind);
+	double sum = 0;
+	*nseries = 0;
+	for (const char *p = text; (p = strstr(p, "\nymtop_stack_retained_bytes{")); p++) {
+		const char *end = strchr(p + 1, '\n');
+		const char *close = strstr(p, "} ");
+		assert_non_null(close);
+		assert_true(!end || close < end);
+		char line[1024];
+		size_t len = (size_t)(close - p);
+		assert_true(len < sizeof line);
+		memcpy(line, p, len);
+		line[len] = '\0';
+		/* Every stack series names its kind. */
+		assert_true(strstr(line, ",kind=\"malloc\",") || strstr(line, ",kind=\"mmap\","));
+		if (strstr(line, want)) {
+			sum += atof(close + 2);
+			(*nseries)++;
+		}
+	}
+	return sum;
+}
+
+/* Per process and kind, the stack series add up to the process series:
+ * mmap stacks are not in the malloc family's total, nor summed into the
+ * same series as its stacks; also with the top N and (other). */
+static void prometheus_kinds_add_up(void **state)
+{
+	struct fixture *fx = *state;
+	make_stack3_mmap(fx);
+	for (int top = 20; top >= 1; top -= 19) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		struct report_opts o = { REPORT_PROMETHEUS, top, NULL, 0, SORT_RETAINED };
+		assert_int_equal(report_write(f, &fx->m, fx->s, &o), 0);
+		fclose(f);
+		char head[128];
+		snprintf(head, sizeof head, "ymtop_process_retained_bytes{pid=\"%d\","
+			 "exe=\"test \\\"<&>\\\"\"} ", 0x7fffffff);
+		assert_true(prom_series(buf, head) == 4500);
+		snprintf(head, sizeof head, "ymtop_process_mmap_retained_bytes{pid=\"%d\","
+			 "exe=\"test \\\"<&>\\\"\"} ", 0x7fffffff);
+		assert_true(prom_series(buf, head) == 2000);
+		int nm, nx;
+		assert_true(prom_kind_sum(buf, "malloc", &nm) == 4500);
+		assert_true(prom_kind_sum(buf, "mmap", &nx) == 2000);
+		if (top == 20) {
+			/* site_a of malloc (3000 + 500) and of mmap are apart. */
+			assert_int_equal(nm, 2);
+			assert_int_equal(nx, 1);
+			assert_non_null(strstr(buf, "\nymtop_stack_retained_bytes{pid=\"2147483647\","
+					       "exe=\"test \\\"<&>\\\"\",kind=\"mmap\","
+					       "function=\"site_a\","));
+		} else {
+			/* The top one (malloc site_a), an (other) per kind. */
+			assert_int_equal(nm, 2);
+			assert_int_equal(nx, 1);
+			assert_non_null(strstr(buf, "kind=\"mmap\",function=\"(other)\","
+					       "location=\"\"} 2000\n"));
+			assert_non_null(strstr(buf, "kind=\"malloc\",function=\"(other)\","
+					       "location=\"\"} 1000\n"));
+		}
+		free(buf);
+	}
+	/* A writer before ABI 6 tracks no mmap: no such series. */
+	fx->m.snap.hdr.abi_version = 5;
+	char *out = render(fx, REPORT_PROMETHEUS, WEIGHT_RETAINED, NULL);
+	assert_null(strstr(out, "\nymtop_process_mmap_retained_bytes{"));
+	free(out);
+}
+
 /* ---- a protobuf reader for the pprof check ---- */
 
 static uint64_t varint(const uint8_t **p)
@@ -556,6 +662,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(modules_as_at_fork_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
+		cmocka_unit_test_setup_teardown(prometheus_kinds_add_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),
