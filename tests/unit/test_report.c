@@ -312,10 +312,10 @@ static void folded_sums(void **state)
 {
 	struct fixture *fx = *state;
 	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
-	/* Stacks 1 and 4 merge: 3000 + 500. */
-	assert_non_null(strstr(out, "caller_x;site_a 3500\n"));
-	assert_non_null(strstr(out, "caller_x;site_b 1000\n"));
-	assert_non_null(strstr(out, "caller_y;site_a 2000\n"));
+	/* Stacks 1 and 4 merge: 3000 + 500.  The kind is the first frame. */
+	assert_non_null(strstr(out, "[malloc];caller_x;site_a 3500\n"));
+	assert_non_null(strstr(out, "[malloc];caller_x;site_b 1000\n"));
+	assert_non_null(strstr(out, "[malloc];caller_y;site_a 2000\n"));
 	assert_int_equal(count(out, "\n"), 3);
 	free(out);
 	out = render(fx, REPORT_FOLDED, WEIGHT_ALLOCATED, NULL);
@@ -336,8 +336,9 @@ static void svg_structure(void **state)
 	assert_true(!strncmp(out, "<?xml ", 6));
 	assert_non_null(strstr(out, "</svg>\n"));
 	assert_int_equal(count(out, "<g "), count(out, "</g>"));
-	/* all, caller_x, caller_y, site_a twice, site_b */
-	assert_int_equal(count(out, "<g class=\"f\""), 6);
+	/* all, [malloc], caller_x, caller_y, site_a twice, site_b */
+	assert_int_equal(count(out, "<g class=\"f\""), 7);
+	assert_non_null(strstr(out, "<title>[malloc] (6.35 KiB, 100.00%)</title>"));
 	assert_non_null(strstr(out, "<title>site_a (3.42 KiB, 53.85%)</title>"));
 	assert_non_null(strstr(out, "<title>all (6.35 KiB, 100.00%)</title>"));
 	/* The executable's name is escaped. */
@@ -451,6 +452,26 @@ static void prometheus_kinds_add_up(void **state)
 	fx->m.snap.hdr.abi_version = 5;
 	char *out = render(fx, REPORT_PROMETHEUS, WEIGHT_RETAINED, NULL);
 	assert_null(strstr(out, "\nymtop_process_mmap_retained_bytes{"));
+	free(out);
+}
+
+/* Folded stacks and the flame graph keep the kinds apart: the same
+ * call path allocating and mapping is two lines, two boxes. */
+static void folded_and_svg_keep_kinds_apart(void **state)
+{
+	struct fixture *fx = *state;
+	make_stack3_mmap(fx);
+	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "[malloc];caller_x;site_a 3500\n"));
+	assert_non_null(strstr(out, "[mmap];caller_y;site_a 2000\n"));
+	assert_null(strstr(out, "[malloc];caller_y"));
+	assert_int_equal(count(out, "\n"), 3);
+	free(out);
+	out = render(fx, REPORT_SVG, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "<title>[mmap] (1.95 KiB, 30.77%)</title>"));
+	assert_non_null(strstr(out, "<title>[malloc] (4.39 KiB, 69.23%)</title>"));
+	/* The subtitle names each kind's total. */
+	assert_non_null(strstr(out, "malloc 4.39 KiB, mmap 1.95 KiB"));
 	free(out);
 }
 
@@ -599,7 +620,7 @@ static void overflow_stack(void **state)
 	o->alloc_bytes = o->retained_bytes = 100;
 	o->alloc_objects = o->retained_objects = 1;
 	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
-	assert_non_null(strstr(out, "\n[stack table full] 100\n"));
+	assert_non_null(strstr(out, "[malloc];[stack table full] 100\n"));
 	free(out);
 	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
 	assert_non_null(strstr(out, "(no frames: samples that found the stack table full)"));
@@ -663,6 +684,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
 		cmocka_unit_test_setup_teardown(prometheus_kinds_add_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(folded_and_svg_keep_kinds_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),
