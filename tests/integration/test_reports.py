@@ -213,6 +213,16 @@ def test_sqlite_answers_the_man_page_queries():
                   "(SELECT sum(requested_bytes) FROM threads) FROM meta")
         assert tot[0][0] == "1" and int(tot[0][1]) > 32 * MiB, tot
         assert tot[0][1] == tot[0][2], tot
+        # Counts are whole numbers (INTEGER), each stack names its kind.
+        types = sql(db, "SELECT DISTINCT typeof(retained_bytes), "
+                    "typeof(retained_objects), typeof(allocated_bytes), "
+                    "typeof(allocated_objects), kind FROM stacks")
+        assert types == [["integer"] * 4 + ["malloc"]], types
+        types = sql(db, "SELECT typeof(retained_bytes), typeof(retained_objects), "
+                    "typeof(mmap_retained_bytes) FROM meta")
+        assert types == [["integer"] * 3], types
+        types = sql(db, "SELECT DISTINCT typeof(count), typeof(bytes) FROM lifetimes")
+        assert types in ([], [["integer", "integer"]]), types
         idx = sql(db, "SELECT name FROM sqlite_master WHERE type = 'index'")
         assert len(idx) >= 4, idx
         assert sorted(os.listdir(d)) == ["heap.db"], os.listdir(d)

@@ -611,6 +611,72 @@ static void save_never_overwrites(void **state)
 	assert_non_null(strstr(err, "exists"));
 }
 
+/* SQLite: byte and object counts are INTEGER, rounded as JSON rounds
+ * them; each stack names its kind; meta has the mmap total. */
+static void sqlite_counts_are_whole_numbers_with_kinds(void **state)
+{
+	struct fixture *fx = *state;
+	make_stack3_mmap(fx);
+	fx->m.stacks[1].retained_objects = 12.5;    /* ties to even: 12 */
+	fx->m.stacks[2].retained_objects = 13.5;    /* 14 */
+	fx->m.stacks[2].alloc_objects = 90.4;
+	fx->m.stacks[1].life[3].objects = 20.6;
+	fx->m.retained_objects = 12.5 + 13.5 + 5;
+	char path[128], err[256];
+	struct report_opts o = { REPORT_SQLITE, 20, NULL, 0, SORT_RETAINED };
+	snprintf(path, sizeof path, "%s/k.db", fx->dir);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), 0);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	static const char *const whole[] = {
+		"SELECT DISTINCT typeof(retained_bytes) FROM stacks",
+		"SELECT DISTINCT typeof(retained_objects) FROM stacks",
+		"SELECT DISTINCT typeof(allocated_bytes) FROM stacks",
+		"SELECT DISTINCT typeof(allocated_objects) FROM stacks",
+		"SELECT typeof(retained_bytes) FROM meta",
+		"SELECT typeof(retained_objects) FROM meta",
+		"SELECT typeof(mmap_retained_bytes) FROM meta",
+		"SELECT DISTINCT typeof(count) FROM lifetimes",
+		"SELECT DISTINCT typeof(bytes) FROM lifetimes",
+		"SELECT DISTINCT typeof(weight_bytes) FROM allocations",
+	};
+	sqlite3_stmt *q;
+	for (size_t i = 0; i < sizeof whole / sizeof *whole; i++) {
+		assert_int_equal(sqlite3_prepare_v2(db, whole[i], -1, &q, NULL), SQLITE_OK);
+		assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+		assert_string_equal((const char *)sqlite3_column_text(q, 0), "integer");
+		assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+		sqlite3_finalize(q);
+	}
+	assert_int_equal(sqlite3_prepare_v2(db,
+		"SELECT (SELECT retained_objects FROM stacks WHERE id = 1),"
+		" (SELECT retained_objects FROM stacks WHERE id = 2),"
+		" (SELECT allocated_objects FROM stacks WHERE id = 2),"
+		" (SELECT count FROM lifetimes WHERE stack = 1),"
+		" (SELECT group_concat(kind, ',') FROM (SELECT kind FROM stacks ORDER BY id)),"
+		" (SELECT sum(retained_bytes) FROM stacks WHERE kind = 'malloc'),"
+		" (SELECT retained_bytes FROM meta), (SELECT mmap_retained_bytes FROM meta),"
+		" (SELECT retained_objects FROM meta)", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int64(q, 0), 12);
+	assert_int_equal(sqlite3_column_int64(q, 1), 14);
+	assert_int_equal(sqlite3_column_int64(q, 2), 90);
+	assert_int_equal(sqlite3_column_int64(q, 3), 21);
+	assert_string_equal((const char *)sqlite3_column_text(q, 4),
+			    "malloc,malloc,mmap,malloc");
+	assert_int_equal(sqlite3_column_int64(q, 5), 4500);
+	assert_int_equal(sqlite3_column_int64(q, 6), 4500);
+	assert_int_equal(sqlite3_column_int64(q, 7), 2000);
+	assert_int_equal(sqlite3_column_int64(q, 8), 31);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	/* JSON says the same. */
+	char *out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "{\"id\":1,\"retained_bytes\":3000,\"retained_objects\":12,"));
+	assert_non_null(strstr(out, "{\"id\":2,\"retained_bytes\":1000,\"retained_objects\":14,"));
+	free(out);
+}
+
 /* Samples that found the stack table full: stack 0, no frames. */
 static void overflow_stack(void **state)
 {
@@ -688,6 +754,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),
+		cmocka_unit_test_setup_teardown(sqlite_counts_are_whole_numbers_with_kinds, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_disk_is_an_error, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
