@@ -475,6 +475,26 @@ static void folded_and_svg_keep_kinds_apart(void **state)
 	free(out);
 }
 
+/* Each figure's unit is named: estimates in requested bytes, in use in
+ * usable bytes (text's units line, JSON's rss_explained.units). */
+static void units_are_named(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\nunits: estimates (retained, mmap, stacks) in "
+			       "requested bytes, in use in usable bytes"));
+	free(out);
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"units\":{\"heap_in_use_bytes\":\"usable\","
+			       "\"heap_free_bytes\":\"usable\",\"counted_in_use_bytes\":"
+			       "\"usable\",\"retained_bytes\":\"requested\","
+			       "\"mmap_retained_bytes\":\"requested\"}"));
+	/* Not running: no RSS, nothing to explain. */
+	assert_non_null(strstr(out, "\"in_use_minus_retained_bytes\":null,"
+			       "\"unexplained_why\":null,\"in_use_minus_retained_why\":null,"));
+	free(out);
+}
+
 /* ---- a protobuf reader for the pprof check ---- */
 
 static uint64_t varint(const uint8_t **p)
@@ -751,6 +771,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
 		cmocka_unit_test_setup_teardown(prometheus_kinds_add_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_and_svg_keep_kinds_apart, setup, teardown),
+		cmocka_unit_test_setup_teardown(units_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),

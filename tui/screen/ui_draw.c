@@ -598,6 +598,8 @@ static const char *const help_text[] = {
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact",
 	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
+	"Units: retained~ and the columns count requested bytes, heap and in",
+	"use usable bytes (size classes); the Memory view shows the gap.",
 };
 
 static void draw_help(void)
