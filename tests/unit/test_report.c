@@ -695,6 +695,12 @@ static void sqlite_counts_are_whole_numbers_with_kinds(void **state)
 	assert_non_null(strstr(out, "{\"id\":1,\"retained_bytes\":3000,\"retained_objects\":12,"));
 	assert_non_null(strstr(out, "{\"id\":2,\"retained_bytes\":1000,\"retained_objects\":14,"));
 	free(out);
+	/* Folded stacks round as JSON and SQLite do (ties to even). */
+	fx->m.stacks[3].retained_objects = 20.5;
+	out = render(fx, REPORT_FOLDED, WEIGHT_OBJECTS, NULL);
+	assert_non_null(strstr(out, "[malloc];caller_x;site_b 14\n"));
+	assert_non_null(strstr(out, "[mmap];caller_y;site_a 20\n"));
+	free(out);
 }
 
 /* Samples that found the stack table full: stack 0, no frames. */
