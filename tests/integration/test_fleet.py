@@ -177,6 +177,57 @@ def test_prometheus_format_batch_and_replace():
         t.finish()
 
 
+# python3 maps 64 MiB itself (mmap.mmap: kind mmap, as are pymalloc's
+# arenas) and holds a 32 MiB bytearray (malloc).
+PY_KINDS = """
+import mmap, sys
+m = mmap.mmap(-1, 64 << 20)
+m.write(b"x" * (64 << 20))
+b = bytearray(32 << 20)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_kinds_apart_and_adding_up_read_by_promtool():
+    """Every stack series names its kind; per process and kind the stack
+    series add up to no more than the process series (mmap has its own);
+    promtool accepts the exposition."""
+    t = Target(["python3", "-c", PY_KINDS], env={"YM_SAMPLE_RATE": RATE})
+    try:
+        for top in ("50", "2"):
+            text = ymtop("-b", "-n", "1", "-p", t.pid, "-f", "prometheus",
+                         "--top", top).stdout
+            fams = parse(text)
+            (_, malloc), = fams["ymtop_process_retained_bytes"]
+            (_, mapped), = fams["ymtop_process_mmap_retained_bytes"]
+            within(mapped, 64 * MiB, 0.15, "python3's mmap")
+            assert malloc >= 32 * MiB * 0.85, malloc
+            for fam in ("ymtop_stack_retained_bytes",
+                        "ymtop_stack_allocated_bytes_total"):
+                kinds = {l["kind"] for l, _ in fams[fam]}
+                assert kinds == {"malloc", "mmap"}, (fam, kinds)
+            sums = {"malloc": 0, "mmap": 0}
+            for l, v in fams["ymtop_stack_retained_bytes"]:
+                sums[l["kind"]] += v
+            assert sums["malloc"] <= malloc, (sums, malloc)
+            assert sums["mmap"] <= mapped, (sums, mapped)
+            # The whole of each kind is there: the top N plus (other).
+            within(sums["malloc"], malloc, 0.001, "malloc stacks")
+            within(sums["mmap"], mapped, 0.001, "mmap stacks")
+            mm = [l["function"] for l, v in fams["ymtop_stack_retained_bytes"]
+                  if l["kind"] == "mmap" and v >= 60 * MiB]
+            assert mm == ["new_mmap_object"], mm
+            if top == "2":
+                assert len(fams["ymtop_stack_retained_bytes"]) <= 4, \
+                    fams["ymtop_stack_retained_bytes"]
+            r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, (r.stdout, r.stderr)
+    finally:
+        t.finish()
+
+
 def test_node_exporter_textfile_serves_the_file():
     exe = shutil.which("prometheus-node-exporter")
     if not exe:
@@ -209,7 +260,8 @@ def test_node_exporter_textfile_serves_the_file():
             assert err == ["node_textfile_scrape_error 0"], err
             # ... and serves its series.
             m = re.search(r'^ymtop_stack_retained_bytes\{exe="reports_prog",'
-                          r'function="fill_blocks",location="[^"]*",pid="%d"\} (\S+)$'
+                          r'function="fill_blocks",kind="malloc",location="[^"]*",'
+                          r'pid="%d"\} (\S+)$'
                           % t.pid, body, re.M)
             assert m, [l for l in body.splitlines() if "ymtop_" in l]
             within(float(m.group(1)), FILL, 0.15, "fill_blocks via node_exporter")

@@ -213,6 +213,16 @@ def test_sqlite_answers_the_man_page_queries():
                   "(SELECT sum(requested_bytes) FROM threads) FROM meta")
         assert tot[0][0] == "1" and int(tot[0][1]) > 32 * MiB, tot
         assert tot[0][1] == tot[0][2], tot
+        # Counts are whole numbers (INTEGER), each stack names its kind.
+        types = sql(db, "SELECT DISTINCT typeof(retained_bytes), "
+                    "typeof(retained_objects), typeof(allocated_bytes), "
+                    "typeof(allocated_objects), kind FROM stacks")
+        assert types == [["integer"] * 4 + ["malloc"]], types
+        types = sql(db, "SELECT typeof(retained_bytes), typeof(retained_objects), "
+                    "typeof(mmap_retained_bytes) FROM meta")
+        assert types == [["integer"] * 3], types
+        types = sql(db, "SELECT DISTINCT typeof(count), typeof(bytes) FROM lifetimes")
+        assert types in ([], [["integer", "integer"]]), types
         idx = sql(db, "SELECT name FROM sqlite_master WHERE type = 'index'")
         assert len(idx) >= 4, idx
         assert sorted(os.listdir(d)) == ["heap.db"], os.listdir(d)
@@ -247,7 +257,10 @@ def test_folded_round_trips_to_json_totals():
         assert abs(total - truth[w]) <= len(lines) + 1, (w, total, truth[w])
     base = [l for l in out["retained"].splitlines()
             if ";hold_base;fill_blocks_[i] " in l]
-    assert base and base[0].startswith("_start;"), out["retained"]
+    # The kind is the first frame: flamegraph.pl draws it as one box.
+    assert base and base[0].startswith("[malloc];_start;"), out["retained"]
+    assert all(l.startswith(("[malloc];", "[mmap];"))
+               for l in out["retained"].splitlines()), out["retained"]
     assert int(base[0].rsplit(" ", 1)[1]) > 28 * MiB, base
 
 

@@ -144,6 +144,38 @@ def test_memory_view_explains_rss():
         s.wait(r"EXIT=0")
 
 
+# python3 callocs 256 MiB it never touches (bytes(n): calloc, pages the
+# kernel has not given yet): the allocator and the estimate count it, the
+# RSS does not.
+UNTOUCHED = """
+import sys
+b = bytes(256 << 20)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_memory_view_explains_a_negative_unexplained_in_words():
+    """More heap than anonymous RSS: the Memory view says why in words
+    (memory allocated but never touched is not resident) and shows no
+    negative share of RSS; each figure names its unit."""
+    t = Target(["python3", "-c", UNTOUCHED], env={"YM_SAMPLE_RATE": "65536"})
+    s = Screen(t.pid, cols=160)
+    try:
+        s.keys("BTab")
+        text = s.wait(r"anonymous unexplained")
+        line = [l for l in text.splitlines() if l.startswith("anonymous unexplained")]
+        assert line and re.search(r" -\d", line[0]), text
+        assert not re.search(r"-\d+%", text), text
+        assert "allocated but never touched" in text, text
+        assert re.search(r"^retained~ .*requested bytes", text, re.M), text
+        s.keys("q")
+        s.wait(r"EXIT=0")
+    finally:
+        s.close()
+        t.finish()
+
+
 def test_filter_keeps_matching_rows():
     with watching() as (t, s):
         s.wait("small_site")

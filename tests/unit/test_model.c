@@ -331,6 +331,27 @@ static void memory_explained(void **state)
 	assert_false(mm.have_counted);
 	assert_false(mm.have_heap);
 	assert_true(mm.unexplained == (71 << 20) - 6000 - (16 << 20));
+	assert_string_equal(mm.unexplained_why, "anonymous RSS minus heap and tracked "
+			    "mmap: thread stacks, allocator overhead, other mappings");
+	assert_false(mm.have_gap);
+	/* In use (usable bytes) beside retained (requested bytes): the gap
+	 * and what it is made of, memory from before an attach included
+	 * when the agent was injected. */
+	m.snap.hdr.heap.present = YM_HEAP_IN_USE | YM_HEAP_FREE;
+	model_memory(&m, &mm);
+	assert_true(mm.have_gap && mm.gap == (45 << 20) - 6000);
+	assert_non_null(strstr(mm.gap_why, "size-class slack"));
+	assert_null(strstr(mm.gap_why, "attach"));
+	m.snap.hdr.flags |= YM_FLAG_INJECTED;
+	model_memory(&m, &mm);
+	assert_non_null(strstr(mm.gap_why, "before the attach"));
+	/* More heap than is resident: said in words, not as a share. */
+	m.proc.mem.anonymous = 30 << 20;
+	model_memory(&m, &mm);
+	assert_true(mm.unexplained < 0);
+	assert_non_null(strstr(mm.unexplained_why, "negative: "));
+	assert_non_null(strstr(mm.unexplained_why, "allocated but never touched"));
+	assert_non_null(strstr(mm.unexplained_why, "size-class slack"));
 	snap_make(&s, r, r, 2);
 	model_update(&m, &s);                      /* gone */
 	model_memory(&m, &mm);

@@ -312,10 +312,10 @@ static void folded_sums(void **state)
 {
 	struct fixture *fx = *state;
 	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
-	/* Stacks 1 and 4 merge: 3000 + 500. */
-	assert_non_null(strstr(out, "caller_x;site_a 3500\n"));
-	assert_non_null(strstr(out, "caller_x;site_b 1000\n"));
-	assert_non_null(strstr(out, "caller_y;site_a 2000\n"));
+	/* Stacks 1 and 4 merge: 3000 + 500.  The kind is the first frame. */
+	assert_non_null(strstr(out, "[malloc];caller_x;site_a 3500\n"));
+	assert_non_null(strstr(out, "[malloc];caller_x;site_b 1000\n"));
+	assert_non_null(strstr(out, "[malloc];caller_y;site_a 2000\n"));
 	assert_int_equal(count(out, "\n"), 3);
 	free(out);
 	out = render(fx, REPORT_FOLDED, WEIGHT_ALLOCATED, NULL);
@@ -336,8 +336,9 @@ static void svg_structure(void **state)
 	assert_true(!strncmp(out, "<?xml ", 6));
 	assert_non_null(strstr(out, "</svg>\n"));
 	assert_int_equal(count(out, "<g "), count(out, "</g>"));
-	/* all, caller_x, caller_y, site_a twice, site_b */
-	assert_int_equal(count(out, "<g class=\"f\""), 6);
+	/* all, [malloc], caller_x, caller_y, site_a twice, site_b */
+	assert_int_equal(count(out, "<g class=\"f\""), 7);
+	assert_non_null(strstr(out, "<title>[malloc] (6.35 KiB, 100.00%)</title>"));
 	assert_non_null(strstr(out, "<title>site_a (3.42 KiB, 53.85%)</title>"));
 	assert_non_null(strstr(out, "<title>all (6.35 KiB, 100.00%)</title>"));
 	/* The executable's name is escaped. */
@@ -345,6 +346,152 @@ static void svg_structure(void **state)
 	assert_null(strstr(out, "\"<&>\""));
 	assert_int_equal(count(out, "<![CDATA["), 1);
 	assert_int_equal(count(out, "]]>"), 1);
+	free(out);
+}
+
+/* Stack 3 (caller_y -> site_a, 2000 B) made an anonymous mapping: the
+ * model counts it apart, as model_update does for a v6 writer's mmap
+ * stacks. */
+static void make_stack3_mmap(struct fixture *fx)
+{
+	fx->m.snap.hdr.abi_version = 6;
+	fx->m.stacks[3].kind = YM_KIND_MMAP;
+	fx->m.retained_bytes -= fx->m.stacks[3].retained_bytes;
+	fx->m.retained_objects -= fx->m.stacks[3].retained_objects;
+	fx->m.mmap_retained_bytes = fx->m.stacks[3].retained_bytes;
+}
+
+/* The value of the one series whose line starts with head (name and
+ * labels up to the closing brace); -1 when there is none. */
+static double prom_series(const char *text, const char *head)
+{
+	const char *p = text;
+	double v = -1;
+	int n = 0;
+	while ((p = strstr(p, head))) {
+		if (p == text || p[-1] == '\n') {
+			v = atof(p + strlen(head));
+			n++;
+		}
+		p += strlen(head);
+	}
+	assert_true(n <= 1);
+	return v;
+}
+
+/* The sum of ymtop_stack_retained_bytes over the series of a kind. */
+static double prom_kind_sum(const char *text, const char *kind, int *nseries)
+{
+	char want[64];
+	snprintf(want, sizeof want, ",kind=\"%s\",", kind);
+	double sum = 0;
+	*nseries = 0;
+	for (const char *p = text; (p = strstr(p, "\nymtop_stack_retained_bytes{")); p++) {
+		const char *end = strchr(p + 1, '\n');
+		const char *close = strstr(p, "} ");
+		assert_non_null(close);
+		assert_true(!end || close < end);
+		char line[1024];
+		size_t len = (size_t)(close - p);
+		assert_true(len < sizeof line);
+		memcpy(line, p, len);
+		line[len] = '\0';
+		/* Every stack series names its kind. */
+		assert_true(strstr(line, ",kind=\"malloc\",") || strstr(line, ",kind=\"mmap\","));
+		if (strstr(line, want)) {
+			sum += atof(close + 2);
+			(*nseries)++;
+		}
+	}
+	return sum;
+}
+
+/* Per process and kind, the stack series add up to the process series:
+ * mmap stacks are not in the malloc family's total, nor summed into the
+ * same series as its stacks; also with the top N and (other). */
+static void prometheus_kinds_add_up(void **state)
+{
+	struct fixture *fx = *state;
+	make_stack3_mmap(fx);
+	for (int top = 20; top >= 1; top -= 19) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		struct report_opts o = { REPORT_PROMETHEUS, top, NULL, 0, SORT_RETAINED };
+		assert_int_equal(report_write(f, &fx->m, fx->s, &o), 0);
+		fclose(f);
+		char head[128];
+		snprintf(head, sizeof head, "ymtop_process_retained_bytes{pid=\"%d\","
+			 "exe=\"test \\\"<&>\\\"\"} ", 0x7fffffff);
+		assert_true(prom_series(buf, head) == 4500);
+		snprintf(head, sizeof head, "ymtop_process_mmap_retained_bytes{pid=\"%d\","
+			 "exe=\"test \\\"<&>\\\"\"} ", 0x7fffffff);
+		assert_true(prom_series(buf, head) == 2000);
+		int nm, nx;
+		assert_true(prom_kind_sum(buf, "malloc", &nm) == 4500);
+		assert_true(prom_kind_sum(buf, "mmap", &nx) == 2000);
+		if (top == 20) {
+			/* site_a of malloc (3000 + 500) and of mmap are apart. */
+			assert_int_equal(nm, 2);
+			assert_int_equal(nx, 1);
+			assert_non_null(strstr(buf, "\nymtop_stack_retained_bytes{pid=\"2147483647\","
+					       "exe=\"test \\\"<&>\\\"\",kind=\"mmap\","
+					       "function=\"site_a\","));
+		} else {
+			/* The top one (malloc site_a), an (other) per kind. */
+			assert_int_equal(nm, 2);
+			assert_int_equal(nx, 1);
+			assert_non_null(strstr(buf, "kind=\"mmap\",function=\"(other)\","
+					       "location=\"\"} 2000\n"));
+			assert_non_null(strstr(buf, "kind=\"malloc\",function=\"(other)\","
+					       "location=\"\"} 1000\n"));
+		}
+		free(buf);
+	}
+	/* A writer before ABI 6 tracks no mmap: no such series. */
+	fx->m.snap.hdr.abi_version = 5;
+	char *out = render(fx, REPORT_PROMETHEUS, WEIGHT_RETAINED, NULL);
+	assert_null(strstr(out, "\nymtop_process_mmap_retained_bytes{"));
+	free(out);
+}
+
+/* Folded stacks and the flame graph keep the kinds apart: the same
+ * call path allocating and mapping is two lines, two boxes. */
+static void folded_and_svg_keep_kinds_apart(void **state)
+{
+	struct fixture *fx = *state;
+	make_stack3_mmap(fx);
+	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "[malloc];caller_x;site_a 3500\n"));
+	assert_non_null(strstr(out, "[mmap];caller_y;site_a 2000\n"));
+	assert_null(strstr(out, "[malloc];caller_y"));
+	assert_int_equal(count(out, "\n"), 3);
+	free(out);
+	out = render(fx, REPORT_SVG, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "<title>[mmap] (1.95 KiB, 30.77%)</title>"));
+	assert_non_null(strstr(out, "<title>[malloc] (4.39 KiB, 69.23%)</title>"));
+	/* The subtitle names each kind's total. */
+	assert_non_null(strstr(out, "malloc 4.39 KiB, mmap 1.95 KiB"));
+	free(out);
+}
+
+/* Each figure's unit is named: estimates in requested bytes, in use in
+ * usable bytes (text's units line, JSON's rss_explained.units). */
+static void units_are_named(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\nunits: estimates (retained, mmap, stacks) in "
+			       "requested bytes, in use in usable bytes"));
+	free(out);
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"units\":{\"heap_in_use_bytes\":\"usable\","
+			       "\"heap_free_bytes\":\"usable\",\"counted_in_use_bytes\":"
+			       "\"usable\",\"retained_bytes\":\"requested\","
+			       "\"mmap_retained_bytes\":\"requested\"}"));
+	/* Not running: no RSS, nothing to explain. */
+	assert_non_null(strstr(out, "\"in_use_minus_retained_bytes\":null,"
+			       "\"unexplained_why\":null,\"in_use_minus_retained_why\":null,"));
 	free(out);
 }
 
@@ -484,6 +631,78 @@ static void save_never_overwrites(void **state)
 	assert_non_null(strstr(err, "exists"));
 }
 
+/* SQLite: byte and object counts are INTEGER, rounded as JSON rounds
+ * them; each stack names its kind; meta has the mmap total. */
+static void sqlite_counts_are_whole_numbers_with_kinds(void **state)
+{
+	struct fixture *fx = *state;
+	make_stack3_mmap(fx);
+	fx->m.stacks[1].retained_objects = 12.5;    /* ties to even: 12 */
+	fx->m.stacks[2].retained_objects = 13.5;    /* 14 */
+	fx->m.stacks[2].alloc_objects = 90.4;
+	fx->m.stacks[1].life[3].objects = 20.6;
+	fx->m.retained_objects = 12.5 + 13.5 + 5;
+	char path[128], err[256];
+	struct report_opts o = { REPORT_SQLITE, 20, NULL, 0, SORT_RETAINED };
+	snprintf(path, sizeof path, "%s/k.db", fx->dir);
+	assert_int_equal(report_save(path, &fx->m, fx->s, &o, err, sizeof err), 0);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	static const char *const whole[] = {
+		"SELECT DISTINCT typeof(retained_bytes) FROM stacks",
+		"SELECT DISTINCT typeof(retained_objects) FROM stacks",
+		"SELECT DISTINCT typeof(allocated_bytes) FROM stacks",
+		"SELECT DISTINCT typeof(allocated_objects) FROM stacks",
+		"SELECT typeof(retained_bytes) FROM meta",
+		"SELECT typeof(retained_objects) FROM meta",
+		"SELECT typeof(mmap_retained_bytes) FROM meta",
+		"SELECT DISTINCT typeof(count) FROM lifetimes",
+		"SELECT DISTINCT typeof(bytes) FROM lifetimes",
+		"SELECT DISTINCT typeof(weight_bytes) FROM allocations",
+	};
+	sqlite3_stmt *q;
+	for (size_t i = 0; i < sizeof whole / sizeof *whole; i++) {
+		assert_int_equal(sqlite3_prepare_v2(db, whole[i], -1, &q, NULL), SQLITE_OK);
+		assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+		assert_string_equal((const char *)sqlite3_column_text(q, 0), "integer");
+		assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+		sqlite3_finalize(q);
+	}
+	assert_int_equal(sqlite3_prepare_v2(db,
+		"SELECT (SELECT retained_objects FROM stacks WHERE id = 1),"
+		" (SELECT retained_objects FROM stacks WHERE id = 2),"
+		" (SELECT allocated_objects FROM stacks WHERE id = 2),"
+		" (SELECT count FROM lifetimes WHERE stack = 1),"
+		" (SELECT group_concat(kind, ',') FROM (SELECT kind FROM stacks ORDER BY id)),"
+		" (SELECT sum(retained_bytes) FROM stacks WHERE kind = 'malloc'),"
+		" (SELECT retained_bytes FROM meta), (SELECT mmap_retained_bytes FROM meta),"
+		" (SELECT retained_objects FROM meta)", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int64(q, 0), 12);
+	assert_int_equal(sqlite3_column_int64(q, 1), 14);
+	assert_int_equal(sqlite3_column_int64(q, 2), 90);
+	assert_int_equal(sqlite3_column_int64(q, 3), 21);
+	assert_string_equal((const char *)sqlite3_column_text(q, 4),
+			    "malloc,malloc,mmap,malloc");
+	assert_int_equal(sqlite3_column_int64(q, 5), 4500);
+	assert_int_equal(sqlite3_column_int64(q, 6), 4500);
+	assert_int_equal(sqlite3_column_int64(q, 7), 2000);
+	assert_int_equal(sqlite3_column_int64(q, 8), 31);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	/* JSON says the same. */
+	char *out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "{\"id\":1,\"retained_bytes\":3000,\"retained_objects\":12,"));
+	assert_non_null(strstr(out, "{\"id\":2,\"retained_bytes\":1000,\"retained_objects\":14,"));
+	free(out);
+	/* Folded stacks round as JSON and SQLite do (ties to even). */
+	fx->m.stacks[3].retained_objects = 20.5;
+	out = render(fx, REPORT_FOLDED, WEIGHT_OBJECTS, NULL);
+	assert_non_null(strstr(out, "[malloc];caller_x;site_b 14\n"));
+	assert_non_null(strstr(out, "[mmap];caller_y;site_a 20\n"));
+	free(out);
+}
+
 /* Samples that found the stack table full: stack 0, no frames. */
 static void overflow_stack(void **state)
 {
@@ -493,7 +712,7 @@ static void overflow_stack(void **state)
 	o->alloc_bytes = o->retained_bytes = 100;
 	o->alloc_objects = o->retained_objects = 1;
 	char *out = render(fx, REPORT_FOLDED, WEIGHT_RETAINED, NULL);
-	assert_non_null(strstr(out, "\n[stack table full] 100\n"));
+	assert_non_null(strstr(out, "[malloc];[stack table full] 100\n"));
 	free(out);
 	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
 	assert_non_null(strstr(out, "(no frames: samples that found the stack table full)"));
@@ -556,9 +775,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(modules_as_at_fork_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
+		cmocka_unit_test_setup_teardown(prometheus_kinds_add_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(folded_and_svg_keep_kinds_apart, setup, teardown),
+		cmocka_unit_test_setup_teardown(units_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),
+		cmocka_unit_test_setup_teardown(sqlite_counts_are_whole_numbers_with_kinds, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_disk_is_an_error, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

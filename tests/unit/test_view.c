@@ -170,6 +170,31 @@ static void functions_view_groups(void **state)
 	assert_true(v->fns[0].retained == 300);
 }
 
+/* A function whose stacks allocate and map memory is two rows: the
+ * kinds are never summed, as in every report. */
+static void functions_view_keeps_kinds_apart(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	const double r[NST] = { 0, 100, 300, 200, 50 };
+	struct shm_snapshot s;
+	snap_make(&s, r, r, 10);
+	((struct ym_stack *)(s.stacks + 2 * s.stack_stride))->frames[0] = 0x1001;
+	model_update(&f->m, &s);
+	f->m.stacks[2].kind = YM_KIND_MMAP;      /* stack 1's function, mapped */
+	view_refresh(v);
+	view_key(v, VK_TAB);
+	assert_int_equal(v->kind, VIEW_FUNCTIONS);
+	assert_int_equal(view_rows(v), 4);
+	assert_int_equal(v->fns[0].kind, YM_KIND_MMAP);
+	assert_true(v->fns[0].retained == 300);
+	assert_int_equal(v->fns[0].nstacks, 1);
+	/* 300 (mmap), 200, 100 (the same function's malloc stack), 50. */
+	assert_string_equal(v->fns[0].name, v->fns[2].name);
+	assert_int_equal(v->fns[2].kind, YM_KIND_MALLOC);
+	assert_true(v->fns[2].retained == 100);
+}
+
 static struct ym_stack *stack_of(struct shm_snapshot *s, uint32_t i)
 {
 	return (struct ym_stack *)(s->stacks + i * s->stack_stride);
@@ -323,6 +348,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(filter_and_escape, setup, teardown),
 		cmocka_unit_test_setup_teardown(mark_growth_freeze_detail, setup, teardown),
 		cmocka_unit_test_setup_teardown(functions_view_groups, setup, teardown),
+		cmocka_unit_test_setup_teardown(functions_view_keeps_kinds_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(write_failure_is_a_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(functions_avg_and_age_span_stacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(threads_view_hides_empty_shared_slot, setup, teardown),

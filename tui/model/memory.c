@@ -49,4 +49,22 @@ void model_memory(const struct model *m, struct model_memory *o)
 	double heap = o->have_heap && !o->heap_old ? o->heap_in_use + o->heap_free :
 		      o->have_counted ? o->counted_in_use : o->retained;
 	o->unexplained = o->anon - heap - (o->have_mmap ? o->mmap_retained : 0);
+	o->unexplained_why = o->unexplained >= 0 ?
+		"anonymous RSS minus heap and tracked mmap: thread stacks, allocator "
+		"overhead, other mappings" :
+		"negative: the heap counts memory that is not resident: allocated but "
+		"never touched (no page yet), size-class slack never written, or "
+		"swapped out";
+	/* Usable minus requested where both are shown. */
+	o->have_gap = o->have_heap && !o->heap_old;
+	o->gap = o->have_gap ? o->heap_in_use - o->retained : 0;
+	int injected = m->have_snap && (m->snap.hdr.flags & YM_FLAG_INJECTED);
+	o->gap_why = o->gap < 0 ?
+		"negative: the retained estimate's sampling error is larger than "
+		"the slack" :
+		injected ?
+		"usable minus requested bytes: size-class slack, allocator headers, "
+		"memory allocated before the attach (not sampled), the estimate's error" :
+		"usable minus requested bytes: size-class slack, allocator headers, "
+		"the estimate's error";
 }

@@ -13,6 +13,15 @@
 
 #include "model.h"
 
+/* Units (man/ymtop.1, "Units").  Estimates from samples (retained, tracked
+ * mmap, every stack figure) count requested bytes: what the program asked
+ * for (a mapping's length).  In use, the allocator's and the agent's
+ * exact counted one, counts usable bytes: each block as the allocator
+ * rounded it up to its size class, so it is the larger of the two by the
+ * size-class slack (and, for the allocator's, its headers). */
+#define MODEL_UNIT_REQUESTED "requested bytes"
+#define MODEL_UNIT_USABLE    "usable bytes"
+
 struct model_memory {
 	int have_rss;            /* the process runs and /proc told us */
 	const char *rss_source;  /* "smaps_rollup" or "status" */
@@ -30,6 +39,11 @@ struct model_memory {
 	double retained;         /* estimated from samples */
 	int have_mmap;           /* tracked anonymous mmap */
 	double mmap_retained;
+	/* Usable minus requested: the allocator's in use (when known and not
+	 * old) minus the retained estimate, both shown side by side. */
+	int have_gap;
+	double gap;
+	const char *gap_why;     /* what makes up gap, in words */
 	/* Anonymous RSS minus the heap (the allocator's in use + free when
 	 * known and not old, else the counted in use, else the retained
 	 * estimate) and
@@ -38,6 +52,9 @@ struct model_memory {
 	 * attach; negative when parts of the heap are not resident.  Valid
 	 * when have_rss. */
 	double unexplained;
+	/* What unexplained is, in words; when it is negative, why the heap
+	 * can be more than what is resident (never a share of RSS). */
+	const char *unexplained_why;
 };
 
 void model_memory(const struct model *m, struct model_memory *out);

@@ -81,6 +81,11 @@ static void credit(struct flame *fl, uint32_t leaf, double v)
 		fl->n[i].value += v;
 }
 
+const char *flame_kind_frame(uint32_t kind)
+{
+	return kind == YM_KIND_MMAP ? "[mmap]" : "[malloc]";
+}
+
 int flame_build(struct flame *fl, struct model *m, struct sym *s,
 		const struct frames_rules *r, enum report_weight w)
 {
@@ -92,9 +97,13 @@ int flame_build(struct flame *fl, struct model *m, struct sym *s,
 		double v = report_weight_value(st, w);
 		if (st->alloc_samples == 0 || !(v > 0))
 			continue;
-		uint32_t at = 0;
+		/* The kind first: the malloc family's stacks and the
+		 * program's own mappings are two trees, as in every report. */
+		uint32_t at = child(fl, 0, flame_kind_frame(st->kind), 0);
+		if (at == FLAME_NONE)
+			goto oom;
 		if (st->depth == 0) {
-			at = child(fl, 0, "[stack table full]", 0);
+			at = child(fl, at, "[stack table full]", 0);
 			if (at == FLAME_NONE)
 				goto oom;
 			credit(fl, at, v);

@@ -1,6 +1,9 @@
 /*
  * flame: the stacks of a model merged into a call tree, root first, as
- * flame graphs and folded stacks show them.  A path from the root is the
+ * flame graphs and folded stacks show them.  Below the root one frame
+ * names the stacks' kind, "[malloc]" (the malloc family) or "[mmap]"
+ * (anonymous mappings the program made itself), so that the two never
+ * share a box; then a path is the
  * chain of frames from the outermost caller to the display frame (frames
  * below it are allocator plumbing, see frames.h; --no-skip keeps them all);
  * inlined functions are frames of their own.  Siblings with the same name
@@ -43,6 +46,8 @@ struct flame {
  * memory (fl is then empty). */
 int flame_build(struct flame *fl, struct model *m, struct sym *s,
 		const struct frames_rules *r, enum report_weight w);
+/* The kind's frame under the root: "[malloc]" or "[mmap]". */
+const char *flame_kind_frame(uint32_t kind);
 void flame_free(struct flame *fl);
 
 #endif

@@ -32,7 +32,8 @@ static void walk(FILE *f, const struct flame *fl, uint32_t i, uint32_t *path,
 		 uint32_t depth)
 {
 	path[depth] = i;
-	double v = round(fl->n[i].self);
+	/* To nearest, ties to even: as JSON's and SQLite's whole numbers. */
+	double v = nearbyint(fl->n[i].self);
 	if (depth > 0 && v >= 1) {
 		for (uint32_t k = 1; k <= depth; k++) {
 			if (k > 1)

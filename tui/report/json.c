@@ -40,8 +40,17 @@ static void json_rss_explained(FILE *f, const struct model *m)
 	json_opt(f, "counted_in_use_bytes", mm.have_counted, mm.counted_in_use, 1);
 	json_opt(f, "retained_bytes", 1, mm.retained, 1);
 	json_opt(f, "mmap_retained_bytes", mm.have_mmap, mm.mmap_retained, 1);
-	json_opt(f, "unexplained_anon_bytes", mm.have_rss, mm.unexplained, 0);
-	fputs("},", f);
+	json_opt(f, "unexplained_anon_bytes", mm.have_rss, mm.unexplained, 1);
+	json_opt(f, "in_use_minus_retained_bytes", mm.have_gap, mm.gap, 1);
+	/* Units (model/memory.h) and what the differences are made of. */
+	fputs("\"unexplained_why\":", f);
+	fmt_json_string(f, mm.have_rss ? mm.unexplained_why : NULL);
+	fputs(",\"in_use_minus_retained_why\":", f);
+	fmt_json_string(f, mm.have_gap ? mm.gap_why : NULL);
+	fputs(",\"units\":{\"heap_in_use_bytes\":\"usable\","
+	      "\"heap_free_bytes\":\"usable\",\"counted_in_use_bytes\":\"usable\","
+	      "\"retained_bytes\":\"requested\",\"mmap_retained_bytes\":\"requested\"}},",
+	      f);
 }
 
 static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,

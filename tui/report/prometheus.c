@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,21 +76,33 @@ const char *prometheus_label(const char *raw, char *buf, size_t len)
 	return buf;
 }
 
-/* One series of ymtop_stack_*: the stacks of one display frame. */
+/* One series of ymtop_stack_*: the stacks of one kind and display
+ * frame. */
 
-/* One process's groups: the top N by retained, then "(other)". */
+/* One process's groups: the top N by retained, then one "(other)" per
+ * kind (indexed by YM_KIND_*) that has more. */
+#define PROM_KINDS 2
 struct proc_groups {
 	struct prom_group *g;
 	size_t n;
-	double other_retained, other_allocated;
-	int    have_other;
+	double other_retained[PROM_KINDS], other_allocated[PROM_KINDS];
+	int    have_other[PROM_KINDS];
 	char   pid[24];
 	char   exe[PROM_LABEL_BUF];
 };
 
+/* A stack's kind as an index of the arrays above: an unknown kind from a
+ * newer writer counts as malloc, as report_kind_name names it. */
+static uint32_t kind_index(uint32_t kind)
+{
+	return kind == YM_KIND_MMAP ? YM_KIND_MMAP : YM_KIND_MALLOC;
+}
+
 static int by_labels(const void *a, const void *b)
 {
 	const struct prom_group *x = a, *y = b;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
 	int c = strcmp(x->function, y->function);
 	return c ? c : strcmp(x->location, y->location);
 }
@@ -160,6 +173,7 @@ static int groups_collect(struct proc_groups *pg, size_t cap, struct model *m,
 		struct prom_group *g = &pg->g[pg->n];
 		g->function = strdup(fn);
 		g->location = strdup(loc);
+		g->kind = kind_index(st->kind);
 		g->retained = st->retained_bytes;
 		g->allocated = st->alloc_bytes;
 		pg->n++;
@@ -169,8 +183,9 @@ static int groups_collect(struct proc_groups *pg, size_t cap, struct model *m,
 	return 0;
 }
 
-/* Sum the groups of one display frame, sort them by retained, keep the
- * top N and sum the rest into other. */
+/* Sum the groups of one kind and display frame, sort them by retained,
+ * keep the top N (of both kinds) and sum the rest into their kind's
+ * other. */
 static void groups_finish(struct proc_groups *pg, const struct report_opts *o)
 {
 	qsort(pg->g, pg->n, sizeof *pg->g, by_labels);
@@ -189,9 +204,10 @@ static void groups_finish(struct proc_groups *pg, const struct report_opts *o)
 	qsort(pg->g, pg->n, sizeof *pg->g, by_retained);
 	size_t top = o->top > 0 ? (size_t)o->top : PROM_TOP_DEFAULT;
 	for (size_t i = top; i < pg->n; i++) {
-		pg->have_other = 1;
-		pg->other_retained += pg->g[i].retained;
-		pg->other_allocated += pg->g[i].allocated;
+		uint32_t k = pg->g[i].kind;
+		pg->have_other[k] = 1;
+		pg->other_retained[k] += pg->g[i].retained;
+		pg->other_allocated[k] += pg->g[i].allocated;
 		free(pg->g[i].function);
 		free(pg->g[i].location);
 	}
@@ -227,7 +243,7 @@ int prometheus_merge(const struct prom_source *src, size_t n,
 	size_t cap = 0;
 	for (size_t i = 0; i < n; i++)
 		cap += src[i].m->nstacks;
-	pg.g = calloc(cap + 1, sizeof *pg.g);
+	pg.g = calloc(cap + PROM_KINDS, sizeof *pg.g);
 	if (!pg.g)
 		return -1;
 	for (size_t i = 0; i < n; i++)
@@ -236,12 +252,15 @@ int prometheus_merge(const struct prom_source *src, size_t n,
 			return -1;
 		}
 	groups_finish(&pg, o);
-	if (pg.have_other) {
+	for (uint32_t k = 0; k < PROM_KINDS; k++) {
+		if (!pg.have_other[k])
+			continue;
 		struct prom_group *g = &pg.g[pg.n];
 		g->function = strdup("(other)");
 		g->location = strdup("");
-		g->retained = pg.other_retained;
-		g->allocated = pg.other_allocated;
+		g->kind = k;
+		g->retained = pg.other_retained[k];
+		g->allocated = pg.other_allocated[k];
 		pg.n++;
 		if (!g->function || !g->location) {
 			groups_free(&pg);
@@ -272,17 +291,39 @@ static void value(FILE *f, double v)
 	fprintf(f, " %.0f\n", v);
 }
 
+/* A stack series' value, rounded down: the parts of a total each rounded
+ * down never add up to more than the total rounded (value), so the stack
+ * series of a kind never exceed their process series, also were the
+ * estimates fractions. */
+static void stack_value(FILE *f, double v)
+{
+	value(f, floor(v));
+}
+
 enum pfield {
-	P_RETAINED, P_INUSE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS, P_ALARMS
+	P_RETAINED, P_MMAP, P_INUSE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS,
+	P_ALARMS
 };
 
+/* Units (man/ymtop.1, "Units"): retained and the stack series count
+ * requested bytes (what callers asked for), in use counts the
+ * allocator's usable bytes (each block rounded up to its size class):
+ * in use is the larger by that slack and the allocator's own overhead. */
 static const struct {
 	const char *name, *type, *help;
 } pfields[] = {
 	[P_RETAINED] = { "ymtop_process_retained_bytes", "gauge",
-		"Estimated live heap bytes (from samples)." },
+		"Estimated live bytes of the malloc family, from samples, in requested "
+		"bytes (in use counts usable bytes: size-class slack makes it larger); "
+		"the sum of the kind=\"malloc\" ymtop_stack_retained_bytes series." },
+	[P_MMAP] = { "ymtop_process_mmap_retained_bytes", "gauge",
+		"Estimated live bytes of the anonymous mappings the program made itself "
+		"(their lengths), from samples; the sum of the kind=\"mmap\" "
+		"ymtop_stack_retained_bytes series.  Absent when the agent does not track "
+		"mmap." },
 	[P_INUSE] = { "ymtop_process_in_use_bytes", "gauge",
-		"Heap bytes in use: the allocator's own statistics, else the agent's "
+		"Heap bytes in use, in usable bytes (the allocator's size classes, so "
+		"more than retained): the allocator's own statistics, else the agent's "
 		"exact counters (exact mode, agent from the start); absent otherwise." },
 	[P_RSS] = { "ymtop_process_rss_bytes", "gauge",
 		"Resident set size of a running process." },
@@ -297,6 +338,12 @@ static const struct {
 		"Allocations that raised an alarm (YM_ALARM_SIZE, failures)." },
 };
 
+/* The agent tracks the program's anonymous mappings (ABI 6 and later). */
+static int tracks_mmap(const struct model *m)
+{
+	return m->have_snap && m->snap.hdr.abi_version >= 6;
+}
+
 /* The value of a process field; 0 when the process has none (not
  * written). */
 static int pvalue(const struct model *m, enum pfield k, double *v)
@@ -305,6 +352,7 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	const struct ym_totals *t = &m->totals;
 	switch (k) {
 	case P_RETAINED: *v = m->retained_bytes; return 1;
+	case P_MMAP: *v = m->mmap_retained_bytes; return tracks_mmap(m);
 	case P_INUSE: return model_in_use(m, v);
 	case P_RSS: *v = (double)m->proc.rss_bytes; return m->alive;
 	case P_ALLOC_BYTES:
@@ -365,22 +413,31 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 		const char *name = which ? "ymtop_stack_allocated_bytes_total" :
 				   "ymtop_stack_retained_bytes";
 		family(f, name, which ? "counter" : "gauge", which ?
-		       "Estimated bytes allocated by the stacks of one display frame "
-		       "(top N by retained; the rest as function=\"(other)\")." :
-		       "Estimated live bytes of the stacks of one display frame "
-		       "(top N by retained; the rest as function=\"(other)\").");
+		       "Estimated requested bytes allocated by the stacks of one kind "
+		       "(malloc, mmap) and display frame (top N by retained; the rest "
+		       "as function=\"(other)\", one per kind)." :
+		       "Estimated live requested bytes of the stacks of one kind (malloc, "
+		       "mmap) and display frame (top N by retained; the rest as "
+		       "function=\"(other)\", one per kind).  Per process and kind they "
+		       "add up to ymtop_process_retained_bytes (malloc) or "
+		       "ymtop_process_mmap_retained_bytes (mmap).");
 		for (size_t i = 0; i < n; i++) {
 			for (size_t j = 0; j < pg[i].n; j++) {
 				const struct prom_group *g = &pg[i].g[j];
-				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",function=\"%s\","
-					"location=\"%s\"}", name, pg[i].pid, pg[i].exe,
-					g->function, g->location);
-				value(f, which ? g->allocated : g->retained);
+				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",kind=\"%s\","
+					"function=\"%s\",location=\"%s\"}", name, pg[i].pid,
+					pg[i].exe, report_kind_name(g->kind), g->function,
+					g->location);
+				stack_value(f, which ? g->allocated : g->retained);
 			}
-			if (pg[i].have_other) {
-				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",function=\"(other)\","
-					"location=\"\"}", name, pg[i].pid, pg[i].exe);
-				value(f, which ? pg[i].other_allocated : pg[i].other_retained);
+			for (uint32_t k = 0; k < PROM_KINDS; k++) {
+				if (!pg[i].have_other[k])
+					continue;
+				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",kind=\"%s\","
+					"function=\"(other)\",location=\"\"}", name, pg[i].pid,
+					pg[i].exe, report_kind_name(k));
+				stack_value(f, which ? pg[i].other_allocated[k] :
+						pg[i].other_retained[k]);
 			}
 		}
 	}

@@ -7,8 +7,13 @@
  * grouped (the format requires it):
  *
  *   per process, labels pid, exe (the executable's base name):
- *     ymtop_process_retained_bytes          gauge   (estimate)
- *     ymtop_process_in_use_bytes            gauge   (exact; only when the
+ *     ymtop_process_retained_bytes          gauge   (estimate, requested
+ *                                                    bytes, malloc family)
+ *     ymtop_process_mmap_retained_bytes     gauge   (estimate, the program's
+ *                                                    anonymous mappings; only
+ *                                                    when the agent tracks
+ *                                                    them, ABI 6 and later)
+ *     ymtop_process_in_use_bytes            gauge   (usable bytes; only when the
  *                                                    agent ran from the start:
  *                                                    injected, frees of older
  *                                                    blocks would count)
@@ -19,17 +24,23 @@
  *     ymtop_process_dropped_total           counter, label reason
  *                                           (stacks, live, busy, threads,
  *                                           modules)
- *   per stack, labels pid, exe, function, location ("file:line" of the
- *   display frame, or the module's base name when there is no line):
+ *   per stack, labels pid, exe, kind ("malloc" or "mmap"), function,
+ *   location ("file:line" of the display frame, or the module's base name
+ *   when there is no line); estimates in requested bytes:
  *     ymtop_stack_retained_bytes            gauge
  *     ymtop_stack_allocated_bytes_total     counter
  *
- * Stacks sharing a display frame (function and location, after escaping
- * and truncation) are one series, their values summed: no duplicate
- * series.  Only the top N such groups by retained bytes get their own
- * series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed into one
- * series with function="(other)", location="".  Cardinality per process is
- * therefore at most N + 1 stack series per family plus 11 process series.
+ * Stacks sharing a kind and a display frame (function and location, after
+ * escaping and truncation) are one series, their values summed: no
+ * duplicate series.  Only the top N such groups by retained bytes get
+ * their own series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed
+ * into one series per kind with function="(other)", location="".
+ * Cardinality per process is therefore at most N + 2 stack series per
+ * family plus 13 process series.  Per process and kind the retained
+ * stack series (each rounded down) add up to no more than the process
+ * series (ymtop_process_retained_bytes for malloc,
+ * ymtop_process_mmap_retained_bytes for mmap); the estimates being whole
+ * bytes, to exactly it.
  * Label values: at most PROM_LABEL_MAX bytes (cut at a character boundary,
  * "..." appended), invalid UTF-8 and control characters as '?', and
  * backslash, double quote and newline escaped as the format says.
@@ -38,6 +49,7 @@
 #define YMTOP_PROMETHEUS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common.h"
@@ -58,13 +70,14 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 
 /* The stacks of several processes of one program (a prefork server's
  * master and workers: their addresses agree, as fork keeps the mappings)
- * grouped together by display frame, as the ymtop_stack_* series group
- * one process's: the top N (o->top) by retained, largest first, then
- * "(other)" when there are more.  Labels escaped as above.  0 with *out
+ * grouped together by kind and display frame, as the ymtop_stack_*
+ * series group one process's: the top N (o->top) by retained, largest
+ * first, then an "(other)" for each kind that has more.  Labels escaped as above.  0 with *out
  * (prometheus_merge_free), or -1 when out of memory. */
 struct prom_group {
-	char  *function, *location;   /* escaped label values, owned */
-	double retained, allocated;
+	char    *function, *location;   /* escaped label values, owned */
+	uint32_t kind;                  /* YM_KIND_MALLOC or YM_KIND_MMAP */
+	double   retained, allocated;
 };
 int prometheus_merge(const struct prom_source *src, size_t n,
 		     const struct report_opts *o, struct prom_group **out,

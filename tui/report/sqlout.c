@@ -15,19 +15,20 @@ static const char schema[] =
 	" state TEXT, sample_rate INTEGER, version TEXT,"
 	" allocated_bytes INTEGER, allocated_objects INTEGER,"
 	" freed_bytes INTEGER, freed_objects INTEGER, in_use_bytes INTEGER,"
-	" retained_bytes REAL, retained_objects REAL, requested_bytes INTEGER);"
+	" retained_bytes INTEGER, retained_objects INTEGER, requested_bytes INTEGER,"
+	" mmap_retained_bytes INTEGER);"
 	"CREATE TABLE stacks(id INTEGER PRIMARY KEY, function TEXT, file TEXT,"
-	" line INTEGER, retained_bytes REAL, retained_objects REAL,"
-	" allocated_bytes REAL, allocated_objects REAL, samples INTEGER,"
-	" live_samples INTEGER, tid INTEGER, oldest_age_ns INTEGER);"
+	" line INTEGER, retained_bytes INTEGER, retained_objects INTEGER,"
+	" allocated_bytes INTEGER, allocated_objects INTEGER, samples INTEGER,"
+	" live_samples INTEGER, tid INTEGER, oldest_age_ns INTEGER, kind TEXT);"
 	"CREATE TABLE frames(stack INTEGER REFERENCES stacks(id),"
 	" position INTEGER, function TEXT, file TEXT, line INTEGER,"
 	" module TEXT, inlined INTEGER, address INTEGER, display INTEGER);"
 	"CREATE TABLE allocations(address INTEGER, size INTEGER,"
-	" weight_bytes REAL, weight_objects REAL, age_ns INTEGER, tid INTEGER,"
+	" weight_bytes INTEGER, weight_objects REAL, age_ns INTEGER, tid INTEGER,"
 	" stack INTEGER REFERENCES stacks(id));"
 	"CREATE TABLE lifetimes(stack INTEGER REFERENCES stacks(id),"
-	" upto_ns INTEGER, count REAL, bytes REAL);"
+	" upto_ns INTEGER, count INTEGER, bytes INTEGER);"
 	"CREATE TABLE threads(tid INTEGER, name TEXT, state TEXT,"
 	" allocated_bytes INTEGER, allocated_objects INTEGER,"
 	" freed_bytes INTEGER, freed_objects INTEGER, requested_bytes INTEGER);"
@@ -100,6 +101,16 @@ static void row(struct db *d, sqlite3_stmt *st, const char *fmt, ...)
 		fail(d, "sqlite insert");
 }
 
+/* An estimate as a whole number, rounded as the JSON and Prometheus
+ * writers' %.0f rounds it (to nearest, ties to even): the same figure in
+ * every format.  Byte and object counts are INTEGER columns. */
+static int64_t whole(double v)
+{
+	if (!(v > -9.2e18 && v < 9.2e18))
+		return 0;
+	return (int64_t)nearbyint(v);
+}
+
 static void frame_rows(struct db *d, sqlite3_stmt *st, struct sym *s,
 		       const struct frames_rules *r, int64_t owner,
 		       const uint64_t *addrs, uint32_t depth,
@@ -133,30 +144,37 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 {
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
-	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	/* Sampling: freed bytes are not counted (man/ymagent.7): NULL
 	 * freed_bytes and in_use_bytes ('n' binds NULL, takes no argument). */
 	int freed = model_freed_bytes_counted(m);
+	int64_t rb = whole(m->retained_bytes), ro = whole(m->retained_objects);
+	int64_t mb = whole(m->mmap_retained_bytes);
 	if (freed)
-		row(d, st, "itddtitiiiiiddi", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitiiiiiiiii", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
 		    (int64_t)t->free_objects, (int64_t)(t->alloc_bytes - t->free_bytes),
-		    m->retained_bytes, m->retained_objects, (int64_t)t->req_bytes);
+		    rb, ro, (int64_t)t->req_bytes, mb);
 	else if (model_alloc_bytes_counted(m))
-		row(d, st, "itddtitiininddi", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitiininiiii", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
-		    m->retained_bytes, m->retained_objects, (int64_t)t->req_bytes);
+		    rb, ro, (int64_t)t->req_bytes, mb);
 	else   /* nor allocated bytes (YM_FLAG_NO_ALLOC_BYTES) */
-		row(d, st, "itddtitnininddi", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitnininiiii", (int64_t)model_pid(m), h->exe,
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)h->sample_rate, YM_VERSION,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
-		    m->retained_bytes, m->retained_objects, (int64_t)t->req_bytes);
+		    rb, ro, (int64_t)t->req_bytes, mb);
 	sqlite3_finalize(st);
+	/* An agent before ABI 6 tracks no mmap: unknown, not 0. */
+	if (!d->failed && h->abi_version < 6 &&
+	    sqlite3_exec(d->h, "UPDATE meta SET mmap_retained_bytes = NULL",
+			 NULL, NULL, NULL) != SQLITE_OK)
+		fail(d, "sqlite");
 
 	uint32_t n;
 	uint32_t *order = report_order(m, &n);
@@ -164,7 +182,7 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 		fail(d, "out of memory");
 		return;
 	}
-	sqlite3_stmt *ss = prep(d, "INSERT INTO stacks VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+	sqlite3_stmt *ss = prep(d, "INSERT INTO stacks VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	sqlite3_stmt *fs = prep(d, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?)");
 	sqlite3_stmt *ls = prep(d, "INSERT INTO lifetimes VALUES(?,?,?,?)");
 	static const uint64_t upto[YM_LIFE_BUCKETS] = YM_LIFE_UPTO_NS_INIT;
@@ -176,22 +194,23 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 		char fb[160];
 		const char *fn = disp ? frames_name(disp, fb, sizeof fb)
 				      : "[stack table full]";
-		row(d, ss, "ittiddddiiii", (int64_t)x->id, fn,
+		row(d, ss, "ittiiiiiiiiit", (int64_t)x->id, fn,
 		    disp ? disp->file : NULL, (int64_t)(disp ? disp->line : 0),
-		    x->retained_bytes, x->retained_objects, x->alloc_bytes,
-		    x->alloc_objects, (int64_t)x->alloc_samples,
+		    whole(x->retained_bytes), whole(x->retained_objects),
+		    whole(x->alloc_bytes), whole(x->alloc_objects),
+		    (int64_t)x->alloc_samples,
 		    (int64_t)x->live_samples, (int64_t)x->tid,
-		    (int64_t)model_oldest_age(m, x));
+		    (int64_t)model_oldest_age(m, x), report_kind_name(x->kind));
 		frames_view_free(&v);
 		for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
 			if (x->life[b].objects <= 0 && x->life[b].bytes <= 0)
 				continue;
 			if (upto[b])
-				row(d, ls, "iidd", (int64_t)x->id, (int64_t)upto[b],
-				    x->life[b].objects, x->life[b].bytes);
+				row(d, ls, "iiii", (int64_t)x->id, (int64_t)upto[b],
+				    whole(x->life[b].objects), whole(x->life[b].bytes));
 			else
-				row(d, ls, "indd", (int64_t)x->id, x->life[b].objects,
-				    x->life[b].bytes);
+				row(d, ls, "inii", (int64_t)x->id,
+				    whole(x->life[b].objects), whole(x->life[b].bytes));
 		}
 	}
 	free(order);
@@ -204,8 +223,10 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 		const struct ym_live *e = &m->snap.live[i];
 		uint64_t age = m->snap.taken_mono_ns > e->birth_mono_ns ?
 			m->snap.taken_mono_ns - e->birth_mono_ns : 0;
-		row(d, st, "uiddiii", e->addr, (int64_t)e->size,
-		    (double)e->weight_bytes, (double)e->weight_fx / (double)YM_FX_ONE,
+		/* weight_objects stays a fraction (1/p of the sample): whole
+		 * numbers per sample would bias every sum over samples. */
+		row(d, st, "uiidiii", e->addr, (int64_t)e->size,
+		    (int64_t)e->weight_bytes, (double)e->weight_fx / (double)YM_FX_ONE,
 		    (int64_t)age, (int64_t)e->tid, (int64_t)e->stack);
 	}
 	sqlite3_finalize(st);

@@ -217,8 +217,24 @@ int svg_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "<text x=\"%.0f\" y=\"44\" text-anchor=\"middle\">pid %ld (",
 		SVG_WIDTH / 2, (long)model_pid(m));
 	fmt_xml_string(f, h->exe);
-	fprintf(f, "), %s, total %s, ymtop %s</text>\n", model_state(m),
-		value_text(&c, c.total, v, sizeof v), YM_VERSION);
+	fprintf(f, "), %s, total %s", model_state(m), value_text(&c, c.total, v,
+								 sizeof v));
+	/* Each kind's share: the boxes under [malloc] and [mmap]. */
+	const char *sep = " (";
+	static const uint32_t kinds[] = { YM_KIND_MALLOC, YM_KIND_MMAP };
+	for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+		const char *kn = flame_kind_frame(kinds[i]);
+		for (uint32_t k = fl.n[0].child; k != FLAME_NONE; k = fl.n[k].next) {
+			if (strcmp(fl.n[k].name, kn))
+				continue;
+			fprintf(f, "%s%.*s %s", sep, (int)strlen(kn) - 2, kn + 1,
+				value_text(&c, fl.n[k].value, v, sizeof v));
+			sep = ", ";
+		}
+	}
+	fprintf(f, "%s%s, ymtop %s</text>\n", *sep == ',' ? ")" : "",
+		o->weight == WEIGHT_OBJECTS ? "" : ", estimated requested bytes",
+		YM_VERSION);
 	fprintf(f, "<text id=\"reset\" x=\"%.0f\" y=\"24\" style=\"display:none\">"
 		"Reset zoom</text>\n", SVG_PAD);
 	fprintf(f, "<text id=\"details\" x=\"%.0f\" y=\"%.0f\"> </text>\n", SVG_PAD,

@@ -29,28 +29,30 @@ static void text_rss_explained(FILE *f, const struct model *m)
 		snprintf(old, sizeof old, ", %.1f s old (not counted below)",
 			 mm.heap_age);
 	if (mm.have_heap)
-		fprintf(f, "  %-22s %10s  and %s free in its arenas%s\n",
+		fprintf(f, "  %-22s %10s  usable bytes, and %s free in its arenas%s\n",
 			"allocator in use", fmt_bytes(mm.heap_in_use, a, sizeof a),
 			fmt_bytes(mm.heap_free, b, sizeof b), old);
 	else
 		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available)\n",
 			"allocator in use", "-");
 	if (mm.have_counted)
-		fprintf(f, "  %-22s %10s  malloc family, the agent's exact counters\n",
+		fprintf(f, "  %-22s %10s  usable bytes, malloc family, the agent's exact counters\n",
 			"counted in use", fmt_sbytes(mm.counted_in_use, a, sizeof a));
 	else
 		fprintf(f, "  %-22s %10s  (sampling: frees count objects, not bytes)\n",
 			"counted in use", "-");
-	fprintf(f, "  %-22s %10s  from samples: the stacks below\n",
+	fprintf(f, "  %-22s %10s  requested bytes, from samples: the stacks below\n",
 		"retained (estimated)", fmt_bytes(mm.retained, a, sizeof a));
+	if (mm.have_gap)
+		fprintf(f, "  %-22s %10s  %s\n", "in use - retained",
+			fmt_sbytes(mm.gap, a, sizeof a), mm.gap_why);
 	if (mm.have_mmap)
-		fprintf(f, "  %-22s %10s  anonymous mmap by the program\n", "tracked mmap",
-			fmt_bytes(mm.mmap_retained, a, sizeof a));
+		fprintf(f, "  %-22s %10s  requested bytes, anonymous mmap by the program\n",
+			"tracked mmap", fmt_bytes(mm.mmap_retained, a, sizeof a));
 	else
 		fprintf(f, "  %-22s %10s  (not tracked)\n", "tracked mmap", "-");
-	fprintf(f, "  %-22s %10s  anonymous RSS minus heap and tracked mmap: "
-		"stacks, allocator overhead, other mappings\n", "anonymous unexplained",
-		fmt_sbytes(mm.unexplained, a, sizeof a));
+	fprintf(f, "  %-22s %10s  %s\n", "anonymous unexplained",
+		fmt_sbytes(mm.unexplained, a, sizeof a), mm.unexplained_why);
 }
 
 static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
@@ -205,6 +207,10 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);
+	/* Units: one per figure (model/memory.h). */
+	fprintf(f, "units: estimates (retained, mmap, stacks) in %s, in use in %s"
+		" (the allocator's size classes)\n", MODEL_UNIT_REQUESTED,
+		MODEL_UNIT_USABLE);
 	if (h->abi_version >= 6) {
 		fprintf(f, "peak retained: %s", fmt_bytes(m->peak_retained_bytes, a, sizeof a));
 		if (m->peak_mono_ns && m->snap.taken_mono_ns >= m->peak_mono_ns)

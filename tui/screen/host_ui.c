@@ -88,9 +88,10 @@ static int merged_view(const struct options *o, struct host *h, const char *exe)
 		mvchgat(2, 0, -1, A_REVERSE, 0, NULL);
 		for (size_t i = 0; i < n && (int)i + 3 < LINES - 1; i++) {
 			char fn[FMT_VIS_SIZE(PROM_LABEL_BUF)], loc[FMT_VIS_SIZE(PROM_LABEL_BUF)];
-			ui_put((int)i + 3, 0, 0, "%9s %9s %s (%s)",
+			ui_put((int)i + 3, 0, 0, "%9s %9s %s%s (%s)",
 			       fmt_bytes(g[i].retained, a, sizeof a),
 			       fmt_bytes(g[i].allocated, b, sizeof b),
+			       g[i].kind == YM_KIND_MMAP ? "[mmap] " : "",
 			       fmt_vis(g[i].function, fn, sizeof fn),
 			       fmt_vis(g[i].location, loc, sizeof loc));
 		}

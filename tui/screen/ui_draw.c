@@ -390,7 +390,8 @@ static void draw_functions(struct view *v, int y0, int rows)
 		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
 			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
 		char nb[1024];
-		ui_put(y0 + 1 + r, lx, base, "%s  [%u]", shown_name(f->name, nb, sizeof nb), f->nstacks);
+		ui_put(y0 + 1 + r, lx, base, "%s%s  [%u]", f->kind == YM_KIND_MMAP ? "[mmap] " : "",
+		    shown_name(f->name, nb, sizeof nb), f->nstacks);
 	}
 }
 
@@ -598,6 +599,8 @@ static const char *const help_text[] = {
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact",
 	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
+	"Units: retained~ and the columns count requested bytes, heap and in",
+	"use usable bytes (size classes); the Memory view shows the gap.",
 };
 
 static void draw_help(void)

@@ -15,7 +15,44 @@ struct mem_row {
 	double bytes;
 	int share;          /* show its share of RSS */
 	const char *note;
+	int wrap;           /* the note explains a figure: continued on the
+			       next lines where it does not fit, never cut */
 };
+
+/* A row's note from column x of line y, continued on the next lines at
+ * the same column where it does not fit (the explanations are sentences);
+ * returns the line after it.  end: the first line not to draw on. */
+static int note(int y, int x, int end, const char *text)
+{
+	int w = COLS - x;
+	size_t len = strlen(text);
+	if (w < 30 && (int)len > w && y + 1 < end) {
+		/* A narrow terminal: the note under its row, indented. */
+		y++;
+		x = 4;
+		w = COLS - x;
+	}
+	if (w < 1)
+		return y + 1;
+	while (y < end) {
+		size_t k = len;
+		if ((int)len > w) {     /* break at the last space that fits */
+			k = (size_t)w;
+			while (k > 0 && text[k] != ' ')
+				k--;
+			if (k == 0)
+				k = (size_t)w;
+		}
+		ui_put(y++, x, 0, "%.*s", (int)k, text);
+		text += k;
+		len -= k;
+		while (*text == ' ')
+			text++, len--;
+		if (!len)
+			break;
+	}
+	return y;
+}
 
 void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 {
@@ -36,29 +73,38 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 		    fmt_bytes(mm.retained, (char[32]){0}, 32));
 		return;
 	}
+	/* Each figure's unit in its note: in use counts usable bytes,
+	 * estimates requested bytes; the row after them says what the gap
+	 * is made of.  A negative unexplained is explained in words, never
+	 * as a share of RSS. */
 	const struct mem_row r[] = {
-		{ "RSS", 1, mm.rss, 1, "resident: what top's RES shows" },
-		{ "  anonymous", 1, mm.anon, 1, "heap, mmap, thread stacks" },
-		{ "  file", 1, mm.file, 1, "program, libraries, mapped files" },
-		{ "  shmem", 1, mm.shmem, 1, "shared memory (the ymtop segment too)" },
-		{ "swap", 1, mm.swap, 0, "not in RSS" },
+		{ "RSS", 1, mm.rss, 1, "resident: what top's RES shows", 0 },
+		{ "  anonymous", 1, mm.anon, 1, "heap, mmap, thread stacks", 0 },
+		{ "  file", 1, mm.file, 1, "program, libraries, mapped files", 0 },
+		{ "  shmem", 1, mm.shmem, 1, "shared memory (the ymtop segment too)", 0 },
+		{ "swap", 1, mm.swap, 0, "not in RSS", 0 },
 		{ "allocator in use", mm.have_heap, mm.heap_in_use, 1,
 		  !mm.have_heap ? "the allocator's statistics are not available"
-		  : mm.heap_old ? "the allocator's own statistics, old: not below"
-				: "the allocator's own statistics" },
+		  : mm.heap_old ? "usable bytes, the allocator's own statistics; old: not below"
+				: "usable bytes, the allocator's own statistics", 0 },
 		{ "allocator free", mm.have_heap, mm.heap_free, 1,
-		  "free in its arenas, still resident or mapped" },
+		  "free in its arenas, still resident or mapped", 0 },
 		{ "counted in use", mm.have_counted, mm.counted_in_use, 1,
-		  mm.have_counted ? "malloc family, the agent's exact counters"
-				  : "sampling: frees count objects, not bytes" },
-		{ "retained~", 1, mm.retained, 1, "estimated from samples (Stacks view)" },
+		  mm.have_counted ? "usable bytes, malloc family, the agent's exact counters"
+				  : "sampling: frees count objects, not bytes", 0 },
+		{ "retained~", 1, mm.retained, 1,
+		  "requested bytes, estimated from samples (Stacks view)", 0 },
+		{ "  in use - retained", mm.have_gap, mm.gap, 0,
+		  mm.have_gap ? mm.gap_why : "usable minus requested bytes", mm.have_gap },
 		{ "tracked mmap", mm.have_mmap, mm.mmap_retained, 1,
-		  mm.have_mmap ? "anonymous mmap by the program" : "not tracked" },
-		{ "anonymous unexplained", 1, mm.unexplained, 1,
-		  "anonymous minus heap and tracked mmap" },
+		  mm.have_mmap ? "requested bytes, anonymous mmap by the program"
+			       : "not tracked", 0 },
+		{ "anonymous unexplained", 1, mm.unexplained, mm.unexplained >= 0,
+		  mm.unexplained_why, mm.unexplained < 0 },
 	};
 	int n = (int)(sizeof r / sizeof *r);
-	for (int i = 0; i < n && i < rows; i++) {
+	int y = y0 + 1;
+	for (int i = 0; i < n && y < y0 + 1 + rows; i++) {
 		char a[32], pct[16] = "", bar[32] = "";
 		if (r[i].have && r[i].share && mm.rss > 0) {
 			double p = 100.0 * r[i].bytes / mm.rss;
@@ -69,10 +115,14 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 			memset(bar, '#', (size_t)w);
 			bar[w] = '\0';
 		}
-		ui_put(y0 + 1 + i, 0, i == 0 ? A_BOLD : 0, "%-24s %10s %6s  %-20s %s",
+		ui_put(y, 0, i == 0 ? A_BOLD : 0, "%-24s %10s %6s  %-20s ",
 		    r[i].what,
-		    !r[i].have ? "-" : i == n - 1 || r[i].bytes < 0 ?
+		    !r[i].have ? "-" : r[i].bytes < 0 ?
 			fmt_sbytes(r[i].bytes, a, sizeof a) : fmt_bytes(r[i].bytes, a, sizeof a),
-		    pct, bar, r[i].note);
+		    pct, bar);
+		if (r[i].wrap)
+			y = note(y, getcurx(stdscr), y0 + 1 + rows, r[i].note);
+		else
+			ui_put(y++, getcurx(stdscr), 0, "%s", r[i].note);
 	}
 }

@@ -56,6 +56,8 @@ struct view;
  * live sample of any of its stacks). */
 struct view_fn {
 	const char *name;        /* display frame label (owned by the view) */
+	uint32_t kind;           /* YM_KIND_*: a function's mmap and malloc
+				    stacks are two rows, as in the reports */
 	double retained, retained_objects, alloc, alloc_objects, rate, growth;
 	uint64_t oldest_birth_ns;  /* CLOCK_MONOTONIC; 0 when none live */
 	uint32_t nstacks;

@@ -162,7 +162,8 @@ static int cmp_fn(const void *a, const void *b, void *arg)
 	return v->asc ? -r : r;
 }
 
-/* Functions view: the filtered stacks grouped by display frame label. */
+/* Functions view: the filtered stacks grouped by kind and display frame
+ * label. */
 static void build_fns(struct view *v)
 {
 	fns_clear(v);
@@ -178,11 +179,13 @@ static void build_fns(struct view *v)
 		const struct model_stack *s = &m->stacks[m->order[k]];
 		const char *label = view_label(v, s->id);
 		uint32_t j;
+		uint32_t kind = s->kind == YM_KIND_MMAP ? YM_KIND_MMAP : YM_KIND_MALLOC;
 		for (j = 0; j < n; j++)
-			if (!strcmp(f[j].name, label))
+			if (f[j].kind == kind && !strcmp(f[j].name, label))
 				break;
 		if (j == n) {
 			f[n].name = label;
+			f[n].kind = kind;
 			f[n].top_stack = s->id;
 			n++;
 		}
