@@ -179,8 +179,19 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	s->reader.skip_live = skip_live;
 	if (shm_snapshot_take(&s->reader, &snap, err, len) != 0)
 		return SESSION_EREAD;
-	if (read_facts(s, &snap, &facts) != 0 ||
-	    model_update_facts(&s->model, &snap, &facts) != 0) {
+	int rc = read_facts(s, &snap, &facts);
+	/* The writer ended between the copy and /proc's answer: the copy
+	 * may lack its last allocations and how it exited.  Nothing writes
+	 * the segment any more, so one more copy is its final state. */
+	if (rc == 0 && !facts.alive && !(snap.hdr.flags & YM_FLAG_EXITED)) {
+		struct shm_snapshot last;
+		if (shm_snapshot_take(&s->reader, &last, err, len) == 0) {
+			shm_snapshot_free(&snap);
+			snap = last;
+			rc = read_facts(s, &snap, &facts);
+		}
+	}
+	if (rc != 0 || model_update_facts(&s->model, &snap, &facts) != 0) {
 		shm_snapshot_free(&snap);
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
