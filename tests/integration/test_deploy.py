@@ -59,8 +59,12 @@ def wait_pid(pred, timeout=20):
 
 
 def cmdline(pid):
-    with open("/proc/%d/cmdline" % pid, "rb") as f:
-        return f.read().split(b"\0")
+    """pid's argv, [b""] once it is gone (listing /proc races with exits)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return [b""]
 
 
 # ---- guest code ----
