@@ -55,6 +55,10 @@ CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
 # jemalloc's own API, from a program linked against it (test_jemalloc_api.py).
 CHECK_PKGS += libjemalloc-dev
 
+# Debian's stripped memcached, whose callbacks libevent runs
+# (tests/integration/test_wrappers.py).
+CHECK_PKGS += memcached
+
 # A debug-info server for the stripped-binary symbol tests
 # (tests/integration/test_picture.py), and objcopy to strip.
 CHECK_PKGS += debuginfod binutils

@@ -13,10 +13,14 @@ recognize, named and past the allocator and its wrappers.
   and past palloc/MemoryContextAlloc/AllocSetAlloc.  The cluster is private
   (initdb in a temporary directory, unix socket there, no TCP) and runs as
   nobody, with a copy of the agent that nobody can read.
+- memcached (Debian's, stripped) storing large items: libevent's
+  event_base_loop runs the callbacks that allocate the slabs; the display
+  frame is memcached's own unnamed frame, never libevent's.
 
 A program that is missing prints `skip NAME: reason` (make check-deps
-installs them: redis-server, redis-tools, postgresql)."""
+installs them: redis-server, redis-tools, postgresql, memcached)."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -26,7 +30,8 @@ import sys
 import tempfile
 import time
 
-from ymlib import AGENT, Skip, readable, report, run_tests, seg_path
+from ymlib import (AGENT, Skip, readable, report, run_tests, seg_path,
+                   ymtop)
 
 TIMEOUT = 120
 TOP = 10
@@ -310,6 +315,62 @@ def test_postgres_backend_display_frames_past_palloc():
             except subprocess.TimeoutExpired:
                 pm.kill()
                 pm.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- memcached (stripped) under libevent: its own frame, not the loop ----
+
+def test_memcached_display_frame_is_its_own_frame_not_libevents():
+    need("memcached")
+    d = tempfile.mkdtemp(prefix="ym-wrap-mc-")
+    sock = os.path.join(d, "mc.sock")
+    # Names from debuginfod would hide what this tests: frames without any.
+    env = {k: v for k, v in env_for(AGENT).items() if k != "DEBUGINFOD_URLS"}
+    srv = subprocess.Popen(
+        ["memcached", "-s", sock, "-m", "256", "-t", "2"] +
+        (["-u", "root"] if os.geteuid() == 0 else []),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_unix(sock, srv, "memcached")
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(sock)
+        f = c.makefile("rb")
+        val = b"x" * 100000
+        # 30 MB of items: memcached's slab pages, 1 MiB each, allocated in
+        # the worker thread's callback under event_base_loop.
+        for i in range(300):
+            c.sendall(b"set k%d 0 0 %d\r\n%s\r\n" % (i, len(val), val))
+            assert f.readline() == b"STORED\r\n"
+        clean = {k: v for k, v in os.environ.items()
+                 if k != "DEBUGINFOD_URLS"}
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", srv.pid,
+                               env=clean).stdout)
+        c.close()
+
+        def base(fr):
+            return os.path.basename(fr["module"] or "")
+
+        called = 0
+        for s in top_stacks(rep):
+            fr, dsp = s["frames"], s["display_frame"]
+            loop = [i for i, x in enumerate(fr)
+                    if base(x).startswith("libevent") and named(x)]
+            if not loop or not any(base(x) == "memcached"
+                                   for x in fr[:loop[0]]):
+                continue
+            called += 1
+            assert base(fr[dsp]) == "memcached" and dsp < loop[0], \
+                "display frame not memcached's own: " + show(s)
+        assert called >= 1, "no top stack through libevent: %s" % (
+            [show(s) for s in top_stacks(rep)])
+        top = max(rep["stacks"], key=lambda s: s["retained_bytes"])
+        assert top["retained_bytes"] >= 20 * 2**20, show(top)
+        assert base(top["frames"][top["display_frame"]]) == "memcached", \
+            show(top)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
         shutil.rmtree(d, ignore_errors=True)
 
 

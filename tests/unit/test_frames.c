@@ -374,6 +374,60 @@ static void test_stripped_binaries(void **state)
 	frames_rules_free(&r);
 }
 
+/* A library that called the program (an event loop running the
+ * program's callback) is never the display frame: the program's unnamed
+ * frame inner to it is the allocation site.  The stack is Debian's
+ * memcached 1.6 (stripped) storing items through libevent 2.1. */
+static void test_library_that_called_the_program(void **state)
+{
+	(void)state;
+	static const char *const exe = "/usr/bin/memcached";
+	static const char *const ev = "/lib/x86_64-linux-gnu/libevent-2.1.so.7";
+	static const char *const libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	static const struct { const char *fn, *mod; } mc[] = {
+		{ NULL, exe }, { NULL, exe }, { NULL, exe }, { NULL, ev },
+		{ "event_base_loop", ev }, { NULL, exe },
+		{ "start_thread", libc }, { "__clone3", libc },
+	};
+	struct sym_frame f[8];
+	memset(f, 0, sizeof f);
+	for (uint32_t i = 0; i < 8; i++) {
+		f[i].function = mc[i].fn;
+		f[i].module = mc[i].mod;
+		f[i].exe = mc[i].mod == exe;
+		f[i].offset = 0x11d1d + i;
+	}
+	struct stack_view v = { .f = f, .n = 8 };
+	assert_int_equal(frames_display(NULL, &v), 0);
+	/* Behind a wrapper the program names, the same. */
+	struct frames_rules r = { 0 };
+	char err[256];
+	assert_int_equal(frames_rules_add(&r, "memcached\\+0x11d1d\\]", err,
+					  sizeof err), 0);
+	assert_int_equal(frames_display(&r, &v), 1);
+	frames_rules_free(&r);
+	/* A named library frame inner to the program is the program's call. */
+	f[0].function = "evbuffer_expand";
+	f[0].module = ev;
+	f[0].exe = 0;
+	assert_int_equal(frames_display(NULL, &v), 0);
+	/* The program's named wrappers only: the library that called them is
+	 * passed over for the program's next frame. */
+	f[0] = (struct sym_frame){ .function = "zmalloc", .module = exe, .exe = 1 };
+	f[1] = (struct sym_frame){ .function = "zcalloc", .module = exe, .exe = 1 };
+	f[2] = (struct sym_frame){ .function = "event_base_loop", .module = ev };
+	f[3] = (struct sym_frame){ .function = "worker", .module = exe, .exe = 1 };
+	v.n = 4;
+	assert_int_equal(frames_display(NULL, &v), 3);
+	/* Without an executable frame inside it, a library's own named
+	 * function is its callers' allocation site, as before. */
+	f[0] = (struct sym_frame){ .module = ev };
+	f[1] = (struct sym_frame){ .function = "event_base_new", .module = ev };
+	f[2] = (struct sym_frame){ .module = exe, .exe = 1 };
+	v.n = 3;
+	assert_int_equal(frames_display(NULL, &v), 1);
+}
+
 /* C++ standard library code named without its namespace: an inlined
  * instance named from DW_AT_name ("operator+<char, ...>", "push_back") is
  * known by its source file, or as an operator template of std types. */
@@ -686,6 +740,7 @@ int main(void)
 		cmocka_unit_test(test_display_frame),
 		cmocka_unit_test(test_wrapper_families),
 		cmocka_unit_test(test_stripped_binaries),
+		cmocka_unit_test(test_library_that_called_the_program),
 		cmocka_unit_test(test_cxx_inlined_without_namespace),
 		cmocka_unit_test(test_skip_files),
 		cmocka_unit_test(test_async_noise),

@@ -25,7 +25,9 @@
  *  4. unnamed frames ("[postgres+0x5c7860]": a static function of a
  *     stripped binary): unknown.  Between the allocator and a named
  *     wrapper they are plumbing (AllocSetAlloc under palloc); they are
- *     never the display frame while a named frame of tier 0 follows.
+ *     never the display frame while a named frame of tier 0 follows,
+ *     unless that frame belongs to a shared library that called the
+ *     executable (frames_display).
  *
  * Tiers 1 and 2 are matched on the *bare* name: without a C++ return type
  * and parameter list ("void std::vector<long>::_M_realloc_insert<long
@@ -426,6 +428,12 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 	return 0;
 }
 
+/* A frame of a shared library (not the executable, not unknown). */
+static int library_frame(const struct sym_frame *f)
+{
+	return f->module && !f->exe;
+}
+
 uint32_t frames_display(const struct frames_rules *r,
 			const struct stack_view *v)
 {
@@ -436,11 +444,22 @@ uint32_t frames_display(const struct frames_rules *r,
 	 * in the standard library (e.g. its start-up), the first library
 	 * frame past the allocator's entry points; else the innermost.  So a
 	 * stack with no name at all shows its innermost frame, the direct
-	 * caller of the allocator. */
+	 * caller of the allocator.
+	 *
+	 * A named frame of a shared library outer to a frame of the
+	 * executable called the program (an event loop running a callback:
+	 * libevent's event_base_loop over a stripped memcached): it is never
+	 * the display frame, and the unnamed frame inner to it, when there
+	 * is one, is the allocation site. */
 	const uint32_t none = UINT32_MAX;
 	uint32_t past_entry = none, unnamed = none;
+	int in_program = 0;     /* a frame of the executable is inner to i */
 	for (uint32_t i = 0; i < v->n; i++) {
-		enum tier t = plumbing_tier(r, &v->f[i]);
+		const struct sym_frame *f = &v->f[i];
+		enum tier t = plumbing_tier(r, f);
+		int caller_of_program = in_program && library_frame(f) &&
+					!(r && r->no_skip);
+		in_program |= f->exe;
 		if (t == T_ENTRY) {
 			unnamed = none;
 			continue;
@@ -452,6 +471,11 @@ uint32_t frames_display(const struct frames_rules *r,
 		}
 		if (frames_is_noise(r, v, i))
 			continue;
+		if (caller_of_program && t == T_USER) {
+			if (unnamed != none)
+				return unnamed;
+			continue;
+		}
 		if (t == T_USER)
 			return i;
 		if (past_entry == none)

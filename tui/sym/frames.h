@@ -58,9 +58,11 @@ int frames_is_noise(const struct frames_rules *r, const struct stack_view *v,
 		    uint32_t i);
 
 /* The display frame of v under r (what frames_view puts in v->display):
- * the first frame that is neither plumbing nor noise; for a stack that is
- * all library code the first one past the allocator's entry points; else
- * 0. */
+ * the first frame that is neither plumbing nor noise, never a named frame
+ * of a shared library outer to a frame of the executable (sym_frame.exe:
+ * the library called the program, whose unnamed frame inside it is then
+ * shown); for a stack that is all library code the first one past the
+ * allocator's entry points; else 0. */
 uint32_t frames_display(const struct frames_rules *r,
 			const struct stack_view *v);
 
