@@ -4,8 +4,9 @@ display frame (JSON display_frame, what the Functions view, go tool pprof
 recognize, named and past the allocator and its wrappers.
 
 - redis-server (Debian's, jemalloc underneath) under redis-benchmark: the
-  top stacks start in zmalloc, zmalloc_usable, zrealloc_usable, zcalloc;
-  their display frame is the wrapper's caller.
+  top stacks start in zmalloc, zmalloc_usable, zrealloc_usable, zcalloc,
+  many through sds (_sdsnewlen, sdsMakeRoomFor); their display frame is
+  the wrappers' caller.
 - python3 with PYTHONMALLOC=malloc (Debian's python3.11 is stripped but for
   its dynamic symbols): display frames are named and past PyMem/PyObject.
 - a PostgreSQL backend under pgbench (Debian's postgres is stripped: its
@@ -93,6 +94,10 @@ def wait_unix(path, proc, what, timeout=30):
 
 ZMALLOC = re.compile(r"^(zmalloc|zcalloc|zrealloc|ztry(malloc|calloc|realloc)|"
                      r"zstrdup)")
+# redis's string library, which allocates for its callers.
+SDS = re.compile(r"^(_?sdsnew|sdstrynew|sdsempty|sdsdup|_?sdsMakeRoomFor|sdscat|"
+                 r"sdscpy|sdsgrowzero|sdsResize|sdsRemoveFreeSpace|"
+                 r"sdsfromlonglong|sdssplitlen|sdsjoin)")
 
 
 def test_redis_display_frames_are_zmalloc_callers():
@@ -112,18 +117,24 @@ def test_redis_display_frames_are_zmalloc_callers():
             capture_output=True, text=True, timeout=TIMEOUT)
         assert bench.returncode == 0, bench.stderr
         rep = report(srv.pid)
-        through = 0
+        through = sds = 0
         for s in top_stacks(rep):
             fr, d = s["frames"], s["display_frame"]
             assert named(fr[d]), "unnamed display frame: " + show(s)
             assert not ZMALLOC.match(fr[d]["function"]), \
                 "display frame in zmalloc: " + show(s)
+            assert not SDS.match(fr[d]["function"]), \
+                "display frame in sds: " + show(s)
             if fr[0]["function"] and ZMALLOC.match(fr[0]["function"]):
                 through += 1
-                # The wrapper's caller, whatever else sits between.
-                assert all(ZMALLOC.match(f["function"] or "")
+                # The wrappers' caller, whatever else sits between.
+                assert all(ZMALLOC.match(f["function"] or "") or
+                           SDS.match(f["function"] or "")
                            for f in fr[:d]), "not zmalloc's caller: " + show(s)
+                sds += any(SDS.match(f["function"] or "") for f in fr[:d])
         assert through >= TOP // 2, "top stacks not through zmalloc: %s" % (
+            [show(s) for s in top_stacks(rep)])
+        assert sds >= 1, "no top stack through sds: %s" % (
             [show(s) for s in top_stacks(rep)])
     finally:
         if srv.poll() is None:

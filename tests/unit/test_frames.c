@@ -202,7 +202,7 @@ static void test_wrapper_families(void **state)
 	(void)state;
 	static const struct {
 		const char *family;
-		const char *names[24];
+		const char *names[28];
 	} fam[] = {
 		{ "redis", { "zmalloc", "zmalloc_usable", "zrealloc_usable",
 			     "zcalloc", "zcalloc_usable", "zrealloc",
@@ -210,6 +210,15 @@ static void test_wrapper_families(void **state)
 			     "ztrymalloc_usable_internal", "ztrycalloc_usable",
 			     "ztryrealloc_usable", "zstrdup", "zmalloc_no_tcache",
 			     "zlibc_malloc", NULL } },
+		{ "redis-sds", { "sdsnewlen", "_sdsnewlen", "sdsnew",
+				 "sdstrynewlen", "sdsempty", "sdsdup",
+				 "sdsMakeRoomFor", "_sdsMakeRoomFor",
+				 "sdsMakeRoomForNonGreedy", "sdscatlen", "sdscat",
+				 "sdscatsds", "sdscatprintf", "sdscatvprintf",
+				 "sdscatfmt", "sdscatrepr", "sdscpylen", "sdscpy",
+				 "sdsgrowzero", "sdsResize", "sdsRemoveFreeSpace",
+				 "sdsfromlonglong", "sdssplitlen", "sdsjoin",
+				 "sdsjoinsds", NULL } },
 		{ "cpython", { "PyMem_Malloc", "PyMem_RawMalloc", "PyMem_Realloc",
 			       "PyMem_Calloc", "PyMem_RawRealloc", "PyMem_RawCalloc",
 			       "_PyMem_RawMalloc", "_PyMem_RawRealloc",
@@ -280,7 +289,12 @@ static void test_wrapper_families(void **state)
 		"zmalloc_usable", "_sdsnewlen", "createStringObject",
 		"processMultibulkBuffer", "main",
 	};
-	assert_int_equal(display_of(redis, 5, NULL), 1);
+	assert_int_equal(display_of(redis, 5, NULL), 2);
+	static const char *const query[] = {
+		"zrealloc_usable", "_sdsMakeRoomFor", "readQueryFromClient",
+		"callHandler", "connSocketEventHandler",
+	};
+	assert_int_equal(display_of(query, 5, NULL), 2);
 	static const char *const py[] = {
 		"_PyObject_Malloc", "_PyObject_GC_NewVar", "PyTuple_New",
 		"_PyEval_EvalFrameDefault", "PyEval_EvalCode",
@@ -293,7 +307,8 @@ static void test_wrapper_families(void **state)
 		"CRYPTO_THREAD_run_once", "xml_parse", "xfree_list()",
 		"ngx_http_process_request", "ngx_palloc_user()", "pallocate",
 		"MemoryContextSwitchTo", "sqlite3Prepare", "sqlite3MemCompare",
-		"subquery_planner", "lappend",
+		"subquery_planner", "lappend", "sdslen", "sdsfree", "sdscmp",
+		"sdsrange", "sdstrim", "sdsAllocSize", "sdsIncrLen",
 	};
 	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
 		if (plumbing(NULL, no[i]))

@@ -7,7 +7,7 @@
  *     new[] (every overload), Rust's __rust_alloc / __rdl_alloc /
  *     __rg_alloc shims and alloc::alloc's free functions, and the
  *     allocator wrappers of popular programs and runtimes (wrap_*: redis
- *     zmalloc, CPython PyMem/PyObject, glib g_malloc/g_slice, OpenSSL
+ *     zmalloc and sds, CPython PyMem/PyObject, glib g_malloc/g_slice, OpenSSL
  *     CRYPTO_malloc, the xmalloc family, nginx ngx_palloc, PostgreSQL
  *     palloc/AllocSetAlloc, SQLite sqlite3Malloc), and the user's rules
  *     (--skip, the skip files): they name wrappers too;
@@ -122,6 +122,15 @@ static const char *const wrap_prefix[] = {
 	 * (and its _internal), zcalloc*, zrealloc*, ztry*, zlibc_* */
 	"zmalloc", "zcalloc", "zrealloc", "ztrymalloc", "ztrycalloc",
 	"ztryrealloc", "zlibc_",
+	/* redis (sds.c, also in hiredis): the string library that allocates
+	 * for its callers: sdsnew(len), _sdsnewlen, sdstrynewlen, sdsempty,
+	 * sdsdup, sdsMakeRoomFor(NonGreedy), sdscat(len|sds|printf|fmt|repr),
+	 * sdscpy(len), sdsgrowzero, sdsResize, sdsRemoveFreeSpace,
+	 * sdsfromlonglong, sdssplitlen, sdsjoin(sds), sds_malloc/realloc */
+	"sdsnew", "_sdsnew", "sdstrynew", "sdsempty", "sdsdup",
+	"sdsMakeRoomFor", "_sdsMakeRoomFor", "sdscat", "sdscpy", "sdsgrowzero",
+	"sdsResize", "sdsRemoveFreeSpace", "sdsfromlonglong", "sdssplitlen",
+	"sdsjoin", "sds_malloc", "sds_realloc",
 	/* CPython: PyMem_Malloc/RawMalloc/Realloc/Calloc..., _PyMem_RawMalloc,
 	 * _PyMem_DebugMalloc, pymalloc_alloc/pymalloc_realloc */
 	"PyMem_", "_PyMem_", "pymalloc_",
