@@ -100,9 +100,10 @@ SDS = re.compile(r"^(_?sdsnew|sdstrynew|sdsempty|sdsdup|_?sdsMakeRoomFor|sdscat|
                  r"sdsfromlonglong|sdssplitlen|sdsjoin)")
 
 
-def test_redis_display_frames_are_zmalloc_callers():
+def redis_under_load(d):
+    """redis-server under the agent in directory d, after redis-benchmark
+    ran 20000 requests of 4 commands: the server's Popen."""
     need("redis-server", "redis-benchmark")
-    d = tempfile.mkdtemp(prefix="ym-wrap-redis-")
     sock = os.path.join(d, "redis.sock")
     srv = subprocess.Popen(
         ["redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
@@ -116,6 +117,18 @@ def test_redis_display_frames_are_zmalloc_callers():
              "10000", "-d", "200", "-t", "set,lpush,sadd,hset", "-q"],
             capture_output=True, text=True, timeout=TIMEOUT)
         assert bench.returncode == 0, bench.stderr
+    except BaseException:
+        srv.kill()
+        srv.wait()
+        raise
+    return srv
+
+
+def test_redis_display_frames_are_zmalloc_callers():
+    d = tempfile.mkdtemp(prefix="ym-wrap-redis-")
+    srv = None
+    try:
+        srv = redis_under_load(d)
         rep = report(srv.pid)
         through = sds = 0
         for s in top_stacks(rep):
@@ -137,7 +150,42 @@ def test_redis_display_frames_are_zmalloc_callers():
         assert sds >= 1, "no top stack through sds: %s" % (
             [show(s) for s in top_stacks(rep)])
     finally:
-        if srv.poll() is None:
+        if srv and srv.poll() is None:
+            srv.kill()
+            srv.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_redis_pprof_top_starts_at_zmalloc_callers():
+    """The pprof profile names the allocator tier of the display-frame
+    rules in drop_frames: go tool pprof -top lists the wrappers' callers
+    (createStringObject, ...), never zmalloc_usable or _sdsnewlen."""
+    if shutil.which("go") is None:
+        raise Skip("go is not installed: go tool pprof not run")
+    d = tempfile.mkdtemp(prefix="ym-wrap-redis-pprof-")
+    srv = None
+    try:
+        srv = redis_under_load(d)
+        path = os.path.join(d, "heap.pb.gz")
+        ymtop("-b", "-n", "1", "-f", "pprof", "-o", path, "-p", srv.pid)
+        env = dict(os.environ, HOME=d, PPROF_TMPDIR=d)
+        r = subprocess.run(["go", "tool", "pprof", "-top",
+                            "-sample_index=alloc_space", path],
+                           capture_output=True, text=True, timeout=300,
+                           env=env)
+        assert r.returncode == 0, r.stderr
+        rows = [line.split() for line in r.stdout.splitlines()
+                if re.match(r"^\s*[0-9.]+[kMG]?B\s", line)]
+        flat = [row[5] for row in rows if float(row[1].rstrip("%")) > 0]
+        assert len(flat) >= 3, r.stdout
+        for fn in flat:
+            assert not (ZMALLOC.match(fn) or SDS.match(fn)), \
+                "%s among pprof's flat entries:\n%s" % (fn, r.stdout)
+        # SET's values: zmalloc_usable under _sdsnewlen under it.
+        assert not flat[0].startswith("[") and \
+            "createStringObject" in flat, r.stdout
+    finally:
+        if srv and srv.poll() is None:
             srv.kill()
             srv.wait()
         shutil.rmtree(d, ignore_errors=True)

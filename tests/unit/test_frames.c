@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +444,70 @@ static void test_library_that_called_the_program(void **state)
 	assert_int_equal(frames_display(NULL, &v), 1);
 }
 
+/* Does the regex rx match all of name, as pprof matches drop_frames? */
+static int full_match(const char *rx, const char *name)
+{
+	size_t n = strlen(rx) + 8;
+	char *a = malloc(n);
+	assert_non_null(a);
+	snprintf(a, n, "^(%s)$", rx);
+	regex_t re;
+	assert_int_equal(regcomp(&re, a, REG_EXTENDED | REG_NOSUB), 0);
+	int m = regexec(&re, name, 0, NULL, 0) == 0;
+	regfree(&re);
+	free(a);
+	return m;
+}
+
+/* pprof's drop_frames and keep_frames: the allocator tier of the rules,
+ * as names pprof matches (parameter lists cut off). */
+static void test_pprof_drop_frames(void **state)
+{
+	(void)state;
+	char *drop = frames_drop_regex(NULL), *keep = frames_keep_regex();
+	assert_non_null(drop);
+	assert_non_null(keep);
+	static const char *const yes[] = {
+		"malloc", "operator new", "operator new[]", "zmalloc_usable",
+		"ztrymalloc_usable_internal", "_sdsnewlen", "sdsMakeRoomFor",
+		"PyObject_Malloc", "palloc", "AllocSetAlloc", "g_malloc0",
+		"__rust_alloc", "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+		"__libc_malloc",
+	};
+	static const char *const no[] = {
+		"createStringObject", "main", "std::vector<long>::push_back",
+		"mallocator", "sdslen", "[memcached+0x11d1d]", "grow_vector",
+	};
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+		if (!full_match(drop, yes[i]))
+			fail_msg("not dropped: %s", yes[i]);
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+		if (full_match(drop, no[i]))
+			fail_msg("dropped: %s", no[i]);
+	/* libc's start-up matches "__libc_": kept, or pprof would drop every
+	 * stack down to _start. */
+	assert_true(full_match(drop, "__libc_start_main"));
+	assert_true(full_match(keep, "__libc_start_main"));
+	assert_true(full_match(keep, "_start"));
+	assert_false(full_match(keep, "malloc"));
+	free(drop);
+	free(keep);
+
+	/* The user's rules, unanchored; GNU-only syntax left out. */
+	struct frames_rules r = { 0 };
+	char err[256];
+	assert_int_equal(frames_rules_add(&r, "^grow_", err, sizeof err), 0);
+	assert_int_equal(frames_rules_add(&r, "\\<pool_get\\>", err, sizeof err), 0);
+	drop = frames_drop_regex(&r);
+	assert_non_null(drop);
+	assert_non_null(strstr(drop, "|.*(?:^grow_).*"));
+	assert_null(strstr(drop, "pool_get"));
+	free(drop);
+	r.no_skip = 1;
+	assert_null(frames_drop_regex(&r));
+	frames_rules_free(&r);
+}
+
 /* C++ standard library code named without its namespace: an inlined
  * instance named from DW_AT_name ("operator+<char, ...>", "push_back") is
  * known by its source file, or as an operator template of std types. */
@@ -756,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_wrapper_families),
 		cmocka_unit_test(test_stripped_binaries),
 		cmocka_unit_test(test_library_that_called_the_program),
+		cmocka_unit_test(test_pprof_drop_frames),
 		cmocka_unit_test(test_cxx_inlined_without_namespace),
 		cmocka_unit_test(test_skip_files),
 		cmocka_unit_test(test_async_noise),

@@ -358,6 +358,110 @@ int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f)
 	return t == T_ENTRY || t == T_LIB;
 }
 
+/* ---- the rules for pprof ---- */
+
+/* A growing string; err once out of memory. */
+struct rx {
+	char *s;
+	size_t n, cap;
+	int err;
+};
+
+static void rx_put(struct rx *x, const char *p, size_t k)
+{
+	if (x->err)
+		return;
+	if (x->n + k + 1 > x->cap) {
+		size_t cap = (x->n + k + 1) * 2;
+		char *t = realloc(x->s, cap);
+		if (!t) {
+			x->err = 1;
+			return;
+		}
+		x->s = t;
+		x->cap = cap;
+	}
+	memcpy(x->s + x->n, p, k);
+	x->n += k;
+	x->s[x->n] = '\0';
+}
+
+/* One alternative: name as a literal, ".*" after it for a prefix. */
+static void rx_name(struct rx *x, const char *name, int prefix)
+{
+	if (x->n)
+		rx_put(x, "|", 1);
+	for (const char *p = name; *p; p++) {
+		if (strchr(".+*?()|[]{}^$\\", *p))
+			rx_put(x, "\\", 1);
+		rx_put(x, p, 1);
+	}
+	if (prefix)
+		rx_put(x, ".*", 2);
+}
+
+static void rx_list(struct rx *x, const char *const *v, size_t n, int prefix)
+{
+	for (size_t i = 0; i < n; i++)
+		rx_name(x, v[i], prefix);
+}
+
+/* Can Go's regexp (RE2 syntax) read this POSIX extended regex the same
+ * way?  Every escape must be of punctuation or a class both know; GNU's
+ * \< \> \` \' word anchors and back-references are not RE2. */
+static int re2_compatible(const char *re)
+{
+	for (const char *p = re; *p; p++) {
+		if (*p != '\\')
+			continue;
+		p++;
+		if (!*p)
+			return 0;
+		if (strchr("<>`'", *p))
+			return 0;
+		if (isalnum((unsigned char)*p) && !strchr("dDsSwWbB", *p))
+			return 0;
+	}
+	return 1;
+}
+
+char *frames_drop_regex(const struct frames_rules *r)
+{
+	if (r && r->no_skip)
+		return NULL;
+	struct rx x = { 0 };
+	rx_name(&x, "operator new", 1);
+	rx_name(&x, "operator delete", 1);
+	rx_list(&x, entry_exact, N(entry_exact), 0);
+	rx_list(&x, entry_prefix, N(entry_prefix), 1);
+	rx_list(&x, wrap_exact, N(wrap_exact), 0);
+	rx_list(&x, wrap_prefix, N(wrap_prefix), 1);
+	for (int i = 0; r && i < r->nuser; i++) {
+		if (!re2_compatible(r->source[i]))
+			continue;
+		/* Unanchored like ymtop's own matching. */
+		rx_put(&x, "|.*(?:", 6);
+		rx_put(&x, r->source[i], strlen(r->source[i]));
+		rx_put(&x, ").*", 3);
+	}
+	if (x.err) {
+		free(x.s);
+		return NULL;
+	}
+	return x.s;
+}
+
+char *frames_keep_regex(void)
+{
+	struct rx x = { 0 };
+	rx_list(&x, startup_exact, N(startup_exact), 0);
+	if (x.err) {
+		free(x.s);
+		return NULL;
+	}
+	return x.s;
+}
+
 /* ---- tier 3: Rust async noise ---- */
 
 /* A poll wrapper: "<X as core::future::future::Future>::poll" (any X),

@@ -48,6 +48,20 @@ void frames_view_free(struct stack_view *v);
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 
+/* The allocator's entry points and wrappers (the built-in ones and the
+ * user's rules that Go's regexp reads the same way) as one regular
+ * expression in RE2 syntax, for pprof's drop_frames: pprof matches it,
+ * anchored, against each function name cut at its parameter list and
+ * drops that frame and every frame it called, so that a wrapper's caller
+ * is the leaf.  frames_keep_regex: libc's start-up, which the "__libc_"
+ * entry prefix would drop with the whole stack above it (keep_frames).
+ * Both malloc'd; NULL with --no-skip (drop) or out of memory.  The
+ * standard-library tier is left out: pprof drops from the root down,
+ * and std:: code between main and the user's (std::thread, a
+ * std::function) would take the user's frames with it. */
+char *frames_drop_regex(const struct frames_rules *r);
+char *frames_keep_regex(void);
+
 /* Is v->f[i] Rust async noise under the rules (never with --no-skip)?
  * Writers that fold stacks skip such frames:
  *     for (uint32_t k = v.n; k-- > v.display;)
