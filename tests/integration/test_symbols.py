@@ -4,7 +4,7 @@ the agent, checked through ymtop's JSON and text reports.
 Programs: tests/progs/symbols.cc (inlined member template, std::vector
 growth, std::string), tests/progs/manysites.cc (4096 stacks, for speed),
 tests/progs/cxxstart.cc (a frame without line information behind one
-with it) and
+with it), tests/progs/mixedcu (a clang unit between two gcc units) and
 tests/progs/rust/rsyms.rs, built by the Makefile as rust-v0-rsyms and
 rust-legacy-rsyms.  Each documents its allocation sites; the tests find
 expected source lines by searching the sources, so they follow edits."""
@@ -151,6 +151,20 @@ def test_frame_without_line_information_shows_none():
     labels = [line for line in text.splitlines() if " _start" in line]
     assert labels and all(line.rstrip().endswith("_start")
                           for line in labels), labels
+
+
+def test_unit_without_aranges_between_two_with_them():
+    """clang_alloc's unit (clang: no .debug_aranges) lies between two of
+    gcc's: libdw's lookup offers the unit before it, which must not be
+    taken; clang_alloc keeps its file and line."""
+    rep = held_report([os.path.join(PROGS, "mixedcu")])
+    s = stack_with(rep, lambda f: f["function"] == "clang_alloc",
+                   "clang_alloc")
+    f = next(f for f in s["frames"] if f["function"] == "clang_alloc")
+    assert f["file"] and f["file"].endswith("mixedcu/clang.c"), f
+    assert f["line"] == source_line("tests/progs/mixedcu/clang.c",
+                                    "clang_alloc's allocation"), f
+    assert display(s)["function"] == "clang_alloc", s
 
 
 def test_cxx_vector_growth_display_is_user_function():

@@ -154,14 +154,16 @@ int sym_resolve_module(struct sym_store *st, struct sym_tables *t,
 	const char *file = NULL;
 	int line = 0;
 
-	/* The CU: libdw's lookup (.debug_aranges), else our CU index. */
+	/* The CU: libdw's lookup (.debug_aranges), else our CU index.
+	 * libdwfl's lookup takes the nearest arange below pc, whatever its
+	 * end: its CU must hold pc (cu_covers). */
 	Dwarf_Addr bias = 0;
 	Dwarf_Die cu;
-	int have_cu = 0;
+	int have_cu = 0, from_dwfl = 0;
 	Dwarf_Die *cup = dwfl_module_addrdie(dm, pc, &bias);
-	if (cup) {
+	if (cup && cu_covers(cup, pc - bias)) {
 		cu = *cup;
-		have_cu = 1;
+		have_cu = from_dwfl = 1;
 	} else {
 		Dwarf *dw = dwfl_module_getdwarf(dm, &bias);
 		if (dw && pc >= bias &&
@@ -169,9 +171,10 @@ int sym_resolve_module(struct sym_store *st, struct sym_tables *t,
 			have_cu = 1;
 	}
 
-	/* The innermost line, only inside the CU's code (cu_covers). */
+	/* The innermost line, from that CU only, and only inside its code
+	 * (cu_covers). */
 	int covered = have_cu && cu_covers(&cu, pc - bias);
-	Dwfl_Line *l = covered ? dwfl_module_getsrc(dm, pc) : NULL;
+	Dwfl_Line *l = from_dwfl ? dwfl_module_getsrc(dm, pc) : NULL;
 	if (l) {
 		int ln = 0;
 		const char *src = dwfl_lineinfo(l, NULL, &ln, NULL, NULL, NULL);
