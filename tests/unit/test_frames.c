@@ -472,7 +472,7 @@ static void test_pprof_drop_frames(void **state)
 		"ztrymalloc_usable_internal", "_sdsnewlen", "sdsMakeRoomFor",
 		"PyObject_Malloc", "palloc", "AllocSetAlloc", "g_malloc0",
 		"__rust_alloc", "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
-		"__libc_malloc",
+		"__libc_malloc", "_IO_file_doallocate",
 	};
 	static const char *const no[] = {
 		"createStringObject", "main", "std::vector<long>::push_back",
@@ -498,10 +498,22 @@ static void test_pprof_drop_frames(void **state)
 	char err[256];
 	assert_int_equal(frames_rules_add(&r, "^grow_", err, sizeof err), 0);
 	assert_int_equal(frames_rules_add(&r, "\\<pool_get\\>", err, sizeof err), 0);
+	assert_int_equal(frames_rules_add(&r, "arena_(new|grow)[0-9]*", err,
+					  sizeof err), 0);
+	static const char *const gnu[] = {
+		"(a)\\1", "x{1,2000}", "y**", "z+?",
+	};
+	for (size_t i = 0; i < sizeof gnu / sizeof *gnu; i++)
+		if (frames_rules_add(&r, gnu[i], err, sizeof err) != 0)
+			fail_msg("%s: %s", gnu[i], err);
 	drop = frames_drop_regex(&r);
 	assert_non_null(drop);
 	assert_non_null(strstr(drop, "|.*(?:^grow_).*"));
+	assert_non_null(strstr(drop, "|.*(?:arena_(new|grow)[0-9]*).*"));
 	assert_null(strstr(drop, "pool_get"));
+	for (size_t i = 0; i < sizeof gnu / sizeof *gnu; i++)
+		if (strstr(drop, gnu[i]))
+			fail_msg("not RE2, in drop_frames: %s", gnu[i]);
 	free(drop);
 	r.no_skip = 1;
 	assert_null(frames_drop_regex(&r));

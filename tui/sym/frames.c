@@ -407,17 +407,24 @@ static void rx_list(struct rx *x, const char *const *v, size_t n, int prefix)
 }
 
 /* Can Go's regexp (RE2 syntax) read this POSIX extended regex the same
- * way?  Every escape must be of punctuation or a class both know; GNU's
- * \< \> \` \' word anchors and back-references are not RE2. */
+ * way?  pprof refuses the whole profile when drop_frames does not
+ * compile, so only a conservative subset passes: escapes of punctuation
+ * or of classes both know (not GNU's \< \> \` \' anchors nor
+ * back-references), no counted repetition ({n,m}: Go caps it at 1000),
+ * and no repetition operator right after another (Go reads "*?" as lazy,
+ * refuses "**"), after '(' or '|', or at the start. */
 static int re2_compatible(const char *re)
 {
-	for (const char *p = re; *p; p++) {
+	char prev = '(';
+	for (const char *p = re; *p; prev = *p, p++) {
+		if (*p == '{')
+			return 0;
+		if (strchr("*+?", *p) && strchr("*+?(|", prev))
+			return 0;
 		if (*p != '\\')
 			continue;
 		p++;
-		if (!*p)
-			return 0;
-		if (strchr("<>`'", *p))
+		if (!*p || strchr("<>`'", *p))
 			return 0;
 		if (isalnum((unsigned char)*p) && !strchr("dDsSwWbB", *p))
 			return 0;
@@ -436,6 +443,9 @@ char *frames_drop_regex(const struct frames_rules *r)
 	rx_list(&x, entry_prefix, N(entry_prefix), 1);
 	rx_list(&x, wrap_exact, N(wrap_exact), 0);
 	rx_list(&x, wrap_prefix, N(wrap_prefix), 1);
+	/* glibc's stdio buffers: library code that never calls the program,
+	 * so that printf's buffer is the program's call. */
+	rx_name(&x, "_IO_", 1);
 	for (int i = 0; r && i < r->nuser; i++) {
 		if (!re2_compatible(r->source[i]))
 			continue;

@@ -55,10 +55,10 @@ int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
  * drops that frame and every frame it called, so that a wrapper's caller
  * is the leaf.  frames_keep_regex: libc's start-up, which the "__libc_"
  * entry prefix would drop with the whole stack above it (keep_frames).
- * Both malloc'd; NULL with --no-skip (drop) or out of memory.  The
- * standard-library tier is left out: pprof drops from the root down,
- * and std:: code between main and the user's (std::thread, a
- * std::function) would take the user's frames with it. */
+ * Both malloc'd; NULL with --no-skip (drop) or out of memory.  Of the
+ * standard-library tier only glibc's stdio (_IO_*) is in: pprof drops
+ * from the root down, and std:: code between main and the user's
+ * (std::thread, a std::function) would take the user's frames with it. */
 char *frames_drop_regex(const struct frames_rules *r);
 char *frames_keep_regex(void);
 
