@@ -55,6 +55,10 @@ CHECK_PKGS += libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0
 # jemalloc's own API, from a program linked against it (test_jemalloc_api.py).
 CHECK_PKGS += libjemalloc-dev
 
+# Debian's stripped memcached, whose callbacks libevent runs
+# (tests/integration/test_wrappers.py).
+CHECK_PKGS += memcached
+
 # A debug-info server for the stripped-binary symbol tests
 # (tests/integration/test_picture.py), and objcopy to strip.
 CHECK_PKGS += debuginfod binutils
@@ -186,6 +190,19 @@ PROGS += $(B)/progs/libslowload.so
 $(B)/progs/libslowload.so: tests/progs/audit/slowload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fPIC -shared -nostdlib $(WARN) -o $@ $<
+
+# Three compilation units, the middle one by clang (no .debug_aranges):
+# test_symbols.py's symbols of a unit libdw's lookup does not know
+# (without clang, all three by $(CC): the test then checks less).
+PROGS += $(B)/progs/mixedcu
+MIXEDCU := $(addprefix tests/progs/mixedcu/,first.c clang.c last.c)
+MIXEDCU_CC := $(if $(shell command -v clang 2>/dev/null),clang,$(CC))
+$(B)/progs/mixedcu: $(MIXEDCU)
+	@mkdir -p $@.o
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -c -o $@.o/first.o tests/progs/mixedcu/first.c
+	$(MIXEDCU_CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -c -o $@.o/clang.o tests/progs/mixedcu/clang.c
+	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -c -o $@.o/last.o tests/progs/mixedcu/last.c
+	$(CC) -o $@ $@.o/first.o $@.o/clang.o $@.o/last.o
 
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))

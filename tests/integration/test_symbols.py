@@ -2,7 +2,9 @@
 the agent, checked through ymtop's JSON and text reports.
 
 Programs: tests/progs/symbols.cc (inlined member template, std::vector
-growth, std::string), tests/progs/manysites.cc (4096 stacks, for speed) and
+growth, std::string), tests/progs/manysites.cc (4096 stacks, for speed),
+tests/progs/cxxstart.cc (a frame without line information behind one
+with it), tests/progs/mixedcu (a clang unit between two gcc units) and
 tests/progs/rust/rsyms.rs, built by the Makefile as rust-v0-rsyms and
 rust-legacy-rsyms.  Each documents its allocation sites; the tests find
 expected source lines by searching the sources, so they follow edits."""
@@ -126,6 +128,43 @@ def test_cxx_text_marks_inlined_and_display():
     assert "[inlined] Blob* Pool<Blob>::make<int&>(int&) (symbols.cc:%d)" % line \
         in d, d
     assert "_Z" not in text
+
+
+def test_frame_without_line_information_shows_none():
+    """_start (crt1, no line information) linked right behind main, whose
+    line sequence ends with a row at its end: no file or line of main's
+    may reach _start's frame, in JSON or in the text report."""
+    prog = os.path.join(PROGS, "cxxstart")
+    rep = held_report([prog])
+    starts = [f for s in rep["stacks"] for f in s["frames"]
+              if f["function"] == "_start"]
+    assert starts, "no _start frame: %s" % (
+        [functions(s) for s in rep["stacks"]])
+    for f in starts:
+        assert f["file"] is None and f["line"] == 0, f
+    # main itself keeps its lines.
+    mains = [f for s in rep["stacks"] for f in s["frames"]
+             if f["function"] == "main"]
+    assert mains and all(f["file"].endswith("cxxstart.cc") and f["line"] > 0
+                         for f in mains), mains
+    text = held_report([prog], fmt="text")
+    labels = [line for line in text.splitlines() if " _start" in line]
+    assert labels and all(line.rstrip().endswith("_start")
+                          for line in labels), labels
+
+
+def test_unit_without_aranges_between_two_with_them():
+    """clang_alloc's unit (clang: no .debug_aranges) lies between two of
+    gcc's: libdw's lookup offers the unit before it, which must not be
+    taken; clang_alloc keeps its file and line."""
+    rep = held_report([os.path.join(PROGS, "mixedcu")])
+    s = stack_with(rep, lambda f: f["function"] == "clang_alloc",
+                   "clang_alloc")
+    f = next(f for f in s["frames"] if f["function"] == "clang_alloc")
+    assert f["file"] and f["file"].endswith("mixedcu/clang.c"), f
+    assert f["line"] == source_line("tests/progs/mixedcu/clang.c",
+                                    "clang_alloc's allocation"), f
+    assert display(s)["function"] == "clang_alloc", s
 
 
 def test_cxx_vector_growth_display_is_user_function():

@@ -4,8 +4,9 @@ display frame (JSON display_frame, what the Functions view, go tool pprof
 recognize, named and past the allocator and its wrappers.
 
 - redis-server (Debian's, jemalloc underneath) under redis-benchmark: the
-  top stacks start in zmalloc, zmalloc_usable, zrealloc_usable, zcalloc;
-  their display frame is the wrapper's caller.
+  top stacks start in zmalloc, zmalloc_usable, zrealloc_usable, zcalloc,
+  many through sds (_sdsnewlen, sdsMakeRoomFor); their display frame is
+  the wrappers' caller.
 - python3 with PYTHONMALLOC=malloc (Debian's python3.11 is stripped but for
   its dynamic symbols): display frames are named and past PyMem/PyObject.
 - a PostgreSQL backend under pgbench (Debian's postgres is stripped: its
@@ -13,10 +14,14 @@ recognize, named and past the allocator and its wrappers.
   and past palloc/MemoryContextAlloc/AllocSetAlloc.  The cluster is private
   (initdb in a temporary directory, unix socket there, no TCP) and runs as
   nobody, with a copy of the agent that nobody can read.
+- memcached (Debian's, stripped) storing large items: libevent's
+  event_base_loop runs the callbacks that allocate the slabs; the display
+  frame is memcached's own unnamed frame, never libevent's.
 
 A program that is missing prints `skip NAME: reason` (make check-deps
-installs them: redis-server, redis-tools, postgresql)."""
+installs them: redis-server, redis-tools, postgresql, memcached)."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -26,7 +31,8 @@ import sys
 import tempfile
 import time
 
-from ymlib import AGENT, Skip, readable, report, run_tests, seg_path
+from ymlib import (AGENT, Skip, readable, report, run_tests, seg_path,
+                   ymtop)
 
 TIMEOUT = 120
 TOP = 10
@@ -88,11 +94,16 @@ def wait_unix(path, proc, what, timeout=30):
 
 ZMALLOC = re.compile(r"^(zmalloc|zcalloc|zrealloc|ztry(malloc|calloc|realloc)|"
                      r"zstrdup)")
+# redis's string library, which allocates for its callers.
+SDS = re.compile(r"^(_?sdsnew|sdstrynew|sdsempty|sdsdup|_?sdsMakeRoomFor|sdscat|"
+                 r"sdscpy|sdsgrowzero|sdsResize|sdsRemoveFreeSpace|"
+                 r"sdsfromlonglong|sdssplitlen|sdsjoin)")
 
 
-def test_redis_display_frames_are_zmalloc_callers():
+def redis_under_load(d):
+    """redis-server under the agent in directory d, after redis-benchmark
+    ran 20000 requests of 4 commands: the server's Popen."""
     need("redis-server", "redis-benchmark")
-    d = tempfile.mkdtemp(prefix="ym-wrap-redis-")
     sock = os.path.join(d, "redis.sock")
     srv = subprocess.Popen(
         ["redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
@@ -106,22 +117,75 @@ def test_redis_display_frames_are_zmalloc_callers():
              "10000", "-d", "200", "-t", "set,lpush,sadd,hset", "-q"],
             capture_output=True, text=True, timeout=TIMEOUT)
         assert bench.returncode == 0, bench.stderr
+    except BaseException:
+        srv.kill()
+        srv.wait()
+        raise
+    return srv
+
+
+def test_redis_display_frames_are_zmalloc_callers():
+    d = tempfile.mkdtemp(prefix="ym-wrap-redis-")
+    srv = None
+    try:
+        srv = redis_under_load(d)
         rep = report(srv.pid)
-        through = 0
+        through = sds = 0
         for s in top_stacks(rep):
             fr, d = s["frames"], s["display_frame"]
             assert named(fr[d]), "unnamed display frame: " + show(s)
             assert not ZMALLOC.match(fr[d]["function"]), \
                 "display frame in zmalloc: " + show(s)
+            assert not SDS.match(fr[d]["function"]), \
+                "display frame in sds: " + show(s)
             if fr[0]["function"] and ZMALLOC.match(fr[0]["function"]):
                 through += 1
-                # The wrapper's caller, whatever else sits between.
-                assert all(ZMALLOC.match(f["function"] or "")
+                # The wrappers' caller, whatever else sits between.
+                assert all(ZMALLOC.match(f["function"] or "") or
+                           SDS.match(f["function"] or "")
                            for f in fr[:d]), "not zmalloc's caller: " + show(s)
+                sds += any(SDS.match(f["function"] or "") for f in fr[:d])
         assert through >= TOP // 2, "top stacks not through zmalloc: %s" % (
             [show(s) for s in top_stacks(rep)])
+        assert sds >= 1, "no top stack through sds: %s" % (
+            [show(s) for s in top_stacks(rep)])
     finally:
-        if srv.poll() is None:
+        if srv and srv.poll() is None:
+            srv.kill()
+            srv.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_redis_pprof_top_starts_at_zmalloc_callers():
+    """The pprof profile names the allocator tier of the display-frame
+    rules in drop_frames: go tool pprof -top lists the wrappers' callers
+    (createStringObject, ...), never zmalloc_usable or _sdsnewlen."""
+    if shutil.which("go") is None:
+        raise Skip("go is not installed: go tool pprof not run")
+    d = tempfile.mkdtemp(prefix="ym-wrap-redis-pprof-")
+    srv = None
+    try:
+        srv = redis_under_load(d)
+        path = os.path.join(d, "heap.pb.gz")
+        ymtop("-b", "-n", "1", "-f", "pprof", "-o", path, "-p", srv.pid)
+        env = dict(os.environ, HOME=d, PPROF_TMPDIR=d)
+        r = subprocess.run(["go", "tool", "pprof", "-top",
+                            "-sample_index=alloc_space", path],
+                           capture_output=True, text=True, timeout=300,
+                           env=env)
+        assert r.returncode == 0, r.stderr
+        rows = [line.split() for line in r.stdout.splitlines()
+                if re.match(r"^\s*[0-9.]+[kMG]?B\s", line)]
+        flat = [row[5] for row in rows if float(row[1].rstrip("%")) > 0]
+        assert len(flat) >= 3, r.stdout
+        for fn in flat:
+            assert not (ZMALLOC.match(fn) or SDS.match(fn)), \
+                "%s among pprof's flat entries:\n%s" % (fn, r.stdout)
+        # SET's values: zmalloc_usable under _sdsnewlen under it.
+        assert not flat[0].startswith("[") and \
+            "createStringObject" in flat, r.stdout
+    finally:
+        if srv and srv.poll() is None:
             srv.kill()
             srv.wait()
         shutil.rmtree(d, ignore_errors=True)
@@ -310,6 +374,62 @@ def test_postgres_backend_display_frames_past_palloc():
             except subprocess.TimeoutExpired:
                 pm.kill()
                 pm.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- memcached (stripped) under libevent: its own frame, not the loop ----
+
+def test_memcached_display_frame_is_its_own_frame_not_libevents():
+    need("memcached")
+    d = tempfile.mkdtemp(prefix="ym-wrap-mc-")
+    sock = os.path.join(d, "mc.sock")
+    # Names from debuginfod would hide what this tests: frames without any.
+    env = {k: v for k, v in env_for(AGENT).items() if k != "DEBUGINFOD_URLS"}
+    srv = subprocess.Popen(
+        ["memcached", "-s", sock, "-m", "256", "-t", "2"] +
+        (["-u", "root"] if os.geteuid() == 0 else []),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_unix(sock, srv, "memcached")
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(sock)
+        f = c.makefile("rb")
+        val = b"x" * 100000
+        # 30 MB of items: memcached's slab pages, 1 MiB each, allocated in
+        # the worker thread's callback under event_base_loop.
+        for i in range(300):
+            c.sendall(b"set k%d 0 0 %d\r\n%s\r\n" % (i, len(val), val))
+            assert f.readline() == b"STORED\r\n"
+        clean = {k: v for k, v in os.environ.items()
+                 if k != "DEBUGINFOD_URLS"}
+        rep = json.loads(ymtop("-b", "-n", "1", "-f", "json", "-p", srv.pid,
+                               env=clean).stdout)
+        c.close()
+
+        def base(fr):
+            return os.path.basename(fr["module"] or "")
+
+        called = 0
+        for s in top_stacks(rep):
+            fr, dsp = s["frames"], s["display_frame"]
+            loop = [i for i, x in enumerate(fr)
+                    if base(x).startswith("libevent") and named(x)]
+            if not loop or not any(base(x) == "memcached"
+                                   for x in fr[:loop[0]]):
+                continue
+            called += 1
+            assert base(fr[dsp]) == "memcached" and dsp < loop[0], \
+                "display frame not memcached's own: " + show(s)
+        assert called >= 1, "no top stack through libevent: %s" % (
+            [show(s) for s in top_stacks(rep)])
+        top = max(rep["stacks"], key=lambda s: s["retained_bytes"])
+        assert top["retained_bytes"] >= 20 * 2**20, show(top)
+        assert base(top["frames"][top["display_frame"]]) == "memcached", \
+            show(top)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
         shutil.rmtree(d, ignore_errors=True)
 
 

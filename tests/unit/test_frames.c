@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +203,7 @@ static void test_wrapper_families(void **state)
 	(void)state;
 	static const struct {
 		const char *family;
-		const char *names[24];
+		const char *names[28];
 	} fam[] = {
 		{ "redis", { "zmalloc", "zmalloc_usable", "zrealloc_usable",
 			     "zcalloc", "zcalloc_usable", "zrealloc",
@@ -210,6 +211,15 @@ static void test_wrapper_families(void **state)
 			     "ztrymalloc_usable_internal", "ztrycalloc_usable",
 			     "ztryrealloc_usable", "zstrdup", "zmalloc_no_tcache",
 			     "zlibc_malloc", NULL } },
+		{ "redis-sds", { "sdsnewlen", "_sdsnewlen", "sdsnew",
+				 "sdstrynewlen", "sdsempty", "sdsdup",
+				 "sdsMakeRoomFor", "_sdsMakeRoomFor",
+				 "sdsMakeRoomForNonGreedy", "sdscatlen", "sdscat",
+				 "sdscatsds", "sdscatprintf", "sdscatvprintf",
+				 "sdscatfmt", "sdscatrepr", "sdscpylen", "sdscpy",
+				 "sdsgrowzero", "sdsResize", "sdsRemoveFreeSpace",
+				 "sdsfromlonglong", "sdssplitlen", "sdsjoin",
+				 "sdsjoinsds", NULL } },
 		{ "cpython", { "PyMem_Malloc", "PyMem_RawMalloc", "PyMem_Realloc",
 			       "PyMem_Calloc", "PyMem_RawRealloc", "PyMem_RawCalloc",
 			       "_PyMem_RawMalloc", "_PyMem_RawRealloc",
@@ -280,7 +290,12 @@ static void test_wrapper_families(void **state)
 		"zmalloc_usable", "_sdsnewlen", "createStringObject",
 		"processMultibulkBuffer", "main",
 	};
-	assert_int_equal(display_of(redis, 5, NULL), 1);
+	assert_int_equal(display_of(redis, 5, NULL), 2);
+	static const char *const query[] = {
+		"zrealloc_usable", "_sdsMakeRoomFor", "readQueryFromClient",
+		"callHandler", "connSocketEventHandler",
+	};
+	assert_int_equal(display_of(query, 5, NULL), 2);
 	static const char *const py[] = {
 		"_PyObject_Malloc", "_PyObject_GC_NewVar", "PyTuple_New",
 		"_PyEval_EvalFrameDefault", "PyEval_EvalCode",
@@ -293,7 +308,8 @@ static void test_wrapper_families(void **state)
 		"CRYPTO_THREAD_run_once", "xml_parse", "xfree_list()",
 		"ngx_http_process_request", "ngx_palloc_user()", "pallocate",
 		"MemoryContextSwitchTo", "sqlite3Prepare", "sqlite3MemCompare",
-		"subquery_planner", "lappend",
+		"subquery_planner", "lappend", "sdslen", "sdsfree", "sdscmp",
+		"sdsrange", "sdstrim", "sdsAllocSize", "sdsIncrLen",
 	};
 	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
 		if (plumbing(NULL, no[i]))
@@ -371,6 +387,136 @@ static void test_stripped_binaries(void **state)
 	frames_rules_free(&r);
 	assert_int_equal(frames_rules_add(&r, "app\\+0x20\\]", err, sizeof err), 0);
 	assert_int_equal(frames_display(&r, &v), 2);
+	frames_rules_free(&r);
+}
+
+/* A library that called the program (an event loop running the
+ * program's callback) is never the display frame: the program's unnamed
+ * frame inner to it is the allocation site.  The stack is Debian's
+ * memcached 1.6 (stripped) storing items through libevent 2.1. */
+static void test_library_that_called_the_program(void **state)
+{
+	(void)state;
+	static const char *const exe = "/usr/bin/memcached";
+	static const char *const ev = "/lib/x86_64-linux-gnu/libevent-2.1.so.7";
+	static const char *const libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	static const struct { const char *fn, *mod; } mc[] = {
+		{ NULL, exe }, { NULL, exe }, { NULL, exe }, { NULL, ev },
+		{ "event_base_loop", ev }, { NULL, exe },
+		{ "start_thread", libc }, { "__clone3", libc },
+	};
+	struct sym_frame f[8];
+	memset(f, 0, sizeof f);
+	for (uint32_t i = 0; i < 8; i++) {
+		f[i].function = mc[i].fn;
+		f[i].module = mc[i].mod;
+		f[i].exe = mc[i].mod == exe;
+		f[i].offset = 0x11d1d + i;
+	}
+	struct stack_view v = { .f = f, .n = 8 };
+	assert_int_equal(frames_display(NULL, &v), 0);
+	/* Behind a wrapper the program names, the same. */
+	struct frames_rules r = { 0 };
+	char err[256];
+	assert_int_equal(frames_rules_add(&r, "memcached\\+0x11d1d\\]", err,
+					  sizeof err), 0);
+	assert_int_equal(frames_display(&r, &v), 1);
+	frames_rules_free(&r);
+	/* A named library frame inner to the program is the program's call. */
+	f[0].function = "evbuffer_expand";
+	f[0].module = ev;
+	f[0].exe = 0;
+	assert_int_equal(frames_display(NULL, &v), 0);
+	/* The program's named wrappers only: the library that called them is
+	 * passed over for the program's next frame. */
+	f[0] = (struct sym_frame){ .function = "zmalloc", .module = exe, .exe = 1 };
+	f[1] = (struct sym_frame){ .function = "zcalloc", .module = exe, .exe = 1 };
+	f[2] = (struct sym_frame){ .function = "event_base_loop", .module = ev };
+	f[3] = (struct sym_frame){ .function = "worker", .module = exe, .exe = 1 };
+	v.n = 4;
+	assert_int_equal(frames_display(NULL, &v), 3);
+	/* Without an executable frame inside it, a library's own named
+	 * function is its callers' allocation site, as before. */
+	f[0] = (struct sym_frame){ .module = ev };
+	f[1] = (struct sym_frame){ .function = "event_base_new", .module = ev };
+	f[2] = (struct sym_frame){ .module = exe, .exe = 1 };
+	v.n = 3;
+	assert_int_equal(frames_display(NULL, &v), 1);
+}
+
+/* Does the regex rx match all of name, as pprof matches drop_frames? */
+static int full_match(const char *rx, const char *name)
+{
+	size_t n = strlen(rx) + 8;
+	char *a = malloc(n);
+	assert_non_null(a);
+	snprintf(a, n, "^(%s)$", rx);
+	regex_t re;
+	assert_int_equal(regcomp(&re, a, REG_EXTENDED | REG_NOSUB), 0);
+	int m = regexec(&re, name, 0, NULL, 0) == 0;
+	regfree(&re);
+	free(a);
+	return m;
+}
+
+/* pprof's drop_frames and keep_frames: the allocator tier of the rules,
+ * as names pprof matches (parameter lists cut off). */
+static void test_pprof_drop_frames(void **state)
+{
+	(void)state;
+	char *drop = frames_drop_regex(NULL), *keep = frames_keep_regex();
+	assert_non_null(drop);
+	assert_non_null(keep);
+	static const char *const yes[] = {
+		"malloc", "operator new", "operator new[]", "zmalloc_usable",
+		"ztrymalloc_usable_internal", "_sdsnewlen", "sdsMakeRoomFor",
+		"PyObject_Malloc", "palloc", "AllocSetAlloc", "g_malloc0",
+		"__rust_alloc", "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+		"__libc_malloc", "_IO_file_doallocate",
+	};
+	static const char *const no[] = {
+		"createStringObject", "main", "std::vector<long>::push_back",
+		"mallocator", "sdslen", "[memcached+0x11d1d]", "grow_vector",
+	};
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+		if (!full_match(drop, yes[i]))
+			fail_msg("not dropped: %s", yes[i]);
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+		if (full_match(drop, no[i]))
+			fail_msg("dropped: %s", no[i]);
+	/* libc's start-up matches "__libc_": kept, or pprof would drop every
+	 * stack down to _start. */
+	assert_true(full_match(drop, "__libc_start_main"));
+	assert_true(full_match(keep, "__libc_start_main"));
+	assert_true(full_match(keep, "_start"));
+	assert_false(full_match(keep, "malloc"));
+	free(drop);
+	free(keep);
+
+	/* The user's rules, unanchored; GNU-only syntax left out. */
+	struct frames_rules r = { 0 };
+	char err[256];
+	assert_int_equal(frames_rules_add(&r, "^grow_", err, sizeof err), 0);
+	assert_int_equal(frames_rules_add(&r, "\\<pool_get\\>", err, sizeof err), 0);
+	assert_int_equal(frames_rules_add(&r, "arena_(new|grow)[0-9]*", err,
+					  sizeof err), 0);
+	static const char *const gnu[] = {
+		"(a)\\1", "x{1,2000}", "y**", "z+?",
+	};
+	for (size_t i = 0; i < sizeof gnu / sizeof *gnu; i++)
+		if (frames_rules_add(&r, gnu[i], err, sizeof err) != 0)
+			fail_msg("%s: %s", gnu[i], err);
+	drop = frames_drop_regex(&r);
+	assert_non_null(drop);
+	assert_non_null(strstr(drop, "|.*(?:^grow_).*"));
+	assert_non_null(strstr(drop, "|.*(?:arena_(new|grow)[0-9]*).*"));
+	assert_null(strstr(drop, "pool_get"));
+	for (size_t i = 0; i < sizeof gnu / sizeof *gnu; i++)
+		if (strstr(drop, gnu[i]))
+			fail_msg("not RE2, in drop_frames: %s", gnu[i]);
+	free(drop);
+	r.no_skip = 1;
+	assert_null(frames_drop_regex(&r));
 	frames_rules_free(&r);
 }
 
@@ -686,6 +832,8 @@ int main(void)
 		cmocka_unit_test(test_display_frame),
 		cmocka_unit_test(test_wrapper_families),
 		cmocka_unit_test(test_stripped_binaries),
+		cmocka_unit_test(test_library_that_called_the_program),
+		cmocka_unit_test(test_pprof_drop_frames),
 		cmocka_unit_test(test_cxx_inlined_without_namespace),
 		cmocka_unit_test(test_skip_files),
 		cmocka_unit_test(test_async_noise),

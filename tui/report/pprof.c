@@ -13,6 +13,7 @@
 enum {
 	PROFILE_SAMPLE_TYPE = 1, PROFILE_SAMPLE = 2, PROFILE_MAPPING = 3,
 	PROFILE_LOCATION = 4, PROFILE_FUNCTION = 5, PROFILE_STRING_TABLE = 6,
+	PROFILE_DROP_FRAMES = 7, PROFILE_KEEP_FRAMES = 8,
 	PROFILE_TIME_NANOS = 9, PROFILE_DURATION_NANOS = 10,
 	PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13,
 	PROFILE_DEFAULT_SAMPLE_TYPE = 14,
@@ -33,6 +34,7 @@ enum {
 struct builder {
 	struct model *m;
 	struct sym *sym;
+	const struct frames_rules *rules;
 	struct pb samples, locations, functions;
 	/* string table: strings[i] owned; strmap: FNV-1a of the text ->
 	 * index in strings. */
@@ -299,8 +301,27 @@ static void build(struct builder *b, struct pb *out)
 	int64_t ci = intern(b, comment);
 	int64_t space = intern(b, "space"), bytes = intern(b, "bytes");
 	int64_t dflt = intern(b, "inuse_space");
+	/* The display-frame rules' allocator tier, as pprof's own: its -top
+	 * and -traces then start at the wrappers' caller. */
+	int64_t drop = 0, keep = 0;
+	char *rx = frames_drop_regex(b->rules);
+	if (rx) {
+		drop = intern(b, rx);
+		free(rx);
+		rx = frames_keep_regex();
+		keep = rx ? intern(b, rx) : 0;
+		free(rx);
+		if (!keep)
+			drop = 0;       /* never drop start-up with its stacks */
+	} else if (!(b->rules && b->rules->no_skip)) {
+		b->oom = 1;
+	}
 	for (uint32_t i = 0; i < b->nstrings; i++)
 		pb_string(out, PROFILE_STRING_TABLE, b->strings[i]);
+	if (drop) {
+		pb_int(out, PROFILE_DROP_FRAMES, drop);
+		pb_int(out, PROFILE_KEEP_FRAMES, keep);
+	}
 	pb_int(out, PROFILE_TIME_NANOS, (int64_t)m->snap.taken_real_ns);
 	pb_int(out, PROFILE_DURATION_NANOS, (int64_t)(model_uptime(m) * 1e9));
 	value_type(out, PROFILE_PERIOD_TYPE, space, bytes);
@@ -352,11 +373,11 @@ static int gzip_to(FILE *f, const uint8_t *p, size_t n)
 int pprof_write(FILE *f, struct model *m, struct sym *s,
 		const struct report_opts *o)
 {
-	(void)o;
 	struct builder b;
 	memset(&b, 0, sizeof b);
 	b.m = m;
 	b.sym = s;
+	b.rules = o ? o->rules : NULL;
 	pb_init(&b.samples);
 	pb_init(&b.locations);
 	pb_init(&b.functions);

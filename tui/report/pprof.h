@@ -9,6 +9,9 @@
  * location per return address, with one Line per function in its inline
  * chain, innermost first (the last line is the out-of-line caller); one
  * mapping per module with its build id in hex; string_table[0] is "".
+ * drop_frames and keep_frames carry the allocator tier of the display-
+ * frame rules (frames_drop_regex) so that pprof's leaves are the
+ * wrappers' callers.
  */
 #ifndef YMTOP_PPROF_H
 #define YMTOP_PPROF_H

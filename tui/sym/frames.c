@@ -7,7 +7,7 @@
  *     new[] (every overload), Rust's __rust_alloc / __rdl_alloc /
  *     __rg_alloc shims and alloc::alloc's free functions, and the
  *     allocator wrappers of popular programs and runtimes (wrap_*: redis
- *     zmalloc, CPython PyMem/PyObject, glib g_malloc/g_slice, OpenSSL
+ *     zmalloc and sds, CPython PyMem/PyObject, glib g_malloc/g_slice, OpenSSL
  *     CRYPTO_malloc, the xmalloc family, nginx ngx_palloc, PostgreSQL
  *     palloc/AllocSetAlloc, SQLite sqlite3Malloc), and the user's rules
  *     (--skip, the skip files): they name wrappers too;
@@ -25,7 +25,9 @@
  *  4. unnamed frames ("[postgres+0x5c7860]": a static function of a
  *     stripped binary): unknown.  Between the allocator and a named
  *     wrapper they are plumbing (AllocSetAlloc under palloc); they are
- *     never the display frame while a named frame of tier 0 follows.
+ *     never the display frame while a named frame of tier 0 follows,
+ *     unless that frame belongs to a shared library that called the
+ *     executable (frames_display).
  *
  * Tiers 1 and 2 are matched on the *bare* name: without a C++ return type
  * and parameter list ("void std::vector<long>::_M_realloc_insert<long
@@ -120,6 +122,15 @@ static const char *const wrap_prefix[] = {
 	 * (and its _internal), zcalloc*, zrealloc*, ztry*, zlibc_* */
 	"zmalloc", "zcalloc", "zrealloc", "ztrymalloc", "ztrycalloc",
 	"ztryrealloc", "zlibc_",
+	/* redis (sds.c, also in hiredis): the string library that allocates
+	 * for its callers: sdsnew(len), _sdsnewlen, sdstrynewlen, sdsempty,
+	 * sdsdup, sdsMakeRoomFor(NonGreedy), sdscat(len|sds|printf|fmt|repr),
+	 * sdscpy(len), sdsgrowzero, sdsResize, sdsRemoveFreeSpace,
+	 * sdsfromlonglong, sdssplitlen, sdsjoin(sds), sds_malloc/realloc */
+	"sdsnew", "_sdsnew", "sdstrynew", "sdsempty", "sdsdup",
+	"sdsMakeRoomFor", "_sdsMakeRoomFor", "sdscat", "sdscpy", "sdsgrowzero",
+	"sdsResize", "sdsRemoveFreeSpace", "sdsfromlonglong", "sdssplitlen",
+	"sdsjoin", "sds_malloc", "sds_realloc",
 	/* CPython: PyMem_Malloc/RawMalloc/Realloc/Calloc..., _PyMem_RawMalloc,
 	 * _PyMem_DebugMalloc, pymalloc_alloc/pymalloc_realloc */
 	"PyMem_", "_PyMem_", "pymalloc_",
@@ -347,6 +358,120 @@ int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f)
 	return t == T_ENTRY || t == T_LIB;
 }
 
+/* ---- the rules for pprof ---- */
+
+/* A growing string; err once out of memory. */
+struct rx {
+	char *s;
+	size_t n, cap;
+	int err;
+};
+
+static void rx_put(struct rx *x, const char *p, size_t k)
+{
+	if (x->err)
+		return;
+	if (x->n + k + 1 > x->cap) {
+		size_t cap = (x->n + k + 1) * 2;
+		char *t = realloc(x->s, cap);
+		if (!t) {
+			x->err = 1;
+			return;
+		}
+		x->s = t;
+		x->cap = cap;
+	}
+	memcpy(x->s + x->n, p, k);
+	x->n += k;
+	x->s[x->n] = '\0';
+}
+
+/* One alternative: name as a literal, ".*" after it for a prefix. */
+static void rx_name(struct rx *x, const char *name, int prefix)
+{
+	if (x->n)
+		rx_put(x, "|", 1);
+	for (const char *p = name; *p; p++) {
+		if (strchr(".+*?()|[]{}^$\\", *p))
+			rx_put(x, "\\", 1);
+		rx_put(x, p, 1);
+	}
+	if (prefix)
+		rx_put(x, ".*", 2);
+}
+
+static void rx_list(struct rx *x, const char *const *v, size_t n, int prefix)
+{
+	for (size_t i = 0; i < n; i++)
+		rx_name(x, v[i], prefix);
+}
+
+/* Can Go's regexp (RE2 syntax) read this POSIX extended regex the same
+ * way?  pprof refuses the whole profile when drop_frames does not
+ * compile, so only a conservative subset passes: escapes of punctuation
+ * or of classes both know (not GNU's \< \> \` \' anchors nor
+ * back-references), no counted repetition ({n,m}: Go caps it at 1000),
+ * and no repetition operator right after another (Go reads "*?" as lazy,
+ * refuses "**"), after '(' or '|', or at the start. */
+static int re2_compatible(const char *re)
+{
+	char prev = '(';
+	for (const char *p = re; *p; prev = *p, p++) {
+		if (*p == '{')
+			return 0;
+		if (strchr("*+?", *p) && strchr("*+?(|", prev))
+			return 0;
+		if (*p != '\\')
+			continue;
+		p++;
+		if (!*p || strchr("<>`'", *p))
+			return 0;
+		if (isalnum((unsigned char)*p) && !strchr("dDsSwWbB", *p))
+			return 0;
+	}
+	return 1;
+}
+
+char *frames_drop_regex(const struct frames_rules *r)
+{
+	if (r && r->no_skip)
+		return NULL;
+	struct rx x = { 0 };
+	rx_name(&x, "operator new", 1);
+	rx_name(&x, "operator delete", 1);
+	rx_list(&x, entry_exact, N(entry_exact), 0);
+	rx_list(&x, entry_prefix, N(entry_prefix), 1);
+	rx_list(&x, wrap_exact, N(wrap_exact), 0);
+	rx_list(&x, wrap_prefix, N(wrap_prefix), 1);
+	/* glibc's stdio buffers: library code that never calls the program,
+	 * so that printf's buffer is the program's call. */
+	rx_name(&x, "_IO_", 1);
+	for (int i = 0; r && i < r->nuser; i++) {
+		if (!re2_compatible(r->source[i]))
+			continue;
+		/* Unanchored like ymtop's own matching. */
+		rx_put(&x, "|.*(?:", 6);
+		rx_put(&x, r->source[i], strlen(r->source[i]));
+		rx_put(&x, ").*", 3);
+	}
+	if (x.err) {
+		free(x.s);
+		return NULL;
+	}
+	return x.s;
+}
+
+char *frames_keep_regex(void)
+{
+	struct rx x = { 0 };
+	rx_list(&x, startup_exact, N(startup_exact), 0);
+	if (x.err) {
+		free(x.s);
+		return NULL;
+	}
+	return x.s;
+}
+
 /* ---- tier 3: Rust async noise ---- */
 
 /* A poll wrapper: "<X as core::future::future::Future>::poll" (any X),
@@ -426,6 +551,12 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 	return 0;
 }
 
+/* A frame of a shared library (not the executable, not unknown). */
+static int library_frame(const struct sym_frame *f)
+{
+	return f->module && !f->exe;
+}
+
 uint32_t frames_display(const struct frames_rules *r,
 			const struct stack_view *v)
 {
@@ -436,11 +567,22 @@ uint32_t frames_display(const struct frames_rules *r,
 	 * in the standard library (e.g. its start-up), the first library
 	 * frame past the allocator's entry points; else the innermost.  So a
 	 * stack with no name at all shows its innermost frame, the direct
-	 * caller of the allocator. */
+	 * caller of the allocator.
+	 *
+	 * A named frame of a shared library outer to a frame of the
+	 * executable called the program (an event loop running a callback:
+	 * libevent's event_base_loop over a stripped memcached): it is never
+	 * the display frame, and the unnamed frame inner to it, when there
+	 * is one, is the allocation site. */
 	const uint32_t none = UINT32_MAX;
 	uint32_t past_entry = none, unnamed = none;
+	int in_program = 0;     /* a frame of the executable is inner to i */
 	for (uint32_t i = 0; i < v->n; i++) {
-		enum tier t = plumbing_tier(r, &v->f[i]);
+		const struct sym_frame *f = &v->f[i];
+		enum tier t = plumbing_tier(r, f);
+		int caller_of_program = in_program && library_frame(f) &&
+					!(r && r->no_skip);
+		in_program |= f->exe;
 		if (t == T_ENTRY) {
 			unnamed = none;
 			continue;
@@ -452,6 +594,11 @@ uint32_t frames_display(const struct frames_rules *r,
 		}
 		if (frames_is_noise(r, v, i))
 			continue;
+		if (caller_of_program && t == T_USER) {
+			if (unnamed != none)
+				return unnamed;
+			continue;
+		}
 		if (t == T_USER)
 			return i;
 		if (past_entry == none)

@@ -48,6 +48,20 @@ void frames_view_free(struct stack_view *v);
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 
+/* The allocator's entry points and wrappers (the built-in ones and the
+ * user's rules that Go's regexp reads the same way) as one regular
+ * expression in RE2 syntax, for pprof's drop_frames: pprof matches it,
+ * anchored, against each function name cut at its parameter list and
+ * drops that frame and every frame it called, so that a wrapper's caller
+ * is the leaf.  frames_keep_regex: libc's start-up, which the "__libc_"
+ * entry prefix would drop with the whole stack above it (keep_frames).
+ * Both malloc'd; NULL with --no-skip (drop) or out of memory.  Of the
+ * standard-library tier only glibc's stdio (_IO_*) is in: pprof drops
+ * from the root down, and std:: code between main and the user's
+ * (std::thread, a std::function) would take the user's frames with it. */
+char *frames_drop_regex(const struct frames_rules *r);
+char *frames_keep_regex(void);
+
 /* Is v->f[i] Rust async noise under the rules (never with --no-skip)?
  * Writers that fold stacks skip such frames:
  *     for (uint32_t k = v.n; k-- > v.display;)
@@ -58,9 +72,11 @@ int frames_is_noise(const struct frames_rules *r, const struct stack_view *v,
 		    uint32_t i);
 
 /* The display frame of v under r (what frames_view puts in v->display):
- * the first frame that is neither plumbing nor noise; for a stack that is
- * all library code the first one past the allocator's entry points; else
- * 0. */
+ * the first frame that is neither plumbing nor noise, never a named frame
+ * of a shared library outer to a frame of the executable (sym_frame.exe:
+ * the library called the program, whose unnamed frame inside it is then
+ * shown); for a stack that is all library code the first one past the
+ * allocator's entry points; else 0. */
 uint32_t frames_display(const struct frames_rules *r,
 			const struct stack_view *v);
 

@@ -80,6 +80,27 @@ static const char *elf_function(struct sym_store *st, struct sym_tables *t,
 	return sym_display_name(st, sym_tables_elf_symbol(t, dm, pc));
 }
 
+/* Does the CU's code hold the module-relative a?  A line table answers
+ * for any address past its last row: libdw returns the row before a that
+ * is not an end of sequence, and GCC ends a function with a call that
+ * never returns by a row at the sequence's end (std::thread's destructor
+ * calling std::terminate at the end of main), which sorts after the end
+ * and so lends main's last line to crt1's _start, linked right behind
+ * main and without line information.  A CU without address ranges is
+ * believed. */
+static int cu_covers(Dwarf_Die *cu, Dwarf_Addr a)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t it = 0;
+	int any = 0;
+	while ((it = dwarf_ranges(cu, it, &base, &lo, &hi)) > 0) {
+		if (a >= lo && a < hi)
+			return 1;
+		any = 1;
+	}
+	return !any;
+}
+
 /* Scopes containing pc below parent, outermost first, into path[depth..]:
  * returns the new depth.  Like dwarf_getscopes, but it also looks inside
  * namespaces, classes and imported units (level: nesting, bounded), where clang and rustc put
@@ -133,14 +154,16 @@ int sym_resolve_module(struct sym_store *st, struct sym_tables *t,
 	const char *file = NULL;
 	int line = 0;
 
-	/* The CU: libdw's lookup (.debug_aranges), else our CU index. */
+	/* The CU: libdw's lookup (.debug_aranges), else our CU index.
+	 * libdwfl's lookup takes the nearest arange below pc, whatever its
+	 * end: its CU must hold pc (cu_covers). */
 	Dwarf_Addr bias = 0;
 	Dwarf_Die cu;
-	int have_cu = 0;
+	int have_cu = 0, from_dwfl = 0;
 	Dwarf_Die *cup = dwfl_module_addrdie(dm, pc, &bias);
-	if (cup) {
+	if (cup && cu_covers(cup, pc - bias)) {
 		cu = *cup;
-		have_cu = 1;
+		have_cu = from_dwfl = 1;
 	} else {
 		Dwarf *dw = dwfl_module_getdwarf(dm, &bias);
 		if (dw && pc >= bias &&
@@ -148,8 +171,10 @@ int sym_resolve_module(struct sym_store *st, struct sym_tables *t,
 			have_cu = 1;
 	}
 
-	/* The innermost line. */
-	Dwfl_Line *l = dwfl_module_getsrc(dm, pc);
+	/* The innermost line, from that CU only, and only inside its code
+	 * (cu_covers). */
+	int covered = have_cu && cu_covers(&cu, pc - bias);
+	Dwfl_Line *l = from_dwfl ? dwfl_module_getsrc(dm, pc) : NULL;
 	if (l) {
 		int ln = 0;
 		const char *src = dwfl_lineinfo(l, NULL, &ln, NULL, NULL, NULL);
@@ -157,7 +182,7 @@ int sym_resolve_module(struct sym_store *st, struct sym_tables *t,
 			file = sym_store_intern(st, src);
 			line = ln > 0 ? ln : 0;
 		}
-	} else if (have_cu) {
+	} else if (covered) {
 		Dwarf_Line *dl = dwarf_getsrc_die(&cu, pc - bias);
 		int ln = 0;
 		const char *src = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;

@@ -1,8 +1,10 @@
 /*
  * resolve: the frames of one address inside a module that has symbols.
  *
- * DWARF first: the CU (libdw's .debug_aranges lookup, else our CU index),
- * the innermost line, then the scopes containing the address, innermost
+ * DWARF first: the CU (libdw's .debug_aranges lookup when its unit holds
+ * the address, else our CU index),
+ * the innermost line (only for an address inside the CU's ranges: libdw's
+ * lookups answer past a line sequence's end), then the scopes containing the address, innermost
  * first, each inlined_subroutine a frame whose line is the call site
  * written in the next inner one, ending with the out-of-line function.
  * The ELF symbol table names the function when DWARF has none (assembly,

@@ -38,16 +38,23 @@ static int rule_add(struct frames_rules *r, const char *pattern, char *msg,
 		return -1;
 	}
 	regex_t *u = realloc(r->user, (size_t)(r->nuser + 1) * sizeof *u);
-	if (!u) {
+	if (u)
+		r->user = u;
+	char **src = u ? realloc(r->source, (size_t)(r->nuser + 1) * sizeof *src) : NULL;
+	if (src)
+		r->source = src;
+	char *copy = src ? strdup(pattern) : NULL;
+	if (!copy) {
 		snprintf(msg, msglen, "out of memory");
 		return -1;
 	}
-	r->user = u;
 	int rc = regcomp(&u[r->nuser], pattern, REG_EXTENDED | REG_NOSUB);
 	if (rc != 0) {
 		regerror(rc, &u[r->nuser], msg, msglen);
+		free(copy);
 		return -1;
 	}
+	src[r->nuser] = copy;
 	r->nuser++;
 	return 0;
 }
@@ -136,9 +143,13 @@ int frames_rules_load_config(struct frames_rules *r, char *err, size_t errlen)
 
 void frames_rules_free(struct frames_rules *r)
 {
-	for (int i = 0; i < r->nuser; i++)
+	for (int i = 0; i < r->nuser; i++) {
 		regfree(&r->user[i]);
+		free(r->source[i]);
+	}
 	free(r->user);
+	free(r->source);
 	r->user = NULL;
+	r->source = NULL;
 	r->nuser = 0;
 }

@@ -19,6 +19,7 @@
 struct frames_rules {
 	int      no_skip;
 	regex_t *user;       /* extra skip patterns (--skip REGEX) */
+	char   **source;     /* their text, for pprof (frames_drop_regex) */
 	int      nuser;
 };
 

@@ -401,6 +401,9 @@ int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		tmp[i].addr = addr;
 		tmp[i].module = m ? m->path : NULL;
 		tmp[i].offset = m ? addr - m->base : 0;
+		/* The agent lists the executable first (dl_iterate_phdr's
+		 * order, its path from /proc/self/exe). */
+		tmp[i].exe = m && m->seg_index == 0;
 	}
 
 	struct sym_frame *frames = sym_store_alloc(&s->store, (size_t)n * sizeof *frames);

@@ -28,6 +28,8 @@ struct sym_frame {
 	const char *file;       /* source file, or NULL */
 	int         line;       /* 0 if unknown */
 	int         inlined;    /* 1: this function was inlined into the next */
+	int         exe;        /* 1: module is the program's executable (the
+				 * first module of the segment's list) */
 };
 
 /* root: prefix for module paths (e.g. "/proc/<pid>/root" for a target in
