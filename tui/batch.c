@@ -92,15 +92,16 @@ double batch_settle(const struct options *o, const struct ym_header *h,
 }
 
 /* session_wait, but also ending soon after the reader of our standard
- * output is gone (exit 0), not at the next report.  session_wait returns
- * before its time only when the process exited or a signal came; steps
- * of WAIT_STEP_S leave it time for its exec check (every 2 s). */
+ * output is gone when the reports go there (exit 0), not at the next
+ * report.  session_wait returns before its time only when the process
+ * exited or a signal came; steps of WAIT_STEP_S leave it time for its
+ * exec check (every 2 s). */
 #define WAIT_STEP_S 2.5
-static void wait_next(struct session *ss, double secs)
+static void wait_next(struct session *ss, double secs, int to_stdout)
 {
 	double end = clock_mono_s() + secs;
 	for (;;) {
-		if (stdout_gone())
+		if (to_stdout && stdout_gone())
 			reader_gone(ss);
 		double left = end - clock_mono_s();
 		if (left <= 0 || cli_stop)
@@ -148,7 +149,7 @@ int batch_run(const struct options *o, pid_t pid)
 		}
 		if (last)
 			break;
-		wait_next(&ss, o->interval);
+		wait_next(&ss, o->interval, !o->output);
 		if (cli_stop)
 			break;
 	}
