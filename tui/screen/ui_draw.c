@@ -664,7 +664,7 @@ static const char *const help_text[] = {
 	"  r             ask the agent for another sample rate",
 	"  s             write a text report;  f  folded stacks (flame graphs)",
 	"  a             dismiss the alarm banner",
-	"  t             long names: fitted to the screen (the method kept) or whole",
+	"  t             long names: fitted (the method kept) or whole",
 	"  ^L            redraw;  ?  this help;  q  quit",
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact",
