@@ -227,6 +227,20 @@ static long long self_status(const char *key, int hex)
 	return -1;
 }
 
+/* Is ymtop in the initial user namespace (its uid_map the identity of
+ * every uid)?  When unreadable, taken as yes. */
+static int initial_userns(void)
+{
+	char map[256];
+	unsigned long a, b, n;
+	if (read_small("/proc/self/uid_map", map, sizeof map) <= 0)
+		return 1;
+	const char *nl = strchr(map, '\n');
+	int one_line = !nl || !nl[1];
+	return one_line && sscanf(map, " %lu %lu %lu", &a, &b, &n) == 3 && a == 0 &&
+	       b == 0 && n == 4294967295UL;
+}
+
 const char *inject_refusal(pid_t pid, int attach, char *buf, size_t len)
 {
 	enum { CAP_PTRACE_BIT = 19 };   /* CAP_SYS_PTRACE */
@@ -257,6 +271,11 @@ const char *inject_refusal(pid_t pid, int attach, char *buf, size_t len)
 		snprintf(buf, len, "it is not dumpable (a setuid or file-capability "
 			 "program, or one that called prctl(PR_SET_DUMPABLE, 0)); run "
 			 "ymtop as root or with CAP_SYS_PTRACE");
+	} else if (!initial_userns()) {
+		snprintf(buf, len, "ymtop runs in a user namespace (a rootless "
+			 "container?) whose root and CAP_SYS_PTRACE count only for the "
+			 "processes created in it; run ymtop where the process runs, or "
+			 "from the host");
 	} else {
 		/* With CAP_SYS_PTRACE the kernel's own checks (user,
 		 * dumpable, capabilities) pass: something above them says no. */

@@ -130,6 +130,26 @@ def test_pid_1_protected_from_root_is_not_told_to_be_root():
     assert "run ymtop as root" not in r.stderr, r.stderr
 
 
+def test_root_of_a_user_namespace_is_told_where_its_power_ends():
+    """ymtop as root of a user namespace (a rootless container) against a
+    process outside it: the kernel refuses, and root there is no remedy
+    (it was told to run as root)."""
+    if not shutil.which("unshare"):
+        raise Skip("needs unshare")
+    if subprocess.run(["unshare", "-U", "-r", "true"], capture_output=True).returncode:
+        raise Skip("user namespaces are not available here")
+    t = subprocess.Popen(["sleep", "60"])
+    try:
+        r = subprocess.run(["unshare", "-U", "-r", YMTOP, "-b", "-n", "1", "-p",
+                            str(t.pid)], capture_output=True, text=True, timeout=60)
+        one_line_error(r)
+        assert "user namespace" in r.stderr, r.stderr
+        assert "run ymtop as root" not in r.stderr, r.stderr
+    finally:
+        t.kill()
+        t.wait()
+
+
 def test_other_users_agents_are_named_to_a_user():
     """A user whose only agent processes are root's is told they exist and
     whose they are (not "no running process has the agent loaded").  In a
