@@ -1,22 +1,48 @@
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "batch.h"
 #include "report/outfile.h"
 #include "report/report.h"
 #include "session.h"
+#include "util/clock.h"
 
-static void write_one(const struct options *o, struct model *m, struct sym *s,
-		      unsigned counter)
+/* Standard output is a pipe whose reader has gone (`ymtop -b | head -1`
+ * after head exited): the kernel reports POLLERR on the writing end. */
+static int stdout_gone(void)
 {
+	struct stat st;
+	struct pollfd p = { STDOUT_FILENO, 0, 0 };
+	return fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode) &&
+	       poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+/* Nobody reads the reports any more: done, as top and grep are when
+ * their pipe closes (they die of SIGPIPE, which ymtop ignores). */
+__attribute__((noreturn))
+static void reader_gone(struct session *ss)
+{
+	session_close(ss);
+	exit(0);
+}
+
+static void write_one(const struct options *o, struct session *ss, unsigned counter)
+{
+	struct model *m = &ss->model;
+	struct sym *s = ss->sym;
 	struct report_opts ro = { o->format, o->top, &o->rules, o->weight, o->sort };
 	if (!o->output) {
+		errno = 0;
 		int rc = report_write(stdout, m, s, &ro);
 		fflush(stdout);
+		if ((rc != 0 || ferror(stdout)) && (errno == EPIPE || stdout_gone()))
+			reader_gone(ss);
 		if (rc != 0 || ferror(stdout))
 			cli_die(1, "writing the report to standard output failed: %s",
 				strerror(errno));
@@ -65,6 +91,28 @@ double batch_settle(const struct options *o, const struct ym_header *h,
 	return ran < want ? want - ran : 0;
 }
 
+/* session_wait, but also ending soon after the reader of our standard
+ * output is gone when the reports go there (exit 0), not at the next
+ * report.  session_wait returns before its time only when the process
+ * exited or a signal came; steps of WAIT_STEP_S leave it time for its
+ * exec check (every 2 s). */
+#define WAIT_STEP_S 2.5
+static void wait_next(struct session *ss, double secs, int to_stdout)
+{
+	double end = clock_mono_s() + secs;
+	for (;;) {
+		if (to_stdout && stdout_gone())
+			reader_gone(ss);
+		double left = end - clock_mono_s();
+		if (left <= 0 || cli_stop)
+			return;
+		double step = left < WAIT_STEP_S ? left : WAIT_STEP_S, t0 = clock_mono_s();
+		session_wait(ss, step);
+		if (clock_mono_s() - t0 < step)
+			return;
+	}
+}
+
 int batch_run(const struct options *o, pid_t pid)
 {
 	struct session ss;
@@ -96,12 +144,12 @@ int batch_run(const struct options *o, pid_t pid)
 		if (o->on_change < 0 || written == 0 || !m->alive ||
 		    changed(last_retained, m->retained_bytes, o->on_change)) {
 			session_symbols(&ss, 1);
-			write_one(o, m, ss.sym, ++written);
+			write_one(o, &ss, ++written);
 			last_retained = m->retained_bytes;
 		}
 		if (last)
 			break;
-		session_wait(&ss, o->interval);
+		wait_next(&ss, o->interval, !o->output);
 		if (cli_stop)
 			break;
 	}

@@ -7,6 +7,7 @@
 
 #include "batch.h"
 #include "cli.h"
+#include "session.h"
 #include "target.h"
 #include "screen/ui.h"
 #include "serve/serve.h"
@@ -42,6 +43,15 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	pid_t pid = target_choose(o.pid);
+	if (!o.batch && !tty && o.rate) {
+		/* --rate from a script: ask for the rate (session_open says
+		 * so in one line), no screen. */
+		struct session ss;
+		session_open(&ss, &o, pid);
+		session_close(&ss);
+		cli_free(&o);
+		return 0;
+	}
 	if (!o.batch && !tty)
 		cli_die(2, "the live screen needs a terminal; use -b for reports");
 	int rc = o.batch ? batch_run(&o, pid) : ui_run(&o, pid);

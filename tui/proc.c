@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,6 +10,9 @@
 #include <unistd.h>
 
 #include "proc.h"
+
+/* include/linux/sched.h: the task is a kernel thread. */
+#define PROC_PF_KTHREAD 0x00200000
 
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
@@ -134,14 +138,18 @@ int proc_read(pid_t pid, struct proc_info *o)
 	memcpy(o->comm, l + 1, cl);
 	o->comm[cl] = '\0';
 	const char *p = r + 1;
-	/* Fields 3..21 then 22 = starttime, 24 = rss (pages), 52 =
-	 * exit_code (Linux 3.5). */
+	/* Fields 3..21 then 9 = flags, 22 = starttime, 24 = rss (pages),
+	 * 52 = exit_code (Linux 3.5). */
 	o->exit_code = -1;
 	for (int f = 3; f <= 52 && *p; f++) {
 		while (*p == ' ')
 			p++;
 		if (f == 3)
 			o->state = *p;
+		if (f == 9) {
+			o->kthread = (parse_u64(&p) & PROC_PF_KTHREAD) != 0;
+			continue;
+		}
 		if (f == 22) {
 			o->start_ticks = parse_u64(&p);
 			continue;
@@ -184,8 +192,10 @@ int proc_read(pid_t pid, struct proc_info *o)
 		if (ns) {
 			const char *q = ns + 7;
 			uint64_t v;
-			while ((v = parse_u64_ws(&q)) != 0)
+			while ((v = parse_u64_ws(&q)) != 0) {
 				o->nspid = (pid_t)v;
+				o->nslevels++;
+			}
 		}
 	}
 	o->pidns = proc_pidns(pid);
@@ -246,6 +256,76 @@ void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len)
 		if (!isprint((unsigned char)*c))
 			*c = '?';
 	snprintf(buf, len, "%s", tmp);
+}
+
+static int task_id_cmp(const void *a, const void *b)
+{
+	const struct proc_task_id *x = a, *y = b;
+	return x->ns_tid < y->ns_tid ? -1 : x->ns_tid > y->ns_tid;
+}
+
+int proc_task_map_read(pid_t pid, struct proc_task_map *m)
+{
+	char path[96], buf[4096];
+	m->ids = NULL;
+	m->n = 0;
+	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno ? -errno : -EIO;
+	uint32_t cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		unsigned long tid = strtoul(e->d_name, &end, 10);
+		if (*end || tid == 0 || tid > UINT32_MAX)
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/task/%lu/status", (long)pid, tid);
+		if (read_small(path, buf, sizeof buf) <= 0)
+			continue;   /* gone meanwhile */
+		const char *ns = strstr(buf, "\nNSpid:");
+		if (!ns)
+			continue;
+		const char *q = ns + 7;
+		uint64_t v, last = 0;
+		while ((v = parse_u64_ws(&q)) != 0)
+			last = v;
+		if (last == 0 || last > UINT32_MAX)
+			continue;
+		if (m->n == cap) {
+			uint32_t ncap = cap ? cap * 2 : 64;
+			struct proc_task_id *ids = realloc(m->ids, ncap * sizeof *ids);
+			if (!ids) {
+				closedir(d);
+				proc_task_map_free(m);
+				return -ENOMEM;
+			}
+			m->ids = ids;
+			cap = ncap;
+		}
+		m->ids[m->n].ns_tid = (uint32_t)last;
+		m->ids[m->n].tid = (uint32_t)tid;
+		m->n++;
+	}
+	closedir(d);
+	if (m->n)
+		qsort(m->ids, m->n, sizeof *m->ids, task_id_cmp);
+	return 0;
+}
+
+uint32_t proc_task_map_find(const struct proc_task_map *m, uint32_t ns_tid)
+{
+	struct proc_task_id key = { ns_tid, 0 };
+	const struct proc_task_id *hit = m->n ?
+		bsearch(&key, m->ids, m->n, sizeof *m->ids, task_id_cmp) : NULL;
+	return hit ? hit->tid : 0;
+}
+
+void proc_task_map_free(struct proc_task_map *m)
+{
+	free(m->ids);
+	m->ids = NULL;
+	m->n = 0;
 }
 
 /* Call fn for each line of /proc/PID/maps (its first 511 bytes: the

@@ -31,6 +31,9 @@ struct proc_info {
 	uid_t    euid;
 	uint64_t start_ticks;   /* field 22 of /proc/pid/stat */
 	uint64_t rss_bytes;
+	int      kthread;       /* a kernel thread (PF_KTHREAD): no user space */
+	int      nslevels;      /* pid namespaces from ours inwards (NSpid's
+				   count): > 1 in a namespace below ours */
 	char     state;         /* field 3: R, S, D, Z (zombie), X... */
 	int      exit_code;     /* field 52: a zombie's wait status; -1 when
 				   absent (the kernel shows 0 to a reader
@@ -112,6 +115,24 @@ void proc_display_name(const struct proc_info *pi, char *out, size_t len);
 
 /* Thread name from /proc/pid/task/tid/comm into buf ("" if gone). */
 void proc_thread_name(pid_t pid, uint32_t tid, char *buf, size_t len);
+
+/* A process in a pid namespace below ours (a container: nslevels > 1)
+ * numbers its threads there, and the agent records those numbers; /proc
+ * here names them by ours.  The map from the one to the other, read from
+ * the NSpid line of each /proc/PID/task entry, sorted by ns_tid. */
+struct proc_task_id {
+	uint32_t ns_tid;        /* as the process sees it */
+	uint32_t tid;           /* as /proc here names it */
+};
+struct proc_task_map {
+	struct proc_task_id *ids;
+	uint32_t n;
+};
+/* 0, or -errno (the map is then empty). */
+int proc_task_map_read(pid_t pid, struct proc_task_map *m);
+/* Our tid of the thread the process calls ns_tid; 0 when not there. */
+uint32_t proc_task_map_find(const struct proc_task_map *m, uint32_t ns_tid);
+void proc_task_map_free(struct proc_task_map *m);
 
 /* The inode of pid's pid namespace (pid 0: ours); 0 when /proc/PID/ns
  * is closed to us: then the caller assumes its own. */

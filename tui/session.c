@@ -160,13 +160,20 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 		s->nnames = snap->nthreads;
 	}
 	/* A slot's own name is the one its thread had at exit; a running
-	 * thread's is /proc's. */
+	 * thread's is /proc's, found by the tid the agent saw: in a pid
+	 * namespace below ours (a container) that is the namespace's. */
+	struct proc_task_map tm = { NULL, 0 };
+	int nested = f->proc.nslevels > 1 && proc_task_map_read(pid, &tm) == 0;
 	for (uint32_t i = 0; i < snap->nthreads; i++) {
 		const struct ym_thread *t = &snap->threads[i];
 		s->names[i][0] = '\0';
-		if (!t->name[0] && t->tid && t->state != YM_THREAD_FREE)
-			proc_thread_name(pid, t->tid, s->names[i], sizeof s->names[i]);
+		if (t->name[0] || !t->tid || t->state == YM_THREAD_FREE)
+			continue;
+		uint32_t tid = nested ? proc_task_map_find(&tm, t->tid) : t->tid;
+		if (tid && (nested || f->proc.nslevels <= 1))
+			proc_thread_name(pid, tid, s->names[i], sizeof s->names[i]);
 	}
+	proc_task_map_free(&tm);
 	f->thread_names = (const char (*)[MODEL_THREAD_NAME])s->names;
 	f->nthread_names = snap->nthreads;
 	return 0;

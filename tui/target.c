@@ -15,6 +15,7 @@
 #endif
 
 #include "ptrace/inject.h"
+#include "ptrace/procfs.h"
 #include "shm.h"
 #include "cli.h"
 #include "fmt.h"
@@ -78,8 +79,10 @@ static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t 
 	if (!ns && pi->nspid == pi->pid)
 		ns = own_ns;   /* NSpid has one level: our namespace */
 	if (!ns && own_ns) {
-		snprintf(err, len, "cannot read /proc/%ld/ns/pid: the process is in "
-			 "another pid namespace; run ymtop as root", (long)pi->pid);
+		char why[384];
+		snprintf(err, len, "cannot read /proc/%ld/ns/pid, and the process is in "
+			 "another pid namespace: %s", (long)pi->pid,
+			 inject_refusal(pi->pid, 0, why, sizeof why));
 		return -EACCES;
 	}
 	char name[48], path[128];
@@ -190,6 +193,56 @@ int target_list(pid_t *pids, int max)
 	return find_agents(pids, max, 0);
 }
 
+/* Segments in our /dev/shm of live processes of other users: those a
+ * user who is not root cannot read, nor look into (their /proc/PID/maps
+ * and environ are closed).  Counted when the process still runs and the
+ * file is its owner's; the first into *first. */
+static int others_agents(pid_t *first)
+{
+	int n = 0;
+	uint32_t own_ns = proc_pidns(0);
+	DIR *d = opendir(YM_SHM_DIR);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		pid_t v;
+		uint32_t ns;
+		char path[300];
+		struct stat st;
+		struct proc_info pi;
+		if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
+		    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", YM_SHM_DIR, e->d_name);
+		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid == geteuid() ||
+		    proc_read(v, &pi) != 0 || proc_gone(&pi) || pi.uid != st.st_uid)
+			continue;
+		if (n++ == 0)
+			*first = v;
+	}
+	closedir(d);
+	return n;
+}
+
+/* No process we may watch runs the agent: say why, exit 1. */
+__attribute__((noreturn))
+static void no_agent_here(const char *agent)
+{
+	pid_t first = 0;
+	int others = geteuid() != 0 ? others_agents(&first) : 0;
+	struct proc_info pi;
+	char vis[FMT_VIS_SIZE(sizeof pi.comm)];
+	if (others > 0 && proc_read(first, &pi) == 0)
+		cli_die(1, "no process of yours runs the agent; %d process%s of other "
+			"users do%s (pid %ld, %s, uid %u): run ymtop as %s user or as "
+			"root", others, others > 1 ? "es" : "", others > 1 ? "" : "es",
+			(long)first, fmt_vis(pi.comm, vis, sizeof vis), (unsigned)pi.uid,
+			others > 1 ? "their" : "its");
+	cli_die(1, "no running process has the agent loaded; start one with "
+		"LD_PRELOAD=%s, or give -p PID", agent);
+}
+
 pid_t target_choose(pid_t pid)
 {
 	char agent[PATH_MAX];
@@ -201,8 +254,7 @@ pid_t target_choose(pid_t pid)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);
 	if (n == 0)
-		cli_die(1, "no running process has the agent loaded; start one with "
-		       "LD_PRELOAD=%s, or give -p PID", agent);
+		no_agent_here(agent);
 	fprintf(stderr, "ymtop: %d processes run the agent; choose one with -p PID:\n", n);
 	for (int i = 0; i < n && i < 64; i++) {
 		struct proc_info pi;
@@ -226,10 +278,10 @@ static int check_agent_visible(pid_t pid, const char *agent)
 	if (agent[0] != '/')
 		cli_die(1, "YM_AGENT must be an absolute path (%s)", agent);
 	if (stat(there, &in) != 0) {
+		char why[384];
 		if (errno == EACCES || errno == EPERM)
-			cli_die(1, "ptrace of process %ld refused: ymtop may not look into it "
-			       "(the process is not dumpable, or another user's); run ymtop "
-			       "as root or with CAP_SYS_PTRACE", (long)pid);
+			cli_die(1, "ptrace of process %ld refused: %s", (long)pid,
+				inject_refusal(pid, 0, why, sizeof why));
 		if (stat(agent, &out) != 0)
 			cli_die(1, "the agent %s is missing (%s); build it, or set YM_AGENT "
 			       "to libymagent.so", agent, strerror(errno));
@@ -373,6 +425,30 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 	return -ENOENT;
 }
 
+/* Exit 1 when pid names no process with a heap of its own to watch:
+ * ymtop itself, a kernel thread, or one thread of a process. */
+static void not_a_target(const struct proc_info *pi)
+{
+	char vis[FMT_VIS_SIZE(sizeof pi->comm)];
+	const char *name = fmt_vis(pi->comm, vis, sizeof vis);
+	if (pi->tgid == getpid())
+		cli_die(1, "pid %ld is this ymtop itself: ymtop watches the heap of "
+			"another process", (long)pi->pid);
+	if (pi->kthread)
+		cli_die(1, "process %ld (%s) is a kernel thread: it runs no program "
+			"in user space and has no heap to watch", (long)pi->pid, name);
+	if (pi->tgid != pi->pid) {
+		struct proc_info owner;
+		char ovis[FMT_VIS_SIZE(sizeof owner.comm)];
+		int known = proc_read(pi->tgid, &owner) == 0;
+		cli_die(1, "%ld is the id of a thread (%s) of process %ld%s%s%s, whose "
+			"threads share one heap: watch it with -p %ld", (long)pi->pid,
+			name, (long)pi->tgid, known ? " (" : "",
+			known ? fmt_vis(owner.comm, ovis, sizeof ovis) : "",
+			known ? ")" : "", (long)pi->tgid);
+	}
+}
+
 void target_attach(pid_t pid, struct shm_reader *r)
 {
 	char err[512];
@@ -399,6 +475,7 @@ void target_attach(pid_t pid, struct shm_reader *r)
 	}
 	if (rc != 0)
 		cli_die(1, "cannot read /proc/%ld: %s", (long)pid, strerror(-rc));
+	not_a_target(&pi);
 	if (geteuid() != 0 && pi.uid != geteuid())
 		cli_die(1, "process %ld belongs to another user (uid %u); run ymtop as "
 		       "that user or as root", (long)pid, (unsigned)pi.uid);

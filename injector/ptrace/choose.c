@@ -44,26 +44,9 @@ static void eperm_reason(pid_t pid, char *err, size_t len)
 			    (long)ps.tracer);
 		return;
 	}
-	int scope = -1;
-	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
-	if (f) {
-		if (fscanf(f, "%d", &scope) != 1)
-			scope = -1;
-		fclose(f);
-	}
-	if (scope >= 1)
-		inject_fail(err, len, "ptrace of process %ld refused: "
-			    "kernel.yama.ptrace_scope is %d (%s); run ymtop as root or "
-			    "with CAP_SYS_PTRACE, or set ptrace_scope to 0", (long)pid,
-			    scope,
-			    scope == 1 ? "only ancestors may trace" :
-			    scope == 2 ? "only CAP_SYS_PTRACE may trace" :
-			    "no tracing at all");
-	else
-		inject_fail(err, len, "ptrace of process %ld refused (EPERM): ymtop "
-			    "needs the same user and no setuid change, or "
-			    "CAP_SYS_PTRACE; in a container ptrace may be forbidden by "
-			    "seccomp", (long)pid);
+	char why[384];
+	inject_fail(err, len, "ptrace of process %ld refused: %s", (long)pid,
+		    inject_refusal(pid, 1, why, sizeof why));
 }
 
 /* Stop tid.  1 stopped (t filled), 0 thread gone, -1 error (err), -2 traced

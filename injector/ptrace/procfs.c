@@ -212,3 +212,85 @@ int inject_is_ymtop(pid_t pid)
 	comm[strcspn(comm, "\n")] = '\0';
 	return !strcmp(comm, "ymtop");
 }
+
+/* The hexadecimal value of a "Key:\tvalue" line of /proc/self/status, or
+ * of the number after it (base 10) when hex is 0; -1 when absent. */
+static long long self_status(const char *key, int hex)
+{
+	char buf[4096];
+	if (read_small("/proc/self/status", buf, sizeof buf) <= 0)
+		return -1;
+	size_t kl = strlen(key);
+	for (const char *l = buf; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (!strncmp(l, key, kl) && l[kl] == ':')
+			return strtoll(l + kl + 1, NULL, hex ? 16 : 10);
+	return -1;
+}
+
+/* Is ymtop in the initial user namespace (its uid_map the identity of
+ * every uid)?  When unreadable, taken as yes. */
+static int initial_userns(void)
+{
+	char map[256];
+	unsigned long a, b, n;
+	if (read_small("/proc/self/uid_map", map, sizeof map) <= 0)
+		return 1;
+	const char *nl = strchr(map, '\n');
+	int one_line = !nl || !nl[1];
+	return one_line && sscanf(map, " %lu %lu %lu", &a, &b, &n) == 3 && a == 0 &&
+	       b == 0 && n == 4294967295UL;
+}
+
+const char *inject_refusal(pid_t pid, int attach, char *buf, size_t len)
+{
+	enum { CAP_PTRACE_BIT = 19 };   /* CAP_SYS_PTRACE */
+	long long eff = self_status("CapEff", 1);
+	int cap = eff >= 0 && (eff >> CAP_PTRACE_BIT) & 1;
+	struct pstatus ps;
+	int known = inject_read_status(pid, &ps) == 0;
+	uid_t me = geteuid();
+	char scope_s[16] = "";
+	int scope = read_small("/proc/sys/kernel/yama/ptrace_scope", scope_s,
+			       sizeof scope_s) > 0 ? atoi(scope_s) : 0;
+	if (attach && scope == 3) {
+		snprintf(buf, len, "kernel.yama.ptrace_scope is 3: no process may "
+			 "ptrace another, root included, until the next boot");
+	} else if (attach && scope >= 1 && !cap) {
+		snprintf(buf, len, "kernel.yama.ptrace_scope is %d (%s); run ymtop as "
+			 "root or with CAP_SYS_PTRACE, or set ptrace_scope to 0", scope,
+			 scope == 1 ? "only ancestors may trace" :
+			 "only CAP_SYS_PTRACE may trace");
+	} else if (!cap && me == 0) {
+		snprintf(buf, len, "ymtop runs as root but without CAP_SYS_PTRACE (as "
+			 "a container's root usually does): give it that capability, "
+			 "e.g. docker run --cap-add=SYS_PTRACE");
+	} else if (!cap && known && ps.uid != me) {
+		snprintf(buf, len, "it is another user's (uid %u); run ymtop as that "
+			 "user or as root", (unsigned)ps.uid);
+	} else if (!cap) {
+		snprintf(buf, len, "it is not dumpable (a setuid or file-capability "
+			 "program, or one that called prctl(PR_SET_DUMPABLE, 0)); run "
+			 "ymtop as root or with CAP_SYS_PTRACE");
+	} else if (!initial_userns()) {
+		snprintf(buf, len, "ymtop runs in a user namespace (a rootless "
+			 "container?) whose root and CAP_SYS_PTRACE count only for the "
+			 "processes created in it; run ymtop where the process runs, or "
+			 "from the host");
+	} else {
+		/* With CAP_SYS_PTRACE the kernel's own checks (user,
+		 * dumpable, capabilities) pass: something above them says no. */
+		char lsm[128] = "", active[160] = "";
+		long long filters = self_status("Seccomp", 0);
+		if (read_small("/sys/kernel/security/lsm", lsm, sizeof lsm) > 0) {
+			lsm[strcspn(lsm, "\n")] = '\0';
+			snprintf(active, sizeof active, " (active: %s)", lsm);
+		}
+		snprintf(buf, len, "the kernel refuses it although ymtop has "
+			 "CAP_SYS_PTRACE%s: %sa security module%s or the system's "
+			 "sandbox protects the process; running ymtop as root does not "
+			 "change that", me == 0 ? " as root" : "",
+			 attach && filters > 0 ? "a seccomp filter on ymtop, " : "",
+			 active);
+	}
+	return buf;
+}

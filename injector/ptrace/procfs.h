@@ -55,4 +55,12 @@ int inject_list_tids(pid_t pid, pid_t *tids, int max);
 /* Is pid another ymtop (this program, or one named so)? */
 int inject_is_ymtop(pid_t pid);
 
+/* Why the kernel refuses ymtop ptrace access to pid (and with it its
+ * /proc/PID/root, maps and memory), as far as /proc tells: one clause,
+ * with the remedy, into buf; returns buf.  attach: for PTRACE_SEIZE,
+ * which Yama's ptrace_scope and a seccomp filter on ymtop also govern
+ * (reading /proc is not).  Root with CAP_SYS_PTRACE refused is told that
+ * a security module or sandbox protects the process, not to be root. */
+const char *inject_refusal(pid_t pid, int attach, char *buf, size_t len);
+
 #endif

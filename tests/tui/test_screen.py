@@ -90,8 +90,8 @@ def test_sites_in_retained_order_and_enter_shows_stack():
         assert re.search(r"pid %d tuiprog" % t.pid, text)
         s.keys("Enter")
         text = s.wait(r"Stack \d+")
-        assert re.search(r"=> 0x[0-9a-f]+ +big_site \(tuiprog\.c:\d+\)", text), text
-        assert "main (tuiprog.c:" in text
+        assert re.search(r"=> 0x[0-9a-f]+ +tuiprog\.c:\d+ +big_site\b", text), text
+        assert re.search(r"tuiprog\.c:\d+ +main\b", text), text
         assert "lifetimes of this stack" in text
         s.keys("Escape")
         s.wait(r"FUNCTION \(FILE:LINE\)")
@@ -512,6 +512,64 @@ def test_target_names_reach_the_screen_escaped():
         s.close()
         t.finish()
         shutil.rmtree(d, True)
+
+
+def test_tab_bar_at_60_columns_does_not_overwrite_itself():
+    """At 60 columns the tabs and the sort do not fit in full: the other
+    tabs take short names and nothing is written over (the sort was drawn
+    over the first tab: " Ssort: retainedons")."""
+    with watching(cols=60, rows=20) as (t, s):
+        text = s.wait("big_site")
+        tabs = [l for l in text.splitlines() if "sort:" in l]
+        assert len(tabs) == 1, text
+        assert re.match(r"^ Stacks +Fn +Thr +Life +Alrm +Mem +sort: retained$",
+                        tabs[0].rstrip()), tabs
+        s.keys("Tab")
+        text = s.wait(r"big_site +\[1\]")   # Functions
+        tabs = [l for l in text.splitlines() if "sort:" in l]
+        assert re.match(r"^ Stk +Functions +Thr +Life +Alrm +Mem +sort: retained$",
+                        tabs[0].rstrip()), tabs
+
+
+LONGNAMES = os.path.join(BUILD, "progs", "longnames")
+SCOPE = "company::storage::detail::RecordTable<std::"
+
+
+def test_long_cxx_name_keeps_the_method_visible():
+    """A C++ name longer than the row: the list elides template arguments,
+    parameters and middle scopes and shows the method (it showed
+    "company::storage::detail::RecordTable<std::__cxx11::basic_str" and
+    no method); t shows the name whole; the stack detail has it whole with
+    its file:line in view, and scrolls sideways to the method."""
+    t = Target([LONGNAMES], env={"YM_SAMPLE_RATE": "65536"})
+    s = Screen(t.pid, cols=100, rows=24)
+    try:
+        text = s.wait(r"grow_records_for_ingest")
+        row = [l for l in text.splitlines() if "grow_records_for_ingest" in l][0]
+        assert re.search(r"\u2026::grow_records_for_ingest\(\u2026\)", row), row
+        s.keys("t")
+        text = s.wait("names in full")
+        assert "company::storage::detail::RecordTable<" in text, text
+        assert "grow_records_for_ingest" not in text, text
+        s.keys("t")
+        s.wait(r"names fitted.*")
+        s.wait(r"grow_records_for_ingest")
+        s.keys("Enter")
+        text = s.wait(r"Stack \d+")
+        assert re.search(r"=> 0x[0-9a-f]+ +longnames\.cc:\d+ +" + re.escape(SCOPE),
+                         text), text
+        assert re.search(r"longnames\.cc:\d+ +main +longnames", text), text
+        for _ in range(30):
+            s.keys("Right")
+            time.sleep(0.2)
+            if "records_for_ingest(" in s.text():
+                break
+        text = s.wait(r"records_for_ingest\(")
+        assert re.search(r"=> 0x[0-9a-f]+ +longnames\.cc:\d+ ", text), text
+        s.keys("Left")
+    finally:
+        s.close()
+        t.finish()
 
 
 def test_needs_a_terminal():

@@ -308,6 +308,40 @@ static void detail_frames_scroll(void **state)
 	assert_int_equal(v->detail_top, 0);
 }
 
+/* 't' is a key of the table like the others: names whole or fitted.
+ * Left/Right move the stack detail sideways, by half the columns its
+ * names had, never before the start nor past the end of the widest. */
+static void names_key_and_detail_sideways(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	assert_int_equal(v->full_names, 0);
+	assert_int_equal(view_key(v, 't'), REACT_REDRAW);
+	assert_int_equal(v->full_names, 1);
+	view_key(v, 't');
+	assert_int_equal(v->full_names, 0);
+	assert_int_equal(view_key(v, VK_RIGHT), REACT_NONE);   /* lists: nothing */
+	view_key(v, VK_ENTER);
+	assert_int_equal(view_detail_sideways(v, 300, 60), 0);
+	view_key(v, VK_RIGHT);
+	assert_int_equal(view_detail_sideways(v, 300, 60), 30);
+	for (int i = 0; i < 20; i++)
+		view_key(v, VK_RIGHT);
+	assert_int_equal(view_detail_sideways(v, 300, 60), 240);
+	view_key(v, VK_LEFT);
+	assert_int_equal(view_detail_sideways(v, 300, 60), 210);
+	for (int i = 0; i < 20; i++)
+		view_key(v, VK_LEFT);
+	assert_int_equal(view_detail_sideways(v, 300, 60), 0);
+	view_key(v, VK_RIGHT);
+	assert_int_equal(view_detail_sideways(v, 40, 60), 0);   /* all fits */
+	/* Entering a stack again starts at its left. */
+	view_key(v, VK_RIGHT);
+	view_key(v, VK_ESC);
+	view_key(v, VK_ENTER);
+	assert_int_equal(v->detail_left, 0);
+}
+
 /* 'r' asks for a rate; the text is parsed strictly. */
 static void rate_key_and_parse(void **state)
 {
@@ -354,6 +388,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(threads_view_hides_empty_shared_slot, setup, teardown),
 		cmocka_unit_test_setup_teardown(detail_frames_scroll, setup, teardown),
 		cmocka_unit_test_setup_teardown(rate_key_and_parse, setup, teardown),
+		cmocka_unit_test_setup_teardown(names_key_and_detail_sideways, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,6 +56,8 @@ int ui_map_key(int ch)
 	case KEY_NPAGE: return VK_PGDN;
 	case KEY_HOME:  return VK_HOME;
 	case KEY_END:   return VK_END;
+	case KEY_LEFT:  return VK_LEFT;
+	case KEY_RIGHT: return VK_RIGHT;
 	case KEY_ENTER: case '\n': case '\r': return VK_ENTER;
 	case 27:        return VK_ESC;
 	case '\t':      return VK_TAB;
@@ -243,9 +245,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 			ret = UI_BACK;   /* to the host list (host_ui.c) */
 			break;
 		}
-		if (ch == 't')
-			react = ui_draw_full_names(&v);
-		else if (ch != ERR)
+		if (ch != ERR)
 			react = view_key(&v, ui_map_key(ch));
 		if (react & REACT_QUIT)
 			break;

@@ -60,8 +60,13 @@ void ui_put(int y, int x, attr_t a, const char *fmt, ...)
 	va_end(ap);
 	if (y < 0 || y >= LINES || x >= COLS)
 		return;
+	/* addnstr counts bytes: cut at COLS - x characters instead. */
+	int n = 0, room = COLS - x;
+	for (int c = 0; buf[n]; n++)
+		if (((unsigned char)buf[n] & 0xc0) != 0x80 && ++c > room)
+			break;
 	attron(a);
-	mvaddnstr(y, x, buf, COLS - x);
+	mvaddnstr(y, x, buf, n);
 	attroff(a);
 }
 
@@ -103,6 +108,38 @@ static const char *spark(const double *v, int n, int width, char *buf, size_t le
 }
 
 /* ---- header ---- */
+
+/* The view tabs, then the sort and filter, on one line that never wraps:
+ * positions are counted, not read back from curses (whose cursor wraps
+ * at the last column).  Where the full names do not fit, the other tabs
+ * take their abbreviations, then the selected one too; the sort text is
+ * cut at the edge. */
+static void draw_tabs(struct view *v, int y)
+{
+	char sort[64 + sizeof v->filter], vis[FMT_VIS_SIZE(sizeof sort)];
+	snprintf(sort, sizeof sort, "sort: %s%s%s%s", view_sort_name(v->sort),
+		 v->asc ? " asc" : "", v->filter[0] ? "  filter: " : "", v->filter);
+	fmt_vis(sort, vis, sizeof vis);
+	int room = COLS - 1 - (int)strlen(vis), level;
+	for (level = 0; level < 2; level++) {   /* 0: full names; 1: others short */
+		int w = 0;
+		for (int k = 0; k < VIEW_COUNT; k++)
+			w += (int)strlen(level == 0 || k == (int)v->kind ?
+					 view_kind_name((enum view_kind)k) :
+					 view_kind_abbrev((enum view_kind)k)) + 3;
+		if (w <= room)
+			break;
+	}
+	int x = 0;
+	for (int k = 0; k < VIEW_COUNT; k++) {
+		int sel = k == (int)v->kind;
+		const char *name = level == 0 || (level == 1 && sel) ?
+			view_kind_name((enum view_kind)k) : view_kind_abbrev((enum view_kind)k);
+		ui_put(y, x, sel ? attr(C_SEL, A_REVERSE) | A_BOLD : attr(C_DIM, 0), " %s ", name);
+		x += (int)strlen(name) + 3;
+	}
+	ui_put(y, x + 1, attr(C_DIM, 0), "%s", vis);
+}
 
 static int draw_header(struct view *v)
 {
@@ -194,15 +231,7 @@ static int draw_header(struct view *v)
 		    (al->flags & YM_ALARM_FAILED) ? ", refused" : "");
 		y++;
 	}
-	/* View tabs. */
-	x = 0;
-	for (int k = 0; k < VIEW_COUNT; k++) {
-		attr_t at = k == (int)v->kind ? attr(C_SEL, A_REVERSE) | A_BOLD : attr(C_DIM, 0);
-		ui_put(y, x, at, " %s ", view_kind_name((enum view_kind)k));
-		x = getcurx(stdscr) + 1;
-	}
-	ui_put(y, x + 1, attr(C_DIM, 0), "sort: %s%s%s%s", view_sort_name(v->sort),
-	    v->asc ? " asc" : "", v->filter[0] ? "  filter: " : "", v->filter);
+	draw_tabs(v, y);
 	return y + 1;
 }
 
@@ -314,28 +343,23 @@ static int label_x(const struct view *v)
 	return x;
 }
 
-/* ---- key t: C++ template arguments shortened or whole (issue 16) ----
- * Names in the Stacks and Functions lists are shown with template argument
- * lists deeper than FRAMES_SHORT_DEPTH elided (frames_short_name); t shows
- * them whole.  The stack detail view always shows them whole. */
-static int ui_full_names;
+/* ---- names in the lists ----
+ * A row's label is fitted into the columns left for it (frames_fit_label:
+ * template arguments, parameters and middle scopes elided, the function's
+ * own name and location kept); key t (v->full_names) shows labels whole,
+ * cut at the edge.  The stack detail always shows names whole. */
 
-int ui_draw_full_names(struct view *v)
+/* label as the lists show it in width columns, escaped. */
+static const char *shown_name(const struct view *v, const char *label, int width,
+			      char *buf, size_t len)
 {
-	ui_full_names = !ui_full_names;
-	view_set_status(v, ui_full_names ? "names in full (t: shorten templates)"
-					 : "template arguments shortened (t: names in full)");
-	return REACT_REDRAW;
-}
-
-/* label as the lists show it: shortened unless t asked for full names,
- * and escaped. */
-static const char *shown_name(const char *label, char *buf, size_t len)
-{
-	char tmp[1024];
-	if (!ui_full_names)
-		label = frames_short_name(label, FRAMES_SHORT_DEPTH,
-					  MB_CUR_MAX > 1 ? "\u2026" : "...", tmp, sizeof tmp);
+	char tmp[FRAMES_NAME_MAX], fit[FRAMES_NAME_MAX];
+	if (!v->full_names) {
+		const char *ell = MB_CUR_MAX > 1 ? "\u2026" : "...";
+		label = frames_fit_label(frames_short_name(label, FRAMES_SHORT_DEPTH, ell,
+							   tmp, sizeof tmp),
+					 width, ell, fit, sizeof fit);
+	}
 	return fmt_vis(label, buf, len);
 }
 
@@ -365,10 +389,12 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		stack_cells(v, s, s->growth, s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
 			    y0 + 1 + r, base);
-		char nb[1024];
+		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)];
 		/* Memory the program mapped itself: tagged, its own kind. */
-		ui_put(y0 + 1 + r, lx, base, "%s%s", s->kind == YM_KIND_MMAP ? "[mmap] " : "",
-		       shown_name(view_label(v, s->id), nb, sizeof nb));
+		const char *tag = s->kind == YM_KIND_MMAP ? "[mmap] " : "";
+		ui_put(y0 + 1 + r, lx, base, "%s%s", tag,
+		       shown_name(v, view_label(v, s->id), COLS - lx - (int)strlen(tag),
+				  nb, sizeof nb));
 	}
 	if (m->norder == 0)
 		ui_put(y0 + 2, 2, attr(C_DIM, 0), "%s", v->filter[0] ?
@@ -389,9 +415,12 @@ static void draw_functions(struct view *v, int y0, int rows)
 		attr_t base = row_attr(v, row, y0 + 1 + r);
 		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
 			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
-		char nb[1024];
-		ui_put(y0 + 1 + r, lx, base, "%s%s  [%u]", f->kind == YM_KIND_MMAP ? "[mmap] " : "",
-		    shown_name(f->name, nb, sizeof nb), f->nstacks);
+		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)], count[16];
+		const char *kind = f->kind == YM_KIND_MMAP ? "[mmap] " : "";
+		int cl = snprintf(count, sizeof count, "  [%u]", f->nstacks);
+		ui_put(y0 + 1 + r, lx, base, "%s%s%s", kind,
+		       shown_name(v, f->name, COLS - lx - cl - (int)strlen(kind),
+				  nb, sizeof nb), count);
 	}
 }
 
@@ -504,6 +533,30 @@ static void draw_alarms(struct view *v, int y0, int rows)
 		    fmt_bytes((double)m->snap.hdr.giant_bytes, a, sizeof a));
 }
 
+/* The stack detail's location column: "file:line" (the file's base
+ * name), or "" when the frame has none; at most DETAIL_LOC_MAX columns
+ * are shown. */
+#define DETAIL_LOC_MAX 40
+static const char *detail_location(const struct sym_frame *f, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (f->file && f->line > 0) {
+		const char *base = strrchr(f->file, '/');
+		snprintf(buf, len, "%s:%d", base ? base + 1 : f->file, f->line);
+	}
+	return buf;
+}
+
+/* The rest of a detail row: the whole name, then the module's base name. */
+static const char *detail_text(const struct sym_frame *f, char *buf, size_t len)
+{
+	char fb[128];
+	const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+	mod = mod ? mod + 1 : (f->module ? f->module : "?");
+	snprintf(buf, len, "%s  %s", frames_name(f, fb, sizeof fb), mod);
+	return buf;
+}
+
 static void draw_detail(struct view *v, int y0, int rows)
 {
 	struct model *m = v->m;
@@ -515,7 +568,8 @@ static void draw_detail(struct view *v, int y0, int rows)
 	char a[32], b[32], c[32], d[32], sp[256];
 	int y = y0;
 	fill_line(y, attr(C_COLS, A_REVERSE));
-	ui_put(y++, 0, attr(C_COLS, A_REVERSE), "Stack %u  (Enter or Esc: back)", s->id);
+	ui_put(y++, 0, attr(C_COLS, A_REVERSE), "Stack %u  (Enter or Esc: back; Left/Right: "
+	    "long names)", s->id);
 	ui_put(y++, 0, 0, "retained %s in %s objects  allocated %s in %s objects  rate %s/s",
 	    fmt_bytes(s->retained_bytes, a, sizeof a), fmt_count(s->retained_objects, b, sizeof b),
 	    fmt_bytes(s->alloc_bytes, c, sizeof c), fmt_count(s->alloc_objects, d, sizeof d),
@@ -540,23 +594,41 @@ static void draw_detail(struct view *v, int y0, int rows)
 	if (frames_rows < 3)
 		frames_rows = rows - (y - y0);
 	if (s->depth && frames_view(v->sym, v->rules, s->frames, s->depth, &sv) == 0) {
-		char lab[1024], fb[64], vlab[FMT_VIS_SIZE(sizeof lab)], vmod[1024];
 		/* More frames than rows: one row says where we are, the
 		 * movement keys scroll (view.c, detail_scroll). */
 		int fit = (int)sv.n > frames_rows ? frames_rows - 1 : frames_rows;
 		if (fit < 1)
 			fit = 1;
 		int top = view_detail_frames(v, (int)sv.n, fit);
-		for (uint32_t i = (uint32_t)top; i < sv.n && (int)i < top + fit; i++) {
+		int end = (int)sv.n < top + fit ? (int)sv.n : top + fit;
+		/* file:line in a column of its own before the name, so that a
+		 * long C++ name never pushes it off the screen; the names,
+		 * whole, scroll sideways (Left/Right). */
+		int lw = 0, widest = 0;
+		for (int i = top; i < end; i++) {
+			char loc[FRAMES_NAME_MAX], nm[FRAMES_NAME_MAX];
+			int l = (int)strlen(detail_location(&sv.f[i], loc, sizeof loc));
+			lw = l > lw ? l : lw;
+			int w = (int)strlen(detail_text(&sv.f[i], nm, sizeof nm));
+			widest = w > widest ? w : widest;
+		}
+		lw = lw > DETAIL_LOC_MAX ? DETAIL_LOC_MAX : lw;
+		int room = COLS - (3 + 15 + 10 + lw + 1);
+		int left = view_detail_sideways(v, widest, room);
+		for (int i = top; i < end; i++) {
 			const struct sym_frame *f = &sv.f[i];
-			const char *mod = f->module ? strrchr(f->module, '/') : NULL;
-			mod = mod ? mod + 1 : (f->module ? f->module : "?");
-			attr_t at = i == sv.display ? A_BOLD : (i < sv.display ? attr(C_DIM, 0) : 0);
+			char loc[FRAMES_NAME_MAX], nm[FRAMES_NAME_MAX], fb[32];
+			char vloc[FMT_VIS_SIZE(sizeof loc)], vnm[FMT_VIS_SIZE(sizeof nm)];
+			attr_t at = (uint32_t)i == sv.display ? A_BOLD :
+				    ((uint32_t)i < sv.display ? attr(C_DIM, 0) : 0);
 			snprintf(fb, sizeof fb, "0x%llx", (unsigned long long)f->addr);
-			ui_put(y++, 0, at, "%s %-14s %-9s %s  %s", i == sv.display ? "=>" : "  ",
-			    fb, f->inlined ? "[inlined]" : "",
-			    fmt_vis(frames_label(f, lab, sizeof lab), vlab, sizeof vlab),
-			    fmt_vis(mod, vmod, sizeof vmod));
+			fmt_vis(detail_location(f, loc, sizeof loc), vloc, sizeof vloc);
+			fmt_vis(detail_text(f, nm, sizeof nm), vnm, sizeof vnm);
+			size_t skip = (size_t)left < strlen(vnm) ? (size_t)left : strlen(vnm);
+			ui_put(y++, 0, at, "%s %-14s %-9s %-*.*s %s%s",
+			    (uint32_t)i == sv.display ? "=>" : "  ", fb,
+			    f->inlined ? "[inlined]" : "", lw, lw, vloc,
+			    left ? (MB_CUR_MAX > 1 ? "\u2026" : "<") : "", vnm + skip);
 		}
 		if ((int)sv.n > fit) {
 			int below = (int)sv.n - top - fit;
@@ -594,11 +666,12 @@ static const char *const help_text[] = {
 	"  r             ask the agent for another sample rate",
 	"  s             write a text report;  f  folded stacks (flame graphs)",
 	"  a             dismiss the alarm banner",
-	"  t             C++ template arguments: shortened <...> or in full",
+	"  t             long names: fitted (the method kept) or whole",
 	"  ^L            redraw;  ?  this help;  q  quit",
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact",
-	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
+	"(injected: since the attach).  In a stack, Up/Down scroll frames,",
+	"Left/Right its long names sideways.",
 	"Units: retained~ and the columns count requested bytes, heap and in",
 	"use usable bytes (size classes); the Memory view shows the gap.",
 };

@@ -19,8 +19,4 @@ void ui_draw(struct view *v);
 void ui_put(int y, int x, attr_t a, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* Key t: C++ template arguments in the lists shortened or in full;
- * returns REACT_REDRAW. */
-int ui_draw_full_names(struct view *v);
-
 #endif

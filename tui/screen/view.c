@@ -44,6 +44,14 @@ const char *view_kind_name(enum view_kind k)
 	return k < VIEW_COUNT ? n[k] : "?";
 }
 
+const char *view_kind_abbrev(enum view_kind k)
+{
+	static const char *const n[VIEW_COUNT] = {
+		"Stk", "Fn", "Thr", "Life", "Alrm", "Mem"
+	};
+	return k < VIEW_COUNT ? n[k] : "?";
+}
+
 const char *view_sort_name(enum model_sort k)
 {
 	static const char *const n[SORT_COUNT] = {
@@ -242,6 +250,15 @@ int view_detail_frames(struct view *v, int nframes, int page)
 	return v->detail_top;
 }
 
+int view_detail_sideways(struct view *v, int widest, int room)
+{
+	v->detail_room = room;
+	int most = widest - (room > 10 ? room : 10);
+	if (v->detail_left > most)
+		v->detail_left = most > 0 ? most : 0;
+	return v->detail_left;
+}
+
 /* In the detail view the movement keys scroll its frames. */
 static int detail_scroll(struct view *v, int key)
 {
@@ -290,7 +307,7 @@ static int act_enter(struct view *v, int key)
 		return REACT_NONE;
 	v->detail = 1;
 	v->detail_stack = id;
-	v->detail_top = v->detail_frames = 0;
+	v->detail_top = v->detail_frames = v->detail_left = 0;
 	return REACT_REDRAW;
 }
 
@@ -434,6 +451,33 @@ static int act_help(struct view *v, int key)
 	return REACT_REDRAW;
 }
 
+/* t: the lists show names fitted to the screen (template arguments,
+ * parameters and middle scopes elided) or whole, cut at the edge. */
+static int act_full_names(struct view *v, int key)
+{
+	(void)key;
+	v->full_names = !v->full_names;
+	view_set_status(v, v->full_names ? "names in full (t: fit them to the screen)"
+					 : "names fitted to the screen (t: names in full)");
+	return REACT_REDRAW;
+}
+
+/* Left/Right: the stack detail's frames sideways, for names longer than
+ * the screen. */
+static int act_sideways(struct view *v, int key)
+{
+	if (!v->detail)
+		return REACT_NONE;
+	/* Half of what was shown: any word up to that long is seen whole
+	 * at one of the steps. */
+	int step = v->detail_room / 2 > VIEW_SIDEWAYS_STEP ? v->detail_room / 2
+							   : VIEW_SIDEWAYS_STEP;
+	v->detail_left += key == VK_LEFT ? -step : step;
+	if (v->detail_left < 0)
+		v->detail_left = 0;
+	return REACT_REDRAW;
+}
+
 static int act_dismiss(struct view *v, int key)
 {
 	(void)key;
@@ -479,7 +523,8 @@ static const struct {
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
 	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },
-	{ 'r', act_rate },
+	{ 'r', act_rate }, { 't', act_full_names },
+	{ VK_LEFT, act_sideways }, { VK_RIGHT, act_sideways },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };
 

@@ -30,7 +30,7 @@ enum view_kind {
 
 /* Keys, independent of curses.  Printable keys are their ASCII code. */
 enum {
-	VK_UP = 0x100, VK_DOWN, VK_PGUP, VK_PGDN, VK_HOME, VK_END,
+	VK_UP = 0x100, VK_DOWN, VK_PGUP, VK_PGDN, VK_HOME, VK_END, VK_LEFT, VK_RIGHT,
 	VK_ENTER, VK_ESC, VK_TAB, VK_BTAB, VK_F6, VK_RESIZE, VK_REDRAW,
 	VK_MAX
 };
@@ -47,6 +47,7 @@ enum {
 };
 
 #define VIEW_HISTORY 120     /* samples kept for sparklines */
+#define VIEW_SIDEWAYS_STEP 20 /* least columns per Left/Right in the stack detail */
 
 struct view;
 
@@ -91,6 +92,9 @@ struct view {
 	int      detail_frames;
 	int      detail_page;
 	int      help;
+	int      full_names;         /* t: list rows show names whole */
+	int      detail_left;        /* detail view: columns scrolled sideways */
+	int      detail_room;        /* and the columns its names had, set by ui */
 	uint64_t alarms_seen;        /* banner dismissed up to this count */
 	int      paused;             /* as last requested by us */
 
@@ -144,6 +148,11 @@ const struct ym_thread *view_row_thread(const struct view *v, int row);
  * fit; the first frame to show comes back, within range. */
 int view_detail_frames(struct view *v, int nframes, int page);
 
+/* The detail view's sideways scroll: ui says how wide its widest name
+ * text is and how many columns it has for it; the columns to skip come
+ * back, within range (the end of the widest stays in view). */
+int view_detail_sideways(struct view *v, int widest, int room);
+
 /* Ask the agent for a new sample rate from text typed on the screen
  * (fmt_parse_bytes); sets the status line.  0, or -1 refused. */
 int view_set_rate(struct view *v, const char *text);
@@ -170,6 +179,8 @@ void view_set_status(struct view *v, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 const char *view_kind_name(enum view_kind k);
+/* The tab's name where the full names do not fit (narrow terminals). */
+const char *view_kind_abbrev(enum view_kind k);
 const char *view_sort_name(enum model_sort k);
 
 /* The newest alarm not yet dismissed, or NULL. */

@@ -247,3 +247,107 @@ const char *frames_label(const struct sym_frame *f, char *buf, size_t len)
 	}
 	return buf;
 }
+
+/* Screen columns of s: its UTF-8 characters. */
+static int name_cols(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+/* The location part of a label, " (file:line)" at its end, or the end. */
+static const char *label_location(const char *label)
+{
+	const char *at = strrchr(label, '(');
+	size_t n = strlen(label);
+	if (!at || at == label || at[-1] != ' ' || n < 2 || label[n - 1] != ')')
+		return label + n;
+	const char *colon = strrchr(at, ':');
+	if (!colon || colon == at + 1 || colon[1] < '0' || colon[1] > '9')
+		return label + n;
+	for (const char *q = colon + 1; q < label + n - 1; q++)
+		if (*q < '0' || *q > '9')
+			return label + n;
+	for (const char *q = at + 1; q < colon; q++)
+		if (*q == ' ' || *q == '(' || *q == ')')
+			return label + n;
+	return at - 1;
+}
+
+/* Offsets just after each top-level "::" of name (outside brackets and
+ * operator tokens) into cut[], at most max; their count. */
+static int scope_cuts(const char *name, size_t *cut, int max)
+{
+	int n = 0, depth = 0;
+	for (const char *p = name; *p; p++) {
+		size_t op = *p == 'o' ? name_operator_token(p, name) : 0;
+		if (op) {
+			p += op - 1;
+			continue;
+		}
+		if (*p == '<' || *p == '(' || *p == '[' || *p == '{')
+			depth++;
+		else if ((*p == ')' || *p == ']' || *p == '}' ||
+			  (*p == '>' && (p == name || p[-1] != '-'))) && depth > 0)
+			depth--;
+		else if (depth == 0 && p[0] == ':' && p[1] == ':' && n < max) {
+			cut[n++] = (size_t)(p + 2 - name);
+			p++;
+		}
+	}
+	return n;
+}
+
+const char *frames_fit_label(const char *label, int width, const char *ellipsis,
+			     char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return label;
+	if (width < 1)
+		width = 1;
+	if (name_cols(label) <= width) {
+		snprintf(buf, len, "%s", label);
+		return buf;
+	}
+	const char *loc = label_location(label);
+	char name[FRAMES_NAME_MAX], cand[5][FRAMES_NAME_MAX];
+	snprintf(name, sizeof name, "%.*s", (int)(loc - label), label);
+	/* 0: the name as given; 1: no template arguments; 2: nor return
+	 * type and parameters; 3, 4: fewer scopes. */
+	int nc = 0;
+	snprintf(cand[nc++], sizeof cand[0], "%s", name);
+	frames_short_name(name, 0, ellipsis, cand[nc++], sizeof cand[0]);
+	char bare[FRAMES_NAME_MAX];
+	name_bare(cand[1], bare, sizeof bare);
+	const char *at = bare[0] ? strstr(cand[1], bare) : NULL;
+	const char *after = at ? at + strlen(bare) : "";
+	snprintf(cand[nc++], sizeof cand[0], "%s%s%s%s", bare,
+		 *after == '(' ? "(" : "",
+		 *after == '(' && after[1] != ')' ? ellipsis : "",
+		 *after == '(' ? ")" : "");
+	size_t cut[64];
+	int ncut = scope_cuts(cand[2], cut, 64);
+	if (ncut >= 3)   /* first :: ellipsis :: last two */
+		snprintf(cand[nc++], sizeof cand[0], "%.*s%s::%s", (int)cut[0], cand[2],
+			 ellipsis, cand[2] + cut[ncut - 2]);
+	if (ncut >= 1)
+		snprintf(cand[nc++], sizeof cand[0], "%s::%s", ellipsis,
+			 cand[2] + cut[ncut - 1]);
+	int lc = name_cols(loc);
+	for (int i = 0; i < nc; i++)
+		if (name_cols(cand[i]) + lc <= width) {
+			snprintf(buf, len, "%s%s", cand[i], loc);
+			return buf;
+		}
+	/* The location cannot stay: the shortest name, cut to the width. */
+	const char *s = cand[nc - 1];
+	size_t k = 0;
+	for (int c = 0; s[k] && k + 1 < len; k++) {
+		if (((unsigned char)s[k] & 0xc0) != 0x80 && ++c > width)
+			break;
+	}
+	snprintf(buf, len, "%.*s", (int)k, s);
+	return buf;
+}

@@ -57,4 +57,16 @@ const char *frames_fold_name(const struct sym_frame *f, char *buf, size_t len);
 const char *frames_short_name(const char *name, int depth, const char *ellipsis,
 			      char *buf, size_t len);
 
+/* A list row's label (frames_label: "function (file:line)") fitted into
+ * width columns with the function's own name in view: while it does not
+ * fit, template argument lists are elided ("<" ellipsis ">"), then the
+ * return type and parameter list ("(" ellipsis ")"), then the scopes
+ * between the first and the last two, then all but the last
+ * ("std::…::_Hashtable_alloc<…>::_M_allocate_node(…) (file:line)"); the
+ * location goes only when even that does not fit beside it, and what
+ * still does not fit is cut.  Columns count UTF-8 characters.  Returns
+ * buf (truncated to len). */
+const char *frames_fit_label(const char *label, int width, const char *ellipsis,
+			     char *buf, size_t len);
+
 #endif
