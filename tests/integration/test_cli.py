@@ -148,10 +148,12 @@ def test_world_writable_segment_refused():
 
 
 def test_picks_the_only_agent_or_lists():
-    """Discovery sees every agent on the machine: run in a mount namespace
-    with an empty /dev/shm of its own (as root), so that other programs
-    under the agent (benchmarks, other test runs) do not count."""
-    if rerun_isolated(__file__, "test_picks_the_only_agent_or_lists"):
+    """Discovery sees every agent on the machine, also processes that have
+    no segment yet (through /proc): run in mount and pid namespaces with
+    an empty /dev/shm of their own (as root), so that other programs under
+    the agent (benchmarks, other test runs) do not count."""
+    if rerun_isolated(__file__, "test_picks_the_only_agent_or_lists",
+                      pid_ns=True):
         return
     a = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
     try:
