@@ -68,11 +68,13 @@
 #include "modules.h"
 #include "next.h"
 #include "sampling.h"
+#include "symbols.h"
 #include "seg.h"
 #include "table.h"
 #include "threads.h"
 
 int agent_injected;
+int agent_slots;
 
 static void fork_child(void);
 
@@ -179,17 +181,34 @@ static int detect_injected(void)
 	return !(pre && strstr(pre, "libymagent"));
 }
 
+/* Preloaded, but another object defines malloc first (an allocator
+ * earlier in LD_PRELOAD: "libjemalloc.so.2 libymagent.so"; or the
+ * executable itself): every call binds to it, none to us.  The agent
+ * then takes over the slots as when injected.  An executable that
+ * defines malloc calls it directly, through no slot: those calls stay
+ * unseen, and the segment says so. */
+static int detect_behind(void)
+{
+	char obj[64];
+	int who = sym_first_definer("malloc", obj, sizeof obj);
+	if (who == SYM_DEF_PROGRAM)
+		seg_note_unseen(YM_UNSEEN_OWN_CALLS, "");
+	return who == SYM_DEF_PROGRAM || who == SYM_DEF_OTHER;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
 	agent_injected = detect_injected();
+	agent_slots = agent_injected || detect_behind();
 	/* Preloaded, the environment is read at the first call (seg.h): a
 	 * process that makes none (/bin/true) pays nothing for it. */
 	if (agent_injected)
 		agent_configure();
-	/* Injected: the real functions are taken before the first patch. */
-	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
+	/* Through slots: the real functions are taken before the first
+	 * patch. */
+	if ((!agent_slots || got_init() == 0) && agent_resolve()) {
 		hooks_jemalloc_resolve();
 		pthread_atfork(fork_prepare, fork_parent_done, fork_child);
 		seg_note_owner();
@@ -201,6 +220,11 @@ __attribute__((constructor)) static void agent_init(void)
 			agent_enter(t);
 			if (agent_active())
 				got_patch_all();
+		} else if (agent_slots) {
+			/* Preloaded behind another malloc: the slots now,
+			 * before the program runs; the first call through
+			 * them configures the agent as a preloaded one. */
+			got_patch_all();
 		}
 	}
 	agent_guard_leave(t);

@@ -1,0 +1,278 @@
+"""The agent takes over the allocator's slots in any order, and the data
+words that hold an allocator function.
+
+- An allocator earlier in LD_PRELOAD than the agent ("libjemalloc.so.2
+  libymagent.so"): every call binds to the allocator, none to the agent's
+  exported malloc.  The agent rewrites the slots as when injected and
+  forwards to what they held (jemalloc's, never glibc's).  Before, every
+  figure read 0.
+- Libraries that keep malloc's and free's addresses in their own data
+  (R_X86_64_64: libxml2's xmlMalloc, libcurl's Curl_cmalloc):
+  tests/progs/lib/dataptr.c does so, in writable data and in RELRO.
+  After `ymtop -p` their calls reached libc unseen, and a block allocated
+  through a rewritten slot and freed through such a word stayed retained.
+- An executable that defines malloc itself calls it directly: the agent
+  cannot see those calls, and every output says so in one line.
+
+Tolerances as in test_allocators.py (sampling variance, Z deviations;
+YM_SEED fixed)."""
+import json
+import os
+import sys
+
+from ymlib import (AGENT, BUILD, MiB, Plain, Skip, Target, attach, report,
+                   run_tests, site_total, ymtop)
+import test_allocators as ta
+
+DATAPTR = os.path.join(BUILD, "progs", "dataptr")
+LIBDATAPTR = os.path.join(BUILD, "progs", "libdataptr.so")
+OWNMALLOC = os.path.join(BUILD, "progs", "ownmalloc")
+BLOCK = 1 << 20
+
+
+def allocator(soname):
+    lib = ta.find_lib(soname)
+    if lib is None:
+        raise Skip("%s not found" % soname)
+    return lib
+
+
+def held_and_freed(preload, rate, check_calls=True):
+    """allocs under LD_PRELOAD=preload: 1000 blocks of 10 000 bytes,
+    2000 of 8 KiB by calloc, 4 x 50 aligned ones: retained as the truth
+    says, then nothing once freed."""
+    t = Target([ta.ALLOCS, "malloc:1000:10000", "calloc:2000:8192",
+                "aligned:50:8192"],
+               env={"LD_PRELOAD": preload, "YM_SAMPLE_RATE": str(rate),
+                    "YM_SEED": "4242"})
+    try:
+        rep = report(t.pid)
+        ta.near(ta.retained(rep, "malloc_site"), 1000 * 10000,
+                ta.bound(rate, [(10000, 1000)]), "malloc_site")
+        ta.near(ta.retained(rep, "calloc_site"), 2000 * 8192,
+                ta.bound(rate, [(8192, 2000)]), "calloc_site")
+        ta.near(ta.retained(rep, "aligned_site"), 200 * 8192,
+                ta.bound(rate, [(8192, 200)]), "aligned_site")
+        if check_calls:
+            assert rep["totals"]["allocated_objects"] >= 3200, rep["totals"]
+        assert rep["unseen"] is None, rep["unseen"]
+        t.p.stdin.write("free\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+        for s in ("malloc_site", "calloc_site", "aligned_site"):
+            assert ta.retained(rep, s) == 0, (s, ta.site_stacks(rep, s))
+        rc, _, err = t.finish()
+        assert rc == 0, (rc, err)
+        return rep
+    finally:
+        t.kill()
+
+
+def allocator_first(soname, rate):
+    lib = allocator(soname)
+    rep = held_and_freed(lib + " " + AGENT, rate)
+    if "jemalloc" in soname or "tcmalloc" in soname:
+        # its own statistics: the agent forwards to it, not to glibc
+        assert rep["heap"] is None or rep["heap"]["allocator"] in (
+            "jemalloc", "tcmalloc"), rep["heap"]
+
+
+def test_jemalloc_before_the_agent_sampled():
+    allocator_first("libjemalloc.so.2", 4096)
+
+
+def test_jemalloc_before_the_agent_exact():
+    allocator_first("libjemalloc.so.2", 1)
+
+
+def test_tcmalloc_before_the_agent_sampled():
+    allocator_first("libtcmalloc_minimal.so.4", 4096)
+
+
+def test_tcmalloc_before_the_agent_exact():
+    allocator_first("libtcmalloc_minimal.so.4", 1)
+
+
+def test_mimalloc_before_the_agent_sampled():
+    allocator_first("libmimalloc.so.2", 4096)
+
+
+def test_mimalloc_before_the_agent_exact():
+    allocator_first("libmimalloc.so.2", 1)
+
+
+def test_jemalloc_after_the_agent_still_counts():
+    """The other order, as before: the agent interposes."""
+    held_and_freed(AGENT + " " + allocator("libjemalloc.so.2"), 4096)
+
+
+PY_HELD = """
+import sys
+print("ready", flush=True)
+sys.stdin.readline()
+held = [bytearray(1 << 20) for _ in range(100)]
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_debian_python3_behind_tcmalloc():
+    """LD_PRELOAD="libtcmalloc_minimal.so.4 libymagent.so" python3 holding
+    100 MiB of bytearrays: Debian's python3.11 is built without PIE and
+    takes malloc's address (its PLT entry stands for malloc)."""
+    lib = allocator("libtcmalloc_minimal.so.4")
+    py = os.path.realpath("/usr/bin/python3")
+    if not os.path.exists(py):
+        raise Skip("no /usr/bin/python3")
+    t = Target([py, "-c", PY_HELD],
+               env={"LD_PRELOAD": lib + " " + AGENT,
+                    "YM_SAMPLE_RATE": "65536", "YM_SEED": "4242"})
+    try:
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "tcmalloc" in f.read()
+        t.p.stdin.write("\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+        held = sum(s["retained_bytes"] for s in rep["stacks"]
+                   if s["retained_bytes"] >= 8 * MiB)
+        ta.near(held, 100 * MiB, ta.bound(65536, [(BLOCK, 100)]) + MiB,
+                "python3's 100 bytearrays")
+        assert rep["heap"] is None or rep["heap"]["allocator"] == "tcmalloc", \
+            rep["heap"]
+        rc, _, err = t.finish()
+        assert rc == 0, (rc, err)
+    finally:
+        t.kill()
+
+
+# ---- allocator functions in libraries' data ----
+
+class DataPtr:
+    """tests/progs/dataptr with libdataptr.so, preloaded (env) or plain."""
+
+    def __init__(self, env=None, preload=True):
+        if preload:
+            self.t = Target([DATAPTR, LIBDATAPTR], env=env)
+        else:
+            self.t = Plain([DATAPTR, LIBDATAPTR], env=env)
+
+    def do(self, cmd):
+        self.t.p.stdin.write(cmd + "\n")
+        self.t.p.stdin.flush()
+        self.t.wait_for("ready")
+
+    def check_held_then_mixfree(self, rate):
+        """100 blocks of 1 MiB through the library's data word, 100 through
+        malloc; then each freed through the other's free."""
+        self.do("dp 100 %d" % BLOCK)
+        self.do("plain 100 %d" % BLOCK)
+        rep = report(self.t.pid)
+        tol = ta.bound(rate, [(BLOCK, 100)])
+        ta.near(site_total(rep, "dp_site"), 100 * BLOCK, tol, "dp_site")
+        ta.near(site_total(rep, "plain_site"), 100 * BLOCK, tol,
+                "plain_site")
+        assert rep["unseen"] is None, rep["unseen"]
+        self.do("mixfree")
+        rep = report(self.t.pid)
+        for s in ("dp_site", "plain_site"):
+            assert site_total(rep, s) == 0, (s, site_total(rep, s))
+        rc, lines, err = self.t.finish()
+        assert rc == 0, (rc, err)
+        assert not [ln for ln in lines if "unexpected" in ln], lines
+
+    def kill(self):
+        self.t.kill()
+
+
+def data_pointers(env, preload, rate, load_after_attach=False):
+    env = dict(env, YM_SAMPLE_RATE=str(rate), YM_SEED="4242")
+    d = DataPtr(env, preload)
+    try:
+        if not load_after_attach:
+            d.do("load")
+        if not preload:
+            attach(d.t.pid)
+        if load_after_attach:
+            d.do("load")
+        d.check_held_then_mixfree(rate)
+    finally:
+        d.kill()
+
+
+def test_data_pointers_preloaded():
+    data_pointers({}, True, 1)
+
+
+def test_data_pointers_after_attach_exact():
+    """Attached: 100 MiB kept through the data word showed as 0 (only the
+    100 MiB through malloc counted), and the malloc'ed blocks freed
+    through the data word stayed retained."""
+    data_pointers({}, False, 1)
+
+
+def test_data_pointers_after_attach_sampled():
+    data_pointers({}, False, 65536)
+
+
+def test_data_pointers_of_a_library_loaded_after_attach():
+    data_pointers({}, False, 1, load_after_attach=True)
+
+
+def test_data_pointers_behind_jemalloc():
+    lib = allocator("libjemalloc.so.2")
+    data_pointers({"LD_PRELOAD": lib + " " + AGENT}, True, 65536)
+
+
+# ---- what the agent cannot see ----
+
+def test_executable_defining_malloc_is_named_everywhere():
+    """Its own calls are direct: the libraries' are counted (strdup
+    through libc's slot), the executable's are not, and every output
+    says so."""
+    t = Target([OWNMALLOC], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        t.p.stdin.write("own 50 %d\nlib 50 100000\n" % BLOCK)
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        t.wait_for("ready")
+        rep = report(t.pid)
+        u = rep["unseen"]
+        assert u and u["reason"] == "own_calls", u
+        assert u["object"].endswith("/ownmalloc"), u
+        strdup = sum(s["retained_bytes"] for s in rep["stacks"]
+                     if any(f["function"] and "strdup" in f["function"]
+                            for f in s["frames"]))
+        assert strdup == 50 * 100000, strdup
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        lines = [ln for ln in text.splitlines() if ln.startswith("unseen: ")]
+        assert len(lines) == 1 and "ownmalloc defines malloc" in lines[0], \
+            text
+        prom = ymtop("-b", "-n", "1", "-f", "prometheus", "-p", t.pid).stdout
+        got = [ln for ln in prom.splitlines()
+               if ln.startswith("ymtop_process_unseen_calls{")]
+        assert len(got) == 1 and 'reason="own_calls"' in got[0] and \
+            got[0].endswith(" 1"), prom
+        rc, _, err = t.finish()
+        assert rc == 0, (rc, err)
+    finally:
+        t.kill()
+
+
+def test_no_unseen_line_when_every_call_is_seen():
+    t = Target([DATAPTR, LIBDATAPTR])
+    try:
+        rep = report(t.pid)
+        assert rep["unseen"] is None, rep["unseen"]
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        assert "unseen" not in text, text
+        prom = ymtop("-b", "-n", "1", "-f", "prometheus", "-p", t.pid).stdout
+        assert "ymtop_process_unseen_calls{" not in prom, prom
+        t.finish()
+    finally:
+        t.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(globals()))
