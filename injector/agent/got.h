@@ -41,6 +41,9 @@ void *hook_memalign(size_t, size_t) AGENT_HIDDEN;
 void *hook_valloc(size_t) AGENT_HIDDEN;
 void *hook_pvalloc(size_t) AGENT_HIDDEN;
 void  hook__exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
+/* p lies in the bootstrap buffer: what the hooks give a call nested in
+ * the agent (guard held) before the next functions are known. */
+int   hooks_boot_block(const void *p) AGENT_HIDDEN;
 void  hook__Exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
 int   hook_setuid(uid_t) AGENT_HIDDEN;
 int   hook_seteuid(uid_t) AGENT_HIDDEN;

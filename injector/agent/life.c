@@ -23,7 +23,8 @@
  *   modules.c   loaded objects, our own text
  *   loader.c    the loader's list, walked without waiting in fork children
  *   backing.c   memory behind the segment's pages
- *   got.c       injected mode: GOT slots rewritten to the hooks
+ *   got.c       slots and data words rewritten to the hooks: injected,
+ *               or preloaded behind another object's malloc
  *   unwind.c    the calling thread's stack, from .eh_frame
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
  *   base.c      assertions, messages, clocks, spin and map helpers
@@ -38,7 +39,8 @@
  *               PAUSED sampling.c, OVERFLOWED sampling.c and table.c,
  *               sample_rate sampling.c, drop_* where the drop happens,
  *               heap heapstats.c, retained_est and peaks table.c,
- *               exit_how/exit_status seg.c
+ *               exit_how/exit_status seg.c, UNSEEN and unseen_* seg.c
+ *               (for got.c and life.c: seg_note_unseen)
  *   CONTROL     read (sampling.c polls it, heapstats.c heap_request), but
  *               fast_limit, which heapstats.c and readers both write
  *   THREADS     threads.c and threads.h (the fast paths' inline counters)
@@ -184,16 +186,34 @@ static int detect_injected(void)
 /* Preloaded, but another object defines malloc first (an allocator
  * earlier in LD_PRELOAD: "libjemalloc.so.2 libymagent.so"; or the
  * executable itself): every call binds to it, none to us.  The agent
- * then takes over the slots as when injected.  An executable that
- * defines malloc calls it directly, through no slot: those calls stay
- * unseen, and the segment says so. */
+ * then takes over the slots as when injected.  Unless that malloc is a
+ * wrapper that forwards to the next one, ours (dlsym(RTLD_NEXT) from an
+ * earlier preloaded library or the executable): every call reaches us
+ * then, and slots sent to it would come back for ever.  One call tells:
+ * under the caller's guard, before the next functions are resolved, a
+ * call that reaches us gets a bootstrap block.  An executable that
+ * defines malloc and calls it directly, through no slot: those calls
+ * stay unseen, and the segment says so. */
 static int detect_behind(void)
 {
 	char obj[64];
 	int who = sym_first_definer("malloc", obj, sizeof obj);
+	if (who != SYM_DEF_PROGRAM && who != SYM_DEF_OTHER)
+		return 0;
+	void *(*m)(size_t);
+	void (*f)(void *);
+	*(void **)&m = sym_global("malloc");
+	*(void **)&f = sym_global("free");
+	if (!m || !f)
+		return 0;
+	void *p = m(16);
+	int forwards = hooks_boot_block(p);
+	f(p);
+	if (forwards)
+		return 0;
 	if (who == SYM_DEF_PROGRAM)
 		seg_note_unseen(YM_UNSEEN_OWN_CALLS, "");
-	return who == SYM_DEF_PROGRAM || who == SYM_DEF_OTHER;
+	return 1;
 }
 
 __attribute__((constructor)) static void agent_init(void)
