@@ -115,6 +115,38 @@ def test_wrapper_that_forwards_to_the_agent_is_left_in_front():
                    AGENT, 4096)
 
 
+def cxx_behind(name):
+    """C++ new and sized delete with the allocator first: its own
+    operators (jemalloc's, tcmalloc's, mimalloc's) are taken over too."""
+    import test_jemalloc_api as ja
+    lib = ja.LIBS[name]
+    if not os.path.exists(lib):
+        raise Skip("no " + lib)
+    t = Target([ja.CXX], env={"YM_SAMPLE_RATE": str(ja.RATE), "YM_SEED": "9",
+                              "LD_PRELOAD": lib + " " + AGENT})
+    try:
+        ja.command(t, "alloc")
+        got = ja.retained(report(t.pid), "new_site()")
+        assert abs(got - ja.SITE) <= ja.TOL_MALLOCX, \
+            (name, got, ja.SITE, ja.TOL_MALLOCX)
+        ja.command(t, "free")
+        assert abs(ja.retained(report(t.pid), "new_site()")) < 1
+    finally:
+        t.kill()
+
+
+def test_cxx_behind_jemalloc():
+    cxx_behind("jemalloc")
+
+
+def test_cxx_behind_tcmalloc():
+    cxx_behind("tcmalloc")
+
+
+def test_cxx_behind_mimalloc():
+    cxx_behind("mimalloc")
+
+
 PY_HELD = """
 import sys
 print("ready", flush=True)
@@ -231,6 +263,44 @@ def test_data_pointers_of_a_library_loaded_after_attach():
 def test_data_pointers_behind_jemalloc():
     lib = allocator("libjemalloc.so.2")
     data_pointers({"LD_PRELOAD": lib + " " + AGENT}, True, 65536)
+
+
+PY_XML = """
+import ctypes, sys
+xml = ctypes.CDLL("libxml2.so.2")
+xml.xmlStrndup.restype = ctypes.c_void_p
+xml.xmlStrndup.argtypes = [ctypes.c_char_p, ctypes.c_int]
+src = b"x" * (1 << 20)
+print("ready", flush=True)
+sys.stdin.readline()
+held = [xml.xmlStrndup(src, len(src) - 1) for _ in range(100)]
+plain = [bytearray(1 << 20) for _ in range(100)]
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_libxml2_strings_after_attach():
+    """Debian's libxml2 keeps malloc in xmlMalloc and xmlMallocAtomic
+    (R_X86_64_64): python3 holding 100 MiB through xmlStrndup and 100 MiB
+    of bytearrays showed only the bytearrays after ymtop -p."""
+    if not ta.find_lib("libxml2.so.2"):
+        raise Skip("libxml2.so.2 not installed (apt-get install libxml2)")
+    t = Plain(["python3", "-c", PY_XML],
+              env={"YM_SAMPLE_RATE": "65536", "YM_SEED": "4242"})
+    try:
+        attach(t.pid)
+        t.p.stdin.write("\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+        tol = ta.bound(65536, [(BLOCK, 100)]) + MiB
+        ta.near(site_total(rep, "xmlStrndup"), 100 * MiB, tol, "xmlStrndup")
+        held = sum(s["retained_bytes"] for s in rep["stacks"]
+                   if s["retained_bytes"] >= 8 * MiB)
+        ta.near(held, 200 * MiB, 2 * tol, "all held")
+    finally:
+        t.kill()
 
 
 # ---- what the agent cannot see ----
