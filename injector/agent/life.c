@@ -222,6 +222,12 @@ __attribute__((constructor)) static void agent_init(void)
 	agent_guard_enter(t);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();
+	/* Injected into an executable that defines malloc: its own calls
+	 * are direct, through no slot. */
+	char obj[8];
+	if (agent_injected &&
+	    sym_first_definer("malloc", obj, sizeof obj) == SYM_DEF_PROGRAM)
+		seg_note_unseen(YM_UNSEEN_OWN_CALLS, "");
 	/* Preloaded, the environment is read at the first call (seg.h): a
 	 * process that makes none (/bin/true) pays nothing for it. */
 	if (agent_injected)

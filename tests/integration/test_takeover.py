@@ -309,8 +309,21 @@ def test_executable_defining_malloc_is_named_everywhere():
     """Its own calls are direct: the libraries' are counted (strdup
     through libc's slot), the executable's are not, and every output
     says so."""
-    t = Target([OWNMALLOC], env={"YM_SAMPLE_RATE": "1"})
+    own_malloc(True)
+
+
+def test_executable_defining_malloc_is_named_after_attach():
+    own_malloc(False)
+
+
+def own_malloc(preload):
+    if preload:
+        t = Target([OWNMALLOC], env={"YM_SAMPLE_RATE": "1"})
+    else:
+        t = Plain([OWNMALLOC], env={"YM_SAMPLE_RATE": "1"})
     try:
+        if not preload:
+            attach(t.pid)
         t.p.stdin.write("own 50 %d\nlib 50 100000\n" % BLOCK)
         t.p.stdin.flush()
         t.wait_for("ready")
