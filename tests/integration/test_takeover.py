@@ -305,6 +305,33 @@ def test_libxml2_strings_after_attach():
 
 # ---- what the agent cannot see ----
 
+def test_read_only_data_pointers_are_named():
+    """A library whose allocator pointers are in a read-only segment
+    (a text relocation): the agent leaves them, and says which library
+    its calls through them come from."""
+    lib = os.path.join(BUILD, "progs", "libdataptrro.so")
+    t = Plain([DATAPTR, lib], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        t.p.stdin.write("load\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        attach(t.pid)
+        t.p.stdin.write("dp 10 %d\nplain 10 %d\n" % (BLOCK, BLOCK))
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        t.wait_for("ready")
+        rep = report(t.pid)
+        u = rep["unseen"]
+        assert u and u["reason"] == "read_only", u
+        assert u["object"] == "libdataptrro.so", u
+        assert site_total(rep, "plain_site") == 10 * BLOCK, rep["stacks"]
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        assert [ln for ln in text.splitlines() if ln.startswith(
+            "unseen: libdataptrro.so keeps an allocator function")], text
+    finally:
+        t.kill()
+
+
 def test_executable_defining_malloc_is_named_everywhere():
     """Its own calls are direct: the libraries' are counted (strdup
     through libc's slot), the executable's are not, and every output
