@@ -1,5 +1,5 @@
 /*
- * Injected mode: hook the malloc family by rewriting GOT slots.
+ * Slot mode: hook the malloc family by rewriting GOT slots and data words.
  *
  * When ymtop loads the agent into a running process (dlopen through
  * ptrace), or when the agent is preloaded behind another object that
@@ -38,9 +38,11 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -188,14 +190,56 @@ static int in_rw(const struct obj *o, uintptr_t a)
 	return 0;
 }
 
+/* The mapping that holds a is writable now, by /proc/self/maps: a
+ * program may have made its own data read-only (mprotect), which the
+ * segment's flags do not say.  0 when it cannot tell. */
+static int writable_now(uintptr_t a)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	size_t have = 0;
+	int found = -1;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while (found < 0 && (nl = strchr(line, '\n')) != NULL) {
+			/* "lo-hi perms ...", addresses in hex */
+			char *e;
+			unsigned long lo = strtoul(line, &e, 16), hi = 0;
+			if (*e == '-')
+				hi = strtoul(e + 1, &e, 16);
+			if (*e == ' ' && a >= lo && a < hi)
+				found = e[2] == 'w';
+			line = nl + 1;
+		}
+		if (found >= 0)
+			break;
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1)
+			break;   /* a line longer than the buffer: give up */
+	}
+	close(fd);
+	return found == 1;
+}
+
 /* One aligned 8-byte store, through a writable mapping.  A word that
- * cannot be written stays bound to the real function, and is named. */
-static void write_slot(struct obj *o, void **slot, void *fn)
+ * cannot be written stays bound to the real function, and is named.
+ * data: a data word, which may lie in a page the program protected;
+ * GOT slots are in RELRO or the loader's own writable .got.plt. */
+static void write_slot(struct obj *o, void **slot, void *fn, int data)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t page = (uintptr_t)slot & ~(pg - 1);
 	int ro = in_relro(o, page);
 	if (!in_rw(o, (uintptr_t)slot) ||
+	    (data && !ro && !writable_now((uintptr_t)slot)) ||
 	    (ro && mprotect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
 		seg_note_unseen(YM_UNSEEN_READONLY, o->name);
 		return;
@@ -239,7 +283,7 @@ static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info,
 		if (type == R_X86_64_64) {
 			/* Data: only while it still holds the function. */
 			if (cur == hooks[i].real)
-				write_slot(o, slot, hooks[i].hook);
+				write_slot(o, slot, hooks[i].hook, 1);
 			return;
 		}
 		/* Bound to the real function, or not bound yet (a lazy stub in
@@ -250,7 +294,7 @@ static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info,
 			(uintptr_t)cur == o->base + sy->st_value;
 		if (cur == hooks[i].real ||
 		    ((uintptr_t)cur >= o->lo && (uintptr_t)cur < o->hi && !own_def))
-			write_slot(o, slot, hooks[i].hook);
+			write_slot(o, slot, hooks[i].hook, 0);
 		return;
 	}
 }

@@ -305,6 +305,32 @@ def test_libxml2_strings_after_attach():
 
 # ---- what the agent cannot see ----
 
+def test_data_pointer_in_a_page_the_program_protected_is_left():
+    """The program made the library's data page read-only (mprotect): the
+    word is left as it is (a store there would kill the program), and the
+    library is named."""
+    t = Plain([DATAPTR, LIBDATAPTR], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        for cmd in ("load", "protect"):
+            t.p.stdin.write(cmd + "\n")
+            t.p.stdin.flush()
+            t.wait_for("ready")
+        attach(t.pid)
+        t.p.stdin.write("dp 10 %d\nplain 10 %d\n" % (BLOCK, BLOCK))
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        t.wait_for("ready")
+        rep = report(t.pid)
+        u = rep["unseen"]
+        assert u and u["reason"] == "read_only", u
+        assert u["object"] == "libdataptr.so", u
+        assert site_total(rep, "plain_site") == 10 * BLOCK, rep["stacks"]
+        rc, lines, err = t.finish()
+        assert rc == 0, (rc, err)
+    finally:
+        t.kill()
+
+
 def test_read_only_data_pointers_are_named():
     """A library whose allocator pointers are in a read-only segment
     (a text relocation): the agent leaves them, and says which library

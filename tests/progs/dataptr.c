@@ -10,12 +10,18 @@
  *     plain N S   N blocks of S bytes through malloc (plain_site)
  *     mixfree     frees the plain blocks through the library's free
  *                 pointer, and the library's through free
+ *     protect     makes the page of the library's dp_malloc read-only
+ *                 (mprotect), as a hardened program may do with its data,
+ *                 until the exit
  *     tick        one malloc(16) and its free
  */
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAXB 4096
 
@@ -23,6 +29,7 @@ static void *(*dp_alloc)(size_t);
 static void (*dp_release)(void *);
 static void *dpb[MAXB], *plb[MAXB];
 static int ndp, npl;
+static void *lib;
 
 __attribute__((noinline)) static void *dp_site(size_t s)
 {
@@ -32,6 +39,14 @@ __attribute__((noinline)) static void *dp_site(size_t s)
 __attribute__((noinline)) static void *plain_site(size_t s)
 {
 	return malloc(s);
+}
+
+static uintptr_t protected;
+
+static int protect(uintptr_t a, int prot)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	return mprotect((void *)(a & ~(pg - 1)), pg, prot);
 }
 
 static void fill(void *p, size_t s)
@@ -56,6 +71,7 @@ int main(int argc, char **argv)
 				printf("load unexpected: %s\n", dlerror());
 				return 1;
 			}
+			lib = h;
 			*(void **)&dp_alloc = dlsym(h, "dp_alloc");
 			*(void **)&dp_release = dlsym(h, "dp_release");
 		} else if (sscanf(line, "dp %d %zu", &n, &s) == 2 && dp_alloc) {
@@ -70,6 +86,13 @@ int main(int argc, char **argv)
 			for (int i = 0; i < ndp; i++)
 				free(dpb[i]);
 			npl = ndp = 0;
+		} else if (strncmp(line, "protect", 7) == 0 && lib) {
+			uintptr_t w = (uintptr_t)dlsym(lib, "dp_malloc");
+			if (!w || protect(w, PROT_READ) != 0) {
+				puts("protect unexpected");
+				return 1;
+			}
+			protected = w;
 		} else if (strncmp(line, "tick", 4) == 0) {
 			free(malloc(16));
 		} else {
@@ -78,5 +101,9 @@ int main(int argc, char **argv)
 		}
 		puts("ready");
 	}
+	/* The page holds the library's .bss too, which its destructor
+	 * writes at exit. */
+	if (protected)
+		protect(protected, PROT_READ | PROT_WRITE);
 	return 0;
 }
