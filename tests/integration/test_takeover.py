@@ -240,6 +240,41 @@ def test_debian_redis_with_its_jemalloc_preloaded_first():
         shutil.rmtree(d, True)
 
 
+# ---- the torture programs, the agent behind jemalloc ----
+
+def same_behind(argv, rate=4096):
+    """argv under jemalloc alone and under jemalloc then the agent:
+    identical stdout, stderr and status (tests/stress/test_stress.py's
+    rule, with its concurrent reader)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))), "stress"))
+    import test_stress as st
+    lib = allocator("libjemalloc.so.2")
+    before = st.stray_segments()
+    base = st.clean_env({"LD_PRELOAD": lib})
+    a = st.run(argv, base)
+    b = st.run(argv, dict(base, LD_PRELOAD=lib + " " + AGENT,
+                          YM_SAMPLE_RATE=str(rate)))
+    assert a == b, "without the agent %r, with it %r" % (
+        (a[0], a[1][-300:], a[2][-300:]), (b[0], b[1][-300:], b[2][-300:]))
+    assert a[0] == 0 and a[1], a
+    left = st.stray_segments() - before
+    assert not left, "segments left behind: %s" % sorted(left)
+
+
+def stress(name):
+    return os.path.join(BUILD, "stress", name)
+
+
+def test_behind_jemalloc_threads_fork_dlopen_signals():
+    same_behind([stress("stress_threads"), "waves", "10", "100"])
+    same_behind([stress("stress_fork"), "threads", "30"], rate=512)
+    same_behind([stress("stress_dlopen"),
+                 os.path.join(BUILD, "progs", "libplugin.so"), "20"])
+    same_behind([stress("stress_signal"), "timer", "500"])
+    same_behind([stress("stress_cxx"), "200"])
+
+
 # ---- allocator functions in libraries' data ----
 
 class DataPtr:
