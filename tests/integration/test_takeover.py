@@ -147,6 +147,27 @@ def test_cxx_behind_mimalloc():
     cxx_behind("mimalloc")
 
 
+def test_blocks_from_before_the_attach_are_freed_by_jemalloc():
+    """Under jemalloc, blocks allocated before ymtop -p and freed after it
+    go to jemalloc's free (glibc's would abort on them), and realloc'ed
+    ones to jemalloc's realloc."""
+    lib = allocator("libjemalloc.so.2")
+    t = Plain([ta.ALLOCS, "malloc:2000:10000", "grow:200:8192:4096"],
+              env={"LD_PRELOAD": lib, "YM_SAMPLE_RATE": "4096"})
+    try:
+        attach(t.pid)
+        t.p.stdin.write("free\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+        assert rep["totals"]["freed_objects"] >= 2200, rep["totals"]
+        assert rep["heap"]["allocator"] == "jemalloc", rep["heap"]
+        rc, _, err = t.finish()
+        assert rc == 0, (rc, err)
+    finally:
+        t.kill()
+
+
 PY_HELD = """
 import sys
 print("ready", flush=True)
