@@ -196,8 +196,7 @@ static int detect_injected(void)
  * stay unseen, and the segment says so. */
 static int detect_behind(void)
 {
-	char obj[64];
-	int who = sym_first_definer("malloc", obj, sizeof obj);
+	int who = sym_first_definer("malloc");
 	if (who != SYM_DEF_PROGRAM && who != SYM_DEF_OTHER)
 		return 0;
 	void *(*m)(size_t);
@@ -224,9 +223,7 @@ __attribute__((constructor)) static void agent_init(void)
 	agent_slots = agent_injected || detect_behind();
 	/* Injected into an executable that defines malloc: its own calls
 	 * are direct, through no slot. */
-	char obj[8];
-	if (agent_injected &&
-	    sym_first_definer("malloc", obj, sizeof obj) == SYM_DEF_PROGRAM)
+	if (agent_injected && sym_first_definer("malloc") == SYM_DEF_PROGRAM)
 		seg_note_unseen(YM_UNSEEN_OWN_CALLS, "");
 	/* Preloaded, the environment is read at the first call (seg.h): a
 	 * process that makes none (/bin/true) pays nothing for it. */

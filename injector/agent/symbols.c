@@ -259,7 +259,7 @@ void *sym_forward(const char *name)
 	return agent_slots ? sym_global(name) : sym_dlsym(RTLD_NEXT, name);
 }
 
-/* ---- sym_first ---- */
+/* ---- sym_ours, sym_first_definer ---- */
 
 struct same_q {
 	uintptr_t a, b;
@@ -287,8 +287,6 @@ struct definer_q {
 	const char *name;
 	uint32_t hash;
 	int which;          /* SYM_DEF_* */
-	char *object;
-	size_t len;
 };
 
 static int definer_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -298,25 +296,18 @@ static int definer_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	struct table t;
 	if (table_of(info, &t) != 0 || !find(&t, q->name, q->hash))
 		return 0;
-	if (sym_holds(info, (uintptr_t)(void *)definer_cb)) {
+	if (sym_holds(info, (uintptr_t)(void *)definer_cb))
 		q->which = SYM_DEF_OURS;
-		return 1;
-	}
-	const char *n = info->dlpi_name && info->dlpi_name[0] ?
-		sym_soname(info) : "";
-	q->which = n[0] ? SYM_DEF_OTHER : SYM_DEF_PROGRAM;
-	size_t k = strnlen(n, q->len - 1);
-	memcpy(q->object, n, k);
-	q->object[k] = '\0';
+	else
+		q->which = info->dlpi_name && info->dlpi_name[0] ?
+			SYM_DEF_OTHER : SYM_DEF_PROGRAM;
 	return 1;
 }
 
-int sym_first_definer(const char *name, char *object, size_t len)
+int sym_first_definer(const char *name)
 {
 	struct definer_q q = { .name = name, .hash = gnu_hash(name),
-			       .which = SYM_DEF_NONE, .object = object,
-			       .len = len };
-	object[0] = '\0';
+			       .which = SYM_DEF_NONE };
 	loader_iterate(definer_cb, &q);
 	return q.which;
 }

@@ -73,12 +73,11 @@ void *sym_forward(const char *name) AGENT_HIDDEN;
 int sym_same_object(const void *a, const void *b) AGENT_HIDDEN;
 int sym_ours(const void *f) AGENT_HIDDEN;
 
-/* The first object, in load order, that defines name (a preloaded
- * agent's constructor: the global scope is the load order then, and its
- * first definition is what every call of name binds to).  SYM_DEF_OTHER:
- * its soname (or file name) into object (len bytes, NUL-terminated),
- * SYM_DEF_PROGRAM: the executable (object ""). */
+/* Which object, first in load order, defines name (a preloaded agent's
+ * constructor: the global scope is the load order then, and its first
+ * definition is what every call of name binds to): SYM_DEF_OURS, the
+ * executable (SYM_DEF_PROGRAM), another object, or none. */
 enum { SYM_DEF_NONE, SYM_DEF_OURS, SYM_DEF_PROGRAM, SYM_DEF_OTHER };
-int sym_first_definer(const char *name, char *object, size_t len) AGENT_HIDDEN;
+int sym_first_definer(const char *name) AGENT_HIDDEN;
 
 #endif
