@@ -400,7 +400,9 @@ def test_libxml2_strings_after_attach():
     of bytearrays shows both after ymtop -p, not the bytearrays alone."""
     if not ta.find_lib("libxml2.so.2"):
         raise Skip("libxml2.so.2 not installed (apt-get install libxml2)")
-    t = Plain(["python3", "-c", PY_XML],
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else \
+        "python3"
+    t = Plain([py, "-c", PY_XML],
               env={"YM_SAMPLE_RATE": "65536", "YM_SEED": "4242"})
     try:
         attach(t.pid)
