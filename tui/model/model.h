@@ -226,6 +226,7 @@ const char *model_exit_text(const struct model *m, char *buf, size_t len);
  * executable) and a one-word reason for labels. */
 const char *model_unseen(const struct model *m, char *buf, size_t len,
 			 const char **object, const char **why);
+#define MODEL_UNSEEN_LEN 768   /* the line with the longest exe path */
 
 /* Agent state word: "sampling", "paused", "exited". */
 const char *model_state(const struct model *m);

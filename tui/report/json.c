@@ -139,7 +139,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)h->sample_rate,
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
 	/* Allocator calls the agent does not see: null, or where and why. */
-	char unseen[640];
+	char unseen[MODEL_UNSEEN_LEN];
 	const char *uobj, *uwhy;
 	fputs("\"unseen\":", f);
 	if (model_unseen(m, unseen, sizeof unseen, &uobj, &uwhy)) {

@@ -365,7 +365,7 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 	       "1: some allocator calls of the process do not reach the agent "
 	       "(object, reason); its figures miss them.");
 	for (size_t i = 0; i < n; i++) {
-		char line[640], obj[PROM_LABEL_BUF];
+		char line[MODEL_UNSEEN_LEN], obj[PROM_LABEL_BUF];
 		const char *uobj, *uwhy;
 		if (!model_unseen(src[i].m, line, sizeof line, &uobj, &uwhy))
 			continue;
