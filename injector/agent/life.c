@@ -245,9 +245,12 @@ __attribute__((constructor)) static void agent_init(void)
 				got_patch_all();
 		} else if (agent_slots) {
 			/* Preloaded behind another malloc: the slots now,
-			 * before the program runs; the first call through
-			 * them configures the agent as a preloaded one. */
-			got_patch_all();
+			 * before the program runs, unless YM_DISABLE says
+			 * the agent stays out of the way; the first call
+			 * through them goes on as a preloaded agent's. */
+			agent_configure();
+			if (!agent_cfg.disabled)
+				got_patch_all();
 		}
 	}
 	agent_guard_leave(t);

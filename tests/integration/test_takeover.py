@@ -101,6 +101,28 @@ def test_mimalloc_before_the_agent_exact():
     allocator_first("libmimalloc.so.2", 1)
 
 
+def test_ym_disable_behind_jemalloc_runs_without_a_segment():
+    """YM_DISABLE=1 behind jemalloc: the agent rewrites no slot and makes
+    no segment; the program runs as under jemalloc alone."""
+    import subprocess
+    lib = allocator("libjemalloc.so.2")
+    env = dict(os.environ, LD_PRELOAD=lib + " " + AGENT, YM_DISABLE="1",
+               YM_EARLY_SEGMENT="1")
+    t = subprocess.Popen([ta.ALLOCS, "malloc:100:1000"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert t.stdout.readline().strip() == "ready"
+        seg = "/dev/shm/ymtop-%d" % t.pid
+        assert not os.path.exists(seg), seg
+        out, _ = t.communicate("", timeout=60)
+        assert t.returncode == 0, t.returncode
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+
+
 def test_jemalloc_after_the_agent_still_counts():
     """The other order, as before: the agent interposes."""
     held_and_freed(AGENT + " " + allocator("libjemalloc.so.2"), 4096)
