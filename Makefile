@@ -64,6 +64,9 @@ CHECK_PKGS += memcached
 CHECK_PKGS += debuginfod binutils
 # The consumers of --serve and -f prometheus (tests/integration/test_fleet.py).
 CHECK_PKGS += prometheus prometheus-node-exporter
+# A library that keeps malloc in its own data (xmlMalloc), used from
+# python3 after ymtop -p (tests/integration/test_takeover.py).
+CHECK_PKGS += libxml2
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
         stress fuzz-smoke soak analyze
@@ -211,6 +214,12 @@ PROGS     += $(PROG_LIBS)
 $(B)/progs/lib%.so: tests/progs/lib/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fPIC -shared $(WARN) -o $@ $<
+
+# Allocator pointers in a read-only section, written by the loader
+# through a text relocation (test_takeover.py): on purpose, so no warning.
+$(B)/progs/libdataptrro.so: tests/progs/lib/dataptrro.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g -fPIC -shared $(WARN) -Wl,-z,notext -o $@ $<
 
 $(B)/progs/%: tests/progs/%.cc
 	@mkdir -p $(dir $@)

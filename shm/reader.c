@@ -508,6 +508,16 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 	for (uint32_t i = 0; i < s->nthreads; i++)
 		s->threads[i].name[sizeof s->threads[i].name - 1] = '\0';
 	s->hdr.exe[sizeof s->hdr.exe - 1] = '\0';
+	/* v7's unseen calls: a writer before v7 had reserved zeros there;
+	 * the flag without a known reason says nothing. */
+	if (s->hdr.abi_version < 7 || !(s->hdr.flags & YM_FLAG_UNSEEN) ||
+	    (s->hdr.unseen_why != YM_UNSEEN_OWN_CALLS &&
+	     s->hdr.unseen_why != YM_UNSEEN_READONLY)) {
+		s->hdr.flags &= ~YM_FLAG_UNSEEN;
+		s->hdr.unseen_why = 0;
+		memset(s->hdr.unseen_object, 0, sizeof s->hdr.unseen_object);
+	}
+	s->hdr.unseen_object[sizeof s->hdr.unseen_object - 1] = '\0';
 	return 0;
 }
 

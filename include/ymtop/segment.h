@@ -220,6 +220,16 @@
  * agent could not find that lock (injector/agent/loader.h): MODULES holds
  * the objects as at the fork, not those the child loaded since. */
 #define YM_FLAG_MODULES_AT_FORK 0x200u
+/* v7: some of the process's allocator calls do not reach the agent:
+ * header.unseen_why (YM_UNSEEN_*) says why and header.unseen_object in
+ * which object (the first one found; "" is the executable).  Figures
+ * count the calls the agent sees.  Set once, with release, after both. */
+#define YM_FLAG_UNSEEN 0x400u
+#define YM_UNSEEN_OWN_CALLS 1u  /* the object defines the process's malloc
+				 * and calls it directly, through no slot */
+#define YM_UNSEEN_READONLY  2u  /* a slot or data word holding an allocator
+				 * function that the agent could not rewrite
+				 * (read-only, unaligned, mprotect refused) */
 
 enum ym_section_id {
 	YM_SEC_CONTROL = 0,
@@ -372,6 +382,10 @@ struct ym_header {
 	int64_t  mmap_retained_est;
 	uint64_t mmap_peak_retained;
 	uint64_t mmap_peak_mono_ns;
+	/* v7: with YM_FLAG_UNSEEN (written before it, never after). */
+	uint32_t unseen_why;
+	uint32_t reserved_v7;
+	char     unseen_object[56];  /* NUL-terminated, possibly truncated */
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */

@@ -1,12 +1,17 @@
 /*
- * Injected mode: hook the malloc family by rewriting GOT slots.
+ * Slot mode: hook the malloc family by rewriting GOT slots and data words.
  *
  * When ymtop loads the agent into a running process (dlopen through
- * ptrace), our exported malloc interposes nothing: every object is already
- * bound to the process's allocator.  So we rewrite, in every object of the
- * base namespace (libc included; never ourselves, ld.so or the vDSO), the
+ * ptrace), or when the agent is preloaded behind another object that
+ * defines malloc (an allocator earlier in LD_PRELOAD), our exported malloc
+ * interposes nothing: every object is already bound to the process's
+ * allocator.  So we rewrite, in every object of the base namespace (libc
+ * and the allocator included; never ourselves, ld.so or the vDSO), the
  * GOT slots (R_X86_64_JUMP_SLOT and R_X86_64_GLOB_DAT, found through
- * DT_JMPREL, DT_RELA and DT_REL) of the functions we hook.
+ * DT_JMPREL, DT_RELA and DT_REL) of the functions we hook, and the data
+ * words relocated to them (R_X86_64_64 with addend 0: libxml2's xmlMalloc,
+ * libcurl's Curl_cmalloc, tables of function pointers) that still hold
+ * exactly the function's address.
  *
  * Invariants:
  * - The real functions were taken before the first patch (sym_global:
@@ -16,10 +21,16 @@
  *   executable's own slot, which is rewritten.
  * - A slot is rewritten only when it holds that real function or a lazy
  *   binding stub of its own object; anything else was bound on purpose.
- * - Each slot write is one aligned 8-byte store: a thread calling through
+ *   A data word only when it holds the real function: a program that
+ *   stored its own function there (xmlMemSetup) keeps it.
+ * - Each write is one aligned 8-byte store: a thread calling through
  *   the slot meanwhile sees the old or the new function, both correct.
- * - RELRO pages are made writable for the write and read-only again; one
- *   mutex serializes patching, so two patchers never race on protection.
+ * - Only words in a writable PT_LOAD segment are written; RELRO pages
+ *   are made writable for the write and read-only again; one mutex
+ *   serializes patching, so two patchers never race on protection.  A
+ *   word holding the real function that cannot be written (a text
+ *   relocation, unaligned, mprotect refused) is named in the segment
+ *   (seg_note_unseen): the calls through it are not seen.
  * - dlopen and its new objects: the hooked dlopen and dlmopen patch after
  *   each successful load.  Objects of other namespaces (dlmopen) have
  *   their own C library and allocator and are never patched.
@@ -27,9 +38,11 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -41,6 +54,7 @@
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "loader.h"
+#include "seg.h"
 #include "symbols.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -136,6 +150,9 @@ struct obj {
 	uint32_t nsyms;
 	uintptr_t relro_lo, relro_hi;   /* page-aligned; read-only after load */
 	uintptr_t lo, hi;               /* mapped extent */
+	struct { uintptr_t lo, hi; } rw[4];   /* writable PT_LOAD segments */
+	int nrw;
+	const char *name;               /* soname or file name, "": the program */
 };
 
 /* Number of dynamic symbols: DT_HASH's nchain, or a walk of DT_GNU_HASH
@@ -165,24 +182,82 @@ static int in_relro(struct obj *o, uintptr_t page)
 	return page >= o->relro_lo && page < o->relro_hi;
 }
 
-/* One aligned 8-byte store, through a writable mapping. */
-static void write_slot(struct obj *o, void **slot, void *fn)
+static int in_rw(const struct obj *o, uintptr_t a)
+{
+	for (int i = 0; i < o->nrw; i++)
+		if (a >= o->rw[i].lo && a + sizeof(void *) <= o->rw[i].hi)
+			return 1;
+	return 0;
+}
+
+/* The mapping that holds a is writable now, by /proc/self/maps: a
+ * program may have made its own data read-only (mprotect), which the
+ * segment's flags do not say.  0 when it cannot tell. */
+static int writable_now(uintptr_t a)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	size_t have = 0;
+	int found = -1;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while (found < 0 && (nl = strchr(line, '\n')) != NULL) {
+			/* "lo-hi perms ...", addresses in hex */
+			char *e;
+			unsigned long lo = strtoul(line, &e, 16), hi = 0;
+			if (*e == '-')
+				hi = strtoul(e + 1, &e, 16);
+			if (*e == ' ' && a >= lo && a < hi)
+				found = e[2] == 'w';
+			line = nl + 1;
+		}
+		if (found >= 0)
+			break;
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1)
+			break;   /* a line longer than the buffer: give up */
+	}
+	close(fd);
+	return found == 1;
+}
+
+/* One aligned 8-byte store, through a writable mapping.  A word that
+ * cannot be written stays bound to the real function, and is named.
+ * data: a data word, which may lie in a page the program protected;
+ * GOT slots are in RELRO or the loader's own writable .got.plt. */
+static void write_slot(struct obj *o, void **slot, void *fn, int data)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t page = (uintptr_t)slot & ~(pg - 1);
 	int ro = in_relro(o, page);
-	if (ro && mprotect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)
-		return;   /* leave it bound to the real function */
+	if (!in_rw(o, (uintptr_t)slot) ||
+	    (data && !ro && !writable_now((uintptr_t)slot)) ||
+	    (ro && mprotect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
+		seg_note_unseen(YM_UNSEEN_READONLY, o->name);
+		return;
+	}
 	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	if (ro)
 		mprotect((void *)page, pg, PROT_READ);
 }
 
-static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info)
+/* A relocation of one of our names: its slot, or its data word (data:
+ * R_X86_64_64 with addend 0, only REL(A) tables can say that). */
+static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info,
+		      int data)
 {
 	uint32_t type = (uint32_t)ELF64_R_TYPE(info);
 	uint32_t sym = (uint32_t)ELF64_R_SYM(info);
-	if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) ||
+	if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT &&
+	     !(type == R_X86_64_64 && data)) ||
 	    sym == 0 || sym >= o->nsyms)
 		return;
 	ElfW(Word) nm = o->symtab[sym].st_name;
@@ -193,12 +268,24 @@ static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info)
 		if (strcmp(name, hooks[i].name) != 0 || !hooks[i].real)
 			continue;
 		void **slot = (void **)(o->base + off);
-		if ((uintptr_t)slot < o->lo || (uintptr_t)slot + sizeof *slot > o->hi ||
-		    ((uintptr_t)slot & 7))
+		if ((uintptr_t)slot < o->lo || (uintptr_t)slot + sizeof *slot > o->hi)
 			return;
+		if ((uintptr_t)slot & 7) {
+			/* A packed table: no single store; left as it is. */
+			if (type == R_X86_64_64 &&
+			    !memcmp(slot, &hooks[i].real, sizeof *slot))
+				seg_note_unseen(YM_UNSEEN_READONLY, o->name);
+			return;
+		}
 		void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 		if (cur == hooks[i].hook)
 			return;   /* patched already */
+		if (type == R_X86_64_64) {
+			/* Data: only while it still holds the function. */
+			if (cur == hooks[i].real)
+				write_slot(o, slot, hooks[i].hook, 1);
+			return;
+		}
 		/* Bound to the real function, or not bound yet (a lazy stub in
 		 * its own object): ours.  Bound elsewhere, or to the object's
 		 * own definition that is not the process's: leave it. */
@@ -207,7 +294,7 @@ static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info)
 			(uintptr_t)cur == o->base + sy->st_value;
 		if (cur == hooks[i].real ||
 		    ((uintptr_t)cur >= o->lo && (uintptr_t)cur < o->hi && !own_def))
-			write_slot(o, slot, hooks[i].hook);
+			write_slot(o, slot, hooks[i].hook, 0);
 		return;
 	}
 }
@@ -219,17 +306,20 @@ static void patch_table(struct obj *o, uintptr_t tab, size_t size, int rela)
 	if (rela) {
 		const ElfW(Rela) *r = (const ElfW(Rela) *)tab;
 		for (size_t i = 0; i < size / sizeof *r; i++)
-			patch_rel(o, r[i].r_offset, r[i].r_info);
+			patch_rel(o, r[i].r_offset, r[i].r_info, r[i].r_addend == 0);
 	} else {
+		/* REL: the addend is the word's old content, gone now. */
 		const ElfW(Rel) *r = (const ElfW(Rel) *)tab;
 		for (size_t i = 0; i < size / sizeof *r; i++)
-			patch_rel(o, r[i].r_offset, r[i].r_info);
+			patch_rel(o, r[i].r_offset, r[i].r_info, 0);
 	}
 }
 
 static void patch_object(struct dl_phdr_info *info)
 {
-	struct obj o = { .base = info->dlpi_addr, .lo = UINTPTR_MAX };
+	struct obj o = { .base = info->dlpi_addr, .lo = UINTPTR_MAX,
+			 .name = info->dlpi_name && info->dlpi_name[0] ?
+				 sym_soname(info) : "" };
 	const ElfW(Dyn) *dyn = NULL;
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -242,6 +332,11 @@ static void patch_object(struct dl_phdr_info *info)
 				o.lo = a;
 			if (a + ph->p_memsz > o.hi)
 				o.hi = a + ph->p_memsz;
+			if ((ph->p_flags & PF_W) &&
+			    o.nrw < (int)(sizeof o.rw / sizeof *o.rw)) {
+				o.rw[o.nrw].lo = a;
+				o.rw[o.nrw++].hi = a + ph->p_memsz;
+			}
 		}
 		if (ph->p_type == PT_GNU_RELRO) {
 			/* As ld.so protects it: the last partial page stays

@@ -1,5 +1,6 @@
 /*
- * got: injected mode's hooks, installed by rewriting GOT slots (got.c).
+ * got: the hooks installed by rewriting GOT slots and data words (got.c):
+ * injected, or preloaded behind another object's malloc (agent_slots).
  */
 #ifndef YMTOP_GOT_H
 #define YMTOP_GOT_H
@@ -18,8 +19,8 @@ static inline uintptr_t got_dyn_ptr(uintptr_t base, uintptr_t p)
 	return p < base ? base + p : p;
 }
 
-/* Take the real functions (dlsym(RTLD_DEFAULT)): before any patch.
- * 0 when malloc and free were found. */
+/* Take the real functions (sym_global: what the slots hold) before any
+ * patch.  0 when malloc and free were found. */
 int  got_init(void) AGENT_HIDDEN;
 /* Rewrite the slots of every object of the base namespace but ours, ld.so
  * and the vDSO; idempotent, serialized, preserves errno. */
@@ -41,6 +42,9 @@ void *hook_memalign(size_t, size_t) AGENT_HIDDEN;
 void *hook_valloc(size_t) AGENT_HIDDEN;
 void *hook_pvalloc(size_t) AGENT_HIDDEN;
 void  hook__exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
+/* p lies in the bootstrap buffer: what the hooks give a call nested in
+ * the agent (guard held) before the next functions are known. */
+int   hooks_boot_block(const void *p) AGENT_HIDDEN;
 void  hook__Exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
 int   hook_setuid(uid_t) AGENT_HIDDEN;
 int   hook_seteuid(uid_t) AGENT_HIDDEN;

@@ -82,6 +82,11 @@ static inline int is_boot(const void *p)
 	return (uintptr_t)p - (uintptr_t)boot_buf < sizeof boot_buf;
 }
 
+int hooks_boot_block(const void *p)
+{
+	return is_boot(p);
+}
+
 /* ---- Accounting: in the thread's own slot (threads.h) ---- */
 
 /* The thread's slot when this call may take the fast path, else NULL. */

@@ -698,7 +698,7 @@ CX_DELETE(19, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *p, size_t al, nothrow_
 
 void hooks_jemalloc_resolve(void)
 {
-	if (agent_injected) {
+	if (agent_slots) {
 		je_global();
 		(void)cx_resolve();
 		return;

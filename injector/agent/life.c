@@ -23,7 +23,8 @@
  *   modules.c   loaded objects, our own text
  *   loader.c    the loader's list, walked without waiting in fork children
  *   backing.c   memory behind the segment's pages
- *   got.c       injected mode: GOT slots rewritten to the hooks
+ *   got.c       slots and data words rewritten to the hooks: injected,
+ *               or preloaded behind another object's malloc
  *   unwind.c    the calling thread's stack, from .eh_frame
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
  *   base.c      assertions, messages, clocks, spin and map helpers
@@ -38,7 +39,8 @@
  *               PAUSED sampling.c, OVERFLOWED sampling.c and table.c,
  *               sample_rate sampling.c, drop_* where the drop happens,
  *               heap heapstats.c, retained_est and peaks table.c,
- *               exit_how/exit_status seg.c
+ *               exit_how/exit_status seg.c, UNSEEN and unseen_* seg.c
+ *               (for got.c and life.c: seg_note_unseen)
  *   CONTROL     read (sampling.c polls it, heapstats.c heap_request), but
  *               fast_limit, which heapstats.c and readers both write
  *   THREADS     threads.c and threads.h (the fast paths' inline counters)
@@ -68,11 +70,13 @@
 #include "modules.h"
 #include "next.h"
 #include "sampling.h"
+#include "symbols.h"
 #include "seg.h"
 #include "table.h"
 #include "threads.h"
 
 int agent_injected;
+int agent_slots;
 
 static void fork_child(void);
 
@@ -179,17 +183,55 @@ static int detect_injected(void)
 	return !(pre && strstr(pre, "libymagent"));
 }
 
+/* Preloaded, but another object defines malloc first (an allocator
+ * earlier in LD_PRELOAD: "libjemalloc.so.2 libymagent.so"; or the
+ * executable itself): every call binds to it, none to us.  The agent
+ * then takes over the slots as when injected.  Unless that malloc is a
+ * wrapper that forwards to the next one, ours (dlsym(RTLD_NEXT) from an
+ * earlier preloaded library or the executable): every call reaches us
+ * then, and slots sent to it would come back for ever.  One call tells:
+ * under the caller's guard, before the next functions are resolved, a
+ * call that reaches us gets a bootstrap block.  An executable that
+ * defines malloc and calls it directly, through no slot: those calls
+ * stay unseen, and the segment says so. */
+static int detect_behind(void)
+{
+	int who = sym_first_definer("malloc");
+	if (who != SYM_DEF_PROGRAM && who != SYM_DEF_OTHER)
+		return 0;
+	void *(*m)(size_t);
+	void (*f)(void *);
+	*(void **)&m = sym_global("malloc");
+	*(void **)&f = sym_global("free");
+	if (!m || !f)
+		return 0;
+	void *p = m(16);
+	int forwards = hooks_boot_block(p);
+	f(p);
+	if (forwards)
+		return 0;
+	if (who == SYM_DEF_PROGRAM)
+		seg_note_unseen(YM_UNSEEN_OWN_CALLS, "");
+	return 1;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
 	agent_injected = detect_injected();
+	agent_slots = agent_injected || detect_behind();
+	/* Injected into an executable that defines malloc: its own calls
+	 * are direct, through no slot. */
+	if (agent_injected && sym_first_definer("malloc") == SYM_DEF_PROGRAM)
+		seg_note_unseen(YM_UNSEEN_OWN_CALLS, "");
 	/* Preloaded, the environment is read at the first call (seg.h): a
 	 * process that makes none (/bin/true) pays nothing for it. */
 	if (agent_injected)
 		agent_configure();
-	/* Injected: the real functions are taken before the first patch. */
-	if ((!agent_injected || got_init() == 0) && agent_resolve()) {
+	/* Through slots: the real functions are taken before the first
+	 * patch. */
+	if ((!agent_slots || got_init() == 0) && agent_resolve()) {
 		hooks_jemalloc_resolve();
 		pthread_atfork(fork_prepare, fork_parent_done, fork_child);
 		seg_note_owner();
@@ -200,6 +242,14 @@ __attribute__((constructor)) static void agent_init(void)
 		if (agent_injected) {
 			agent_enter(t);
 			if (agent_active())
+				got_patch_all();
+		} else if (agent_slots) {
+			/* Preloaded behind another malloc: the slots now,
+			 * before the program runs, unless YM_DISABLE says
+			 * the agent stays out of the way; the first call
+			 * through them goes on as a preloaded agent's. */
+			agent_configure();
+			if (!agent_cfg.disabled)
 				got_patch_all();
 		}
 	}

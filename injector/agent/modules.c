@@ -156,10 +156,10 @@ void modules_scan(int force)
 			__atomic_store_n(&modules[i].state, YM_MODULE_UNLOADED,
 					 __ATOMIC_RELEASE);
 	__atomic_store_n(&mod_scanning, 0, __ATOMIC_RELEASE);
-	/* Injected: objects loaded without our dlopen hook (by the C library
+	/* Through slots: objects loaded without our dlopen hook (by the C library
 	 * itself: NSS, iconv; or through dlmopen's base namespace) get their
 	 * GOT patched here, at most a millisecond of samples late. */
-	if (agent_injected && !force)
+	if (agent_slots && !force)
 		got_patch_try();
 }
 

@@ -35,17 +35,18 @@ int agent_resolve(void)
 {
 	if (__atomic_load_n(&agent_next.resolved, __ATOMIC_ACQUIRE))
 		return 1;
-	/* Preloaded: the next definition after us (one walk of the objects,
-	 * symbols.h; dlsym for what that cannot answer).  Injected: the
+	/* Preloaded first: the next definition after us (one walk of the
+	 * objects, symbols.h; dlsym for what that cannot answer).  Through
+	 * slots (injected, or preloaded behind another malloc): the
 	 * process's global definition, what the GOT slots we rewrite were
 	 * bound to (RTLD_NEXT from a dlopen'ed object means our own
-	 * dependencies).  dlsym may allocate: the caller's guard sends that
+	 * dependencies; behind jemalloc it would mean glibc's).  dlsym may allocate: the caller's guard sends that
 	 * to the bootstrap buffer. */
 	void *f[NNAMES];
-	if (!agent_injected)
+	if (!agent_slots)
 		sym_next(names, (int)NNAMES, f);
 	for (size_t k = 0; k < NNAMES; k++) {
-		if (agent_injected) {
+		if (agent_slots) {
 			f[k] = sym_global(names[k]);
 			continue;
 		}

@@ -3,7 +3,8 @@
  * (seg.h).
  *
  * State, this file's: the segment's state, mapping and header, the pid
- * and pid namespace it is named after.
+ * and pid namespace it is named after, and what the agent cannot see
+ * (seg_note_unseen), kept for every segment of the process.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +39,39 @@ static uint64_t          seg_size;
 static struct ym_header *hdr;
 static pid_t    self_pid;
 static uint32_t pidns;          /* our pid namespace's inode (0 unknown) */
+
+/* The first seg_note_unseen: state 0 none, 1 being written, 2 set (then
+ * why and object never change).  unseen_hdr: the header it goes into,
+ * set (seq_cst) once the header is filled in, NULL in a child until its
+ * own segment: a note and a creation that race both look at the other's
+ * word after writing their own, so one of them writes the header. */
+static int      unseen_state;
+static uint32_t unseen_why;
+static char     unseen_object[sizeof ((struct ym_header *)0)->unseen_object];
+static struct ym_header *unseen_hdr;
+
+static void unseen_publish(struct ym_header *h)
+{
+	if (!h || __atomic_load_n(&unseen_state, __ATOMIC_ACQUIRE) != 2)
+		return;
+	h->unseen_why = unseen_why;
+	memcpy(h->unseen_object, unseen_object, sizeof unseen_object);
+	__atomic_fetch_or(&h->flags, YM_FLAG_UNSEEN, __ATOMIC_RELEASE);
+}
+
+void seg_note_unseen(uint32_t why, const char *object)
+{
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&unseen_state, &expect, 1, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;   /* the first one is named */
+	unseen_why = why;
+	size_t n = strnlen(object, sizeof unseen_object - 1);
+	memcpy(unseen_object, object, n);
+	unseen_object[n] = '\0';
+	__atomic_store_n(&unseen_state, 2, __ATOMIC_SEQ_CST);
+	unseen_publish(__atomic_load_n(&unseen_hdr, __ATOMIC_SEQ_CST));
+}
 
 static void read_exe(char *buf, size_t len)
 {
@@ -153,6 +187,8 @@ static int segment_create(void)
 	seg_base = b;
 	seg_size = size;
 	hdr = h;
+	__atomic_store_n(&unseen_hdr, h, __ATOMIC_SEQ_CST);
+	unseen_publish(h);
 	/* Each section to its writer (life.c has the map). */
 	sampling_map_segment(b, sec);
 	heapstats_map_segment(b, sec);
@@ -181,6 +217,7 @@ full:
 	shm_unlink_pid(self_pid, pidns);
 	seg_base = NULL;
 	hdr = NULL;
+	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);
 	return -ENOSPC;
 }
 
@@ -356,6 +393,7 @@ void seg_fork_child(int follow)
 		munmap(seg_base, seg_size);
 	seg_base = NULL;
 	hdr = NULL;
+	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&agent_seg_state, follow ? SEG_NONE : SEG_PASSIVE,
 			 __ATOMIC_RELEASE);
 }

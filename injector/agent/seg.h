@@ -13,6 +13,7 @@
 #ifndef YMTOP_AGENT_SEG_H
 #define YMTOP_AGENT_SEG_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "base.h"
@@ -57,6 +58,12 @@ void seg_sampled(void) AGENT_HIDDEN;
  * start one of our own lazily, on the next call (follow: YM_FOLLOW_FORK
  * and not disabled), or stay passive. */
 void seg_fork_child(int follow) AGENT_HIDDEN;
+
+/* Some allocator calls of the process cannot reach the agent (why:
+ * YM_UNSEEN_*; object: its soname or file name, "" for the executable):
+ * the first such note goes into this segment's header and every later
+ * one's (YM_FLAG_UNSEEN), once it exists.  Never allocates; any thread. */
+void seg_note_unseen(uint32_t why, const char *object) AGENT_HIDDEN;
 
 /* The process is leaving (exit, or _exit which runs no destructors). */
 void agent_exiting(void) AGENT_HIDDEN;

@@ -237,6 +237,10 @@ static int first_cb(struct dl_phdr_info *info, size_t size, void *arg)
 void *sym_global(const char *name)
 {
 	void *f = sym_dlsym(RTLD_DEFAULT, name);
+	/* Ours when the agent, preloaded, defines it first: the calls then
+	 * reach us already, and forward to the next definition. */
+	if (f && sym_ours(f))
+		f = sym_dlsym(RTLD_NEXT, name);
 	if (!f)
 		return NULL;
 	struct holder_q h = { .addr = (uintptr_t)f, .name = name };
@@ -252,5 +256,58 @@ void *sym_global(const char *name)
 
 void *sym_forward(const char *name)
 {
-	return agent_injected ? sym_global(name) : sym_dlsym(RTLD_NEXT, name);
+	return agent_slots ? sym_global(name) : sym_dlsym(RTLD_NEXT, name);
+}
+
+/* ---- sym_ours, sym_first_definer ---- */
+
+struct same_q {
+	uintptr_t a, b;
+};
+
+static int same_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	const struct same_q *q = arg;
+	return sym_holds(info, q->a) ? 1 + sym_holds(info, q->b) : 0;
+}
+
+int sym_same_object(const void *a, const void *b)
+{
+	struct same_q q = { (uintptr_t)a, (uintptr_t)b };
+	return loader_iterate(same_cb, &q) == 2;
+}
+
+int sym_ours(const void *f)
+{
+	return f && sym_same_object(f, (const void *)same_cb);
+}
+
+struct definer_q {
+	const char *name;
+	uint32_t hash;
+	int which;          /* SYM_DEF_* */
+};
+
+static int definer_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct definer_q *q = arg;
+	struct table t;
+	if (table_of(info, &t) != 0 || !find(&t, q->name, q->hash))
+		return 0;
+	if (sym_holds(info, (uintptr_t)(void *)definer_cb))
+		q->which = SYM_DEF_OURS;
+	else
+		q->which = info->dlpi_name && info->dlpi_name[0] ?
+			SYM_DEF_OTHER : SYM_DEF_PROGRAM;
+	return 1;
+}
+
+int sym_first_definer(const char *name)
+{
+	struct definer_q q = { .name = name, .hash = gnu_hash(name),
+			       .which = SYM_DEF_NONE };
+	loader_iterate(definer_cb, &q);
+	return q.which;
 }

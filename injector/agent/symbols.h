@@ -14,6 +14,7 @@
 #define YMTOP_AGENT_SYMBOLS_H
 
 #include <link.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base.h"
@@ -49,10 +50,11 @@ void sym_next(const char *const *names, int n, void **out) AGENT_HIDDEN;
  * host's heap (a program that allocates nothing has none). */
 void *sym_dlsym(void *handle, const char *name) AGENT_HIDDEN;
 
-/* The definition the process's calls of name reach, for the injected
- * agent: dlsym(RTLD_DEFAULT, name), except where that answer is a
- * canonical PLT entry.  An executable built without PIE that takes a
- * function's address (Debian's python3.11 does for malloc and free)
+/* The definition the process's calls of name reach without the agent,
+ * for hooks through rewritten slots: dlsym(RTLD_DEFAULT, name), except
+ * where that answer is the agent's own (a preloaded agent that defines
+ * name first: then the next one) or a canonical PLT entry.  An
+ * executable built without PIE that takes a function's address (Debian's python3.11 does for malloc and free)
  * exports its own PLT stub as the function, so that the address is the
  * same everywhere; dlsym answers the stub, while the GOT slots were bound
  * (the stub's own among them) to the definition in the first object, in
@@ -61,9 +63,21 @@ void *sym_dlsym(void *handle, const char *name) AGENT_HIDDEN;
  * NULL when nothing defines name. */
 void *sym_global(const char *name) AGENT_HIDDEN;
 
-/* What the agent forwards name to: sym_global's answer when injected,
- * the next definition after the agent's (dlsym RTLD_NEXT, allocations in
- * the bootstrap buffer) when preloaded. */
+/* What the agent forwards name to: sym_global's answer when its hooks
+ * go through rewritten slots (agent_slots, life.h), the next definition
+ * after the agent's (dlsym RTLD_NEXT, allocations in the bootstrap
+ * buffer) when the process's calls reach its exported functions. */
 void *sym_forward(const char *name) AGENT_HIDDEN;
+
+/* a and b lie in the same loaded object; sym_ours(f): in the agent's. */
+int sym_same_object(const void *a, const void *b) AGENT_HIDDEN;
+int sym_ours(const void *f) AGENT_HIDDEN;
+
+/* Which object, first in load order, defines name (a preloaded agent's
+ * constructor: the global scope is the load order then, and its first
+ * definition is what every call of name binds to): SYM_DEF_OURS, the
+ * executable (SYM_DEF_PROGRAM), another object, or none. */
+enum { SYM_DEF_NONE, SYM_DEF_OURS, SYM_DEF_PROGRAM, SYM_DEF_OTHER };
+int sym_first_definer(const char *name) AGENT_HIDDEN;
 
 #endif

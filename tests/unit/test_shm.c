@@ -382,6 +382,39 @@ static void versions_accepted_by_compat(void **state)
 	}
 }
 
+/* v7's unseen calls: the flag, the reason and the object as written, the
+ * object cut at its last byte; a writer before v7 (whose reserved space
+ * a hostile one filled) or an unknown reason says nothing. */
+static void unseen_only_from_v7_with_a_known_reason(void **state)
+{
+	(void)state;
+	const struct {
+		uint32_t abi, why;
+		int shown;
+	} c[] = {
+		{ YM_ABI_VERSION, YM_UNSEEN_OWN_CALLS, 1 },
+		{ YM_ABI_VERSION, YM_UNSEEN_READONLY, 1 },
+		{ YM_ABI_VERSION, 77, 0 },
+		{ 6, YM_UNSEEN_OWN_CALLS, 0 },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		struct seg s;
+		struct shm_snapshot snap;
+		char err[256] = "";
+		seg_make(&s, 8);
+		s.h->abi_version = (uint16_t)c[i].abi;
+		s.h->flags |= YM_FLAG_UNSEEN;
+		s.h->unseen_why = c[i].why;
+		memset(s.h->unseen_object, 'x', sizeof s.h->unseen_object);
+		assert_int_equal(open_snap(&s, &snap, err), 0);
+		assert_int_equal(!!(snap.hdr.flags & YM_FLAG_UNSEEN), c[i].shown);
+		assert_int_equal(strlen(snap.hdr.unseen_object),
+				 c[i].shown ? sizeof snap.hdr.unseen_object - 1 : 0);
+		shm_snapshot_free(&snap);
+		seg_free(&s);
+	}
+}
+
 /* dst: src as a newer writer would lay it out, that appends to everything
  * (segment.h, Versions and sizes): a header of 8 KiB, every record `extra`
  * bytes longer, and the bytes this reader does not know all non-zero. */
@@ -600,6 +633,7 @@ int main(void)
 		cmocka_unit_test(held_stripe_does_not_block),
 		cmocka_unit_test(forged_alarm_skipped),
 		cmocka_unit_test(versions_accepted_by_compat),
+		cmocka_unit_test(unseen_only_from_v7_with_a_known_reason),
 		cmocka_unit_test(longer_records_read_by_prefix),
 		cmocka_unit_test(reader_loop_helpers),
 		cmocka_unit_test(truncated_file_no_sigbus),

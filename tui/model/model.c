@@ -409,6 +409,28 @@ int model_in_use(const struct model *m, double *bytes)
 	return 1;
 }
 
+const char *model_unseen(const struct model *m, char *buf, size_t len,
+			 const char **object, const char **why)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	if (!(h->flags & YM_FLAG_UNSEEN))
+		return NULL;
+	const char *obj = h->unseen_object[0] ? h->unseen_object :
+		h->exe[0] ? h->exe : "the executable";
+	int own = h->unseen_why == YM_UNSEEN_OWN_CALLS;
+	if (object)
+		*object = obj;
+	if (why)
+		*why = own ? "own_calls" : "read_only";
+	snprintf(buf, len, own ?
+		 "unseen: %s defines malloc and calls it directly; its own "
+		 "allocations are not in these figures" :
+		 "unseen: %s keeps an allocator function where the agent "
+		 "cannot rewrite it; calls through it are not in these figures",
+		 obj);
+	return buf;
+}
+
 const char *model_heap_allocator(uint32_t kind)
 {
 	switch (kind) {

@@ -218,6 +218,16 @@ int model_exited(const struct model *m);
  * (SIGKILL)", "unknown"; into buf, returned. */
 const char *model_exit_text(const struct model *m, char *buf, size_t len);
 
+/* Some allocator calls of the process do not reach the agent
+ * (YM_FLAG_UNSEEN): the one line that says which and why, into buf
+ * (the object's name as the target wrote it: escape it for the output),
+ * returned; NULL when the agent sees every call.  *object and *why, when
+ * not NULL, get the object's name (the executable's path for the
+ * executable) and a one-word reason for labels. */
+const char *model_unseen(const struct model *m, char *buf, size_t len,
+			 const char **object, const char **why);
+#define MODEL_UNSEEN_LEN 768   /* the line with the longest exe path */
+
 /* Agent state word: "sampling", "paused", "exited". */
 const char *model_state(const struct model *m);
 

@@ -147,6 +147,19 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(h->flags & YM_FLAG_MODULES_AT_FORK) ? "false" : "true",
 		(unsigned long long)h->sample_rate,
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
+	/* Allocator calls the agent does not see: null, or where and why. */
+	char unseen[MODEL_UNSEEN_LEN];
+	const char *uobj, *uwhy;
+	fputs("\"unseen\":", f);
+	if (model_unseen(m, unseen, sizeof unseen, &uobj, &uwhy)) {
+		fputs("{\"object\":", f);
+		fmt_json_string(f, uobj);
+		fprintf(f, ",\"reason\":\"%s\",\"text\":", uwhy);
+		fmt_json_string(f, unseen);
+		fputs("},", f);
+	} else {
+		fputs("null,", f);
+	}
 	/* The final report of a process that has exited (issue 20): what
 	 * its stacks retain is what it still held at exit. */
 	if (model_exited(m)) {

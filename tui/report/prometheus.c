@@ -409,6 +409,19 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 			value(f, (double)d[j].v);
 		}
 	}
+	family(f, "ymtop_process_unseen_calls", "gauge",
+	       "1: some allocator calls of the process do not reach the agent "
+	       "(object, reason); its figures miss them.");
+	for (size_t i = 0; i < n; i++) {
+		char line[MODEL_UNSEEN_LEN], obj[PROM_LABEL_BUF];
+		const char *uobj, *uwhy;
+		if (!model_unseen(src[i].m, line, sizeof line, &uobj, &uwhy))
+			continue;
+		fprintf(f, "ymtop_process_unseen_calls{pid=\"%s\",exe=\"%s\","
+			"object=\"%s\",reason=\"%s\"}", pg[i].pid, pg[i].exe,
+			prometheus_label(uobj, obj, sizeof obj), uwhy);
+		value(f, 1);
+	}
 	for (int which = 0; which < 2; which++) {
 		const char *name = which ? "ymtop_stack_allocated_bytes_total" :
 				   "ymtop_stack_retained_bytes";

@@ -232,6 +232,11 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	if (h->flags & YM_FLAG_MODULES_AT_FORK)
 		fprintf(f, "modules: as at the fork; objects loaded since are not "
 			"listed (the agent could not check the loader's lock)\n");
+	char unseen[MODEL_UNSEEN_LEN];
+	if (model_unseen(m, unseen, sizeof unseen, NULL, NULL)) {
+		fmt_vis_fputs(f, unseen);
+		fputc('\n', f);
+	}
 	if (h->alarms_written)
 		fprintf(f, "giant allocations: %llu (see below)\n",
 			(unsigned long long)h->alarms_written);

@@ -210,6 +210,12 @@ static int draw_header(struct view *v)
 		ui_put(y, getcurx(stdscr), attr(C_DIM, 0), " retained");
 	}
 	y++;
+	char unseen[MODEL_UNSEEN_LEN], vunseen[FMT_VIS_SIZE(sizeof unseen)];
+	if (model_unseen(m, unseen, sizeof unseen, NULL, NULL)) {
+		ui_put(y, 0, attr(C_ALARM, 0), "%s",
+		    fmt_vis(unseen, vunseen, sizeof vunseen));
+		y++;
+	}
 	const struct ym_alarm *al = view_alarm(v);
 	if (al) {
 		char lab[256] = "?";
