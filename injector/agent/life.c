@@ -94,8 +94,9 @@ void agent_enter(struct agent_tls *t)
 		fork_child();
 	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
 		seg_prepare();
-	/* Another thread has the pre-slot: the segment now (seg.h). */
-	if (threads_enter(t) && seg_start(1))
+	/* Another thread has the pre-slot, or a mapping's sample waits:
+	 * the segment now (seg.h). */
+	if ((threads_enter(t) || unlikely(seg_wanted())) && seg_start(1))
 		threads_enter(t);
 	errno = saved;
 }

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "giant.h"
 #include "heapstats.h"
+#include "hooks_mmap.h"
 #include "life.h"
 #include "live.h"
 #include "loader.h"
@@ -264,6 +265,11 @@ static int in_vfork_child(void)
 	return owner_pid && getpid() != owner_pid;
 }
 
+int seg_in_vfork_child(void)
+{
+	return in_vfork_child();
+}
+
 void seg_prepare(void)
 {
 	if (in_vfork_child())
@@ -287,10 +293,26 @@ void seg_prepare(void)
 	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_PRE, __ATOMIC_RELEASE);
 	/* Made at once: injected (ymtop -p waits for it), exact mode (every
-	 * call is a sample), kept for a report after exit, or asked for. */
+	 * call is a sample), kept for a report after exit, asked for, or a
+	 * sample of a mapping made before this first call waits for it. */
 	if (agent_injected || agent_exact() || agent_cfg.keep_segment ||
-	    agent_cfg.early_segment)
+	    agent_cfg.early_segment || mmap_pending_settle())
 		seg_start(1);
+}
+
+/* A sample waits for the segment (seg_want): atomic. */
+static int wanted;
+
+void seg_want(void)
+{
+	__atomic_store_n(&wanted, 1, __ATOMIC_RELAXED);
+	heapstats_pre_wake();
+}
+
+int seg_wanted(void)
+{
+	return __atomic_load_n(&wanted, __ATOMIC_RELAXED) &&
+	       __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_PRE;
 }
 
 int seg_start(int calls_out)
@@ -320,7 +342,10 @@ int seg_start(int calls_out)
 	}
 	threads_publish_pre(&agent_tls);
 	heapstats_arm(agent_giant_limit);
+	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
+	/* Mappings made before (hooks_mmap.h). */
+	mmap_pending_replay(&agent_tls);
 	/* Stale segments are collected at the first sample (seg_sampled):
 	 * a short process that never samples (a shell's /bin/true) pays
 	 * none of those system calls. */
@@ -350,6 +375,7 @@ void seg_sampled(void)
 void seg_fork_child(int follow)
 {
 	owner_pid = getpid();
+	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)

@@ -3,7 +3,8 @@
  * child after fork) when first needed, retired at exit, handed to a new
  * owner at setuid.  The first slow path configures the agent and counts
  * from then on (SEG_PRE: threads.h's pre-slot); the segment is made at
- * the first sample, the first giant request, a second thread's first
+ * the first sample (of an allocation, or of a mapping: at the next
+ * allocation call), the first giant request, a second thread's first
  * call, or ymagent_start (ymtop -p), and at once when injected, in exact
  * mode or with YM_KEEP_SEGMENT: a short process that samples nothing
  * (a shell's) never pays for it.  seg.c writes the header's fields fixed at
@@ -45,6 +46,14 @@ void seg_prepare(void) AGENT_HIDDEN;
  * stderr).  calls_out 0 (the mmap path, whose caller may hold any lock):
  * not from there.  1 when the segment is active.  Guard held. */
 int seg_start(int calls_out) AGENT_HIDDEN;
+/* A sample waits for the segment (a mapping made before it,
+ * hooks_mmap.h): the next allocation call makes it (seg_wanted, from
+ * agent_enter), where it may call out.  From any context. */
+void seg_want(void) AGENT_HIDDEN;
+/* SEG_PRE and seg_want was called. */
+int seg_wanted(void) AGENT_HIDDEN;
+/* A vfork child runs in our memory (a system call: not on fast paths). */
+int seg_in_vfork_child(void) AGENT_HIDDEN;
 /* The constructor: this process owns the agent's state (a vfork child,
  * which shares it, does not: seg_prepare passes it through), and the
  * handler that records exit()'s status is registered (on_exit: never
