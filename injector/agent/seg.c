@@ -250,6 +250,8 @@ static void collect_stale(void)
  * unlink it at its _exit, and the parent would write into a segment
  * nobody can find). */
 static pid_t owner_pid;
+/* 1 in a fork child (seg_fork_child): its agent was not injected into it. */
+static int forked;
 
 static void seg_exit_status_init(void);
 
@@ -292,11 +294,14 @@ void seg_prepare(void)
 	giant_arm();
 	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_PRE, __ATOMIC_RELEASE);
-	/* Made at once: injected (ymtop -p waits for it), exact mode (every
-	 * call is a sample), kept for a report after exit, asked for, or a
-	 * sample of a mapping made before this first call waits for it. */
-	if (agent_injected || agent_exact() || agent_cfg.keep_segment ||
-	    agent_cfg.early_segment || mmap_pending_settle())
+	/* Made at once: injected into this process (ymtop -p waits for it;
+	 * not in its fork children, which are mostly a shell's commands
+	 * about to exec: made when first needed, as preloaded), exact mode
+	 * (every call is a sample), kept for a report after exit, asked for,
+	 * or a sample of a mapping made before this first call waits. */
+	if ((agent_injected && !forked) || agent_exact() ||
+	    agent_cfg.keep_segment || agent_cfg.early_segment ||
+	    mmap_pending_settle())
 		seg_start(1);
 }
 
@@ -353,7 +358,7 @@ int seg_start(int calls_out)
 	 * allocator's statistics only; the first report shows it at once.
 	 * The injector borrowed a thread outside the allocator (heapstats.h).
 	 * A preloaded process has nothing yet: its readers ask. */
-	if (agent_injected)
+	if (agent_injected && !forked)
 		heapstats_poll(1);
 	return 1;
 passive:
@@ -375,6 +380,7 @@ void seg_sampled(void)
 void seg_fork_child(int follow)
 {
 	owner_pid = getpid();
+	forked = 1;
 	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
@@ -431,6 +437,55 @@ void agent_exiting(void)
 void agent_exiting_in_exit(void)
 {
 	exiting(1);
+}
+
+/* exec (hooks_exec.h): the name goes before the call, so that an image
+ * without the agent leaves nothing behind (the kernel unmaps the segment;
+ * a reader holding it sees its writer gone: the process no longer maps
+ * it).  Only the segment's process (not a vfork child), and not a kept
+ * one.  The name's file must be ours: its header our pid and start. */
+int seg_exec_begin(void)
+{
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    agent_cfg.keep_segment || self_pid != getpid())
+		return -1;
+	struct agent_tls *t = &agent_tls;
+	int saved = errno;
+	agent_guard_enter(t);
+	char name[48];
+	shm_name(name, sizeof name, self_pid, pidns);
+	int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	struct ym_header h;
+	if (fd >= 0 &&
+	    (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+	     h.magic != YM_MAGIC || h.pid != (uint32_t)self_pid ||
+	     h.start_real_ns != hdr->start_real_ns || shm_unlink(name) != 0)) {
+		close(fd);
+		fd = -1;
+	}
+	agent_guard_leave(t);
+	errno = saved;
+	return fd;
+}
+
+/* The exec returned: it failed, and the process goes on with its segment,
+ * which gets its name back (shm_relink).  If that fails too the agent
+ * writes on into a segment nobody can find (ymtop -p says the process has
+ * no segment), and says so once. */
+void seg_exec_failed(int fd)
+{
+	if (fd < 0)
+		return;
+	struct agent_tls *t = &agent_tls;
+	int saved = errno;
+	agent_guard_enter(t);
+	int rc = shm_relink(self_pid, pidns, seg_base, seg_size, fd);
+	close(fd);
+	if (rc < 0)
+		agent_warn("cannot name the segment again after a failed exec (",
+			   agent_errno_text(-rc), "); ymtop cannot find it");
+	agent_guard_leave(t);
+	errno = saved;
 }
 
 /* glibc's on_exit() handler (seg_exit_status_init): the status the

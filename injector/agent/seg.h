@@ -5,7 +5,8 @@
  * from then on (SEG_PRE: threads.h's pre-slot); the segment is made at
  * the first sample (of an allocation, or of a mapping: at the next
  * allocation call), the first giant request, a second thread's first
- * call, or ymagent_start (ymtop -p), and at once when injected, in exact
+ * call, or ymagent_start (ymtop -p), and at once when injected (not in
+ * its fork children), in exact
  * mode or with YM_KEEP_SEGMENT: a short process that samples nothing
  * (a shell's) never pays for it.  seg.c writes the header's fields fixed at
  * creation (magic last), and exit_mono_ns, EXITED, KEPT and uid; each
@@ -72,6 +73,11 @@ void agent_exiting(void) AGENT_HIDDEN;
 /* The same from the agent's destructor, run by exit(): YM_FLAG_EXITED may
  * be left to the on_exit handler, which publishes it after the status. */
 void agent_exiting_in_exit(void) AGENT_HIDDEN;
+/* An exec is about to replace the process's image: the segment's name
+ * is removed; returns what seg_exec_failed needs (-1: nothing was done).
+ * When the exec returns (it failed), seg_exec_failed names it again. */
+int  seg_exec_begin(void) AGENT_HIDDEN;
+void seg_exec_failed(int token) AGENT_HIDDEN;
 /* The process is about to take the effective uid `euid`. */
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 

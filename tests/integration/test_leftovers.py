@@ -1,0 +1,88 @@
+"""Segments left behind (man/ymagent.7): the commands of a shell that
+ymtop -p injected, and processes that exec a program without the agent,
+leave no segment in /dev/shm.  Each test counts the segments of a /dev/shm
+of its own (rerun_isolated: other agents run beside the tests)."""
+import os
+import shutil
+import subprocess
+import time
+
+from ymlib import (BUILD, MiB, Plain, Skip, Target, attach, functions,
+                   rerun_isolated, report, run_tests, seg_path)
+
+EXECER = os.path.join(BUILD, "progs", "execer")
+
+# Commands as a shell runs them: fork and exec (ls, cat, true), a
+# command substitution, a pipeline, a subshell; and children that sample
+# before they exec (a 4 MB string: a sample at the default rate in all
+# but e^-8 of runs).
+COMMANDS = ("ls / >/dev/null; x=$(date); /bin/true; echo hi | cat >/dev/null; "
+            "(echo sub) >/dev/null\n") * 20 + \
+           ("(s=$(head -c 4000000 /dev/zero | tr '\\0' a); exec /bin/true)\n") * 3
+
+
+def segments():
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("ymtop-"))
+
+
+def test_commands_of_an_injected_shell_leave_no_segment():
+    if rerun_isolated(__file__, "test_commands_of_an_injected_shell_leave_no_segment"):
+        return
+    bash = shutil.which("bash")
+    if not bash:
+        raise Skip("no bash")
+    assert not segments() or os.environ.get("YM_PRIVATE_SHM") != "1"
+    before = set(segments())
+    t = Plain([bash, "--norc", "--noprofile", "-i"], ready=False)
+    try:
+        attach(t.pid)
+        own = os.path.basename(seg_path(t.pid))
+        t.p.stdin.write(COMMANDS + "echo done-$((6*7))\n")
+        t.p.stdin.flush()
+        t.wait_for("done-42")
+        left = sorted(set(segments()) - before)
+        assert left == [own], "left behind: %s (the shell's is %s)" % (left, own)
+        t.p.stdin.write("exit\n")
+        t.p.stdin.flush()
+        t.p.wait(timeout=30)
+        left = sorted(set(segments()) - before)
+        assert left == [], "left behind after the shell exited: %s" % left
+    finally:
+        t.kill()
+
+
+def test_exec_removes_the_name_and_a_failed_exec_keeps_the_segment():
+    """A failed exec (execvp's search, execl) leaves the process with its
+    segment under its name, still written; one that succeeds into a
+    program without the agent leaves nothing."""
+    t = Target([EXECER], env={"YM_SAMPLE_RATE": "65536"})
+    path = seg_path(t.pid)
+    try:
+        for cmd in ("bad", "badl"):
+            t.p.stdin.write(cmd + "\n")
+            t.p.stdin.flush()
+            t.wait_for("failed")
+            assert os.path.exists(path), "a failed exec took the segment"
+        t.p.stdin.write("alloc\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+        held = sum(s["retained_bytes"] for s in rep["stacks"]
+                   if "hold_site" in functions(s))
+        assert abs(held - 8 * MiB) < 0.5 * MiB, held
+        t.p.stdin.write("exec\n")
+        t.p.stdin.flush()
+        exe = ""
+        for _ in range(1000):
+            exe = os.readlink("/proc/%d/exe" % t.pid)
+            if exe.endswith("/sleep"):
+                break
+            time.sleep(0.01)
+        assert exe.endswith("/sleep"), exe
+        assert not os.path.exists(path), "an exec'd process left its segment"
+    finally:
+        t.kill()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))
