@@ -179,14 +179,33 @@ def test_next_agent_keeps_kept_segments_and_removes_unremoved_ones():
 
 # ---- exec ----
 
-def test_exec_without_the_agent_is_not_shown_as_live():
-    """LD_PRELOAD=agent env -u LD_PRELOAD app: the segment env made is not
-    app's.  ymtop never lists it; -p says it is stale, removes it and
-    injects into app, whose data it then shows."""
+def test_exec_without_the_agent_leaves_no_segment():
+    """LD_PRELOAD=agent env -u LD_PRELOAD app: env's agent removes its
+    segment's name before the exec; ymtop -p injects into app."""
     p = subprocess.Popen(
         ["env", "-u", "LD_PRELOAD", WORKLOAD, "big"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, LD_PRELOAD=AGENT, YM_EARLY_SEGMENT="1"))
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert not os.path.exists(seg_path(p.pid)), "env's segment stayed"
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", p.pid)
+        assert "stale" not in r.stderr, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["exe"] == WORKLOAD and rep["attached"] is True, rep["exe"]
+    finally:
+        p.communicate("\n", timeout=30)
+
+
+def test_exec_without_the_agent_is_not_shown_as_live():
+    """The same with YM_KEEP_SEGMENT=1, whose segment an exec leaves: the
+    segment env made is not app's.  ymtop never lists it; -p says it is
+    stale, removes it and injects into app, whose data it then shows."""
+    p = subprocess.Popen(
+        ["env", "-u", "LD_PRELOAD", WORKLOAD, "big"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, LD_PRELOAD=AGENT, YM_EARLY_SEGMENT="1",
+                 YM_KEEP_SEGMENT="1"))
     try:
         assert p.stdout.readline().strip() == "ready"
         seg = seg_path(p.pid)
