@@ -5,12 +5,14 @@ of its own (rerun_isolated: other agents run beside the tests)."""
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 
 from ymlib import (BUILD, MiB, Plain, Skip, Target, attach, functions,
                    rerun_isolated, report, run_tests, seg_path)
 
 EXECER = os.path.join(BUILD, "progs", "execer")
+WORKLOAD = os.path.join(BUILD, "progs", "workload")
 
 # Commands as a shell runs them: fork and exec (ls, cat, true), a
 # command substitution, a pipeline, a subshell; and children that sample
@@ -82,6 +84,35 @@ def test_exec_removes_the_name_and_a_failed_exec_keeps_the_segment():
         assert not os.path.exists(path), "an exec'd process left its segment"
     finally:
         t.kill()
+
+
+def test_a_killed_process_leaves_a_report_not_a_segment():
+    """A SIGKILLed process (an OOM kill) cannot remove its segment, the
+    only record of what it held.  ymtop never shows it as live; when it
+    looks for agents it writes the segment's final report into the state
+    directory, removes the segment and says both in one line."""
+    if rerun_isolated(__file__, "test_a_killed_process_leaves_a_report_not_a_segment"):
+        return
+    t = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
+    seg = seg_path(t.pid)
+    t.kill()
+    assert os.path.exists(seg), "the killed process's segment is gone"
+    with tempfile.TemporaryDirectory() as state:
+        env = dict(os.environ, XDG_STATE_HOME=state)
+        r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 1 and "no running process" in r.stderr, r.stderr
+        lines = [l for l in r.stderr.splitlines() if "removed its segment" in l]
+        assert len(lines) == 1 and "process %d " % t.pid in lines[0], r.stderr
+        assert "without exiting" in lines[0], lines[0]
+        assert not os.path.exists(seg)
+        files = os.listdir(os.path.join(state, "ymtop"))
+        assert len(files) == 1 and files[0].endswith("-%d-" % t.pid +
+                                                     files[0].split("-")[-1]), files
+        path = os.path.join(state, "ymtop", files[0])
+        assert path in lines[0], lines[0]
+        text = open(path).read()
+        assert "hold_big" in text, text[:2000]
 
 
 if __name__ == "__main__":
