@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backing.h"
@@ -190,7 +191,11 @@ full:
  * provably gone: no process has its pid, or the one that has it started
  * at another time (a reused pid).  Ours only, or any when we are root (a
  * daemon's workers drop privileges); bounded, and never a segment kept on
- * purpose (YM_KEEP_SEGMENT marks it KEPT).  getdents64 into a buffer on
+ * purpose (YM_KEEP_SEGMENT marks it KEPT).  One whose process was killed
+ * (not marked EXITED: an OOM kill's) is the only record of what it held:
+ * kept for ymtop, which writes its report and removes it (man/ymtop.1),
+ * while /dev/shm is at least half free; removed when it is fuller (a
+ * container's /dev/shm is small: 64 MiB under Kubernetes).  getdents64 into a buffer on
  * the stack, not opendir: opendir's 32 KiB buffer was often the process's
  * first malloc (heap set-up, getrandom, brk, pages touched) in programs
  * that never allocate, at every start. */
@@ -201,6 +206,8 @@ static void collect_stale(void)
 		return;
 	uid_t me = geteuid();
 	int removed = 0;
+	struct statvfs vfs;
+	int roomy = fstatvfs(dfd, &vfs) == 0 && vfs.f_bavail >= vfs.f_blocks / 2;
 	_Alignas(8) char buf[2048];
 	ssize_t got;
 	while (removed < 64 && (got = getdents64(dfd, buf, sizeof buf)) > 0) {
@@ -234,6 +241,8 @@ static void collect_stale(void)
 				continue;   /* its writer may be alive */
 			if (h.flags & YM_FLAG_KEPT)
 				continue;   /* left for a post-mortem look */
+			if (!(h.flags & YM_FLAG_EXITED) && roomy)
+				continue;   /* killed: its report is ymtop's to keep */
 			char name[48];
 			shm_name(name, sizeof name, pid, ns);
 			if (shm_unlink(name) == 0)

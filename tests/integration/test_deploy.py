@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target,
+from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target, rerun_isolated,
                    functions, readable, run_tests, site, within, ymtop, seg_path)
 
 NOBODY = 65534
@@ -137,6 +137,11 @@ SAMPLING = {"YM_SAMPLE_RATE": "4096"}
 
 
 def test_next_agent_removes_segments_of_killed_processes():
+    """A killed process's segment, the record of what it held, is left
+    for ymtop (which keeps its report) while /dev/shm is at least half
+    free; the next sampling agent removes it when /dev/shm is fuller."""
+    if rerun_isolated(__file__, "test_next_agent_removes_segments_of_killed_processes"):
+        return
     t = Target([WORKLOAD])
     path = seg_path(t.pid)
     t.kill()
@@ -144,11 +149,24 @@ def test_next_agent_removes_segments_of_killed_processes():
     # An agent that never samples collects nothing.
     Target([WORKLOAD], env={"YM_SAMPLE_RATE": "1024g"}).finish()
     assert os.path.exists(path), "collected by an agent that took no sample"
-    u = Target([WORKLOAD] + SAMPLES, env=SAMPLING)
+    Target([WORKLOAD] + SAMPLES, env=SAMPLING).finish()
+    assert os.path.exists(path), "a killed process's record removed with room left"
+    if os.environ.get("YM_PRIVATE_SHM") != "1":
+        return   # not root: /dev/shm is everyone's, not ours to fill
+    # A container's /dev/shm (Kubernetes: 64 MiB), more than half used.
+    subprocess.run(["mount", "-o", "remount,size=64m", "/dev/shm"], check=True)
+    st = os.statvfs("/dev/shm")
+    filler = "/dev/shm/filler"
+    with open(filler, "wb") as f:
+        f.write(b"x" * (st.f_bavail * st.f_frsize // 2 + (1 << 20)))
     try:
-        assert not os.path.exists(path), "stale segment left"
+        u = Target([WORKLOAD] + SAMPLES, env=SAMPLING)
+        try:
+            assert not os.path.exists(path), "stale segment left in a full /dev/shm"
+        finally:
+            u.finish()
     finally:
-        u.finish()
+        os.unlink(filler)
 
 
 OFF_FLAGS = 728
