@@ -10,6 +10,7 @@
  *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
  *   hooks_jemalloc.c  jemalloc's API (mallocx...) and C++'s operators
  *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
+ *   hooks_exec.c      the exec family: the segment's name around an exec
  *   life.c      constructor, thread entry, fork, destructor
  *   config.c    YM_* environment, read once
  *   next.c      the next definitions (dlsym), glibc's usable size
