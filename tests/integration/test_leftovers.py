@@ -91,7 +91,8 @@ def test_a_killed_process_leaves_a_report_not_a_segment():
     only record of what it held.  ymtop never shows it as live; when it
     looks for agents it writes the segment's final report into the state
     directory, removes the segment and says both in one line."""
-    if rerun_isolated(__file__, "test_a_killed_process_leaves_a_report_not_a_segment"):
+    if rerun_isolated(__file__, "test_a_killed_process_leaves_a_report_not_a_segment",
+                      pid_ns=True):
         return
     t = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
     seg = seg_path(t.pid)
