@@ -423,7 +423,7 @@ static __attribute__((noinline)) void pend_mapping(struct agent_tls *t, void *p,
 	/* Configured (SEG_PRE, or a segment): drawn now, and only a sample
 	 * is kept (its frames taken); before, every mapping waits. */
 	double pr = 1.0;
-	int drawn = state == SEG_PRE || state == SEG_ACTIVE;
+	int drawn = state == SEG_PRE || state == SEG_ACTIVE, kept = 0;
 	if (drawn && !pend_draw(len, &pr))
 		goto give;
 	uint32_t k = pend_used;
@@ -441,6 +441,7 @@ static __attribute__((noinline)) void pend_mapping(struct agent_tls *t, void *p,
 		goto give;
 	}
 	pend_used = k + 1;
+	kept = 1;
 	pend[k].len = len;
 	pend[k].drawn = (uint32_t)drawn;
 	pend[k].depth = (uint32_t)unwind_backtrace(pend[k].frames, (int)PEND_FRAMES);
@@ -450,7 +451,10 @@ static __attribute__((noinline)) void pend_mapping(struct agent_tls *t, void *p,
 		pend_replay_locked(t);
 give:
 	maps_give();
-	if (drawn && !agent_active())
+	/* A sample waits: the segment at the next allocation call.  (One
+	 * still to be drawn waits for the agent's first call, which draws
+	 * it: mmap_pending_settle.) */
+	if (kept && drawn && !agent_active())
 		seg_want();
 out:
 	agent_guard_leave(t);

@@ -69,6 +69,15 @@ def test_mappings_made_before_the_segment_are_tracked():
         assert abs(s["retained_bytes"] - 16 * MiB) < 0.01 * MiB, s
     finally:
         t.finish()
+    # A mapping not sampled (64 MiB at a mean gap of 1 TiB: p = 6e-5)
+    # asks for no segment: a process that samples nothing makes none.
+    t = Lazy([PROG], env={"YM_SAMPLE_RATE": str(1 << 40), "YM_SEED": "1"})
+    try:
+        command(t, "map")
+        command(t, "alloc")
+        assert not os.path.exists(seg_path(t.pid)), "a segment for no sample"
+    finally:
+        t.finish()
 
 
 def test_map_unmap_remap():
