@@ -83,6 +83,53 @@ static int keep_report(struct shm_reader *r, const struct ym_header *h,
 	return rc;
 }
 
+/* The pid namespaces some process is in now (root: every process's
+ * /proc/PID/ns/pid is readable), built at the first question.  A name
+ * with a namespace nobody is in any more (a container that is gone, its
+ * /dev/shm shared with ours) has no writer.  full: too many to tell. */
+struct nsset {
+	uint32_t v[4096];
+	int n, built, full;
+};
+
+static int ns_alive(struct nsset *s, uint32_t ns)
+{
+	if (!s->built) {
+		s->built = 1;
+		DIR *d = opendir("/proc");
+		struct dirent *e;
+		while (d && (e = readdir(d)) != NULL) {
+			if (e->d_name[0] < '1' || e->d_name[0] > '9')
+				continue;
+			char path[64];
+			struct stat st;
+			snprintf(path, sizeof path, "/proc/%.20s/ns/pid", e->d_name);
+			if (stat(path, &st) != 0 || st.st_ino > UINT32_MAX)
+				continue;
+			int seen = 0;
+			for (int i = 0; i < s->n && !seen; i++)
+				seen = s->v[i] == (uint32_t)st.st_ino;
+			if (seen)
+				continue;
+			if (s->n == (int)(sizeof s->v / sizeof *s->v)) {
+				s->full = 1;
+				break;
+			}
+			s->v[s->n++] = (uint32_t)st.st_ino;
+		}
+		if (d)
+			closedir(d);
+		else
+			s->full = 1;
+	}
+	if (s->full)
+		return 1;
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i] == ns)
+			return 1;
+	return 0;
+}
+
 int stale_sweep(void)
 {
 	uint32_t own_ns = proc_pidns(0);
@@ -91,12 +138,19 @@ int stale_sweep(void)
 	if (!d)
 		return 0;
 	int removed = 0, seen = 0;
+	static struct nsset nss;
+	memset(&nss, 0, sizeof nss);
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL && seen < 64) {
 		pid_t pid;
 		uint32_t ns;
-		if (shm_parse_name(e->d_name, &pid, &ns) != 0 ||
-		    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
+		if (shm_parse_name(e->d_name, &pid, &ns) != 0)
+			continue;
+		/* Another pid namespace's (a container sharing our /dev/shm):
+		 * its writer is gone with the namespace only (root looks). */
+		int foreign = (ns ? ns : YM_PIDNS_INIT) !=
+			      (own_ns ? own_ns : YM_PIDNS_INIT);
+		if (foreign && (me != 0 || !ns || ns_alive(&nss, ns)))
 			continue;
 		char path[PATH_MAX], err[512];
 		snprintf(path, sizeof path, "%s/%s", YM_SHM_DIR, e->d_name);
@@ -110,13 +164,14 @@ int stale_sweep(void)
 			shm_reader_close(&r);
 			continue;
 		}
-		enum proc_writer w = proc_writer(pid, h.start_ticks, r.dev, r.ino);
+		enum proc_writer w = foreign ? WRITER_GONE :
+			proc_writer(pid, h.start_ticks, r.dev, r.ino);
 		if (w != WRITER_GONE && w != WRITER_REUSED) {
 			shm_reader_close(&r);
 			continue;
 		}
 		struct proc_info pi;
-		if (w == WRITER_GONE && proc_read(pid, &pi) == 0) {
+		if (!foreign && w == WRITER_GONE && proc_read(pid, &pi) == 0) {
 			/* A zombie: its parent may still want to look. */
 			shm_reader_close(&r);
 			continue;
@@ -126,7 +181,8 @@ int stale_sweep(void)
 		int kept = keep_report(&r, &h, report, sizeof report, err, sizeof err);
 		char vis[FMT_VIS_SIZE(sizeof h.exe)];
 		h.exe[sizeof h.exe - 1] = '\0';
-		const char *how = h.flags & YM_FLAG_EXITED ? "it exited" :
+		const char *how = foreign ? "its pid namespace (a container) is gone" :
+			h.flags & YM_FLAG_EXITED ? "it exited" :
 			"it ended without exiting: a signal (an OOM kill?) or _exit";
 		if (kept != 0) {
 			fprintf(stderr, "ymtop: process %ld (%s) is gone (%s); its segment %s "

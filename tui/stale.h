@@ -5,7 +5,9 @@
 #define YMTOP_STALE_H
 
 /* The segments of our pid namespace's /dev/shm whose process is gone
- * (no process has its pid, or one that started at another time), that
+ * (no process has its pid, or one that started at another time; as
+ * root also another pid namespace's that no process is in any more: a
+ * container that shared our /dev/shm and is gone), that
  * we may remove (ours, any as root) and that were not kept on purpose
  * (YM_KEEP_SEGMENT): each one's final state is written as a text report
  * into stale_dir(), then it is removed, one line on stderr saying so.

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import time
 
-from ymlib import (BUILD, MiB, Plain, Skip, Target, attach, functions,
+from ymlib import (AGENT, BUILD, MiB, Plain, Skip, Target, attach, functions,
                    rerun_isolated, report, run_tests, seg_path)
 
 EXECER = os.path.join(BUILD, "progs", "execer")
@@ -113,6 +113,45 @@ def test_a_killed_process_leaves_a_report_not_a_segment():
         path = os.path.join(state, "ymtop", files[0])
         assert path in lines[0], lines[0]
         text = open(path).read()
+        assert "hold_big" in text, text[:2000]
+
+
+def test_a_gone_container_leaves_a_report_not_a_segment():
+    """A container sharing our /dev/shm (no /dev/shm of its own) is killed
+    with its agent process: no process is in its pid namespace any more,
+    so a root ymtop keeps the segment's report and removes it."""
+    if rerun_isolated(__file__, "test_a_gone_container_leaves_a_report_not_a_segment",
+                      pid_ns=True):
+        return
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare")
+    c = subprocess.Popen(
+        ["unshare", "--pid", "--mount", "--fork", "--propagation", "private",
+         "sh", "-c", 'mount -t proc proc /proc; exec env LD_PRELOAD="$0" '
+         'YM_EARLY_SEGMENT=1 YM_SAMPLE_RATE=65536 "$1" big', AGENT, WORKLOAD],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    assert c.stdout.readline().strip() == "ready", c.stderr.read()
+    names = [n for n in segments() if "." in n]
+    assert len(names) == 1, segments()
+    inner = subprocess.run(["pgrep", "-P", str(c.pid)], capture_output=True,
+                           text=True).stdout.split()
+    assert len(inner) == 1, inner
+    os.kill(int(inner[0]), 9)     # its pid 1: the namespace goes with it
+    c.wait()
+    with tempfile.TemporaryDirectory() as state:
+        env = dict(os.environ, XDG_STATE_HOME=state)
+        for _ in range(500):      # the namespace's pid 1 dies after unshare
+            r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1"],
+                               capture_output=True, text=True, env=env, timeout=60)
+            if "removed its segment" in r.stderr:
+                break
+            time.sleep(0.02)
+        lines = [l for l in r.stderr.splitlines() if "removed its segment" in l]
+        assert len(lines) == 1 and "pid namespace" in lines[0], r.stderr
+        assert names[0] not in segments()
+        files = os.listdir(os.path.join(state, "ymtop"))
+        text = open(os.path.join(state, "ymtop", files[0])).read()
         assert "hold_big" in text, text[:2000]
 
 
