@@ -109,6 +109,41 @@ int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map)
 	return all;
 }
 
+int shm_relink(pid_t pid, uint32_t pidns, void *map, uint64_t size, int old)
+{
+	char name[40];
+	shm_name(name, sizeof name, pid, pidns);
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			  0600);
+	if (fd < 0)
+		return -errno;
+	int rc = ftruncate(fd, (off_t)size) != 0 ? -errno : 0;
+	/* The pages old holds (tmpfs: SEEK_DATA finds them), nothing more:
+	 * the copy stays as sparse as the segment was. */
+	off_t off = lseek(old, 0, SEEK_DATA);
+	while (rc == 0 && off >= 0 && (uint64_t)off < size) {
+		off_t end = lseek(old, off, SEEK_HOLE);
+		if (end < 0 || (uint64_t)end > size)
+			end = (off_t)size;
+		while (rc == 0 && off < end) {
+			ssize_t n = pwrite(fd, (const char *)map + off,
+					   (size_t)(end - off), off);
+			if (n <= 0)
+				rc = n < 0 ? -errno : -EIO;
+			else
+				off += n;
+		}
+		off = lseek(old, end, SEEK_DATA);
+	}
+	if (rc == 0 && mmap(map, size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+		rc = -errno;
+	close(fd);
+	if (rc < 0)
+		shm_unlink(name);
+	return rc;
+}
+
 void shm_unlink_pid(pid_t pid, uint32_t pidns)
 {
 	char name[40];

@@ -83,6 +83,12 @@ static inline uint32_t shm_alarm_stride(uint32_t depth)
  */
 int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map);
 void shm_unlink_pid(pid_t pid, uint32_t pidns);
+/* The segment `map` of `size` bytes, whose file `old` lost its name (an
+ * exec that failed: injector/agent/seg.c), under its name again: a new
+ * file with old's pages copied from map, mapped over map (MAP_FIXED: the
+ * agent's pointers stay valid).  Writes other threads make into map during
+ * the copy are lost.  0, or -errno (the name is then free, map unchanged). */
+int shm_relink(pid_t pid, uint32_t pidns, void *map, uint64_t size, int old);
 
 /* ---- Reader side ---- */
 

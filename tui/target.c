@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "fmt.h"
 #include "proc.h"
+#include "stale.h"
 #include "target.h"
 
 #ifndef YM_LIBDIR
@@ -248,6 +249,7 @@ pid_t target_choose(pid_t pid)
 	char agent[PATH_MAX];
 	if (pid)
 		return pid;
+	stale_sweep();   /* gone processes' segments: a report each, removed */
 	pid_t pids[64];
 	int n = find_agents(pids, 64, 1);
 	if (n == 1)

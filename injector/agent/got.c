@@ -51,6 +51,7 @@
 #include "base.h"
 #include "threads.h"
 #include "got.h"
+#include "hooks_exec.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "loader.h"
@@ -70,7 +71,7 @@ struct hook {
 	void *real;       /* sym_global before patching */
 };
 
-#define NBASE 29   /* the entries named here; then C++'s operators */
+#define NBASE 37   /* the entries named here; then C++'s operators */
 #define NHOOKS (NBASE + HOOKS_CXX_N)
 static struct hook hooks[NHOOKS] = {
 	{ "malloc", NULL, NULL },
@@ -100,6 +101,14 @@ static struct hook hooks[NHOOKS] = {
 	{ "mmap64", NULL, NULL },
 	{ "munmap", NULL, NULL },
 	{ "mremap", NULL, NULL },
+	{ "execve", NULL, NULL },    /* the exec family (hooks_exec.h) */
+	{ "execv", NULL, NULL },
+	{ "execvp", NULL, NULL },
+	{ "execvpe", NULL, NULL },
+	{ "fexecve", NULL, NULL },
+	{ "execl", NULL, NULL },
+	{ "execlp", NULL, NULL },
+	{ "execle", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* NBASE - 2: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* NBASE - 1: real_dlopen */
 	/* [NBASE, NHOOKS): operator new and delete (hooks_jemalloc.h),
@@ -120,6 +129,9 @@ int got_init(void)
 		(void *)hook_sdallocx, (void *)hook_dallocx,
 		(void *)hook_mmap, (void *)hook_mmap, (void *)hook_munmap,
 		(void *)hook_mremap,
+		(void *)hook_execve, (void *)hook_execv, (void *)hook_execvp,
+		(void *)hook_execvpe, (void *)hook_fexecve, (void *)hook_execl,
+		(void *)hook_execlp, (void *)hook_execle,
 		(void *)hook_dlmopen, (void *)hook_dlopen,
 	};
 	_Static_assert(sizeof ours / sizeof *ours == NBASE, "one hook a name");

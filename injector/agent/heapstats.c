@@ -47,10 +47,12 @@ void heapstats_map_segment(uint8_t *base, const struct ym_section *sec)
 	ctl = (struct ym_control *)(void *)(base + sec[YM_SEC_CONTROL].offset);
 }
 
+/* The threshold before the segment (heapstats_arm). */
+static uint64_t pre_limit;
+
 void heapstats_arm(uint64_t giant)
 {
 	/* Before the segment: the threshold alone (nobody can ask yet). */
-	static uint64_t pre_limit;
 	armed = giant;
 	if (!ctl) {
 		pre_limit = giant;
@@ -59,6 +61,13 @@ void heapstats_arm(uint64_t giant)
 	}
 	__atomic_store_n(&ctl->fast_limit, giant, __ATOMIC_RELAXED);
 	__atomic_store_n(&agent_fast_limit, &ctl->fast_limit, __ATOMIC_RELEASE);
+}
+
+void heapstats_pre_wake(void)
+{
+	/* Only the word of before the segment: once the control block's is
+	 * in use, nothing changes. */
+	__atomic_store_n(&pre_limit, 0, __ATOMIC_RELAXED);
 }
 
 void heapstats_fork_child(void)

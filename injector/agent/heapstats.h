@@ -41,6 +41,9 @@ void heapstats_poll(int force) AGENT_HIDDEN;
 /* The fast paths' threshold is `giant`: in a word of ours before the
  * segment (seg_prepare), in the control block once it is mapped. */
 void heapstats_arm(uint64_t giant) AGENT_HIDDEN;
+/* Before the segment (SEG_PRE): every allocation call takes the slow
+ * path from now on, until the segment is made (seg_want). */
+void heapstats_pre_wake(void) AGENT_HIDDEN;
 /* On a slow path, at the entry of an allocation call (guard not held, no
  * lock held): a reader lowered the threshold to ask for statistics:
  * restore it and answer. */

@@ -4,7 +4,8 @@
  * State, this file's: the next definitions, the allocator's text range,
  * and the private table of sampled mappings under its own spin lock
  * (bounded: a busy or full table drops the sample, never waits, and
- * counts the drop: sampling_lost).
+ * counts the drop: sampling_lost), with the frames of the mappings that
+ * wait for the segment (pend).
  */
 #include <errno.h>
 #include <link.h>
@@ -17,16 +18,19 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "heapstats.h"
 #include "hooks_mmap.h"
 #include "life.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
+#include "sample.h"
 #include "sampling.h"
 #include "seg.h"
 #include "symbols.h"
 #include "table.h"
 #include "threads.h"
+#include "unwind.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -65,8 +69,10 @@ static int maps_room(void)
 {
 	if (maps)
 		return 1;
-	uint32_t cap = agent_cfg.max_live < MAX_MAPPINGS ? agent_cfg.max_live :
-		MAX_MAPPINGS;
+	/* Before the configuration (a mapping made before the agent's first
+	 * call): the most it may be. */
+	uint32_t cap = agent_cfg.max_live && agent_cfg.max_live < MAX_MAPPINGS ?
+		agent_cfg.max_live : MAX_MAPPINGS;
 	void *p = (void *)syscall(SYS_mmap, NULL, (size_t)cap * sizeof *maps,
 				  PROT_READ | PROT_WRITE,
 				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -77,13 +83,53 @@ static int maps_room(void)
 	return 1;
 }
 
+/* Mappings made before the segment exists (seg.h: no segment yet, or a
+ * thread that made no malloc-family call yet): their stacks cannot be
+ * interned, so each waits in the table above as a pending entry, its
+ * frames in a slot of its own, and joins the tables when the segment is
+ * made (mmap_pending_replay).  Meanwhile munmap and mremap cut and move
+ * it as any other, without counting.  Its weight is its length until its
+ * sample is drawn: at the call when the rate is known (SEG_PRE), else
+ * when the agent is configured (mmap_pending_settle) or at the replay;
+ * the draw is the one the countdown would make, p(len) = 1 - exp(-len/R)
+ * (memoryless: sample.h), and a mapping drawn out leaves the table.
+ * A drawn mapping asks for the segment at the next allocation call
+ * (seg_want), where it may call out.  PEND_SLOTS mappings at most wait:
+ * more are counted as dropped (drop_live) once the segment exists. */
+#define PEND_SLOTS  32u
+#define PEND_TAG    0x80000000u   /* e.stack of a pending entry: | slot */
+#define PEND_FRAMES (YM_LIMIT_DEPTH + 16u)   /* the agent's frames too */
+struct pend {
+	uint64_t len;          /* its length when made: what p() is of */
+	uint32_t depth;        /* of frames, the agent's still in */
+	uint32_t drawn;        /* 1: sampled, weights final */
+	uint64_t frames[PEND_FRAMES];
+};
+static struct pend pend[PEND_SLOTS];   /* untouched until used */
+static uint32_t pend_used;   /* lock held: slots handed out */
+static uint32_t pend_lost;   /* lock held: samples lost before the segment */
+static uint64_t pend_rng;    /* lock held */
+
+static int pending(const struct mapping *m)
+{
+	return (m->e.stack & PEND_TAG) != 0;
+}
+
+/* The reset count samples are counted under now (0 before the segment:
+ * only pending entries exist then, and they have none). */
+static uint64_t reset_now(void)
+{
+	return agent_active() ? table_reset_count() : 0;
+}
+
 /* Lock held: e over [start, end) joins the table; 0 when it is full. */
 static int maps_add(uint64_t start, uint64_t end, const struct ym_live *e)
 {
 	uint32_t n = nmaps;
 	if (!maps_room() || n >= maps_cap)
 		return 0;
-	maps[n] = (struct mapping){ start, end, table_reset_count(), *e };
+	maps[n] = (struct mapping){ start, end,
+				    e->stack & PEND_TAG ? 0 : table_reset_count(), *e };
 	__atomic_store_n(&nmaps, n + 1, __ATOMIC_RELEASE);
 	return 1;
 }
@@ -111,10 +157,34 @@ static void drop(uint32_t i)
 	__atomic_store_n(&nmaps, n, __ATOMIC_RELEASE);
 }
 
+/* The counters of a mapping's stack move with it; a pending one's wait
+ * (its weight is in its entry). */
+static void count_alloc(struct agent_tls *t, const struct ym_live *e)
+{
+	if (!(e->stack & PEND_TAG))
+		table_count_alloc(e, table_own_counts(&t->plane, e->stack));
+}
+
+static void count_free(struct agent_tls *t, const struct ym_live *e)
+{
+	if (!(e->stack & PEND_TAG))
+		table_count_free(e, agent_now_ns(),
+				 table_own_counts(&t->plane, e->stack));
+}
+
+static void count_resize(struct agent_tls *t, const struct ym_live *e,
+			 uint64_t w, uint64_t wfx)
+{
+	if (!(e->stack & PEND_TAG))
+		table_count_resize(e, w, wfx, table_own_counts(&t->plane, e->stack));
+}
+
 void mmap_fork_child(void)
 {
 	nmaps = 0;
 	maps_lock = 0;
+	pend_used = 0;
+	pend_lost = 0;
 }
 
 static int in_object(struct dl_phdr_info *info, size_t size, void *arg)
@@ -214,6 +284,183 @@ out:
 	errno = saved;
 }
 
+/* Lock held: draw the sample of a mapping made with len bytes at the
+ * rate now configured (sample.h): 1 sampled, with probability *p_out. */
+static int pend_draw(uint64_t len, double *p_out)
+{
+	uint64_t rate = sampling_rate();
+	if (!pend_rng)
+		pend_rng = sample_seed(agent_cfg.seed ? agent_cfg.seed ^ 0x6d6d6170u :
+				       agent_now_ns() ^ (uint64_t)getpid() << 32);
+	if (rate <= 1) {
+		*p_out = 1.0;
+		return 1;
+	}
+	double p = -sample_expm1(-(double)len / (double)rate);
+	double u = (double)(sample_rand(&pend_rng) >> 11) * 0x1.0p-53;   /* [0, 1) */
+	*p_out = p;
+	return u < p;
+}
+
+/* Lock held: draw every pending slot not drawn yet; its entries are
+ * weighed 1/p or leave.  The number of pending entries left. */
+static uint32_t pend_settle_locked(void)
+{
+	double p[PEND_SLOTS];
+	int keep[PEND_SLOTS];
+	for (uint32_t k = 0; k < pend_used; k++) {
+		keep[k] = 1;
+		p[k] = 1.0;
+		if (!pend[k].drawn) {
+			keep[k] = pend_draw(pend[k].len, &p[k]);
+			pend[k].drawn = 1;
+		}
+	}
+	uint32_t left = 0;
+	for (uint32_t i = 0; i < nmaps;) {
+		struct mapping *m = &maps[i];
+		if (!pending(m)) {
+			i++;
+			continue;
+		}
+		uint32_t k = m->e.stack & ~PEND_TAG;
+		if (!keep[k]) {
+			drop(i);
+			continue;
+		}
+		if (p[k] < 1.0) {
+			m->e.weight_bytes = (uint64_t)((double)m->e.weight_bytes / p[k] + 0.5);
+			if (m->e.weight_fx)
+				m->e.weight_fx = (uint64_t)((double)YM_FX_ONE / p[k] + 0.5);
+		}
+		left++;
+		i++;
+	}
+	return left;
+}
+
+int mmap_pending_settle(void)
+{
+	struct agent_tls *t = &agent_tls;
+	if (!__atomic_load_n(&nmaps, __ATOMIC_ACQUIRE))
+		return 0;
+	agent_guard_enter(t);
+	uint32_t left = 0;
+	if (maps_take()) {
+		left = pend_settle_locked();
+		maps_give();
+	}
+	agent_guard_leave(t);
+	return left > 0;
+}
+
+/* Lock held, segment active: the pending entries join the tables, with
+ * the stacks they were made at. */
+static void pend_replay_locked(struct agent_tls *t)
+{
+	pend_settle_locked();
+	uint64_t reset = table_reset_count();
+	uint32_t stack[PEND_SLOTS];
+	for (uint32_t k = 0; k < pend_used; k++)
+		stack[k] = UINT32_MAX - 1;   /* not interned yet */
+	for (uint32_t i = 0; i < nmaps;) {
+		struct mapping *m = &maps[i];
+		if (!pending(m)) {
+			i++;
+			continue;
+		}
+		uint32_t k = m->e.stack & ~PEND_TAG;
+		if (stack[k] == UINT32_MAX - 1) {
+			/* Our own frames first (agent_capture's rule), then at
+			 * most the configured depth. */
+			struct pend *pd = &pend[k];
+			uint32_t j = 0, d = 0;
+			while (j < pd->depth && pd->frames[j] >= agent_self.lo &&
+			       pd->frames[j] < agent_self.hi)
+				j++;
+			uint64_t frames[YM_LIMIT_DEPTH];
+			for (; j < pd->depth && d < agent_cfg.max_depth; j++)
+				frames[d++] = pd->frames[j];
+			stack[k] = table_intern_kind(frames, d, m->e.tid,
+						     m->e.birth_mono_ns, YM_KIND_MMAP);
+		}
+		if (stack[k] == UINT32_MAX || stack[k] == YM_STACK_OVERFLOW) {
+			sampling_lost(stack[k] == UINT32_MAX);
+			drop(i);
+			continue;
+		}
+		m->e.stack = stack[k];
+		m->reset = reset;
+		count_alloc(t, &m->e);
+		i++;
+	}
+	for (; pend_lost; pend_lost--)
+		sampling_lost(0);
+	pend_used = 0;
+}
+
+void mmap_pending_replay(struct agent_tls *t)
+{
+	if (!__atomic_load_n(&nmaps, __ATOMIC_ACQUIRE) && !pend_lost)
+		return;
+	if (maps_take()) {
+		pend_replay_locked(t);
+		maps_give();
+	}
+}
+
+/* A program's mapping [p, p + len) made before the segment, or by a
+ * thread not registered yet (see pend above).  Guard not held. */
+static __attribute__((noinline)) void pend_mapping(struct agent_tls *t, void *p,
+						   uint64_t len)
+{
+	int saved = errno;
+	agent_guard_enter(t);
+	int state = __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE);
+	/* A vfork child's mappings are not ours (it shares our memory). */
+	if (state == SEG_PASSIVE || seg_in_vfork_child() || !maps_take())
+		goto out;
+	/* Configured (SEG_PRE, or a segment): drawn now, and only a sample
+	 * is kept (its frames taken); before, every mapping waits. */
+	double pr = 1.0;
+	int drawn = state == SEG_PRE || state == SEG_ACTIVE, kept = 0;
+	if (drawn && !pend_draw(len, &pr))
+		goto give;
+	uint32_t k = pend_used;
+	struct ym_live e = {
+		.addr = (uint64_t)(uintptr_t)p,
+		.size = len,
+		.birth_mono_ns = agent_now_ns(),
+		.tid = t->tid ? t->tid : (uint32_t)syscall(SYS_gettid),
+		.stack = PEND_TAG | k,
+		.weight_bytes = (uint64_t)((double)len / pr + 0.5),
+		.weight_fx = (uint64_t)((double)YM_FX_ONE / pr + 0.5),
+	};
+	if (k >= PEND_SLOTS || !maps_add(e.addr, e.addr + len, &e)) {
+		pend_lost++;
+		goto give;
+	}
+	pend_used = k + 1;
+	kept = 1;
+	pend[k].len = len;
+	pend[k].drawn = (uint32_t)drawn;
+	pend[k].depth = (uint32_t)unwind_backtrace(pend[k].frames, (int)PEND_FRAMES);
+	/* The segment may have been made meanwhile (its maker replayed
+	 * before this entry): join now, nothing here calls out. */
+	if (agent_active())
+		pend_replay_locked(t);
+give:
+	maps_give();
+	/* A sample waits: the segment at the next allocation call.  (One
+	 * still to be drawn waits for the agent's first call, which draws
+	 * it: mmap_pending_settle.) */
+	if (kept && drawn && !agent_active())
+		seg_want();
+out:
+	agent_guard_leave(t);
+	errno = saved;
+}
+
 static void unmapped(struct agent_tls *t, uint64_t lo, uint64_t hi);
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -231,12 +478,16 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	/* Address space reserved, not memory (PROT_NONE, MAP_NORESERVE:
 	 * V8's, the JVM's, wasm's heaps): not counted; what mprotect commits
 	 * in it later is not seen. */
-	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) || t->fast == NULL ||
-	    !agent_active() ||
-	    prot == PROT_NONE || (flags & MAP_NORESERVE) ||
-	    !programs((uintptr_t)__builtin_return_address(0)))
+	if (p == MAP_FAILED || !(flags & MAP_ANONYMOUS) ||
+	    prot == PROT_NONE || (flags & MAP_NORESERVE) || t->guard ||
+	    t->forking || !ready(t) || !programs((uintptr_t)__builtin_return_address(0)))
 		return p;
 	uint64_t n = page_up(len);
+	/* Before the segment, or a thread's first call: it waits (pend). */
+	if (unlikely(t->fast == NULL || !agent_active())) {
+		pend_mapping(t, p, n);
+		return p;
+	}
 	if (unlikely((t->countdown -= (int64_t)n) < 0))
 		sample_mapping(t, p, n);
 	return p;
@@ -246,23 +497,22 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
  * each keeps what is outside it, its estimate in proportion. */
 static void cut(struct agent_tls *t, uint64_t lo, uint64_t hi)
 {
-	uint64_t reset = table_reset_count();
+	uint64_t reset = reset_now();
 	for (uint32_t i = 0; i < nmaps;) {
 		struct mapping *m = &maps[i];
 		if (m->end <= lo || m->start >= hi) {
 			i++;
 			continue;
 		}
-		if (m->reset != reset) {   /* counted before a reset: forgotten */
+		if (!pending(m) && m->reset != reset) {   /* counted before a reset: forgotten */
 			drop(i);
 			continue;
 		}
-		struct ym_counts *own = table_own_counts(&t->plane, m->e.stack);
 		uint64_t left = lo > m->start ? lo - m->start : 0;
 		uint64_t right = hi < m->end ? m->end - hi : 0;
 		uint64_t len = m->end - m->start;
 		if (!left && !right) {
-			table_count_free(&m->e, agent_now_ns(), own);
+			count_free(t, &m->e);
 			drop(i);
 			continue;
 		}
@@ -271,7 +521,7 @@ static void cut(struct agent_tls *t, uint64_t lo, uint64_t hi)
 		if (left && right && nmaps < maps_cap) {
 			/* A hole: the right part becomes a mapping of its own
 			 * (the object stays with the left one). */
-			table_count_resize(&m->e, wl + wr, m->e.weight_fx, own);
+			count_resize(t, &m->e, wl + wr, m->e.weight_fx);
 			struct mapping *r = &maps[nmaps];
 			*r = *m;
 			r->start = hi;
@@ -287,11 +537,11 @@ static void cut(struct agent_tls *t, uint64_t lo, uint64_t hi)
 			 * covers it), counted as lost. */
 			if (right)
 				sampling_lost(0);
-			table_count_resize(&m->e, wl, m->e.weight_fx, own);
+			count_resize(t, &m->e, wl, m->e.weight_fx);
 			m->end = lo;
 			m->e.weight_bytes = wl;
 		} else {
-			table_count_resize(&m->e, wr, m->e.weight_fx, own);
+			count_resize(t, &m->e, wr, m->e.weight_fx);
 			m->start = hi;
 			m->e.addr = hi;
 			m->e.weight_bytes = wr;
@@ -348,24 +598,24 @@ static void remapped(struct agent_tls *t, uint64_t old, uint64_t old_len,
 		sampling_lost(1);
 		goto out;
 	}
-	uint64_t reset = table_reset_count(), hi = old + old_len;
+	uint64_t reset = reset_now(), hi = old + old_len;
 	int keep = (flags & MREMAP_DONTUNMAP) != 0;
 	/* The whole mapping moved: its own entry goes along. */
 	for (uint32_t i = 0; !keep && i < nmaps; i++) {
 		struct mapping *m = &maps[i];
-		if (m->start != old || m->end != hi || m->reset != reset)
+		if (m->start != old || m->end != hi ||
+		    (!pending(m) && m->reset != reset))
 			continue;
 		struct mapping mv = *m;
 		drop(i);
 		cut(t, q, q + new_len);   /* what MREMAP_FIXED replaced */
 		uint64_t w = (uint64_t)((double)mv.e.weight_bytes * new_len / old_len);
-		struct ym_counts *own = table_own_counts(&t->plane, mv.e.stack);
-		table_count_resize(&mv.e, w, mv.e.weight_fx, own);
+		count_resize(t, &mv.e, w, mv.e.weight_fx);
 		mv.e.addr = q;
 		mv.e.size = new_len;
 		mv.e.weight_bytes = w;
 		if (!maps_add(q, q + new_len, &mv.e)) {
-			table_count_free(&mv.e, agent_now_ns(), own);
+			count_free(t, &mv.e);
 			sampling_lost(0);
 		}
 		goto done;
@@ -377,7 +627,8 @@ static void remapped(struct agent_tls *t, uint64_t old, uint64_t old_len,
 	int found = 0;
 	for (uint32_t i = 0; i < nmaps; i++) {
 		struct mapping *m = &maps[i];
-		if (m->end <= old || m->start >= hi || m->reset != reset)
+		if (m->end <= old || m->start >= hi ||
+		    (!pending(m) && m->reset != reset))
 			continue;
 		uint64_t lo_ = m->start > old ? m->start : old;
 		uint64_t hi_ = m->end < hi ? m->end : hi;
@@ -399,7 +650,7 @@ static void remapped(struct agent_tls *t, uint64_t old, uint64_t old_len,
 		else
 			e.weight_fx = 0;   /* a part: the object stays behind */
 		if (maps_add(q, q + new_len, &e))
-			table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
+			count_alloc(t, &e);
 		else
 			sampling_lost(0);
 	}

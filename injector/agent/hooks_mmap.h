@@ -26,6 +26,14 @@
  * sampled is not seen.  The table holds agent_cfg.max_live entries (at
  * most 65536); a sample that finds no room, or a split part of one, is
  * counted as dropped (header drop_live, YM_FLAG_OVERFLOWED).
+ *
+ * Mappings made before the segment exists (before the agent's first
+ * call, or before its first sample) or by a thread that made no
+ * malloc-family call yet are kept too: sampled with the same
+ * probability, their stacks captured at the call, they join the tables
+ * when the segment is made, and a sampled one makes the segment at the
+ * next allocation call (seg.h).  At most 32 wait at once; more are
+ * counted as dropped.
  */
 #ifndef YMTOP_AGENT_HOOKS_MMAP_H
 #define YMTOP_AGENT_HOOKS_MMAP_H
@@ -44,6 +52,14 @@ void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, ...) AGE
  * forwards to: 1 or 0, -1 not known yet (before the malloc family is
  * resolved). */
 int   hooks_in_allocator(uintptr_t a) AGENT_HIDDEN;
+
+/* The agent is configured (seg_prepare): the mappings made before are
+ * drawn; 1 when a sample of them waits for the segment.  Guard held. */
+int   mmap_pending_settle(void) AGENT_HIDDEN;
+/* The segment is active (seg_start): the waiting samples join its
+ * tables.  Guard held. */
+struct agent_tls;
+void  mmap_pending_replay(struct agent_tls *t) AGENT_HIDDEN;
 
 /* After fork: the child's table starts empty (its segment is new). */
 void  mmap_fork_child(void) AGENT_HIDDEN;

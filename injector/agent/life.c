@@ -10,6 +10,7 @@
  *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
  *   hooks_jemalloc.c  jemalloc's API (mallocx...) and C++'s operators
  *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
+ *   hooks_exec.c      the exec family: the segment's name around an exec
  *   life.c      constructor, thread entry, fork, destructor
  *   config.c    YM_* environment, read once
  *   next.c      the next definitions (dlsym), glibc's usable size
@@ -98,8 +99,9 @@ void agent_enter(struct agent_tls *t)
 		fork_child();
 	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
 		seg_prepare();
-	/* Another thread has the pre-slot: the segment now (seg.h). */
-	if (threads_enter(t) && seg_start(1))
+	/* Another thread has the pre-slot, or a mapping's sample waits:
+	 * the segment now (seg.h). */
+	if ((threads_enter(t) || unlikely(seg_wanted())) && seg_start(1))
 		threads_enter(t);
 	errno = saved;
 }

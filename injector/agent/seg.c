@@ -15,12 +15,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backing.h"
 #include "config.h"
 #include "giant.h"
 #include "heapstats.h"
+#include "hooks_mmap.h"
 #include "life.h"
 #include "live.h"
 #include "loader.h"
@@ -226,7 +228,11 @@ full:
  * provably gone: no process has its pid, or the one that has it started
  * at another time (a reused pid).  Ours only, or any when we are root (a
  * daemon's workers drop privileges); bounded, and never a segment kept on
- * purpose (YM_KEEP_SEGMENT marks it KEPT).  getdents64 into a buffer on
+ * purpose (YM_KEEP_SEGMENT marks it KEPT).  One whose process was killed
+ * (not marked EXITED: an OOM kill's) is the only record of what it held:
+ * kept for ymtop, which writes its report and removes it (man/ymtop.1),
+ * while /dev/shm is at least half free; removed when it is fuller (a
+ * container's /dev/shm is small: 64 MiB under Kubernetes).  getdents64 into a buffer on
  * the stack, not opendir: opendir's 32 KiB buffer was often the process's
  * first malloc (heap set-up, getrandom, brk, pages touched) in programs
  * that never allocate, at every start. */
@@ -237,6 +243,8 @@ static void collect_stale(void)
 		return;
 	uid_t me = geteuid();
 	int removed = 0;
+	struct statvfs vfs;
+	int roomy = fstatvfs(dfd, &vfs) == 0 && vfs.f_bavail >= vfs.f_blocks / 2;
 	_Alignas(8) char buf[2048];
 	ssize_t got;
 	while (removed < 64 && (got = getdents64(dfd, buf, sizeof buf)) > 0) {
@@ -270,6 +278,8 @@ static void collect_stale(void)
 				continue;   /* its writer may be alive */
 			if (h.flags & YM_FLAG_KEPT)
 				continue;   /* left for a post-mortem look */
+			if (!(h.flags & YM_FLAG_EXITED) && roomy)
+				continue;   /* killed: its report is ymtop's to keep */
 			char name[48];
 			shm_name(name, sizeof name, pid, ns);
 			if (shm_unlink(name) == 0)
@@ -286,6 +296,8 @@ static void collect_stale(void)
  * unlink it at its _exit, and the parent would write into a segment
  * nobody can find). */
 static pid_t owner_pid;
+/* 1 in a fork child (seg_fork_child): its agent was not injected into it. */
+static int forked;
 
 static void seg_exit_status_init(void);
 
@@ -299,6 +311,11 @@ void seg_note_owner(void)
 static int in_vfork_child(void)
 {
 	return owner_pid && getpid() != owner_pid;
+}
+
+int seg_in_vfork_child(void)
+{
+	return in_vfork_child();
 }
 
 void seg_prepare(void)
@@ -323,11 +340,30 @@ void seg_prepare(void)
 	giant_arm();
 	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&agent_seg_state, SEG_PRE, __ATOMIC_RELEASE);
-	/* Made at once: injected (ymtop -p waits for it), exact mode (every
-	 * call is a sample), kept for a report after exit, or asked for. */
-	if (agent_injected || agent_exact() || agent_cfg.keep_segment ||
-	    agent_cfg.early_segment)
+	/* Made at once: injected into this process (ymtop -p waits for it;
+	 * not in its fork children, which are mostly a shell's commands
+	 * about to exec: made when first needed, as preloaded), exact mode
+	 * (every call is a sample), kept for a report after exit, asked for,
+	 * or a sample of a mapping made before this first call waits. */
+	if ((agent_injected && !forked) || agent_exact() ||
+	    agent_cfg.keep_segment || agent_cfg.early_segment ||
+	    mmap_pending_settle())
 		seg_start(1);
+}
+
+/* A sample waits for the segment (seg_want): atomic. */
+static int wanted;
+
+void seg_want(void)
+{
+	__atomic_store_n(&wanted, 1, __ATOMIC_RELAXED);
+	heapstats_pre_wake();
+}
+
+int seg_wanted(void)
+{
+	return __atomic_load_n(&wanted, __ATOMIC_RELAXED) &&
+	       __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_PRE;
 }
 
 int seg_start(int calls_out)
@@ -357,7 +393,10 @@ int seg_start(int calls_out)
 	}
 	threads_publish_pre(&agent_tls);
 	heapstats_arm(agent_giant_limit);
+	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
+	/* Mappings made before (hooks_mmap.h). */
+	mmap_pending_replay(&agent_tls);
 	/* Stale segments are collected at the first sample (seg_sampled):
 	 * a short process that never samples (a shell's /bin/true) pays
 	 * none of those system calls. */
@@ -365,7 +404,7 @@ int seg_start(int calls_out)
 	 * allocator's statistics only; the first report shows it at once.
 	 * The injector borrowed a thread outside the allocator (heapstats.h).
 	 * A preloaded process has nothing yet: its readers ask. */
-	if (agent_injected)
+	if (agent_injected && !forked)
 		heapstats_poll(1);
 	return 1;
 passive:
@@ -387,6 +426,8 @@ void seg_sampled(void)
 void seg_fork_child(int follow)
 {
 	owner_pid = getpid();
+	forked = 1;
+	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
@@ -443,6 +484,55 @@ void agent_exiting(void)
 void agent_exiting_in_exit(void)
 {
 	exiting(1);
+}
+
+/* exec (hooks_exec.h): the name goes before the call, so that an image
+ * without the agent leaves nothing behind (the kernel unmaps the segment;
+ * a reader holding it sees its writer gone: the process no longer maps
+ * it).  Only the segment's process (not a vfork child), and not a kept
+ * one.  The name's file must be ours: its header our pid and start. */
+int seg_exec_begin(void)
+{
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_ACTIVE ||
+	    agent_cfg.keep_segment || self_pid != getpid())
+		return -1;
+	struct agent_tls *t = &agent_tls;
+	int saved = errno;
+	agent_guard_enter(t);
+	char name[48];
+	shm_name(name, sizeof name, self_pid, pidns);
+	int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	struct ym_header h;
+	if (fd >= 0 &&
+	    (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+	     h.magic != YM_MAGIC || h.pid != (uint32_t)self_pid ||
+	     h.start_real_ns != hdr->start_real_ns || shm_unlink(name) != 0)) {
+		close(fd);
+		fd = -1;
+	}
+	agent_guard_leave(t);
+	errno = saved;
+	return fd;
+}
+
+/* The exec returned: it failed, and the process goes on with its segment,
+ * which gets its name back (shm_relink).  If that fails too the agent
+ * writes on into a segment nobody can find (ymtop -p says the process has
+ * no segment), and says so once. */
+void seg_exec_failed(int fd)
+{
+	if (fd < 0)
+		return;
+	struct agent_tls *t = &agent_tls;
+	int saved = errno;
+	agent_guard_enter(t);
+	int rc = shm_relink(self_pid, pidns, seg_base, seg_size, fd);
+	close(fd);
+	if (rc < 0)
+		agent_warn("cannot name the segment again after a failed exec (",
+			   agent_errno_text(-rc), "); ymtop cannot find it");
+	agent_guard_leave(t);
+	errno = saved;
 }
 
 /* glibc's on_exit() handler (seg_exit_status_init): the status the

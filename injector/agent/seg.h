@@ -3,8 +3,10 @@
  * child after fork) when first needed, retired at exit, handed to a new
  * owner at setuid.  The first slow path configures the agent and counts
  * from then on (SEG_PRE: threads.h's pre-slot); the segment is made at
- * the first sample, the first giant request, a second thread's first
- * call, or ymagent_start (ymtop -p), and at once when injected, in exact
+ * the first sample (of an allocation, or of a mapping: at the next
+ * allocation call), the first giant request, a second thread's first
+ * call, or ymagent_start (ymtop -p), and at once when injected (not in
+ * its fork children), in exact
  * mode or with YM_KEEP_SEGMENT: a short process that samples nothing
  * (a shell's) never pays for it.  seg.c writes the header's fields fixed at
  * creation (magic last), and exit_mono_ns, EXITED, KEPT and uid; each
@@ -46,6 +48,14 @@ void seg_prepare(void) AGENT_HIDDEN;
  * stderr).  calls_out 0 (the mmap path, whose caller may hold any lock):
  * not from there.  1 when the segment is active.  Guard held. */
 int seg_start(int calls_out) AGENT_HIDDEN;
+/* A sample waits for the segment (a mapping made before it,
+ * hooks_mmap.h): the next allocation call makes it (seg_wanted, from
+ * agent_enter), where it may call out.  From any context. */
+void seg_want(void) AGENT_HIDDEN;
+/* SEG_PRE and seg_want was called. */
+int seg_wanted(void) AGENT_HIDDEN;
+/* A vfork child runs in our memory (a system call: not on fast paths). */
+int seg_in_vfork_child(void) AGENT_HIDDEN;
 /* The constructor: this process owns the agent's state (a vfork child,
  * which shares it, does not: seg_prepare passes it through), and the
  * handler that records exit()'s status is registered (on_exit: never
@@ -70,6 +80,11 @@ void agent_exiting(void) AGENT_HIDDEN;
 /* The same from the agent's destructor, run by exit(): YM_FLAG_EXITED may
  * be left to the on_exit handler, which publishes it after the status. */
 void agent_exiting_in_exit(void) AGENT_HIDDEN;
+/* An exec is about to replace the process's image: the segment's name
+ * is removed; returns what seg_exec_failed needs (-1: nothing was done).
+ * When the exec returns (it failed), seg_exec_failed names it again. */
+int  seg_exec_begin(void) AGENT_HIDDEN;
+void seg_exec_failed(int token) AGENT_HIDDEN;
 /* The process is about to take the effective uid `euid`. */
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 

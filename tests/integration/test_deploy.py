@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target,
+from ymlib import (AGENT, BUILD, MiB, WORKLOAD, YMTOP, Target, rerun_isolated,
                    functions, readable, run_tests, site, within, ymtop, seg_path)
 
 NOBODY = 65534
@@ -141,6 +141,11 @@ SAMPLING = {"YM_SAMPLE_RATE": "4096"}
 
 
 def test_next_agent_removes_segments_of_killed_processes():
+    """A killed process's segment, the record of what it held, is left
+    for ymtop (which keeps its report) while /dev/shm is at least half
+    free; the next sampling agent removes it when /dev/shm is fuller."""
+    if rerun_isolated(__file__, "test_next_agent_removes_segments_of_killed_processes"):
+        return
     t = Target([WORKLOAD])
     path = seg_path(t.pid)
     t.kill()
@@ -148,11 +153,24 @@ def test_next_agent_removes_segments_of_killed_processes():
     # An agent that never samples collects nothing.
     Target([WORKLOAD], env={"YM_SAMPLE_RATE": "1024g"}).finish()
     assert os.path.exists(path), "collected by an agent that took no sample"
-    u = Target([WORKLOAD] + SAMPLES, env=SAMPLING)
+    Target([WORKLOAD] + SAMPLES, env=SAMPLING).finish()
+    assert os.path.exists(path), "a killed process's record removed with room left"
+    if os.environ.get("YM_PRIVATE_SHM") != "1":
+        return   # not root: /dev/shm is everyone's, not ours to fill
+    # A container's /dev/shm (Kubernetes: 64 MiB), more than half used.
+    subprocess.run(["mount", "-o", "remount,size=64m", "/dev/shm"], check=True)
+    st = os.statvfs("/dev/shm")
+    filler = "/dev/shm/filler"
+    with open(filler, "wb") as f:
+        f.write(b"x" * (st.f_bavail * st.f_frsize // 2 + (1 << 20)))
     try:
-        assert not os.path.exists(path), "stale segment left"
+        u = Target([WORKLOAD] + SAMPLES, env=SAMPLING)
+        try:
+            assert not os.path.exists(path), "stale segment left in a full /dev/shm"
+        finally:
+            u.finish()
     finally:
-        u.finish()
+        os.unlink(filler)
 
 
 OFF_FLAGS = 728
@@ -183,14 +201,33 @@ def test_next_agent_keeps_kept_segments_and_removes_unremoved_ones():
 
 # ---- exec ----
 
-def test_exec_without_the_agent_is_not_shown_as_live():
-    """LD_PRELOAD=agent env -u LD_PRELOAD app: the segment env made is not
-    app's.  ymtop never lists it; -p says it is stale, removes it and
-    injects into app, whose data it then shows."""
+def test_exec_without_the_agent_leaves_no_segment():
+    """LD_PRELOAD=agent env -u LD_PRELOAD app: env's agent removes its
+    segment's name before the exec; ymtop -p injects into app."""
     p = subprocess.Popen(
         ["env", "-u", "LD_PRELOAD", WORKLOAD, "big"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, LD_PRELOAD=AGENT, YM_EARLY_SEGMENT="1"))
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert not os.path.exists(seg_path(p.pid)), "env's segment stayed"
+        r = ymtop("-b", "-n", "1", "-f", "json", "-p", p.pid)
+        assert "stale" not in r.stderr, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["exe"] == WORKLOAD and rep["attached"] is True, rep["exe"]
+    finally:
+        p.communicate("\n", timeout=30)
+
+
+def test_exec_without_the_agent_is_not_shown_as_live():
+    """The same with YM_KEEP_SEGMENT=1, whose segment an exec leaves: the
+    segment env made is not app's.  ymtop never lists it; -p says it is
+    stale, removes it and injects into app, whose data it then shows."""
+    p = subprocess.Popen(
+        ["env", "-u", "LD_PRELOAD", WORKLOAD, "big"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, LD_PRELOAD=AGENT, YM_EARLY_SEGMENT="1",
+                 YM_KEEP_SEGMENT="1"))
     try:
         assert p.stdout.readline().strip() == "ready"
         seg = seg_path(p.pid)

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from ymlib import (AGENT, BUILD, Plain, Skip, Target, attach, functions,
-                   report, run_tests, site_total, ymtop)
+                   report, run_tests, seg_path, site_total, ymtop)
 
 PROG = os.path.join(BUILD, "progs", "mapper")
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
@@ -27,6 +27,57 @@ def command(t, line):
     t.p.stdin.write(line + "\n")
     t.p.stdin.flush()
     t.wait_for("ready")
+
+
+class Lazy(Target):
+    """The agent's default: the segment when first needed (seg.h), not at
+    the first call; nothing to wait for."""
+
+    def __init__(self, argv, env=None):
+        super().__init__(argv, env=env, early=False)
+
+    def wait_segment(self, timeout=10):
+        pass
+
+
+def test_mappings_made_before_the_segment_are_tracked():
+    """A program whose first memory is its own mapping: made before the
+    agent's first call (and partly unmapped then), or after it but before
+    any sample.  Each is counted at its stack once the segment exists, and
+    its sample makes the segment at the next allocation call."""
+    t = Lazy([PROG, "first"], env=ENV)
+    try:
+        assert os.path.exists(seg_path(t.pid)), "no segment after stdio's call"
+        st = site(report(t.pid), "map_site")
+        assert len(st) == 1 and st[0]["kind"] == "mmap", st
+        assert abs(st[0]["retained_bytes"] - 16 * MiB) < 0.01 * MiB, st[0]
+    finally:
+        t.finish()
+    t = Lazy([PROG], env=ENV)
+    try:
+        command(t, "map")
+        assert not os.path.exists(seg_path(t.pid))
+        command(t, "alloc")
+        assert os.path.exists(seg_path(t.pid)), "the sample made no segment"
+        rep = report(t.pid)
+        st = site(rep, "map_site")
+        assert len(st) == 1, [functions(s)[:3] for s in rep["stacks"]]
+        assert abs(st[0]["retained_bytes"] - 64 * MiB) < 0.01 * MiB, st[0]
+        assert abs(rep["totals"]["mmap_retained_bytes"] - 64 * MiB) < 0.01 * MiB
+        command(t, "unmap")
+        s = site(report(t.pid), "map_site")[0]
+        assert abs(s["retained_bytes"] - 16 * MiB) < 0.01 * MiB, s
+    finally:
+        t.finish()
+    # A mapping not sampled (64 MiB at a mean gap of 1 TiB: p = 6e-5)
+    # asks for no segment: a process that samples nothing makes none.
+    t = Lazy([PROG], env={"YM_SAMPLE_RATE": str(1 << 40), "YM_SEED": "1"})
+    try:
+        command(t, "map")
+        command(t, "alloc")
+        assert not os.path.exists(seg_path(t.pid)), "a segment for no sample"
+    finally:
+        t.finish()
 
 
 def test_map_unmap_remap():

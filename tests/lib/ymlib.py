@@ -17,6 +17,15 @@ WORKLOAD = os.path.join(BUILD, "progs", "workload")
 
 MiB = 1024 * 1024
 
+# ymtop writes the final reports of gone processes' segments it sweeps
+# into $XDG_STATE_HOME/ymtop (man/ymtop.1): a directory of this run's,
+# not the user's.
+if "YM_TEST_STATE" not in os.environ:
+    import atexit
+    os.environ["YM_TEST_STATE"] = tempfile.mkdtemp(prefix="ymtop-state-")
+    os.environ["XDG_STATE_HOME"] = os.environ["YM_TEST_STATE"]
+    atexit.register(shutil.rmtree, os.environ["YM_TEST_STATE"], True)
+
 
 def _own_pidns():
     try:

@@ -23,6 +23,11 @@
  *   subunmap unmap both halves
  *   dontunmap dont_site maps 32 MiB, mremap MREMAP_DONTUNMAP copies it
  *   dontfree unmap both
+ *   alloc    malloc and free 64 bytes
+ *
+ * With the argument "first", map_site runs and the last 48 MiB of its
+ * mapping are unmapped before anything else, the first allocation call
+ * (stdio's) included.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,14 +115,22 @@ static NOINLINE void sub_site(void) { sub = anon(64 * MiB); }
 static NOINLINE void place_site(void) { moved = anon(32 * MiB); }
 static NOINLINE void dont_site(void) { dont = anon(32 * MiB); }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char line[64];
+	if (argc > 1 && !strcmp(argv[1], "first")) {
+		map_site();
+		munmap(region + 16 * MiB, 48 * MiB);
+		region_len = 16 * MiB;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready\n");
 	while (fgets(line, sizeof line, stdin)) {
 		if (!strncmp(line, "map", 3)) {
 			map_site();
+		} else if (!strncmp(line, "alloc", 5)) {
+			void *volatile q = malloc(64);
+			free(q);
 		} else if (!strncmp(line, "badunmap", 8)) {
 			if (munmap(region + 1, 4 * MiB) == 0)
 				printf("unmapped\n");

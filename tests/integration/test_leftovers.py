@@ -1,0 +1,159 @@
+"""Segments left behind (man/ymagent.7): the commands of a shell that
+ymtop -p injected, and processes that exec a program without the agent,
+leave no segment in /dev/shm.  Each test counts the segments of a /dev/shm
+of its own (rerun_isolated: other agents run beside the tests)."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from ymlib import (AGENT, BUILD, MiB, Plain, Skip, Target, attach, functions,
+                   rerun_isolated, report, run_tests, seg_path)
+
+EXECER = os.path.join(BUILD, "progs", "execer")
+WORKLOAD = os.path.join(BUILD, "progs", "workload")
+
+# Commands as a shell runs them: fork and exec (ls, cat, true), a
+# command substitution, a pipeline, a subshell; and children that sample
+# before they exec (a 4 MB string: a sample at the default rate in all
+# but e^-8 of runs).
+COMMANDS = ("ls / >/dev/null; x=$(date); /bin/true; echo hi | cat >/dev/null; "
+            "(echo sub) >/dev/null\n") * 20 + \
+           ("(s=$(head -c 4000000 /dev/zero | tr '\\0' a); exec /bin/true)\n") * 3
+
+
+def segments():
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("ymtop-"))
+
+
+def test_commands_of_an_injected_shell_leave_no_segment():
+    if rerun_isolated(__file__, "test_commands_of_an_injected_shell_leave_no_segment"):
+        return
+    bash = shutil.which("bash")
+    if not bash:
+        raise Skip("no bash")
+    assert not segments() or os.environ.get("YM_PRIVATE_SHM") != "1"
+    before = set(segments())
+    t = Plain([bash, "--norc", "--noprofile", "-i"], ready=False)
+    try:
+        attach(t.pid)
+        own = os.path.basename(seg_path(t.pid))
+        t.p.stdin.write(COMMANDS + "echo done-$((6*7))\n")
+        t.p.stdin.flush()
+        t.wait_for("done-42")
+        left = sorted(set(segments()) - before)
+        assert left == [own], "left behind: %s (the shell's is %s)" % (left, own)
+        t.p.stdin.write("exit\n")
+        t.p.stdin.flush()
+        t.p.wait(timeout=30)
+        left = sorted(set(segments()) - before)
+        assert left == [], "left behind after the shell exited: %s" % left
+    finally:
+        t.kill()
+
+
+def test_exec_removes_the_name_and_a_failed_exec_keeps_the_segment():
+    """A failed exec (execvp's search, execl) leaves the process with its
+    segment under its name, still written; one that succeeds into a
+    program without the agent leaves nothing."""
+    t = Target([EXECER], env={"YM_SAMPLE_RATE": "65536"})
+    path = seg_path(t.pid)
+    try:
+        for cmd in ("bad", "badl"):
+            t.p.stdin.write(cmd + "\n")
+            t.p.stdin.flush()
+            t.wait_for("failed")
+            assert os.path.exists(path), "a failed exec took the segment"
+        t.p.stdin.write("alloc\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+        held = sum(s["retained_bytes"] for s in rep["stacks"]
+                   if "hold_site" in functions(s))
+        assert abs(held - 8 * MiB) < 0.5 * MiB, held
+        t.p.stdin.write("exec\n")
+        t.p.stdin.flush()
+        exe = ""
+        for _ in range(1000):
+            exe = os.readlink("/proc/%d/exe" % t.pid)
+            if exe.endswith("/sleep"):
+                break
+            time.sleep(0.01)
+        assert exe.endswith("/sleep"), exe
+        assert not os.path.exists(path), "an exec'd process left its segment"
+    finally:
+        t.kill()
+
+
+def test_a_killed_process_leaves_a_report_not_a_segment():
+    """A SIGKILLed process (an OOM kill) cannot remove its segment, the
+    only record of what it held.  ymtop never shows it as live; when it
+    looks for agents it writes the segment's final report into the state
+    directory, removes the segment and says both in one line."""
+    if rerun_isolated(__file__, "test_a_killed_process_leaves_a_report_not_a_segment",
+                      pid_ns=True):
+        return
+    t = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
+    seg = seg_path(t.pid)
+    t.kill()
+    assert os.path.exists(seg), "the killed process's segment is gone"
+    with tempfile.TemporaryDirectory() as state:
+        env = dict(os.environ, XDG_STATE_HOME=state)
+        r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 1 and "no running process" in r.stderr, r.stderr
+        lines = [l for l in r.stderr.splitlines() if "removed its segment" in l]
+        assert len(lines) == 1 and "process %d " % t.pid in lines[0], r.stderr
+        assert "without exiting" in lines[0], lines[0]
+        assert not os.path.exists(seg)
+        files = os.listdir(os.path.join(state, "ymtop"))
+        assert len(files) == 1 and files[0].endswith("-%d-" % t.pid +
+                                                     files[0].split("-")[-1]), files
+        path = os.path.join(state, "ymtop", files[0])
+        assert path in lines[0], lines[0]
+        text = open(path).read()
+        assert "hold_big" in text, text[:2000]
+
+
+def test_a_gone_container_leaves_a_report_not_a_segment():
+    """A container sharing our /dev/shm (no /dev/shm of its own) is killed
+    with its agent process: no process is in its pid namespace any more,
+    so a root ymtop keeps the segment's report and removes it."""
+    if rerun_isolated(__file__, "test_a_gone_container_leaves_a_report_not_a_segment",
+                      pid_ns=True):
+        return
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("needs root and unshare")
+    c = subprocess.Popen(
+        ["unshare", "--pid", "--mount", "--fork", "--propagation", "private",
+         "sh", "-c", 'mount -t proc proc /proc; exec env LD_PRELOAD="$0" '
+         'YM_EARLY_SEGMENT=1 YM_SAMPLE_RATE=65536 "$1" big', AGENT, WORKLOAD],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    assert c.stdout.readline().strip() == "ready", c.stderr.read()
+    names = [n for n in segments() if "." in n]
+    assert len(names) == 1, segments()
+    inner = subprocess.run(["pgrep", "-P", str(c.pid)], capture_output=True,
+                           text=True).stdout.split()
+    assert len(inner) == 1, inner
+    os.kill(int(inner[0]), 9)     # its pid 1: the namespace goes with it
+    c.wait()
+    with tempfile.TemporaryDirectory() as state:
+        env = dict(os.environ, XDG_STATE_HOME=state)
+        for _ in range(500):      # the namespace's pid 1 dies after unshare
+            r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1"],
+                               capture_output=True, text=True, env=env, timeout=60)
+            if "removed its segment" in r.stderr:
+                break
+            time.sleep(0.02)
+        lines = [l for l in r.stderr.splitlines() if "removed its segment" in l]
+        assert len(lines) == 1 and "pid namespace" in lines[0], r.stderr
+        assert names[0] not in segments()
+        files = os.listdir(os.path.join(state, "ymtop"))
+        text = open(os.path.join(state, "ymtop", files[0])).read()
+        assert "hold_big" in text, text[:2000]
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))
