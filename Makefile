@@ -68,7 +68,7 @@ CHECK_PKGS += prometheus prometheus-node-exporter
 # python3 after ymtop -p (tests/integration/test_takeover.py).
 CHECK_PKGS += libxml2
 
-.PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit \
+.PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit progs \
         stress fuzz-smoke soak analyze
 
 all: $(B)/ymtop $(B)/libymagent.so
@@ -313,6 +313,8 @@ $(B)/unit/libuw_swap_a.so $(B)/unit/libuw_swap_b.so: $(B)/unit/libuw_swap_%.so: 
 	  -o $@ $<
 
 unit: $(UNIT_BIN)
+
+progs: $(PROGS)
 
 # ThreadSanitizer: the agent's tables with concurrent writer threads and a
 # concurrent segment reader (tests/tsan; the agent itself cannot run under
