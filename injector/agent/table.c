@@ -262,26 +262,42 @@ struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack)
 
 /* ---- Peaks (segment.h, v6): on the sampled paths only ---- */
 
-/* Raise *peak to v (monotonic between resets), and say when. */
-static void raise_peak(uint64_t *peak, uint64_t *when, uint64_t v)
+/* Raise *peak to v (monotonic between resets), and say when: 1 when
+ * this call raised it. */
+static int raise_peak(uint64_t *peak, uint64_t *when, uint64_t v)
 {
 	uint64_t cur = __atomic_load_n(peak, __ATOMIC_RELAXED);
 	while (v > cur)
 		if (__atomic_compare_exchange_n(peak, &cur, v, 1, __ATOMIC_RELAXED,
 						__ATOMIC_RELAXED)) {
 			__atomic_store_n(when, agent_now_ns(), __ATOMIC_RELAXED);
-			return;
+			return 1;
 		}
+	return 0;
 }
 
-/* The stack's retained estimate now: its record's counters and its
- * entries in the planes of the current reset (as a reader sums them),
- * reading only the backed part of another thread's plane. */
-static int64_t stack_retained(uint32_t stack)
+/* Live samples behind counters c, capped for ym_stack_ext.peak_samples. */
+static uint64_t live_samples(const struct ym_counts *c)
+{
+	return __atomic_load_n(&c->alloc_samples, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&c->free_samples, __ATOMIC_RELAXED);
+}
+
+static uint32_t sample_cap(int64_t n)
+{
+	return n <= 0 ? 0 : n >= (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* The stack's retained estimate now and its live samples (*n): its
+ * record's counters and its entries in the planes of the current reset
+ * (as a reader sums them), reading only the backed part of another
+ * thread's plane. */
+static int64_t stack_retained(uint32_t stack, int64_t *n)
 {
 	struct ym_counts *c = ym_stack_counts(stack_at(stack));
 	uint64_t a = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
 	uint64_t f = __atomic_load_n(&c->free_bytes, __ATOMIC_RELAXED);
+	uint64_t k = live_samples(c);
 	uint64_t r = __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
 	uint64_t used = __atomic_load_n(&hdr->planes_used, __ATOMIC_ACQUIRE);
 	for (uint32_t p = 0; p < used && p < YM_PLANES; p++) {
@@ -291,7 +307,9 @@ static int64_t stack_retained(uint32_t stack)
 		struct ym_counts *q = table_plane_entry(p, stack);
 		a += __atomic_load_n(&q->alloc_bytes, __ATOMIC_RELAXED);
 		f += __atomic_load_n(&q->free_bytes, __ATOMIC_RELAXED);
+		k += live_samples(q);
 	}
+	*n = (int64_t)k;
 	return (int64_t)(a - f);
 }
 
@@ -299,13 +317,17 @@ static int64_t stack_retained(uint32_t stack)
  * sample weighs more than a step, so every sample does it; at small rates
  * and in exact mode (every allocation a sample) threads would otherwise
  * contend on the header's estimate and read each other's plane entries on
- * every allocation (exact mode with 2 threads: +45% before this).  So:
+ * every allocation (exact mode with 2 threads: +45%).  So:
  *   - a thread adds its moves of the process's estimate to the header
  *     once they reach a step (TLS, forgotten at a reset): the estimate
  *     and its peak lag the truth by less than a step a thread;
- *   - a stack's peak is raised when the thread's own count of bytes
- *     allocated there (its plane entry, or the record) crosses a multiple
- *     of a step: it lags by less than a step a thread. */
+ *   - a stack's peak is raised on every sample while only one thread
+ *     ever counted (planes_used 0: the record is the whole estimate, so
+ *     the peak is exact), and otherwise on every sample while the
+ *     thread's own count of bytes allocated there (its plane entry, or
+ *     the record) is within its first step, then when it crosses a
+ *     multiple of a step: small stacks are exact, others lag by less than
+ *     a step a thread. */
 #define PEAK_STEP (64u << 10)
 
 /* A thread's pending move v of the process's estimate, this sample's d
@@ -329,19 +351,27 @@ static __attribute__((noinline)) void process_flush(int mmap, int64_t v, int64_t
 			   (uint64_t)now);
 }
 
-/* The stack's own count crossed a step: raise its peak. */
+/* Raise the stack's peak to `bytes` carried by n live samples. */
+static void stack_peak_to(struct ym_stack_ext *x, int64_t bytes, int64_t n)
+{
+	if (bytes > 0 && raise_peak(&x->peak_bytes, &x->peak_mono_ns, (uint64_t)bytes))
+		__atomic_store_n(&x->peak_samples, sample_cap(n), __ATOMIC_RELAXED);
+}
+
+/* Raise the stack's peak to its estimate summed over the planes. */
 static __attribute__((noinline)) void stack_peak(uint32_t stack,
 						 struct ym_stack_ext *x)
 {
-	int64_t mine = stack_retained(stack);
-	if (mine > 0)
-		raise_peak(&x->peak_bytes, &x->peak_mono_ns, (uint64_t)mine);
+	int64_t n;
+	int64_t mine = stack_retained(stack, &n);
+	stack_peak_to(x, mine, n);
 }
 
 /* The stack's retained estimate moved by d; c is the thread's counters
  * for it (plane entry or record), already moved.  Inline: on every
  * sample (in exact mode every allocation and free), a TLS add and two
- * compares unless a step is reached. */
+ * compares unless a step is reached, and while no plane is in use three
+ * loads and a compare more. */
 static inline void retained_moved(uint32_t stack, int64_t d,
 				  const struct ym_counts *c)
 {
@@ -355,7 +385,17 @@ static inline void retained_moved(uint32_t stack, int64_t d,
 	if (d <= 0)
 		return;
 	uint64_t after = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
-	if (unlikely(after / PEAK_STEP != (after - (uint64_t)d) / PEAK_STEP))
+	if (__atomic_load_n(&hdr->planes_used, __ATOMIC_RELAXED) == 0) {
+		/* c is the record, and the record is the whole estimate. */
+		int64_t mine = (int64_t)(after -
+			__atomic_load_n(&c->free_bytes, __ATOMIC_RELAXED));
+		if (unlikely(mine > (int64_t)__atomic_load_n(&x->peak_bytes,
+							     __ATOMIC_RELAXED)))
+			stack_peak_to(x, mine, (int64_t)live_samples(c));
+		return;
+	}
+	if (unlikely(after <= PEAK_STEP ||
+		     after / PEAK_STEP != (after - (uint64_t)d) / PEAK_STEP))
 		stack_peak(stack, x);
 }
 
@@ -477,6 +517,7 @@ int table_reset_counters(void)
 		struct ym_stack_ext *x = stack_ext((uint32_t)i);
 		__atomic_store_n(&x->peak_bytes, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&x->peak_mono_ns, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&x->peak_samples, 0, __ATOMIC_RELAXED);
 	}
 	/* Peaks restart with the counters. */
 	__atomic_store_n(&hdr->retained_est, 0, __ATOMIC_RELAXED);

@@ -637,6 +637,61 @@ static void peaks_rise_stay_and_reset(void **state)
 	assert_int_equal(ext_rec(m)->kind, YM_KIND_MMAP);   /* kinds stay */
 }
 
+/* Exact mode: every allocation is a sample of its own size.  A stack
+ * that never allocated a step (64 KiB) in all has its exact peak, and so
+ * has any stack while one thread counts (no plane in use); with planes
+ * in use a stack's peak is exact within each thread's first step.  Each
+ * peak carries the live samples behind it. */
+static void exact_mode_peaks_of_small_stacks(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x88 }, g[1] = { 0x99 }, h[1] = { 0xaa };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	struct ym_live e[64];
+	for (int i = 0; i < 64; i++) {   /* 64 blocks of 64 bytes: 4 KiB */
+		e[i] = entry(0x10000 + 64 * (uint64_t)i, st);
+		e[i].size = e[i].weight_bytes = 64;
+		e[i].weight_fx = YM_FX_ONE;
+		table_count_alloc(&e[i], NULL);
+	}
+	for (int i = 0; i < 64; i++)
+		table_count_free(&e[i], 10, NULL);
+	assert_int_equal(ext_rec(st)->peak_bytes, 4 * KI);
+	assert_int_equal(ext_rec(st)->peak_samples, 64);
+	/* One thread, a stack past many steps: churn of one block, then 100
+	 * blocks held, freed, 30 held: the peak is 100 blocks exactly. */
+	uint32_t big = table_intern(h, 1, 1, 1);
+	struct ym_live b = entry(0x20000, big);
+	b.weight_bytes = 4 * KI;
+	b.weight_fx = YM_FX_ONE;
+	for (int i = 0; i < 1000; i++) {
+		table_count_alloc(&b, NULL);
+		table_count_free(&b, 10, NULL);
+	}
+	for (int i = 0; i < 100; i++)
+		table_count_alloc(&b, NULL);
+	for (int i = 0; i < 70; i++)
+		table_count_free(&b, 10, NULL);
+	assert_int_equal(ext_rec(big)->peak_bytes, 400 * KI);
+	assert_int_equal(ext_rec(big)->peak_samples, 100);
+	/* Another thread counts in a plane: small stacks stay exact. */
+	uint32_t other = table_intern(g, 1, 1, 1);
+	struct table_plane tp = { 0, 0, 0 };
+	assert_null(table_own_counts(&tp, other));   /* the first: records */
+	struct table_plane tq = { 0, 0, 0 };
+	struct ym_counts *own = table_own_counts(&tq, other);
+	assert_non_null(own);
+	assert_int_equal(hdr->planes_used, 1);
+	struct ym_live o = entry(0x30000, other);
+	o.weight_bytes = 64;
+	for (int i = 0; i < 10; i++)
+		table_count_alloc(&o, own);
+	for (int i = 0; i < 5; i++)
+		table_count_alloc(&o, NULL);
+	assert_int_equal(ext_rec(other)->peak_bytes, 15 * 64);
+	assert_int_equal(ext_rec(other)->peak_samples, 15);
+}
+
 static void lock_is_bounded(void **state)
 {
 	(void)state;
@@ -666,6 +721,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(peaks_rise_stay_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(exact_mode_peaks_of_small_stacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
 						setup_large, teardown),
 	};
