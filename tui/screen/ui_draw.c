@@ -252,6 +252,13 @@ static int draw_col_header(int y, const struct view *v, const char *last)
 	return x;
 }
 
+/* A figure in bytes, after MODEL_FEW_MARK when few samples carry it. */
+static void few_bytes(double bytes, int few, char *buf, size_t len)
+{
+	char b[32];
+	snprintf(buf, len, "%s%s", few ? MODEL_FEW_MARK : "", fmt_bytes(bytes, b, sizeof b));
+}
+
 static void stack_cells(struct view *v, const struct model_stack *s, double growth,
 			double retained, double objects, double alloc, double rate,
 			double avg, uint64_t age, int y, attr_t base)
@@ -265,7 +272,9 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 		const struct col *c = &stack_cols[i];
 		attr_t a = base;
 		switch (c->key) {
-		case SORT_RETAINED: fmt_bytes(retained, buf, sizeof buf); break;
+		case SORT_RETAINED:   /* marked when carried by few samples */
+			few_bytes(retained, s && model_retained_few(m, s), buf, sizeof buf);
+			break;
 		case SORT_PERCENT: {   /* of its own kind's retained bytes */
 			double all = s && s->kind == YM_KIND_MMAP ?
 				     m->mmap_retained_bytes : m->retained_bytes;
@@ -284,7 +293,8 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 			break;
 		case SORT_PEAK:   /* a stack's, not a function's (no sum of peaks) */
 			if (s)
-				fmt_bytes(model_peak(m, s), buf, sizeof buf);
+				few_bytes(model_peak(m, s), model_peak_few(m, s),
+					  buf, sizeof buf);
 			else
 				snprintf(buf, sizeof buf, "-");
 			break;
@@ -524,6 +534,14 @@ static void draw_detail(struct view *v, int y0, int rows)
 	    (unsigned long long)s->alloc_samples, (unsigned long long)s->free_samples,
 	    s->live_samples, age ? fmt_duration((double)age / 1e9, a, sizeof a) : "-",
 	    m->marked ? fmt_sbytes(s->growth, b, sizeof b) : "- (m sets a mark)");
+	int64_t pn = model_peak_samples(m, s);
+	if (pn >= 0)
+		snprintf(d, sizeof d, "%lld", (long long)pn);
+	else
+		snprintf(d, sizeof d, "?");
+	ui_put(y++, 0, 0, "peak %s in %s samples; standard error: retained %.0f%%, peak %.0f%%",
+	    fmt_bytes(model_peak(m, s), c, sizeof c), d,
+	    100 * s->retained_err, 100 * s->peak_err);
 	if (v->stack_hist && s->id < v->nstack_hist && v->nhist > 1) {
 		double h[VIEW_HISTORY];
 		const float *src = v->stack_hist + (size_t)s->id * VIEW_HISTORY;
@@ -598,6 +616,8 @@ static const char *const help_text[] = {
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact",
 	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
+	"~ marks a figure carried by one or two samples (error 25% or more):",
+	"it sorts at the low end of its error (man ymtop, ESTIMATES).",
 };
 
 static void draw_help(void)
