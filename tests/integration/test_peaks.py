@@ -11,10 +11,11 @@ that estimate bound it."""
 import math
 import mmap
 import os
+import re
 import struct
 import time
 
-from ymlib import BUILD, Target, functions, report, run_tests
+from ymlib import BUILD, Target, functions, report, run_tests, site, ymtop
 
 PROG = os.path.join(BUILD, "progs", "peaks")
 RATE = 65536
@@ -116,6 +117,99 @@ def test_reset_restarts_peaks():
         tot = rep["totals"]["peak_retained_bytes"]
         assert tot < 20 * MiB, tot
         assert tot >= peak - 1, (tot, peak)
+    finally:
+        t.kill()
+
+
+def peaks_never_below_retained(rep):
+    for s in rep["stacks"]:
+        assert s["peak_retained_bytes"] >= s["retained_bytes"], s
+    tot = rep["totals"]
+    assert tot["peak_retained_bytes"] >= tot["retained_bytes"], tot
+
+
+def marked(text):
+    """The figures the text report marks as carried by few samples."""
+    return re.findall(r"(retained|peak) ~", text)
+
+
+def test_exact_mode_peaks_of_small_stacks_are_exact():
+    """Exact mode: stacks that allocated less than a step (64 KiB) in all
+    have their exact peak (not 0 B beside their retained bytes), with the
+    samples behind it; sorted by peak, the churn of 64-byte blocks comes
+    below them; nothing is marked (no estimate)."""
+    t = Target([PROG], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        command(t, "churn 100000")
+        command(t, "little 32")
+        command(t, "keep 4")
+        rep = report(t.pid, "--sort", "peak")
+        little = site(rep, "little_site")
+        keep = site(rep, "keep_site")
+        churn = site(rep, "churn_site")
+        assert little["retained_bytes"] == 0, little
+        assert little["peak_retained_bytes"] == little["allocated_bytes"] >= 32 * 1024, little
+        assert little["peak_samples"] == 512, little
+        assert keep["peak_retained_bytes"] == keep["retained_bytes"] == \
+            keep["allocated_bytes"] >= 4096, keep
+        assert keep["peak_samples"] == keep["live_samples"] == 64, keep
+        assert 64 <= churn["peak_retained_bytes"] <= 128, churn
+        assert churn["peak_samples"] == 1, churn
+        ids = [s["id"] for s in rep["stacks"]]
+        assert ids.index(little["id"]) < ids.index(keep["id"]) < ids.index(churn["id"]), ids
+        peaks_never_below_retained(rep)
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        assert not marked(text), text
+    finally:
+        t.kill()
+
+
+def test_small_rate_peak_of_a_held_stack():
+    """Samples lighter than a step (YM_SAMPLE_RATE=4096): a stack that
+    holds 32 KiB of 64-byte blocks has its peak, the samples behind it."""
+    t = Target([PROG], env={"YM_SAMPLE_RATE": "4096", "YM_SEED": "5"})
+    try:
+        command(t, "keep 32")
+        rep = report(t.pid)
+        keep = site(rep, "keep_site")
+        assert keep["retained_bytes"] > 0, keep
+        assert keep["peak_retained_bytes"] == keep["retained_bytes"], keep
+        assert keep["peak_samples"] == keep["live_samples"] >= 1, keep
+        peaks_never_below_retained(rep)
+    finally:
+        t.kill()
+
+
+def test_churn_peak_of_one_sample_is_marked_and_ranked_below():
+    """Sampling: a stack that churns 64-byte blocks has at most one live
+    sample, so its peak is one sample's weight (about the rate): JSON says
+    1 sample, the text report marks it, and sorted by peak it comes below
+    a site that grew 8 MiB (many samples, not marked)."""
+    t = Target([PROG], env={"YM_SAMPLE_RATE": str(RATE), "YM_SEED": "3"})
+    try:
+        command(t, "churn 200000")
+        command(t, "grow 8")
+        rep = report(t.pid, "--sort", "peak")
+        churn = site(rep, "churn_site")
+        grow = max(grow_stacks(rep), key=lambda s: s["peak_retained_bytes"])
+        assert churn["peak_samples"] == 1, churn
+        assert churn["live_samples"] == 0, churn
+        assert RATE <= churn["peak_retained_bytes"] < RATE + 1024, churn
+        assert grow["peak_samples"] >= 3, grow
+        ids = [s["id"] for s in rep["stacks"]]
+        assert ids.index(grow["id"]) < ids.index(churn["id"]), ids
+        peaks_never_below_retained(rep)
+        text = ymtop("-b", "-n", "1", "-f", "text", "--sort", "peak",
+                     "-p", t.pid).stdout
+        lines = [l for l in text.split("\n") if l.startswith("#")]
+        # Each stack's line is followed by its frames: find the churn's.
+        blocks = text.split("\n#")
+        churn_block = [b for b in blocks if "churn_site" in b]
+        grow_block = [b for b in blocks if "grow_site" in b]
+        assert churn_block and grow_block, lines
+        assert "; peak ~64" in churn_block[0].split("\n")[0], churn_block[0]
+        assert "~" not in grow_block[0].split("\n")[0], grow_block[0]
+        assert "\n~: an estimate carried by one or two samples" in text, text
     finally:
         t.kill()
 
