@@ -259,9 +259,11 @@ static void few_bytes(double bytes, int few, char *buf, size_t len)
 	snprintf(buf, len, "%s%s", few ? MODEL_FEW_MARK : "", fmt_bytes(bytes, b, sizeof b));
 }
 
-static void stack_cells(struct view *v, const struct model_stack *s, double growth,
-			double retained, double objects, double alloc, double rate,
-			double avg, uint64_t age, int y, attr_t base)
+/* A row's cells: a stack's (s), or a function's (s NULL); few: its
+ * retained bytes are carried by one or two samples (model_few). */
+static void stack_cells(struct view *v, const struct model_stack *s, int few,
+			double growth, double retained, double objects, double alloc,
+			double rate, double avg, uint64_t age, int y, attr_t base)
 {
 	struct model *m = v->m;
 	char buf[32];
@@ -273,7 +275,7 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 		attr_t a = base;
 		switch (c->key) {
 		case SORT_RETAINED:   /* marked when carried by few samples */
-			few_bytes(retained, s && model_retained_few(m, s), buf, sizeof buf);
+			few_bytes(retained, few, buf, sizeof buf);
 			break;
 		case SORT_PERCENT: {   /* of its own kind's retained bytes */
 			double all = s && s->kind == YM_KIND_MMAP ?
@@ -372,7 +374,8 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		const struct model_stack *s = &m->stacks[m->order[row]];
 		attr_t base = row_attr(v, row, y0 + 1 + r);
 		double avg = s->alloc_objects > 0 ? s->alloc_bytes / s->alloc_objects : 0;
-		stack_cells(v, s, s->growth, s->retained_bytes, s->retained_objects,
+		stack_cells(v, s, model_retained_few(m, s), s->growth,
+			    s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
 			    y0 + 1 + r, base);
 		char nb[1024];
@@ -397,8 +400,9 @@ static void draw_functions(struct view *v, int y0, int rows)
 			break;
 		const struct view_fn *f = &v->fns[row];
 		attr_t base = row_attr(v, row, y0 + 1 + r);
-		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
-			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
+		stack_cells(v, NULL, f->few, f->growth, f->retained, f->retained_objects,
+			    f->alloc, f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r,
+			    base);
 		char nb[1024];
 		ui_put(y0 + 1 + r, lx, base, "%s  [%u]", shown_name(f->name, nb, sizeof nb), f->nstacks);
 	}
