@@ -130,7 +130,7 @@ def peaks_never_below_retained(rep):
 
 def marked(text):
     """The figures the text report marks as carried by few samples."""
-    return re.findall(r"(retained|peak) ~", text)
+    return re.findall(r"(retained|peak) \?", text)
 
 
 def test_exact_mode_peaks_of_small_stacks_are_exact():
@@ -207,9 +207,9 @@ def test_churn_peak_of_one_sample_is_marked_and_ranked_below():
         churn_block = [b for b in blocks if "churn_site" in b]
         grow_block = [b for b in blocks if "grow_site" in b]
         assert churn_block and grow_block, lines
-        assert "; peak ~64" in churn_block[0].split("\n")[0], churn_block[0]
-        assert "~" not in grow_block[0].split("\n")[0], grow_block[0]
-        assert "\n~: an estimate carried by one or two samples" in text, text
+        assert "; peak ?64" in churn_block[0].split("\n")[0], churn_block[0]
+        assert "?" not in grow_block[0].split("\n")[0], grow_block[0]
+        assert "\n?: an estimate carried by one or two samples" in text, text
     finally:
         t.kill()
 

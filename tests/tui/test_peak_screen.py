@@ -72,7 +72,7 @@ def test_peak_column_sort_and_mark():
 
 def test_one_sample_peak_marked_and_ranked_below():
     """A churn of 64-byte blocks never has more than one live sample: its
-    PEAK (one sample's weight, about the rate) is marked ~ and sorts below
+    PEAK (one sample's weight, about the rate) is marked ? and sorts below
     the site that grew 8 MiB, which is not marked; its stack view says
     how many samples carry the peak and its error."""
     t = Target([PROG], env={"YM_SAMPLE_RATE": "65536", "YM_SEED": "3"})
@@ -82,10 +82,10 @@ def test_one_sample_peak_marked_and_ranked_below():
         say(t, "grow 8", "ready")
         s.wait(r"PEAK")
         s.keys("P")
-        r = wait_row(s, "churn_site", lambda r: peak_cell(r).startswith("~"))
+        r = wait_row(s, "churn_site", lambda r: peak_cell(r).startswith("?"))
         assert 60 <= mib(peak_cell(r)[1:]) * 1024 < 66, r
         g = row_of(s.text(), "grow_site")
-        assert g and "~" not in g, s.text()
+        assert g and "?" not in g, s.text()
         names = [("grow" if "grow_site" in x else "churn" if "churn_site" in x
                   else "") for x in rows_of(s.text())]
         assert names.index("grow") < names.index("churn"), s.text()

@@ -197,7 +197,7 @@ double model_rel_error(const struct model *m, double bytes, int64_t n);
  * report mark it with MODEL_FEW_MARK.  n < 0 (unknown): never. */
 #define MODEL_FEW_SAMPLES 3
 #define MODEL_FEW_ERROR   0.25
-#define MODEL_FEW_MARK    "~"
+#define MODEL_FEW_MARK    "?"
 int model_few(const struct model *m, double bytes, int64_t n);
 /* Whether s's retained bytes, and the peak the screen shows, are marked;
  * the live samples behind that peak (-1 unknown). */

@@ -620,7 +620,7 @@ static const char *const help_text[] = {
 	"",
 	"RETAINED and LIVE are estimates from samples; in use is exact",
 	"(injected: since the attach).  In a stack, Up/Down scroll frames.",
-	"~ marks a figure carried by one or two samples (error 25% or more):",
+	"? marks a figure carried by one or two samples (error 25% or more):",
 	"it sorts at the low end of its error (man ymtop, ESTIMATES).",
 };
 
