@@ -313,7 +313,7 @@ void model_mark(struct model *m)
 		m->mark_agent_peak[i] = s ? s->peak_bytes : 0;
 		m->mark_peak_seen_samples[i] = s ? s->live_samples : 0;
 	}
-	for (uint32_t i = 0; i < m->nstacks; i++) {
+	for (uint32_t i = 0; m->stacks && i < m->nstacks; i++) {
 		struct model_stack *s = &m->stacks[i];
 		s->growth = 0;
 		s->peak_since_mark = s->retained_bytes;
