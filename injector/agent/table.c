@@ -276,13 +276,14 @@ static int raise_peak(uint64_t *peak, uint64_t *when, uint64_t v)
 	return 0;
 }
 
-/* Live samples behind counters c, capped for ym_stack_ext.peak_samples. */
+/* The live samples behind counters c. */
 static uint64_t live_samples(const struct ym_counts *c)
 {
 	return __atomic_load_n(&c->alloc_samples, __ATOMIC_RELAXED) -
 	       __atomic_load_n(&c->free_samples, __ATOMIC_RELAXED);
 }
 
+/* n as ym_stack_ext.peak_samples holds it. */
 static uint32_t sample_cap(int64_t n)
 {
 	return n <= 0 ? 0 : n >= (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)n;
