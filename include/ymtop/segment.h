@@ -435,10 +435,10 @@ _Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
  * stride holds them).  peak_bytes is the highest retained estimate of the
  * stack (record plus planes) the agent saw since the start or the last
  * reset, raised on its sampled allocations (monotonic between resets,
- * atomic; exact while a single thread has counted, and while a thread's
- * allocations there stay within 64 KiB; otherwise, when samples weigh
- * less than 64 KiB, as in exact mode, in steps of 64 KiB a thread: it may
- * lag by that much), peak_mono_ns when (written after peak_bytes: a
+ * atomic; exact while a single thread has counted the stack, and while
+ * each thread's allocations there stay within 64 KiB; otherwise, when
+ * samples weigh less than 64 KiB, as in exact mode, in steps of 64 KiB a
+ * thread: it may lag by that much), peak_mono_ns when (written after peak_bytes: a
  * reader may see the time of a slightly lower peak).  kind is fixed at publication:
  * stacks of the same frames and different kinds are different records. */
 #define YM_KIND_MALLOC 0u   /* the malloc family (and jemalloc's API) */

@@ -1,8 +1,9 @@
 /*
  * table: the stack table, the counters and the agent's lock (table.h).
  *
- * State, all of it this file's: the lock, the private stack index, the
- * segment's STACKS and PLANES sections and the planes handed out, and
+ * State, all of it this file's: the lock, the private stack index and
+ * who counted each stack, the segment's STACKS and PLANES sections and
+ * the planes handed out, and
  * the peaks (the stacks' ext fields, the header's retained_est and
  * peak_* and their mmap twins: moved by the counting functions below).  Only
  * the sampled slow paths come here, so a lock is fine.
@@ -27,6 +28,13 @@ static struct {
 /* The index: stack hash -> stack + 1 | tag (index_entry), private. */
 static uint64_t *stack_index;
 static uint32_t  stack_index_mask;
+
+/* Who counted each stack, private (stack_writer entries, one a stack of
+ * the index's capacity): 0 nobody yet, else counts_id of the only
+ * counters written for it (its record, or one plane entry), or
+ * WRITERS_MANY.  Then those counters alone are the stack's estimate. */
+static uint32_t *stack_writers;
+#define WRITERS_MANY UINT32_MAX
 
 /* The segment (table_map_segment). */
 static struct ym_header *hdr;
@@ -69,6 +77,11 @@ static size_t stack_index_bytes(void)
 	return ((size_t)stack_index_mask + 1) * sizeof *stack_index;
 }
 
+static size_t stack_writers_bytes(void)
+{
+	return ((size_t)stack_index_mask + 1) * sizeof *stack_writers;
+}
+
 int table_init_private(uint32_t max_stacks)
 {
 	uint32_t n = 1;
@@ -78,11 +91,18 @@ int table_init_private(uint32_t max_stacks)
 	 * again only for a table of another size (tests). */
 	if (stack_index && n != stack_index_mask + 1) {
 		munmap(stack_index, stack_index_bytes());
+		munmap(stack_writers, stack_writers_bytes());
 		stack_index = NULL;
+		stack_writers = NULL;
 	}
 	stack_index_mask = n - 1;
 	if (!stack_index && !(stack_index = agent_map_private(stack_index_bytes())))
 		return -1;
+	if (!stack_writers && !(stack_writers = agent_map_private(stack_writers_bytes()))) {
+		munmap(stack_index, stack_index_bytes());
+		stack_index = NULL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -90,6 +110,8 @@ void table_reset_private(void)
 {
 	if (stack_index)
 		madvise(stack_index, stack_index_bytes(), MADV_DONTNEED);
+	if (stack_writers)
+		madvise(stack_writers, stack_writers_bytes(), MADV_DONTNEED);
 	lock.word = 0;
 	plane_next = 0;
 	memset(plane_backed, 0, sizeof plane_backed);
@@ -322,13 +344,13 @@ static int64_t stack_retained(uint32_t stack, int64_t *n)
  *   - a thread adds its moves of the process's estimate to the header
  *     once they reach a step (TLS, forgotten at a reset): the estimate
  *     and its peak lag the truth by less than a step a thread;
- *   - a stack's peak is raised on every sample while only one thread
- *     ever counted (planes_used 0: the record is the whole estimate, so
- *     the peak is exact), and otherwise on every sample while the
- *     thread's own count of bytes allocated there (its plane entry, or
- *     the record) is within its first step, then when it crosses a
- *     multiple of a step: small stacks are exact, others lag by less than
- *     a step a thread. */
+ *   - a stack's peak is compared with its estimate on every sample
+ *     while its counts are all in one place (stack_writers: the record,
+ *     or one thread's plane entry, which then is the whole estimate, so
+ *     the peak is exact), and otherwise raised on every sample while the
+ *     thread's own count of bytes allocated there is within its first
+ *     step, then when it crosses a multiple of a step: small stacks are
+ *     exact, others lag by less than a step a thread. */
 #define PEAK_STEP (64u << 10)
 
 /* A thread's pending move v of the process's estimate, this sample's d
@@ -359,6 +381,29 @@ static void stack_peak_to(struct ym_stack_ext *x, int64_t bytes, int64_t n)
 		__atomic_store_n(&x->peak_samples, sample_cap(n), __ATOMIC_RELAXED);
 }
 
+/* Counters c's name in stack_writers: their place in the segment in
+ * words (under 2^30: a segment is at most 8 GiB), plus one.  The
+ * record's are the same for every thread that counts into it. */
+static uint32_t counts_id(const struct ym_counts *c)
+{
+	return (uint32_t)(((uintptr_t)c - (uintptr_t)hdr) >> 3) + 1;
+}
+
+/* Counters c are about to move for `stack`: say who counts it.  The
+ * claim comes before the counters move (acquire: nothing after it moves
+ * before it), so that a thread that still sees itself alone after its
+ * own counters moved (retained_moved) reads an estimate the stack had:
+ * another thread's counts for it come after its claim. */
+static inline void writers_claim(uint32_t stack, const struct ym_counts *c)
+{
+	uint32_t *w = &stack_writers[stack];
+	uint32_t id = counts_id(c), cur = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+	while (unlikely(cur != id && cur != WRITERS_MANY) &&
+	       !__atomic_compare_exchange_n(w, &cur, cur == 0 ? id : WRITERS_MANY, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+}
+
 /* Raise the stack's peak to its estimate summed over the planes. */
 static __attribute__((noinline)) void stack_peak(uint32_t stack,
 						 struct ym_stack_ext *x)
@@ -371,8 +416,8 @@ static __attribute__((noinline)) void stack_peak(uint32_t stack,
 /* The stack's retained estimate moved by d; c is the thread's counters
  * for it (plane entry or record), already moved.  Inline: on every
  * sample (in exact mode every allocation and free), a TLS add and two
- * compares unless a step is reached, and while no plane is in use three
- * loads and a compare more. */
+ * compares unless a step is reached, and while c is the stack's only
+ * counters three loads and a compare more. */
 static inline void retained_moved(uint32_t stack, int64_t d,
 				  const struct ym_counts *c)
 {
@@ -386,8 +431,8 @@ static inline void retained_moved(uint32_t stack, int64_t d,
 	if (d <= 0)
 		return;
 	uint64_t after = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&hdr->planes_used, __ATOMIC_RELAXED) == 0) {
-		/* c is the record, and the record is the whole estimate. */
+	if (__atomic_load_n(&stack_writers[stack], __ATOMIC_ACQUIRE) == counts_id(c)) {
+		/* Nothing else counted this stack: c is its whole estimate. */
 		int64_t mine = (int64_t)(after -
 			__atomic_load_n(&c->free_bytes, __ATOMIC_RELAXED));
 		if (unlikely(mine > (int64_t)__atomic_load_n(&x->peak_bytes,
@@ -404,6 +449,7 @@ void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 {
 	struct ym_counts *c = counts(e->stack, own);
 	int o = own != NULL;
+	writers_claim(e->stack, c);
 	add(&c->alloc_samples, 1, o);
 	add(&c->alloc_bytes, e->weight_bytes, o);
 	add(&c->alloc_objects_fx, e->weight_fx, o);
@@ -416,6 +462,7 @@ void table_count_drop(const struct ym_live *e, struct ym_counts *own)
 {
 	struct ym_counts *c = counts(e->stack, own);
 	int o = own != NULL;
+	writers_claim(e->stack, c);
 	add(&c->free_samples, 1, o);
 	add(&c->free_bytes, e->weight_bytes, o);
 	add(&c->free_objects_fx, e->weight_fx, o);
@@ -441,6 +488,7 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 {
 	struct ym_counts *c = counts(e->stack, own);
 	int o = own != NULL;
+	writers_claim(e->stack, c);
 	if (w >= e->weight_bytes)
 		add(&c->alloc_bytes, w - e->weight_bytes, o);
 	else

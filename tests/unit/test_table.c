@@ -596,14 +596,16 @@ static void peaks_rise_stay_and_reset(void **state)
 	/* A plane of the current reset counts in the stack's estimate; one
 	 * of an older reset does not. */
 	struct ym_counts *own = table_plane_entry(0, st);
-	assert_int_equal(backing_get(own, sizeof *own), 0);
-	own->alloc_bytes = 4000 * KI;
 	hdr->planes_used = 1;
 	hdr->plane_epoch[0] = 0;
 	struct table_plane tp = { 1, 0, 0 };
 	assert_ptr_equal(table_own_counts(&tp, st), own);   /* backs it */
+	struct ym_live big = entry(0x6000, st);
+	big.weight_bytes = 4000 * KI;
+	table_count_alloc(&big, own);            /* 500 + 4000 */
+	assert_int_equal(ext_rec(st)->peak_bytes, 4500 * KI);
 	table_count_alloc(&c, NULL);             /* another stack: no change */
-	assert_int_equal(ext_rec(st)->peak_bytes, 1500 * KI);
+	assert_int_equal(ext_rec(st)->peak_bytes, 4500 * KI);
 	table_count_alloc(&b, NULL);             /* 500 + 500 + 4000 */
 	assert_int_equal(ext_rec(st)->peak_bytes, 5000 * KI);
 	/* Small moves count by steps: 100 blocks of 1 KiB raise the peak
@@ -639,9 +641,10 @@ static void peaks_rise_stay_and_reset(void **state)
 
 /* Exact mode: every allocation is a sample of its own size.  A stack
  * that never allocated a step (64 KiB) in all has its exact peak, and so
- * has any stack while one thread counts (no plane in use); with planes
- * in use a stack's peak is exact within each thread's first step.  Each
- * peak carries the live samples behind it. */
+ * has any stack whose counts are in one place (the record, or one
+ * thread's plane); a stack counted in several is exact within each
+ * thread's first step, then by steps.  Each peak carries the live
+ * samples behind it. */
 static void exact_mode_peaks_of_small_stacks(void **state)
 {
 	(void)state;
@@ -690,6 +693,31 @@ static void exact_mode_peaks_of_small_stacks(void **state)
 		table_count_alloc(&o, NULL);
 	assert_int_equal(ext_rec(other)->peak_bytes, 15 * 64);
 	assert_int_equal(ext_rec(other)->peak_samples, 15);
+	/* A stack only that thread counts, past many steps: exact too. */
+	uint64_t k[1] = { 0xbb };
+	uint32_t solo = table_intern(k, 1, 1, 1);
+	struct ym_counts *mine = table_own_counts(&tq, solo);
+	assert_non_null(mine);
+	struct ym_live q = entry(0x40000, solo);
+	q.weight_bytes = 4 * KI;
+	for (int i = 0; i < 1000; i++) {
+		table_count_alloc(&q, mine);
+		table_count_free(&q, 10, mine);
+	}
+	for (int i = 0; i < 100; i++)
+		table_count_alloc(&q, mine);
+	for (int i = 0; i < 70; i++)
+		table_count_free(&q, 10, mine);
+	assert_int_equal(ext_rec(solo)->peak_bytes, 400 * KI);
+	assert_int_equal(ext_rec(solo)->peak_samples, 100);
+	/* Once the first thread frees there too (into the record), the
+	 * stack has two writers: its peak goes by steps, within one. */
+	table_count_free(&q, 10, NULL);
+	for (int i = 0; i < 120; i++)
+		table_count_alloc(&q, mine);
+	uint64_t p = ext_rec(solo)->peak_bytes;
+	assert_true(p <= (29 + 120) * 4 * KI);
+	assert_true(p + 64 * KI > (29 + 120) * 4 * KI);
 }
 
 static void lock_is_bounded(void **state)
