@@ -137,6 +137,14 @@ static inline const struct ym_stack_ext *shm_stack_ext(const struct shm_snapshot
 	return (const struct ym_stack_ext *)(const void *)((const uint8_t *)shm_stack(s, i) +
 		shm_stack_stride_v5(s->hdr.max_depth));
 }
+/* The live samples behind stack i's peak (v7), or -1 when its writer
+ * is older and did not say. */
+static inline int64_t shm_stack_peak_samples(const struct shm_snapshot *s,
+					     uint32_t i)
+{
+	const struct ym_stack_ext *x = shm_stack_ext(s, i);
+	return x && s->hdr.abi_version >= 7 ? (int64_t)x->peak_samples : -1;
+}
 /* Stack i's kind (YM_KIND_MALLOC before v6). */
 static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)
 {

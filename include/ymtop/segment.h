@@ -449,9 +449,11 @@ _Static_assert(sizeof(struct ym_stack) % 8 == 0, "stack aligned");
  * stride holds them).  peak_bytes is the highest retained estimate of the
  * stack (record plus planes) the agent saw since the start or the last
  * reset, raised on its sampled allocations (monotonic between resets,
- * atomic; in steps of 64 KiB a thread when samples weigh less, as in
- * exact mode: it may lag by that much), peak_mono_ns when (written after peak_bytes: a reader may see
- * the time of a slightly lower peak).  kind is fixed at publication:
+ * atomic; exact while a single thread has counted the stack, and while
+ * each thread's allocations there stay within 64 KiB; otherwise, when
+ * samples weigh less than 64 KiB, as in exact mode, in steps of 64 KiB a
+ * thread: it may lag by that much), peak_mono_ns when (written after peak_bytes: a
+ * reader may see the time of a slightly lower peak).  kind is fixed at publication:
  * stacks of the same frames and different kinds are different records. */
 #define YM_KIND_MALLOC 0u   /* the malloc family (and jemalloc's API) */
 #define YM_KIND_MMAP   1u   /* anonymous mmap/mremap by the program */
@@ -460,7 +462,12 @@ struct ym_stack_ext {
 	uint64_t peak_bytes;
 	uint64_t peak_mono_ns;
 	uint32_t kind;             /* YM_KIND_* */
-	uint32_t reserved0;
+	/* v7: the live samples (alloc_samples - free_samples, record plus
+	 * planes) behind peak_bytes when it was last raised, at most
+	 * UINT32_MAX; written after peak_bytes, like peak_mono_ns (a reader
+	 * may see the count of a slightly lower peak).  0 from older
+	 * writers: a reader knows it only when abi_version >= 7. */
+	uint32_t peak_samples;
 	uint64_t reserved1;
 };
 _Static_assert(sizeof(struct ym_stack_ext) == 32, "stack ext size");

@@ -1,8 +1,9 @@
 /*
  * table: the stack table, the counters and the agent's lock (table.h).
  *
- * State, all of it this file's: the lock, the private stack index, the
- * segment's STACKS and PLANES sections and the planes handed out, and
+ * State, all of it this file's: the lock, the private stack index and
+ * who counted each stack, the segment's STACKS and PLANES sections and
+ * the planes handed out, and
  * the peaks (the stacks' ext fields, the header's retained_est and
  * peak_* and their mmap twins: moved by the counting functions below).  Only
  * the sampled slow paths come here, so a lock is fine.
@@ -27,6 +28,13 @@ static struct {
 /* The index: stack hash -> stack + 1 | tag (index_entry), private. */
 static uint64_t *stack_index;
 static uint32_t  stack_index_mask;
+
+/* Who counted each stack, private (stack_writer entries, one a stack of
+ * the index's capacity): 0 nobody yet, else counts_id of the only
+ * counters written for it (its record, or one plane entry), or
+ * WRITERS_MANY.  Then those counters alone are the stack's estimate. */
+static uint32_t *stack_writers;
+#define WRITERS_MANY UINT32_MAX
 
 /* The segment (table_map_segment). */
 static struct ym_header *hdr;
@@ -69,6 +77,11 @@ static size_t stack_index_bytes(void)
 	return ((size_t)stack_index_mask + 1) * sizeof *stack_index;
 }
 
+static size_t stack_writers_bytes(void)
+{
+	return ((size_t)stack_index_mask + 1) * sizeof *stack_writers;
+}
+
 int table_init_private(uint32_t max_stacks)
 {
 	uint32_t n = 1;
@@ -78,11 +91,18 @@ int table_init_private(uint32_t max_stacks)
 	 * again only for a table of another size (tests). */
 	if (stack_index && n != stack_index_mask + 1) {
 		munmap(stack_index, stack_index_bytes());
+		munmap(stack_writers, stack_writers_bytes());
 		stack_index = NULL;
+		stack_writers = NULL;
 	}
 	stack_index_mask = n - 1;
 	if (!stack_index && !(stack_index = agent_map_private(stack_index_bytes())))
 		return -1;
+	if (!stack_writers && !(stack_writers = agent_map_private(stack_writers_bytes()))) {
+		munmap(stack_index, stack_index_bytes());
+		stack_index = NULL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -90,6 +110,8 @@ void table_reset_private(void)
 {
 	if (stack_index)
 		madvise(stack_index, stack_index_bytes(), MADV_DONTNEED);
+	if (stack_writers)
+		madvise(stack_writers, stack_writers_bytes(), MADV_DONTNEED);
 	lock.word = 0;
 	plane_next = 0;
 	memset(plane_backed, 0, sizeof plane_backed);
@@ -262,26 +284,43 @@ struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack)
 
 /* ---- Peaks (segment.h, v6): on the sampled paths only ---- */
 
-/* Raise *peak to v (monotonic between resets), and say when. */
-static void raise_peak(uint64_t *peak, uint64_t *when, uint64_t v)
+/* Raise *peak to v (monotonic between resets), and say when: 1 when
+ * this call raised it. */
+static int raise_peak(uint64_t *peak, uint64_t *when, uint64_t v)
 {
 	uint64_t cur = __atomic_load_n(peak, __ATOMIC_RELAXED);
 	while (v > cur)
 		if (__atomic_compare_exchange_n(peak, &cur, v, 1, __ATOMIC_RELAXED,
 						__ATOMIC_RELAXED)) {
 			__atomic_store_n(when, agent_now_ns(), __ATOMIC_RELAXED);
-			return;
+			return 1;
 		}
+	return 0;
 }
 
-/* The stack's retained estimate now: its record's counters and its
- * entries in the planes of the current reset (as a reader sums them),
- * reading only the backed part of another thread's plane. */
-static int64_t stack_retained(uint32_t stack)
+/* The live samples behind counters c. */
+static uint64_t live_samples(const struct ym_counts *c)
+{
+	return __atomic_load_n(&c->alloc_samples, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&c->free_samples, __ATOMIC_RELAXED);
+}
+
+/* n as ym_stack_ext.peak_samples holds it. */
+static uint32_t sample_cap(int64_t n)
+{
+	return n <= 0 ? 0 : n >= (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* The stack's retained estimate now and its live samples (*n): its
+ * record's counters and its entries in the planes of the current reset
+ * (as a reader sums them), reading only the backed part of another
+ * thread's plane. */
+static int64_t stack_retained(uint32_t stack, int64_t *n)
 {
 	struct ym_counts *c = ym_stack_counts(stack_at(stack));
 	uint64_t a = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
 	uint64_t f = __atomic_load_n(&c->free_bytes, __ATOMIC_RELAXED);
+	uint64_t k = live_samples(c);
 	uint64_t r = __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
 	uint64_t used = __atomic_load_n(&hdr->planes_used, __ATOMIC_ACQUIRE);
 	for (uint32_t p = 0; p < used && p < YM_PLANES; p++) {
@@ -291,7 +330,9 @@ static int64_t stack_retained(uint32_t stack)
 		struct ym_counts *q = table_plane_entry(p, stack);
 		a += __atomic_load_n(&q->alloc_bytes, __ATOMIC_RELAXED);
 		f += __atomic_load_n(&q->free_bytes, __ATOMIC_RELAXED);
+		k += live_samples(q);
 	}
+	*n = (int64_t)k;
 	return (int64_t)(a - f);
 }
 
@@ -299,13 +340,17 @@ static int64_t stack_retained(uint32_t stack)
  * sample weighs more than a step, so every sample does it; at small rates
  * and in exact mode (every allocation a sample) threads would otherwise
  * contend on the header's estimate and read each other's plane entries on
- * every allocation (exact mode with 2 threads: +45% before this).  So:
+ * every allocation (exact mode with 2 threads: +45%).  So:
  *   - a thread adds its moves of the process's estimate to the header
  *     once they reach a step (TLS, forgotten at a reset): the estimate
  *     and its peak lag the truth by less than a step a thread;
- *   - a stack's peak is raised when the thread's own count of bytes
- *     allocated there (its plane entry, or the record) crosses a multiple
- *     of a step: it lags by less than a step a thread. */
+ *   - a stack's peak is compared with its estimate on every sample
+ *     while its counts are all in one place (stack_writers: the record,
+ *     or one thread's plane entry, which then is the whole estimate, so
+ *     the peak is exact), and otherwise raised on every sample while the
+ *     thread's own count of bytes allocated there is within its first
+ *     step, then when it crosses a multiple of a step: small stacks are
+ *     exact, others lag by less than a step a thread. */
 #define PEAK_STEP (64u << 10)
 
 /* A thread's pending move v of the process's estimate, this sample's d
@@ -329,19 +374,50 @@ static __attribute__((noinline)) void process_flush(int mmap, int64_t v, int64_t
 			   (uint64_t)now);
 }
 
-/* The stack's own count crossed a step: raise its peak. */
+/* Raise the stack's peak to `bytes` carried by n live samples. */
+static void stack_peak_to(struct ym_stack_ext *x, int64_t bytes, int64_t n)
+{
+	if (bytes > 0 && raise_peak(&x->peak_bytes, &x->peak_mono_ns, (uint64_t)bytes))
+		__atomic_store_n(&x->peak_samples, sample_cap(n), __ATOMIC_RELAXED);
+}
+
+/* Counters c's name in stack_writers: their place in the segment in
+ * words (under 2^30: a segment is at most 8 GiB), plus one.  The
+ * record's are the same for every thread that counts into it. */
+static uint32_t counts_id(const struct ym_counts *c)
+{
+	return (uint32_t)(((uintptr_t)c - (uintptr_t)hdr) >> 3) + 1;
+}
+
+/* Counters c are about to move for `stack`: say who counts it.  The
+ * claim comes before the counters move (acquire: nothing after it moves
+ * before it), so that a thread that still sees itself alone after its
+ * own counters moved (retained_moved) reads an estimate the stack had:
+ * another thread's counts for it come after its claim. */
+static inline void writers_claim(uint32_t stack, const struct ym_counts *c)
+{
+	uint32_t *w = &stack_writers[stack];
+	uint32_t id = counts_id(c), cur = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+	while (unlikely(cur != id && cur != WRITERS_MANY) &&
+	       !__atomic_compare_exchange_n(w, &cur, cur == 0 ? id : WRITERS_MANY, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+}
+
+/* Raise the stack's peak to its estimate summed over the planes. */
 static __attribute__((noinline)) void stack_peak(uint32_t stack,
 						 struct ym_stack_ext *x)
 {
-	int64_t mine = stack_retained(stack);
-	if (mine > 0)
-		raise_peak(&x->peak_bytes, &x->peak_mono_ns, (uint64_t)mine);
+	int64_t n;
+	int64_t mine = stack_retained(stack, &n);
+	stack_peak_to(x, mine, n);
 }
 
 /* The stack's retained estimate moved by d; c is the thread's counters
  * for it (plane entry or record), already moved.  Inline: on every
  * sample (in exact mode every allocation and free), a TLS add and two
- * compares unless a step is reached. */
+ * compares unless a step is reached, and while c is the stack's only
+ * counters three loads and a compare more. */
 static inline void retained_moved(uint32_t stack, int64_t d,
 				  const struct ym_counts *c)
 {
@@ -355,7 +431,17 @@ static inline void retained_moved(uint32_t stack, int64_t d,
 	if (d <= 0)
 		return;
 	uint64_t after = __atomic_load_n(&c->alloc_bytes, __ATOMIC_RELAXED);
-	if (unlikely(after / PEAK_STEP != (after - (uint64_t)d) / PEAK_STEP))
+	if (__atomic_load_n(&stack_writers[stack], __ATOMIC_ACQUIRE) == counts_id(c)) {
+		/* Nothing else counted this stack: c is its whole estimate. */
+		int64_t mine = (int64_t)(after -
+			__atomic_load_n(&c->free_bytes, __ATOMIC_RELAXED));
+		if (unlikely(mine > (int64_t)__atomic_load_n(&x->peak_bytes,
+							     __ATOMIC_RELAXED)))
+			stack_peak_to(x, mine, (int64_t)live_samples(c));
+		return;
+	}
+	if (unlikely(after <= PEAK_STEP ||
+		     after / PEAK_STEP != (after - (uint64_t)d) / PEAK_STEP))
 		stack_peak(stack, x);
 }
 
@@ -363,6 +449,7 @@ void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 {
 	struct ym_counts *c = counts(e->stack, own);
 	int o = own != NULL;
+	writers_claim(e->stack, c);
 	add(&c->alloc_samples, 1, o);
 	add(&c->alloc_bytes, e->weight_bytes, o);
 	add(&c->alloc_objects_fx, e->weight_fx, o);
@@ -375,6 +462,7 @@ void table_count_drop(const struct ym_live *e, struct ym_counts *own)
 {
 	struct ym_counts *c = counts(e->stack, own);
 	int o = own != NULL;
+	writers_claim(e->stack, c);
 	add(&c->free_samples, 1, o);
 	add(&c->free_bytes, e->weight_bytes, o);
 	add(&c->free_objects_fx, e->weight_fx, o);
@@ -400,6 +488,7 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 {
 	struct ym_counts *c = counts(e->stack, own);
 	int o = own != NULL;
+	writers_claim(e->stack, c);
 	if (w >= e->weight_bytes)
 		add(&c->alloc_bytes, w - e->weight_bytes, o);
 	else
@@ -477,6 +566,7 @@ int table_reset_counters(void)
 		struct ym_stack_ext *x = stack_ext((uint32_t)i);
 		__atomic_store_n(&x->peak_bytes, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&x->peak_mono_ns, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&x->peak_samples, 0, __ATOMIC_RELAXED);
 	}
 	/* Peaks restart with the counters. */
 	__atomic_store_n(&hdr->retained_est, 0, __ATOMIC_RELAXED);

@@ -7,6 +7,11 @@
  *   grow MIB         grow_site allocates MIB MiB in 32 KiB blocks, then
  *                    frees them all (retained back to 0, peak MIB)
  *   hold MIB         hold_site allocates MIB MiB in 32 KiB blocks, kept
+ *   churn N          churn_site allocates a 64-byte block and frees it, N
+ *                    times (never more than one held: its peak is 64 B)
+ *   little KIB       little_site allocates KIB KiB in 64-byte blocks, then
+ *                    frees them all (retained back to 0, peak KIB)
+ *   keep KIB         keep_site allocates KIB KiB in 64-byte blocks, kept
  *   EOF exits 0.
  */
 #include <stdio.h>
@@ -15,6 +20,7 @@
 
 #define NOINLINE __attribute__((noinline))
 #define BLOCK (32 * 1024)
+#define SMALL 64
 
 static void *blocks[1 << 16];
 
@@ -39,6 +45,37 @@ static NOINLINE void hold_site(size_t mib)
 	}
 }
 
+static NOINLINE void churn_site(size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		void *p = malloc(SMALL);
+		memset(p, 1, SMALL);
+		__asm__ volatile("" : : "r"(p) : "memory");
+		free(p);
+	}
+}
+
+static NOINLINE void little_site(size_t kib)
+{
+	size_t n = kib * 1024 / SMALL;
+	for (size_t i = 0; i < n; i++) {
+		blocks[i] = malloc(SMALL);
+		memset(blocks[i], 1, SMALL);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(blocks[i]);
+}
+
+static NOINLINE void keep_site(size_t kib)
+{
+	size_t n = kib * 1024 / SMALL;
+	for (size_t i = 0; i < n; i++) {
+		void *p = malloc(SMALL);
+		memset(p, 1, SMALL);
+		__asm__ volatile("" : : "r"(p) : "memory");   /* kept: a leak */
+	}
+}
+
 int main(void)
 {
 	char line[64];
@@ -50,6 +87,12 @@ int main(void)
 			grow_site(mib);
 		else if (sscanf(line, "hold %zu", &mib) == 1 && mib <= 2048)
 			hold_site(mib);
+		else if (sscanf(line, "churn %zu", &mib) == 1)
+			churn_site(mib);
+		else if (sscanf(line, "little %zu", &mib) == 1 && mib <= 4096)
+			little_site(mib);
+		else if (sscanf(line, "keep %zu", &mib) == 1 && mib <= 4096)
+			keep_site(mib);
 		printf("ready\n");
 	}
 	return 0;

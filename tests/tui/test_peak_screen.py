@@ -70,6 +70,35 @@ def test_peak_column_sort_and_mark():
         t.finish()
 
 
+def test_one_sample_peak_marked_and_ranked_below():
+    """A churn of 64-byte blocks never has more than one live sample: its
+    PEAK (one sample's weight, about the rate) is marked ? and sorts below
+    the site that grew 8 MiB, which is not marked; its stack view says
+    how many samples carry the peak and its error."""
+    t = Target([PROG], env={"YM_SAMPLE_RATE": "65536", "YM_SEED": "3"})
+    s = Screen(t.pid, cols=130, rows=30)
+    try:
+        say(t, "churn 200000", "ready")
+        say(t, "grow 8", "ready")
+        s.wait(r"PEAK")
+        s.keys("P")
+        r = wait_row(s, "churn_site", lambda r: peak_cell(r).startswith("?"))
+        assert 60 <= mib(peak_cell(r)[1:]) * 1024 < 66, r
+        g = row_of(s.text(), "grow_site")
+        assert g and "?" not in g, s.text()
+        names = [("grow" if "grow_site" in x else "churn" if "churn_site" in x
+                  else "") for x in rows_of(s.text())]
+        assert names.index("grow") < names.index("churn"), s.text()
+        s.keys("/", "churn_site", "Enter")
+        s.wait(r"filter: churn_site")
+        s.keys("Enter")
+        text = s.wait(r"peak \S+ KiB in 1 samples; standard error: retained 0%, peak (9\d|100)%")
+        assert "samples" in text, text
+    finally:
+        s.close()
+        t.finish()
+
+
 if __name__ == "__main__":
     try:
         rc = run_tests(dict(globals()))

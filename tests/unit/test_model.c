@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,9 @@ static const struct model_facts live = { .alive = 1, .name = "redis-server" };
 #include "snap.h"
 
 /* A snapshot with NST stacks; stack i holds retained[i] bytes and has
- * allocated alloc[i] bytes (objects of 100 bytes), at time t seconds
- * (tests/lib/snap.h), with two live entries and totals. */
+ * allocated alloc[i] bytes (objects of 100 bytes, each a sample: well
+ * sampled), at time t seconds (tests/lib/snap.h), with two live entries
+ * and totals. */
 static void snap_make(struct shm_snapshot *s, const double *retained,
 		      const double *alloc, double t)
 {
@@ -32,6 +34,8 @@ static void snap_make(struct shm_snapshot *s, const double *retained,
 		struct ym_stack *st = snap_stack(s, i);
 		st->alloc_objects_fx = (uint64_t)(alloc[i] / 100) * YM_FX_ONE;
 		st->free_objects_fx = (uint64_t)((alloc[i] - retained[i]) / 100) * YM_FX_ONE;
+		st->alloc_samples = (uint64_t)(alloc[i] / 100);
+		st->free_samples = (uint64_t)((alloc[i] - retained[i]) / 100);
 	}
 	s->live = calloc(2, sizeof *s->live);
 	s->nlive = 2;
@@ -64,7 +68,8 @@ static void estimates_and_order(void **state)
 	assert_int_equal(m.order[0], 3);
 	/* Oldest live sample of stack 2 was born at 0.5 s; snapshot at 1 s. */
 	assert_int_equal(model_oldest_age(&m, &m.stacks[2]), 500000000ULL);
-	assert_int_equal(m.stacks[2].live_samples, 2);
+	/* The samples behind the retained bytes: 90 allocated, 80 freed. */
+	assert_int_equal(m.stacks[2].live_samples, 10);
 	assert_string_equal(model_state(&m), "exited");
 	model_free(&m);
 }
@@ -359,6 +364,123 @@ static void memory_explained(void **state)
 	model_free(&m);
 }
 
+/* Stack i of a v7 snapshot: its counters in samples of weight w each
+ * (alloc samples, of which free were freed) and the agent's peak. */
+static void stack_set(struct shm_snapshot *s, uint32_t i, double w, uint64_t alloc,
+		      uint64_t freed, double peak, uint32_t peak_samples)
+{
+	struct ym_stack *st = snap_stack(s, i);
+	st->alloc_samples = alloc;
+	st->free_samples = freed;
+	st->alloc_bytes = (uint64_t)(w * (double)alloc);
+	st->free_bytes = (uint64_t)(w * (double)freed);
+	struct ym_stack_ext *x = (struct ym_stack_ext *)(void *)((uint8_t *)st +
+		shm_stack_stride_v5(s->hdr.max_depth));
+	x->peak_bytes = (uint64_t)peak;
+	x->peak_samples = peak_samples;
+}
+
+/* At the default rate a 64-byte block's sample weighs R + 32 bytes.  A
+ * stack that churns such blocks has one live sample: its retained bytes
+ * and peak are marked, with an error near 100%; twenty samples, or one
+ * sample of a 5 MiB block (sampled almost surely), are not.  Ranks: a
+ * marked figure sorts at the low end of its error. */
+static void few_samples_marked_and_ranked_low(void **state)
+{
+	(void)state;
+	const double R = 524288, zero[NST] = { 0 };
+	struct model m;
+	struct shm_snapshot s;
+	model_init(&m);
+	snap_fake(&s, NST, DEPTH, zero, zero, 0);
+	s.hdr.abi_version = 7;
+	s.hdr.sample_rate = (uint64_t)R;
+	double w64 = 64 / (1 - exp(-64 / R));
+	double w5m = 5 * R * 2 / (1 - exp(-5 * 2.0));   /* a 5 MiB block */
+	double w1 = 1.2 * R / (1 - exp(-1.2));           /* a 614 KiB block */
+	stack_set(&s, 1, w64, 1000, 999, w64, 1);         /* churn */
+	stack_set(&s, 2, w64, 20, 0, 20 * w64, 20);       /* well sampled */
+	stack_set(&s, 3, w5m, 1, 0, w5m, 1);              /* one big block */
+	assert_int_equal(model_update(&m, &s), 0);
+	const struct model_stack *churn = &m.stacks[1], *many = &m.stacks[2],
+				 *big = &m.stacks[3];
+	assert_int_equal(churn->live_samples, 1);
+	assert_int_equal(churn->peak_samples, 1);
+	assert_true(churn->retained_err > 0.99 && churn->retained_err <= 1);
+	assert_true(model_retained_few(&m, churn));
+	assert_true(model_peak_few(&m, churn));
+	assert_false(model_retained_few(&m, many));
+	assert_false(model_peak_few(&m, many));
+	assert_true(fabs(many->retained_err - 1 / sqrt(20)) < 0.01);
+	assert_false(model_retained_few(&m, big));
+	assert_true(big->retained_err < 0.01);
+	assert_true(model_rank(&m, churn, SORT_PEAK) < 0.01 * w64);
+	assert_true(model_rank(&m, many, SORT_PEAK) == model_key(&m, many, SORT_PEAK));
+	model_free(&m);
+
+	/* Two small-block samples (2 R) and one sample of a 1.2 R block
+	 * (about 1.7 R, sampled with p = 0.7): both marked; the single
+	 * block's lower end is higher. */
+	model_init(&m);
+	snap_fake(&s, NST, DEPTH, zero, zero, 0);
+	s.hdr.abi_version = 7;
+	s.hdr.sample_rate = (uint64_t)R;
+	stack_set(&s, 1, w64, 2, 0, 2 * w64, 2);
+	stack_set(&s, 2, w1, 1, 0, w1, 1);
+	assert_int_equal(model_update(&m, &s), 0);
+	assert_true(model_retained_few(&m, &m.stacks[1]));
+	assert_true(model_retained_few(&m, &m.stacks[2]));
+	assert_true(m.stacks[1].retained_bytes > m.stacks[2].retained_bytes);
+	assert_int_equal(m.order[0], 2);
+	assert_int_equal(m.order[1], 1);
+	model_free(&m);
+}
+
+/* Exact mode: nothing is marked, and a peak the agent has not raised
+ * yet (it lags by steps, segment.h) is shown as the retained bytes: the
+ * stack holding 4 KiB sorts above one that churned 64-byte blocks. */
+static void peak_never_below_retained(void **state)
+{
+	(void)state;
+	const double zero[NST] = { 0 };
+	struct model m;
+	struct shm_snapshot s;
+	model_init(&m);
+	snap_fake(&s, NST, DEPTH, zero, zero, 0);
+	s.hdr.abi_version = 7;
+	s.hdr.sample_rate = 1;
+	stack_set(&s, 1, 64, 100000, 100000, 64, 1);   /* churn: peak 64 B */
+	stack_set(&s, 2, 64, 64, 0, 0, 0);             /* 4 KiB, peak lagging */
+	s.hdr.peak_retained = 64;
+	assert_int_equal(model_update(&m, &s), 0);
+	const struct model_stack *held = &m.stacks[2];
+	assert_true(held->retained_bytes == 4096);
+	assert_true(model_peak(&m, held) == 4096);
+	assert_int_equal(model_peak_samples(&m, held), 64);
+	assert_false(model_peak_few(&m, &m.stacks[1]));
+	assert_true(m.peak_retained_bytes == 4096);
+	model_sort(&m, SORT_PEAK, 0, NULL, NULL, NULL);
+	assert_int_equal(m.order[0], 2);
+	assert_int_equal(m.order[1], 1);
+	/* After a mark, the peak since the mark carries its samples too. */
+	model_mark(&m);
+	assert_true(model_peak(&m, held) == 4096);
+	assert_int_equal(model_peak_samples(&m, held), 64);
+	model_free(&m);
+
+	/* A writer before v7 says no peak samples: unknown, never marked. */
+	model_init(&m);
+	snap_fake(&s, NST, DEPTH, zero, zero, 0);
+	s.hdr.abi_version = 6;
+	s.hdr.sample_rate = 524288;
+	stack_set(&s, 1, 524320, 3, 2, 3 * 524320.0, 0);
+	assert_int_equal(model_update(&m, &s), 0);
+	assert_int_equal(model_peak_samples(&m, &m.stacks[1]), -1);
+	assert_false(model_peak_few(&m, &m.stacks[1]));
+	assert_true(model_retained_few(&m, &m.stacks[1]));
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +492,8 @@ int main(void)
 		cmocka_unit_test(thread_names_from_facts),
 		cmocka_unit_test(exit_kept_and_told),
 		cmocka_unit_test(memory_explained),
+		cmocka_unit_test(few_samples_marked_and_ranked_low),
+		cmocka_unit_test(peak_never_below_retained),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

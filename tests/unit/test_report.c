@@ -91,7 +91,9 @@ static int setup(void **state)
 		st->hash = 10 + i;
 		st->depth = i ? DEPTH : 0;
 		memcpy(st->frames, frames[i], sizeof frames[i]);
-		st->alloc_samples = alloc[i] > 0;
+		/* Each object a sample: well sampled, nothing marked. */
+		st->alloc_samples = (uint64_t)(alloc[i] / 100);
+		st->free_samples = (uint64_t)((alloc[i] - retained[i]) / 100);
 		st->alloc_bytes = (uint64_t)alloc[i];
 		st->free_bytes = (uint64_t)(alloc[i] - retained[i]);
 		st->alloc_objects_fx = (uint64_t)(alloc[i] / 100) * YM_FX_ONE;
@@ -293,7 +295,7 @@ static void sort_keys_order_text_and_json(void **state)
 	fclose(f);
 	assert_non_null(strstr(buf, "Top 20 stacks by allocation rate:"));
 	assert_non_null(strstr(buf, "\n#1 retained 500 B (7.7%) in 5 objects; "
-			       "allocated 700 B in 7 objects; 700 B/s\n"));
+			       "allocated 700 B in 7 objects; 700 B/s; peak 500 B\n"));
 	free(buf);
 	f = open_memstream(&buf, &len);
 	ro.format = REPORT_JSON;
@@ -306,6 +308,42 @@ static void sort_keys_order_text_and_json(void **state)
 	assert_non_null(s1);
 	assert_true(s2 < s1);
 	free(buf);
+}
+
+/* A stack whose figures one sample carries: its retained bytes and
+ * peak are marked in text, explained once below the list, and JSON
+ * carries the samples behind each figure (null: a writer before v7
+ * did not say what was behind the peak). */
+static void few_samples_marked_text_and_counted_json(void **state)
+{
+	struct fixture *fx = *state;
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_null(strstr(out, "retained ?"));   /* well sampled: no mark */
+	assert_null(strstr(out, "peak ?"));
+	free(out);
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	/* Stack 1: 50 samples allocated, 20 freed; peak = retained. */
+	assert_non_null(strstr(out, "\"samples\":50,\"live_samples\":30,"));
+	assert_non_null(strstr(out, "\"peak_retained_bytes\":3000,\"peak_samples\":30,"));
+	free(out);
+	/* One live sample of a 64-byte block at 512 KiB. */
+	fx->m.snap.hdr.sample_rate = 524288;
+	struct model_stack *st = &fx->m.stacks[4];
+	st->retained_bytes = st->peak_bytes = 524320;
+	st->live_samples = 1;
+	st->peak_samples = 1;
+	st->retained_err = st->peak_err = model_rel_error(&fx->m, 524320, 1);
+	assert_true(model_retained_few(&fx->m, st));
+	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "retained ?512 KiB ("));
+	assert_non_null(strstr(out, "; peak ?512 KiB\n"));
+	assert_int_equal(count(out, "\n?: "), 1);
+	free(out);
+	st->peak_samples = -1;
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"live_samples\":1,"));
+	assert_non_null(strstr(out, "\"peak_samples\":null,"));
+	free(out);
 }
 
 static void folded_sums(void **state)
@@ -772,6 +810,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(names_and_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(text_keeps_stacks_that_retain_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(sort_keys_order_text_and_json, setup, teardown),
+		cmocka_unit_test_setup_teardown(few_samples_marked_text_and_counted_json,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(modules_as_at_fork_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),

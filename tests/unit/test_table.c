@@ -596,14 +596,16 @@ static void peaks_rise_stay_and_reset(void **state)
 	/* A plane of the current reset counts in the stack's estimate; one
 	 * of an older reset does not. */
 	struct ym_counts *own = table_plane_entry(0, st);
-	assert_int_equal(backing_get(own, sizeof *own), 0);
-	own->alloc_bytes = 4000 * KI;
 	hdr->planes_used = 1;
 	hdr->plane_epoch[0] = 0;
 	struct table_plane tp = { 1, 0, 0 };
 	assert_ptr_equal(table_own_counts(&tp, st), own);   /* backs it */
+	struct ym_live big = entry(0x6000, st);
+	big.weight_bytes = 4000 * KI;
+	table_count_alloc(&big, own);            /* 500 + 4000 */
+	assert_int_equal(ext_rec(st)->peak_bytes, 4500 * KI);
 	table_count_alloc(&c, NULL);             /* another stack: no change */
-	assert_int_equal(ext_rec(st)->peak_bytes, 1500 * KI);
+	assert_int_equal(ext_rec(st)->peak_bytes, 4500 * KI);
 	table_count_alloc(&b, NULL);             /* 500 + 500 + 4000 */
 	assert_int_equal(ext_rec(st)->peak_bytes, 5000 * KI);
 	/* Small moves count by steps: 100 blocks of 1 KiB raise the peak
@@ -637,6 +639,87 @@ static void peaks_rise_stay_and_reset(void **state)
 	assert_int_equal(ext_rec(m)->kind, YM_KIND_MMAP);   /* kinds stay */
 }
 
+/* Exact mode: every allocation is a sample of its own size.  A stack
+ * that never allocated a step (64 KiB) in all has its exact peak, and so
+ * has any stack whose counts are in one place (the record, or one
+ * thread's plane); a stack counted in several is exact within each
+ * thread's first step, then by steps.  Each peak carries the live
+ * samples behind it. */
+static void exact_mode_peaks_of_small_stacks(void **state)
+{
+	(void)state;
+	uint64_t f[1] = { 0x88 }, g[1] = { 0x99 }, h[1] = { 0xaa };
+	uint32_t st = table_intern(f, 1, 1, 1);
+	struct ym_live e[64];
+	for (int i = 0; i < 64; i++) {   /* 64 blocks of 64 bytes: 4 KiB */
+		e[i] = entry(0x10000 + 64 * (uint64_t)i, st);
+		e[i].size = e[i].weight_bytes = 64;
+		e[i].weight_fx = YM_FX_ONE;
+		table_count_alloc(&e[i], NULL);
+	}
+	for (int i = 0; i < 64; i++)
+		table_count_free(&e[i], 10, NULL);
+	assert_int_equal(ext_rec(st)->peak_bytes, 4 * KI);
+	assert_int_equal(ext_rec(st)->peak_samples, 64);
+	/* One thread, a stack past many steps: churn of one block, then 100
+	 * blocks held, freed, 30 held: the peak is 100 blocks exactly. */
+	uint32_t big = table_intern(h, 1, 1, 1);
+	struct ym_live b = entry(0x20000, big);
+	b.weight_bytes = 4 * KI;
+	b.weight_fx = YM_FX_ONE;
+	for (int i = 0; i < 1000; i++) {
+		table_count_alloc(&b, NULL);
+		table_count_free(&b, 10, NULL);
+	}
+	for (int i = 0; i < 100; i++)
+		table_count_alloc(&b, NULL);
+	for (int i = 0; i < 70; i++)
+		table_count_free(&b, 10, NULL);
+	assert_int_equal(ext_rec(big)->peak_bytes, 400 * KI);
+	assert_int_equal(ext_rec(big)->peak_samples, 100);
+	/* Another thread counts in a plane: small stacks stay exact. */
+	uint32_t other = table_intern(g, 1, 1, 1);
+	struct table_plane tp = { 0, 0, 0 };
+	assert_null(table_own_counts(&tp, other));   /* the first: records */
+	struct table_plane tq = { 0, 0, 0 };
+	struct ym_counts *own = table_own_counts(&tq, other);
+	assert_non_null(own);
+	assert_int_equal(hdr->planes_used, 1);
+	struct ym_live o = entry(0x30000, other);
+	o.weight_bytes = 64;
+	for (int i = 0; i < 10; i++)
+		table_count_alloc(&o, own);
+	for (int i = 0; i < 5; i++)
+		table_count_alloc(&o, NULL);
+	assert_int_equal(ext_rec(other)->peak_bytes, 15 * 64);
+	assert_int_equal(ext_rec(other)->peak_samples, 15);
+	/* A stack only that thread counts, past many steps: exact too. */
+	uint64_t k[1] = { 0xbb };
+	uint32_t solo = table_intern(k, 1, 1, 1);
+	struct ym_counts *mine = table_own_counts(&tq, solo);
+	assert_non_null(mine);
+	struct ym_live q = entry(0x40000, solo);
+	q.weight_bytes = 4 * KI;
+	for (int i = 0; i < 1000; i++) {
+		table_count_alloc(&q, mine);
+		table_count_free(&q, 10, mine);
+	}
+	for (int i = 0; i < 100; i++)
+		table_count_alloc(&q, mine);
+	for (int i = 0; i < 70; i++)
+		table_count_free(&q, 10, mine);
+	assert_int_equal(ext_rec(solo)->peak_bytes, 400 * KI);
+	assert_int_equal(ext_rec(solo)->peak_samples, 100);
+	/* Once the first thread frees there too (into the record), the
+	 * stack has two writers: its peak goes by steps, within one. */
+	table_count_free(&q, 10, NULL);
+	for (int i = 0; i < 120; i++)
+		table_count_alloc(&q, mine);
+	uint64_t p = ext_rec(solo)->peak_bytes;
+	assert_true(p <= (29 + 120) * 4 * KI);
+	assert_true(p + 64 * KI > (29 + 120) * 4 * KI);
+}
+
 static void lock_is_bounded(void **state)
 {
 	(void)state;
@@ -666,6 +749,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(lock_is_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(counts_go_to_the_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(peaks_rise_stay_and_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(exact_mode_peaks_of_small_stacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(sparse_segment_backs_what_it_touches,
 						setup_large, teardown),
 	};

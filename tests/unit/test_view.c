@@ -238,6 +238,34 @@ static void functions_avg_and_age_span_stacks(void **state)
 	assert_true(view_fn_avg(&v->fns[0]) == 300.0);
 }
 
+/* The Functions view sums its stacks' live samples: a function carried
+ * by two small-block samples is marked and ranks at the low end of its
+ * error, below one of three well-sampled stacks' worth that retains
+ * less; neither is marked once it has three samples. */
+static void functions_of_few_samples_marked_and_ranked(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	const double R = 524288, w = R + 32;   /* a 64-byte block's sample */
+	const double r[NST] = { 0, w, w, 0, 1.5 * w };
+	struct shm_snapshot s;
+	snap_make(&s, r, r, 10);
+	s.hdr.sample_rate = (uint64_t)R;
+	stack_of(&s, 2)->frames[0] = 0x1001;     /* stacks 1, 2: one function */
+	stack_of(&s, 4)->alloc_samples = 3;      /* 3 samples, some resized */
+	model_update(&f->m, &s);
+	view_refresh(v);
+	view_key(v, VK_TAB);
+	assert_int_equal(v->kind, VIEW_FUNCTIONS);
+	assert_int_equal(view_rows(v), 2);
+	assert_true(v->fns[0].retained == 1.5 * w);
+	assert_false(v->fns[0].few);
+	assert_int_equal(v->fns[0].live_samples, 3);
+	assert_true(v->fns[1].retained == 2 * w);
+	assert_true(v->fns[1].few);
+	assert_int_equal(v->fns[1].live_samples, 2);
+}
+
 /* The Threads view shows the shared slot ("other threads") only when it
  * counted something, as reports do; it was always there, empty. */
 static void threads_view_hides_empty_shared_slot(void **state)
@@ -389,6 +417,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(detail_frames_scroll, setup, teardown),
 		cmocka_unit_test_setup_teardown(rate_key_and_parse, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_key_and_detail_sideways, setup, teardown),
+		cmocka_unit_test_setup_teardown(functions_of_few_samples_marked_and_ranked,
+						setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

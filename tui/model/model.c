@@ -1,3 +1,4 @@
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ void model_free(struct model *m)
 	free(m->mark_retained);
 	free(m->mark_peak_seen);
 	free(m->mark_agent_peak);
+	free(m->mark_peak_seen_samples);
 	free(m->thread_names);
 	memset(m, 0, sizeof *m);
 }
@@ -58,10 +60,52 @@ const char *model_name(const struct model *m)
 /* The mark's arrays, to n entries (new ones zero). */
 static int grow_marks(struct model *m, uint32_t n)
 {
-	uint32_t a = m->nmark, b = m->nmark;
-	if (grow(&m->mark_peak_seen, &a, n) || grow(&m->mark_agent_peak, &b, n))
+	uint32_t a = m->nmark, b = m->nmark, c = m->nmark;
+	if (grow(&m->mark_peak_seen, &a, n) || grow(&m->mark_agent_peak, &b, n) ||
+	    grow(&m->mark_peak_seen_samples, &c, n))
 		return -1;
 	return grow(&m->mark_retained, &m->nmark, n);
+}
+
+/* model_rel_error at sampling rate `rate`. */
+static double rel_error(uint64_t rate, double bytes, int64_t n)
+{
+	if (rate <= 1 || bytes <= 0)
+		return 0;
+	if (n <= 0)
+		return 1;
+	/* The samples' mean weight w = u / p(u) in units of R: x = y / (1 -
+	 * e^-y) with y = u / R.  Newton's method on g(y) = y - x (1 - e^-y),
+	 * convex and increasing right of its root, from y = min(x, 2 (x -
+	 * 1)), right of it (x >= 1 + y / 2), falls to the root. */
+	double x = bytes / (double)n / (double)rate, q = 1;   /* q = 1 - p(u) */
+	if (x > 1) {
+		double y = x < 2 * (x - 1) ? x : 2 * (x - 1);
+		for (int i = 0; i < 60; i++) {
+			double e = exp(-y), g = y - x * (1 - e), d = 1 - x * e;
+			if (g <= 1e-12 * y || d <= 0)
+				break;
+			y -= g / d;
+		}
+		q = exp(-y);
+	}
+	return sqrt(q / (double)n);
+}
+
+static int few(uint64_t rate, double bytes, int64_t n, double err)
+{
+	return rate > 1 && bytes > 0 && n >= 0 && n < MODEL_FEW_SAMPLES &&
+	       err >= MODEL_FEW_ERROR;
+}
+
+double model_rel_error(const struct model *m, double bytes, int64_t n)
+{
+	return rel_error(m->snap.hdr.sample_rate, bytes, n);
+}
+
+int model_few(const struct model *m, double bytes, int64_t n)
+{
+	return few(m->snap.hdr.sample_rate, bytes, n, model_rel_error(m, bytes, n));
 }
 
 int model_update(struct model *m, struct shm_snapshot *snap)
@@ -121,6 +165,9 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 					   fx(y->free_objects_fx));
 		s->alloc_samples = y->alloc_samples;
 		s->free_samples = y->free_samples;
+		uint64_t live = y->alloc_samples > y->free_samples ?
+				y->alloc_samples - y->free_samples : 0;
+		s->live_samples = live > UINT32_MAX ? UINT32_MAX : (uint32_t)live;
 		s->first_mono_ns = y->first_mono_ns;
 		s->tid = y->tid;
 		for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
@@ -135,20 +182,38 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 					     first ? 0 : m->prev_alloc[i]) / dt;
 		m->prev_alloc[i] = s->alloc_bytes;
 		const struct ym_stack_ext *x = shm_stack_ext(snap, i);
+		s->peak_samples = shm_stack_peak_samples(snap, i);
 		if (x) {
 			s->kind = x->kind;
 			s->peak_bytes = (double)x->peak_bytes;
 			s->peak_mono_ns = x->peak_mono_ns;
 		}
+		/* The agent's peak may lag its estimate (segment.h): a peak is
+		 * never shown below the retained bytes beside it. */
+		if (s->retained_bytes > s->peak_bytes || s->peak_bytes == 0) {
+			s->peak_bytes = s->retained_bytes;
+			s->peak_samples = s->live_samples;
+		}
 		if (m->marked) {
 			s->growth = s->retained_bytes - m->mark_retained[i];
 			double *seen = &m->mark_peak_seen[i];
-			if (s->retained_bytes > *seen)
+			double *seen_n = &m->mark_peak_seen_samples[i];
+			if (s->retained_bytes > *seen) {
 				*seen = s->retained_bytes;
-			if (s->peak_bytes > m->mark_agent_peak[i] && s->peak_bytes > *seen)
+				*seen_n = s->live_samples;
+			}
+			if (s->peak_bytes > m->mark_agent_peak[i] && s->peak_bytes > *seen) {
 				*seen = s->peak_bytes;
+				*seen_n = (double)s->peak_samples;
+			}
 			s->peak_since_mark = *seen;
+			s->peak_since_mark_samples = (int64_t)*seen_n;
 		}
+		uint64_t rate = snap->hdr.sample_rate;
+		s->retained_err = rel_error(rate, s->retained_bytes, s->live_samples);
+		s->peak_err = m->marked ?
+			rel_error(rate, s->peak_since_mark, s->peak_since_mark_samples) :
+			rel_error(rate, s->peak_bytes, s->peak_samples);
 		if (s->kind == YM_KIND_MMAP) {
 			m->mmap_retained_bytes += s->retained_bytes;
 			continue;
@@ -165,16 +230,19 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		m->peak_retained_bytes = m->mmap_peak_bytes = 0;
 		m->peak_mono_ns = m->mmap_peak_mono_ns = 0;
 	}
+	/* The agent's estimates lag by steps (segment.h): never shown below
+	 * the retained bytes beside them. */
+	if (m->peak_retained_bytes < m->retained_bytes)
+		m->peak_retained_bytes = m->retained_bytes;
+	if (m->mmap_peak_bytes < m->mmap_retained_bytes)
+		m->mmap_peak_bytes = m->mmap_retained_bytes;
 	/* A snapshot without the live table keeps the last known ages. */
 	if (snap->live_skipped && m->stacks)
-		for (uint32_t i = 0; i < n && i < m->nstacks; i++) {
-			st[i].live_samples = m->stacks[i].live_samples;
+		for (uint32_t i = 0; i < n && i < m->nstacks; i++)
 			st[i].oldest_birth_ns = m->stacks[i].oldest_birth_ns;
-		}
 	for (uint32_t i = 0; i < snap->nlive; i++) {
 		const struct ym_live *e = &snap->live[i];
 		struct model_stack *s = &st[e->stack];   /* checked < nstacks */
-		s->live_samples++;
 		if (s->oldest_birth_ns == 0 || e->birth_mono_ns < s->oldest_birth_ns)
 			s->oldest_birth_ns = e->birth_mono_ns;
 	}
@@ -243,10 +311,14 @@ void model_mark(struct model *m)
 		m->mark_retained[i] = s ? s->retained_bytes : 0;
 		m->mark_peak_seen[i] = s ? s->retained_bytes : 0;
 		m->mark_agent_peak[i] = s ? s->peak_bytes : 0;
+		m->mark_peak_seen_samples[i] = s ? s->live_samples : 0;
 	}
-	for (uint32_t i = 0; i < m->nstacks; i++) {
-		m->stacks[i].growth = 0;
-		m->stacks[i].peak_since_mark = m->stacks[i].retained_bytes;
+	for (uint32_t i = 0; m->stacks && i < m->nstacks; i++) {
+		struct model_stack *s = &m->stacks[i];
+		s->growth = 0;
+		s->peak_since_mark = s->retained_bytes;
+		s->peak_since_mark_samples = s->live_samples;
+		s->peak_err = s->retained_err;
 	}
 	m->marked = 1;
 	m->mark_mono_ns = m->snap.taken_mono_ns;
@@ -256,6 +328,44 @@ void model_mark(struct model *m)
 double model_peak(const struct model *m, const struct model_stack *s)
 {
 	return m->marked ? s->peak_since_mark : s->peak_bytes;
+}
+
+int64_t model_peak_samples(const struct model *m, const struct model_stack *s)
+{
+	return m->marked ? s->peak_since_mark_samples : s->peak_samples;
+}
+
+int model_retained_few(const struct model *m, const struct model_stack *s)
+{
+	return few(m->snap.hdr.sample_rate, s->retained_bytes, s->live_samples,
+		   s->retained_err);
+}
+
+int model_peak_few(const struct model *m, const struct model_stack *s)
+{
+	return few(m->snap.hdr.sample_rate, model_peak(m, s),
+		   model_peak_samples(m, s), s->peak_err);
+}
+
+double model_rank(const struct model *m, const struct model_stack *s,
+		  enum model_sort key)
+{
+	double v = model_key(m, s, key), err = 0;
+	switch (key) {
+	case SORT_RETAINED:
+	case SORT_PERCENT:
+	case SORT_LIVE:
+		if (model_retained_few(m, s))
+			err = s->retained_err;
+		break;
+	case SORT_PEAK:
+		if (model_peak_few(m, s))
+			err = s->peak_err;
+		break;
+	default:
+		break;
+	}
+	return v * (1 - (err < 1 ? err : 1));
 }
 
 uint64_t model_oldest_age(const struct model *m, const struct model_stack *s)
@@ -310,8 +420,13 @@ static int cmp(const void *a, const void *b, void *arg)
 		r = strcmp(nx ? nx : "", ny ? ny : "");
 		r = c->asc ? r : -r;
 	} else {
-		double vx = model_key(c->m, x, c->key), vy = model_key(c->m, y, c->key);
+		double vx = model_rank(c->m, x, c->key), vy = model_rank(c->m, y, c->key);
 		r = vx < vy ? 1 : vx > vy ? -1 : 0;   /* descending */
+		if (r == 0) {
+			vx = model_key(c->m, x, c->key);
+			vy = model_key(c->m, y, c->key);
+			r = vx < vy ? 1 : vx > vy ? -1 : 0;
+		}
 		if (c->asc)
 			r = -r;
 	}

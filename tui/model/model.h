@@ -74,6 +74,8 @@ struct model_stack {
 	double   growth;             /* retained_bytes minus its value at mark */
 	uint64_t alloc_samples;
 	uint64_t free_samples;
+	/* The samples behind retained_bytes: alloc_samples - free_samples
+	 * (the same counters), at most UINT32_MAX. */
 	uint32_t live_samples;
 	uint64_t oldest_birth_ns;    /* CLOCK_MONOTONIC; 0 when none live */
 	uint64_t first_mono_ns;
@@ -81,15 +83,23 @@ struct model_stack {
 	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
 	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
 	/* The agent's peak of retained_bytes since its start or last reset
-	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown). */
+	 * (0 before ABI v6), never below retained_bytes (the agent's may lag
+	 * it: segment.h), and when (CLOCK_MONOTONIC, 0 unknown).
+	 * peak_samples: the live samples behind it (-1: a writer before v7
+	 * did not say). */
 	double   peak_bytes;
 	uint64_t peak_mono_ns;
+	int64_t  peak_samples;
+	/* The relative standard errors of retained_bytes and of the peak the
+	 * screen shows (model_peak), model_rel_error's. */
+	double   retained_err, peak_err;
 	/* Since the mark (when marked): the highest retained_bytes seen in
 	 * the snapshots since the mark, or the agent's peak if that moved
 	 * after the mark (then it was reached after the mark), whichever is
 	 * higher.  A peak reached and left between two snapshots before the
 	 * agent's peak moved is not seen: the agent keeps one peak only. */
 	double   peak_since_mark;
+	int64_t  peak_since_mark_samples;
 };
 
 struct model {
@@ -135,6 +145,7 @@ struct model {
 	uint64_t prev_mono_ns;
 	double  *mark_retained; uint32_t nmark;
 	double  *mark_peak_seen, *mark_agent_peak;   /* nmark entries each */
+	double  *mark_peak_seen_samples;             /* nmark entries */
 	int      marked;
 	uint64_t mark_mono_ns;
 	double   mark_total;
@@ -173,6 +184,33 @@ void model_sort(struct model *m, enum model_sort key, int asc,
 /* The value a sort key orders by (for columns and tests). */
 double model_key(const struct model *m, const struct model_stack *s,
 		 enum model_sort key);
+
+/* Estimates and their uncertainty (man ymtop(1), ESTIMATES).  A block of
+ * usable size u is sampled with p(u) = 1 - exp(-u/R) and weighs u/p(u)
+ * bytes, so an estimate carried by n samples of blocks of one size has
+ * the relative standard error sqrt((1 - p) / n); u is solved from the
+ * samples' mean weight (bytes / n) and the segment's rate R.  0 in exact
+ * mode (R = 1), and for no bytes; 1 for bytes without samples. */
+double model_rel_error(const struct model *m, double bytes, int64_t n);
+/* A figure carried by fewer than MODEL_FEW_SAMPLES samples whose
+ * relative error is MODEL_FEW_ERROR or more: the screen and the text
+ * report mark it with MODEL_FEW_MARK.  n < 0 (unknown): never. */
+#define MODEL_FEW_SAMPLES 3
+#define MODEL_FEW_ERROR   0.25
+#define MODEL_FEW_MARK    "?"
+int model_few(const struct model *m, double bytes, int64_t n);
+/* Whether s's retained bytes, and the peak the screen shows, are marked;
+ * the live samples behind that peak (-1 unknown). */
+int model_retained_few(const struct model *m, const struct model_stack *s);
+int model_peak_few(const struct model *m, const struct model_stack *s);
+int64_t model_peak_samples(const struct model *m, const struct model_stack *s);
+/* What sorts rank by: model_key, but a marked figure (retained, percent,
+ * live objects, peak) ranks at the lower end of its one-standard-error
+ * interval, key x (1 - error), so that an estimate carried by one or two
+ * samples never ranks above a well-sampled one of about its size; ties
+ * go by model_key. */
+double model_rank(const struct model *m, const struct model_stack *s,
+		  enum model_sort key);
 
 /* Age in ns of the stack's oldest live sample at snapshot time (0: none). */
 /* The stack's peak the screen shows: since the mark when marked, else

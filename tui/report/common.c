@@ -81,7 +81,12 @@ static int by_key(const void *a, const void *b, void *arg)
 	const struct order_ctx *c = arg;
 	const struct model_stack *x = &c->m->stacks[*(const uint32_t *)a];
 	const struct model_stack *y = &c->m->stacks[*(const uint32_t *)b];
-	/* The key first, then the others: retained, allocated, rate. */
+	/* The key's rank (model_rank: a figure of few samples at the low
+	 * end of its error), the key, then the others: retained, allocated,
+	 * rate. */
+	double rx = model_rank(c->m, x, c->key), ry = model_rank(c->m, y, c->key);
+	if (rx != ry)
+		return rx < ry ? 1 : -1;
 	enum model_sort keys[4] = { c->key, SORT_RETAINED, SORT_ALLOCATED, SORT_RATE };
 	for (int i = 0; i < 4; i++) {
 		double vx = model_key(c->m, x, keys[i]), vy = model_key(c->m, y, keys[i]);

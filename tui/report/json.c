@@ -234,11 +234,17 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			"\"allocated_bytes\":%.0f,\"allocated_objects\":%.0f,"
 			"\"allocated_bytes_per_s\":%.0f,"
 			"\"samples\":%llu,\"live_samples\":%u,\"kind\":\"%s\","
-			"\"peak_retained_bytes\":%.0f,\"peak_time\":",
+			"\"peak_retained_bytes\":%.0f,\"peak_samples\":",
 			k ? "," : "", st->id, st->retained_bytes, st->retained_objects,
 			st->alloc_bytes, st->alloc_objects, st->alloc_rate,
 			(unsigned long long)st->alloc_samples, st->live_samples,
 			report_kind_name(st->kind), st->peak_bytes);
+		/* The samples behind the peak; null: a writer before v7. */
+		if (st->peak_samples >= 0)
+			fprintf(f, "%lld", (long long)st->peak_samples);
+		else
+			fputs("null", f);
+		fputs(",\"peak_time\":", f);
 		json_time(f, m, st->peak_mono_ns);
 		fputs(",\"frames\":", f);
 		json_frames(f, s, o->rules, st->frames, st->depth);

@@ -265,7 +265,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 			fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects);
 	}
 	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
-	int shown = 0;
+	int shown = 0, few = 0;
 	/* Every stack with a sample, also those that retain nothing: on a
 	 * server that frees all it allocates the churn is the story. */
 	for (uint32_t k = 0; k < norder && shown < top; k++) {
@@ -274,21 +274,32 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		double all = st->kind == YM_KIND_MMAP ? m->mmap_retained_bytes :
 							m->retained_bytes;
 		double pct = all > 0 ? 100.0 * st->retained_bytes / all : 0;
-		fprintf(f, "\n#%d %sretained %s (%.1f%%) in %.0f objects; "
+		/* MODEL_FEW_MARK before a figure carried by one or two
+		 * samples (model_few), explained below the list. */
+		int rfew = model_retained_few(m, st);
+		int pfew = model_few(m, st->peak_bytes, st->peak_samples);
+		few += rfew || pfew;
+		fprintf(f, "\n#%d %sretained %s%s (%.1f%%) in %.0f objects; "
 			"allocated %s in %.0f objects",
 			++shown, st->kind == YM_KIND_MMAP ? "mmap " : "",
+			rfew ? MODEL_FEW_MARK : "",
 			fmt_bytes(st->retained_bytes, a, sizeof a), pct,
 			st->retained_objects,
 			fmt_bytes(st->alloc_bytes, b, sizeof b), st->alloc_objects);
 		if (o->sort == SORT_RATE)
 			fprintf(f, "; %s/s", fmt_bytes(st->alloc_rate, c, sizeof c));
 		if (st->peak_bytes > 0)
-			fprintf(f, "; peak %s", fmt_bytes(st->peak_bytes, c, sizeof c));
+			fprintf(f, "; peak %s%s", pfew ? MODEL_FEW_MARK : "",
+				fmt_bytes(st->peak_bytes, c, sizeof c));
 		fputc('\n', f);
 		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
 	}
 	if (shown == 0)
 		fprintf(f, "  (no samples yet)\n");
+	if (few)
+		fprintf(f, "\n%s: an estimate carried by one or two samples, its "
+			"standard error %d%% of it or more\n", MODEL_FEW_MARK,
+			(int)(MODEL_FEW_ERROR * 100));
 	free(order);
 
 	text_lifetimes(f, m);

@@ -287,9 +287,18 @@ static int draw_col_header(int y, const struct view *v, const char *last)
 	return x;
 }
 
-static void stack_cells(struct view *v, const struct model_stack *s, double growth,
-			double retained, double objects, double alloc, double rate,
-			double avg, uint64_t age, int y, attr_t base)
+/* A figure in bytes, after MODEL_FEW_MARK when few samples carry it. */
+static void few_bytes(double bytes, int few, char *buf, size_t len)
+{
+	char b[32];
+	snprintf(buf, len, "%s%s", few ? MODEL_FEW_MARK : "", fmt_bytes(bytes, b, sizeof b));
+}
+
+/* A row's cells: a stack's (s), or a function's (s NULL); few: its
+ * retained bytes are carried by one or two samples (model_few). */
+static void stack_cells(struct view *v, const struct model_stack *s, int few,
+			double growth, double retained, double objects, double alloc,
+			double rate, double avg, uint64_t age, int y, attr_t base)
 {
 	struct model *m = v->m;
 	char buf[32];
@@ -300,7 +309,9 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 		const struct col *c = &stack_cols[i];
 		attr_t a = base;
 		switch (c->key) {
-		case SORT_RETAINED: fmt_bytes(retained, buf, sizeof buf); break;
+		case SORT_RETAINED:   /* marked when carried by few samples */
+			few_bytes(retained, few, buf, sizeof buf);
+			break;
 		case SORT_PERCENT: {   /* of its own kind's retained bytes */
 			double all = s && s->kind == YM_KIND_MMAP ?
 				     m->mmap_retained_bytes : m->retained_bytes;
@@ -319,7 +330,8 @@ static void stack_cells(struct view *v, const struct model_stack *s, double grow
 			break;
 		case SORT_PEAK:   /* a stack's, not a function's (no sum of peaks) */
 			if (s)
-				fmt_bytes(model_peak(m, s), buf, sizeof buf);
+				few_bytes(model_peak(m, s), model_peak_few(m, s),
+					  buf, sizeof buf);
 			else
 				snprintf(buf, sizeof buf, "-");
 			break;
@@ -392,7 +404,8 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		const struct model_stack *s = &m->stacks[m->order[row]];
 		attr_t base = row_attr(v, row, y0 + 1 + r);
 		double avg = s->alloc_objects > 0 ? s->alloc_bytes / s->alloc_objects : 0;
-		stack_cells(v, s, s->growth, s->retained_bytes, s->retained_objects,
+		stack_cells(v, s, model_retained_few(m, s), s->growth,
+			    s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
 			    y0 + 1 + r, base);
 		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)];
@@ -419,8 +432,9 @@ static void draw_functions(struct view *v, int y0, int rows)
 			break;
 		const struct view_fn *f = &v->fns[row];
 		attr_t base = row_attr(v, row, y0 + 1 + r);
-		stack_cells(v, NULL, f->growth, f->retained, f->retained_objects, f->alloc,
-			    f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r, base);
+		stack_cells(v, NULL, f->few, f->growth, f->retained, f->retained_objects,
+			    f->alloc, f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r,
+			    base);
 		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)], count[16];
 		const char *kind = f->kind == YM_KIND_MMAP ? "[mmap] " : "";
 		int cl = snprintf(count, sizeof count, "  [%u]", f->nstacks);
@@ -585,6 +599,14 @@ static void draw_detail(struct view *v, int y0, int rows)
 	    (unsigned long long)s->alloc_samples, (unsigned long long)s->free_samples,
 	    s->live_samples, age ? fmt_duration((double)age / 1e9, a, sizeof a) : "-",
 	    m->marked ? fmt_sbytes(s->growth, b, sizeof b) : "- (m sets a mark)");
+	int64_t pn = model_peak_samples(m, s);
+	if (pn >= 0)
+		snprintf(d, sizeof d, "%lld", (long long)pn);
+	else
+		snprintf(d, sizeof d, "?");
+	ui_put(y++, 0, 0, "peak %s in %s samples; standard error: retained %.0f%%, peak %.0f%%",
+	    fmt_bytes(model_peak(m, s), c, sizeof c), d,
+	    100 * s->retained_err, 100 * s->peak_err);
 	if (v->stack_hist && s->id < v->nstack_hist && v->nhist > 1) {
 		double h[VIEW_HISTORY];
 		const float *src = v->stack_hist + (size_t)s->id * VIEW_HISTORY;
@@ -675,11 +697,10 @@ static const char *const help_text[] = {
 	"  t             long names: fitted (the method kept) or whole",
 	"  ^L            redraw;  ?  this help;  q  quit",
 	"",
-	"RETAINED and LIVE are estimates from samples; in use is exact",
-	"(injected: since the attach).  In a stack, Up/Down scroll frames,",
-	"Left/Right its long names sideways.",
-	"Units: retained~ and the columns count requested bytes, heap and in",
-	"use usable bytes (size classes); the Memory view shows the gap.",
+	"RETAINED, LIVE: estimated from samples (injected: since the attach);",
+	"? marks one carried by 1-2 samples, sorted at the low end of its error",
+	"Units: retained counts requested bytes; heap and in use usable bytes",
+	"In a stack: Up/Down scroll frames, Left/Right long names sideways",
 };
 
 static void draw_help(void)

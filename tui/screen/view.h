@@ -63,6 +63,9 @@ struct view_fn {
 	uint64_t oldest_birth_ns;  /* CLOCK_MONOTONIC; 0 when none live */
 	uint32_t nstacks;
 	uint32_t top_stack;      /* the stack retaining most */
+	uint64_t live_samples;   /* the samples behind retained */
+	int      few;            /* retained is marked (model_few) */
+	double   rank;           /* what sorting by retained uses (model_rank) */
 };
 
 double view_fn_avg(const struct view_fn *f);

@@ -156,9 +156,12 @@ static int cmp_fn(const void *a, const void *b, void *arg)
 	case SORT_LIVE:      vx = x->retained_objects; vy = y->retained_objects; break;
 	case SORT_GROWTH:    vx = x->growth; vy = y->growth; break;
 	case SORT_FUNCTION:  return strcmp(x->name, y->name) * (v->asc ? 1 : -1);
-	default:             vx = x->retained; vy = y->retained; break;
+	default:             vx = x->rank; vy = y->rank; break;
 	}
-	int r = vx < vy ? 1 : vx > vy ? -1 : strcmp(x->name, y->name);
+	int r = vx < vy ? 1 : vx > vy ? -1 : 0;
+	if (r == 0)
+		r = x->retained < y->retained ? 1 : x->retained > y->retained ? -1 :
+		    strcmp(x->name, y->name);
 	return v->asc ? -r : r;
 }
 
@@ -201,7 +204,19 @@ static void build_fns(struct view *v)
 			x->oldest_birth_ns = s->oldest_birth_ns;
 		x->rate += s->alloc_rate;
 		x->growth += s->growth;
+		x->live_samples += s->live_samples;
 		x->nstacks++;
+	}
+	/* A sum carried by one or two samples is marked and ranks at the low
+	 * end of its error, as a stack's (model_rank). */
+	for (uint32_t j = 0; j < n; j++) {
+		int64_t ns = (int64_t)f[j].live_samples;
+		f[j].few = model_few(m, f[j].retained, ns);
+		f[j].rank = f[j].retained;
+		if (f[j].few) {
+			double e = model_rel_error(m, f[j].retained, ns);
+			f[j].rank *= 1 - (e < 1 ? e : 1);
+		}
 	}
 	qsort_r(f, n, sizeof *f, cmp_fn, v);
 	v->fns = f;
