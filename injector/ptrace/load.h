@@ -24,4 +24,10 @@ int inject_load_agent(struct borrow *t, const struct libc_syms *s,
 int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 		       const char *name, char *err, size_t len);
 
+/* The agent is active: make it take the allocator's statistics now
+ * (its ymagent_heapstats; a preloaded agent's, found globally).  0; -1
+ * (err); -2 gone. */
+int inject_heapstats_call(struct borrow *t, const struct libc_syms *s,
+			  const char *name, char *err, size_t len);
+
 #endif
