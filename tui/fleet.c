@@ -1,9 +1,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fleet.h"
 #include "target.h"
+#include "util/clock.h"
 
 void fleet_init(struct fleet *f, pid_t root)
 {
@@ -25,7 +27,8 @@ void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
 	if (!p)
 		cli_die(1, "out of memory");
 	session_open(&p->s, o, pid);
-	p->s.reader.writable = 0;   /* shm_control_* refuse from now on */
+	/* shm_control_* refuse from now on, but heap requests (may_ask) */
+	p->s.reader.writable = 0;
 	p->pid = pid;
 	f->fixed = 1;
 	if (f->n < FLEET_MAX)
@@ -83,6 +86,27 @@ static int fresh(struct fleet_proc *p)
 	return 1;
 }
 
+/* Ask every watched process for the allocator's statistics at once, and
+ * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
+ * then has figures no older than itself, or shows their age. */
+static void ask_all(struct fleet *f)
+{
+	int pending = 0;
+	for (int i = 0; i < f->n; i++) {
+		pending += session_ask_heap(&f->p[i]->s);
+		f->p[i]->s.asked_ahead = 1;
+	}
+	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
+	while (pending && clock_mono_s() < end && !cli_stop) {
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+		pending = 0;
+		for (int i = 0; i < f->n; i++)
+			pending += f->p[i]->s.heap_asked &&
+				   !session_heap_answered(&f->p[i]->s);
+	}
+}
+
 static int by_pid(const void *a, const void *b)
 {
 	pid_t x = (*(struct fleet_proc *const *)a)->pid;
@@ -101,6 +125,7 @@ void fleet_update(struct fleet *f)
 		if (!f->root || in_tree(f->root, pids[i]))
 			pids[k++] = pids[i];
 	n = k;
+	ask_all(f);
 	for (int i = f->n; i-- > 0;) {
 		int listed = f->fixed;
 		for (int j = 0; j < n && !listed; j++)
@@ -115,7 +140,7 @@ void fleet_update(struct fleet *f)
 		struct shm_reader r;
 		if (target_open(pids[j], &r, err, sizeof err) != 0)
 			continue;
-		r.writable = 0;   /* read only: shm_control_* refuse */
+		r.writable = 0;   /* read only: shm_control_* refuse, but heap requests */
 		struct fleet_proc *p = calloc(1, sizeof *p);
 		if (!p || session_adopt(&p->s, &r) != 0) {
 			free(p);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "fmt.h"
+#include "ptrace/inject.h"
 #include "proc.h"
 #include "session.h"
 #include "target.h"
@@ -39,16 +40,68 @@ static void apply_rate(const struct options *o, struct shm_reader *r)
 		fmt_bytes((double)h.sample_rate, b, sizeof b));
 }
 
-static void wait_heap(struct shm_reader *r)
+/* Wait up to ms for the agent to answer request `asked` (a process that
+ * allocates answers at its next call).  1 when it did. */
+static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
 {
 	struct ym_control c;
 	struct ym_header h;
-	for (int i = 0; i < 10; i++) {
-		if (shm_control_read(r, &h, &c) != 0 || h.heap.answered == c.heap_request)
-			return;
-		struct timespec ts = { 0, 5000000 };
+	double end = clock_mono_s() + ms / 1e3;
+	for (;;) {
+		if (!asked || shm_control_read(r, &h, &c) != 0)
+			return 0;
+		if (h.heap.answered >= asked)
+			return 1;
+		if (clock_mono_s() >= end || cli_stop)
+			return 0;
+		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+int session_ask_heap(struct session *s)
+{
+	uint64_t asked = 0;
+	if (shm_control_heap(&s->reader, &asked) != 0)
+		asked = 0;
+	s->heap_asked = asked;
+	s->heap_asked_at = clock_mono_s();
+	return asked != 0;
+}
+
+int session_heap_answered(struct session *s)
+{
+	struct ym_control c;
+	struct ym_header h;
+	return s->heap_asked && shm_control_read(&s->reader, &h, &c) == 0 &&
+	       h.heap.answered >= s->heap_asked;
+}
+
+/* The snapshot's figures are not current and the request went
+ * unanswered for SESSION_HEAP_WAIT_S: the process made no allocator call
+ * since we asked (or the agent's own limit deferred its answer).  Borrow
+ * one of its threads to take them (inject_heapstats), not more often
+ * than every SESSION_BORROW_MIN_S. */
+static void borrow_heap(struct session *s, int answered)
+{
+	struct model *m = &s->model;
+	if (answered || !m->alive || !s->heap_asked ||
+	    model_heap_current(m) || getenv("YM_NO_BORROW"))
+		return;
+	double now = clock_mono_s();
+	if (s->borrowed_at > 0 && now - s->borrowed_at < SESSION_BORROW_MIN_S)
+		return;
+	if (now - s->heap_asked_at < SESSION_HEAP_WAIT_S)
+		return;   /* the process had no time to answer */
+	s->borrowed_at = now;
+	struct inject_result res;
+	char err[256];
+	if (inject_heapstats(s->reader.pid, &res, err, sizeof err) != 0) {
+		snprintf(s->borrow_err, sizeof s->borrow_err, "%s", err);
+		return;
+	}
+	s->borrow_err[0] = '\0';
+	shm_heap_read(&s->reader, &m->snap);
 }
 
 int session_adopt(struct session *s, const struct shm_reader *r)
@@ -69,13 +122,6 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 	struct shm_reader r;
 	target_attach(pid, &r);
 	apply_rate(o, &r);
-	/* The allocator's statistics (segment.h, heap_request): asked now,
-	 * and again after each snapshot; a read-only reader (--serve) shows
-	 * the last the agent took by itself.  A process that allocates
-	 * answers at its next call: wait for that a little (50 ms at most),
-	 * so that the first report has them. */
-	if (shm_control_heap(&r) == 0)
-		wait_heap(&r);
 	if (session_adopt(s, &r) != 0)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 }
@@ -176,16 +222,27 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 {
 	struct shm_snapshot snap;
 	struct model_facts facts;
+	/* The allocator's statistics (segment.h, heap_request): asked at
+	 * every refresh, before the snapshot, unless the caller asked for
+	 * this one (session_ask_heap); a process that allocates answers at
+	 * its next call, within SESSION_HEAP_WAIT_S. */
+	if (!s->asked_ahead) {
+		session_ask_heap(s);
+		wait_heap(&s->reader, s->heap_asked, SESSION_HEAP_WAIT_S * 1e3);
+	}
+	s->asked_ahead = 0;
+	int answered = session_heap_answered(s);
 	s->reader.skip_live = skip_live;
 	if (shm_snapshot_take(&s->reader, &snap, err, len) != 0)
 		return SESSION_EREAD;
+	snap.heap_asked = s->heap_asked;
 	if (read_facts(s, &snap, &facts) != 0 ||
 	    model_update_facts(&s->model, &snap, &facts) != 0) {
 		shm_snapshot_free(&snap);
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
-	shm_control_heap(&s->reader);
+	borrow_heap(s, answered);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

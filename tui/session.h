@@ -31,7 +31,22 @@ struct session {
 	char   (*names)[MODEL_THREAD_NAME];
 	uint32_t nnames;
 	double symbol_wait_s;       /* what reports may still wait for symbols */
+	/* The allocator's statistics (model_heap_current): the request made
+	 * for the next snapshot and when, whether the caller made it ahead
+	 * (session_ask_heap), the last borrowed thread's time and failure. */
+	uint64_t heap_asked;
+	double   heap_asked_at;
+	int      asked_ahead;
+	double   borrowed_at;
+	char     borrow_err[256];
 };
+
+/* How long a refresh waits for the agent's answer to its request for the
+ * allocator's statistics (a process that allocates answers at its next
+ * call), and how often a process that makes no call at all may have one
+ * of its threads borrowed to take them (inject_heapstats). */
+#define SESSION_HEAP_WAIT_S  0.05
+#define SESSION_BORROW_MIN_S 1.0
 
 /* Attach to pid (target_attach: the process's segment, injecting the agent
  * when it has none, or a segment kept after its exit), ask for o->rate
@@ -45,15 +60,28 @@ void session_open(struct session *s, const struct options *o, pid_t pid);
  * the symbolizer cannot start (r is then still the caller's). */
 int session_adopt(struct session *s, const struct shm_reader *r);
 
-/* Take a snapshot (without the live table when skip_live, see
- * shm_reader.skip_live), read what /proc says of the process, update the
- * model and give the symbolizer the modules that are new.  0; or
+/* Ask for the allocator's statistics and wait up to SESSION_HEAP_WAIT_S
+ * for the answer (unless asked_ahead), take a snapshot (without the live
+ * table when skip_live, see shm_reader.skip_live), read what /proc says
+ * of the process, update the model and give the symbolizer the modules
+ * that are new.  Figures that are not current after an unanswered
+ * request (the process made no allocator call since) are taken through a
+ * borrowed thread (inject_heapstats; not more often than
+ * SESSION_BORROW_MIN_S; YM_NO_BORROW set: never).  0; or
  * SESSION_EREAD (the segment could not be read or failed validation) or
  * SESSION_ENOMEM, with one line in err; the model then keeps its last
  * snapshot. */
 #define SESSION_EREAD  (-1)
 #define SESSION_ENOMEM (-2)
 int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
+
+/* Ask for the allocator's statistics now (one request, no wait): 1 when
+ * asked.  A caller that watches many processes asks them all, waits once
+ * (session_heap_answered), and sets asked_ahead before session_refresh,
+ * which otherwise asks and waits itself.  */
+int session_ask_heap(struct session *s);
+/* The agent answered the last request (header.heap.answered). */
+int session_heap_answered(struct session *s);
 
 /* Sleep up to secs, waking early on a signal (cli_stop) or when the
  * process is gone: the agent marked it exited, its pid went to another

@@ -102,7 +102,8 @@ static void json_heap(FILE *f, const struct model *m)
 			memcpy(&v, (const char *)hs + keys[i].off, sizeof v);
 			fprintf(f, ",\"%s\":%llu", keys[i].key, (unsigned long long)v);
 		}
-	fprintf(f, ",\"age_s\":%.3f,\"cost_ns\":%llu},", age,
+	fprintf(f, ",\"age_s\":%.3f,\"current\":%s,\"cost_ns\":%llu},", age,
+		model_heap_current(m) ? "true" : "false",
 		(unsigned long long)hs->cost_ns);
 }
 

@@ -273,7 +273,7 @@ static void value(FILE *f, double v)
 }
 
 enum pfield {
-	P_RETAINED, P_INUSE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS, P_ALARMS
+	P_RETAINED, P_INUSE, P_HEAP_AGE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS, P_ALARMS
 };
 
 static const struct {
@@ -284,6 +284,10 @@ static const struct {
 	[P_INUSE] = { "ymtop_process_in_use_bytes", "gauge",
 		"Heap bytes in use: the allocator's own statistics, else the agent's "
 		"exact counters (exact mode, agent from the start); absent otherwise." },
+	[P_HEAP_AGE] = { "ymtop_process_heap_age_seconds", "gauge",
+		"Age of the allocator's statistics behind the in-use gauge: 0 while "
+		"they are current (taken for this scrape, or after the process's "
+		"last allocator call), else seconds since they were taken." },
 	[P_RSS] = { "ymtop_process_rss_bytes", "gauge",
 		"Resident set size of a running process." },
 	[P_ALLOC_BYTES] = { "ymtop_process_allocated_bytes_total", "counter",
@@ -306,6 +310,10 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	switch (k) {
 	case P_RETAINED: *v = m->retained_bytes; return 1;
 	case P_INUSE: return model_in_use(m, v);
+	case P_HEAP_AGE: {
+		const struct ym_heapstats *hs = model_heap(m, v);
+		return hs && (hs->present & YM_HEAP_IN_USE);
+	}
 	case P_RSS: *v = (double)m->proc.rss_bytes; return m->alive;
 	case P_ALLOC_BYTES:
 		/* The series every dashboard graphs stays: when sampling the
@@ -343,7 +351,10 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 				continue;
 			fprintf(f, "%s{pid=\"%s\",exe=\"%s\"}", pfields[k].name, pg[i].pid,
 				pg[i].exe);
-			value(f, v);
+			if (k == P_HEAP_AGE)
+				fprintf(f, " %.3f\n", v);
+			else
+				value(f, v);
 		}
 	}
 	family(f, "ymtop_process_dropped_total", "counter",

@@ -187,7 +187,10 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	double age;
 	const struct ym_heapstats *hs = model_heap(m, &age);
 	if (hs) {
-		fprintf(f, "heap (%s's statistics, %.1f s old):", model_heap_allocator(hs->allocator), age);
+		char held[48] = "current";
+		if (!model_heap_current(m))
+			snprintf(held, sizeof held, "%.1f s old", age);
+		fprintf(f, "heap (%s's statistics, %s):", model_heap_allocator(hs->allocator), held);
 		if (hs->present & YM_HEAP_IN_USE)
 			fprintf(f, " in use %s", fmt_bytes((double)hs->in_use_bytes, a, sizeof a));
 		if (hs->present & YM_HEAP_FREE)

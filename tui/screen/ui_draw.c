@@ -141,7 +141,7 @@ static int draw_header(struct view *v)
 		snprintf(heap, sizeof heap, "  heap %s%s%s%s", fmt_bytes((double)hs->in_use_bytes, hu, sizeof hu),
 		    (hs->present & YM_HEAP_FREE) ? " +free " : "",
 		    (hs->present & YM_HEAP_FREE) ? fmt_bytes((double)hs->free_bytes, hf, sizeof hf) : "",
-		    age >= MODEL_HEAP_OLD_S ? " (old)" : "");
+		    !model_heap_current(m) ? " (old)" : "");
 	char inuse[64] = "";
 	if (model_freed_bytes_counted(m))
 		snprintf(inuse, sizeof inuse, "  in use%s %s",
