@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "fmt.h"
+#include "model/memory.h"
 #include "ptrace/inject.h"
 #include "proc.h"
 #include "session.h"
@@ -218,6 +219,24 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	return 0;
 }
 
+/* Allocators the agent cannot see (unseen.h): the modules' symbols, read
+ * once each, and the call count against the anonymous memory nothing
+ * else explains; the line goes into the model. */
+static void watch_unseen(struct session *s)
+{
+	struct model *m = &s->model;
+	if (!m->alive)
+		return;
+	unseen_scan(&s->unseen, &m->snap, target_sym_root(&s->reader));
+	struct model_memory mm;
+	model_memory(m, &mm);
+	unseen_watch(&s->unseen, m->snap.totals.alloc_objects +
+		     m->snap.totals.free_objects, mm.unexplained, mm.have_rss);
+	unseen_line(&s->unseen, m->unseen, sizeof m->unseen);
+	snprintf(m->unseen_allocator, sizeof m->unseen_allocator, "%s",
+		 unseen_allocator(&s->unseen));
+}
+
 int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 {
 	struct shm_snapshot snap;
@@ -243,6 +262,7 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 		return SESSION_ENOMEM;
 	}
 	borrow_heap(s, answered);
+	watch_unseen(s);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

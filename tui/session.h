@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
+#include "unseen.h"
 
 struct session {
 	struct shm_reader reader;   /* owned; the view uses it for control */
@@ -39,6 +40,7 @@ struct session {
 	int      asked_ahead;
 	double   borrowed_at;
 	char     borrow_err[256];
+	struct unseen unseen;       /* allocators the agent cannot see */
 };
 
 /* How long a refresh waits for the agent's answer to its request for the

@@ -127,6 +127,11 @@ struct model {
 	int      execed;             /* model_facts.execed */
 	int      exit_how;           /* PROC_EXIT_*, kept once known */
 	int      exit_value;
+	/* What the agent cannot see (tui/unseen.h), set by the session after
+	 * each update: one line ("" nothing) and the allocator's name for
+	 * labels ("" none). */
+	char     unseen[320];
+	char     unseen_allocator[16];
 
 
 	/* Previous snapshot and mark, indexed by stack id. */

@@ -153,6 +153,17 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			fputs("\"unknown\"},", f);
 	}
 	json_heap(f, m);
+	/* What the agent cannot see (tui/unseen.h): null, or the allocator
+	 * and the one line. */
+	if (m->unseen[0]) {
+		fputs("\"unseen_allocator\":{\"allocator\":", f);
+		fmt_json_string(f, m->unseen_allocator);
+		fputs(",\"line\":", f);
+		fmt_json_string(f, m->unseen);
+		fputs("},", f);
+	} else {
+		fputs("\"unseen_allocator\":null,", f);
+	}
 	/* Sampling (v6 agents): frees count objects only, so freed_bytes
 	 * and in_use_bytes are absent; heap.in_use_bytes says what is in use. */
 	int freed = model_freed_bytes_counted(m);

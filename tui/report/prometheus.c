@@ -357,6 +357,19 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 				value(f, v);
 		}
 	}
+	family(f, "ymtop_process_unseen_allocator", "gauge",
+	       "1 when the process allocates through an allocator the agent cannot "
+	       "see (linked into the program, or memory growing with no allocator "
+	       "call); absent otherwise.");
+	for (size_t i = 0; i < n; i++) {
+		const struct model *m = src[i].m;
+		if (!m->unseen[0])
+			continue;
+		char a[PROM_LABEL_BUF];
+		prometheus_label(m->unseen_allocator, a, sizeof a);
+		fprintf(f, "ymtop_process_unseen_allocator{pid=\"%s\",exe=\"%s\","
+			"allocator=\"%s\"} 1\n", pg[i].pid, pg[i].exe, a);
+	}
 	family(f, "ymtop_process_dropped_total", "counter",
 	       "Samples or registrations the agent could not record, by reason.");
 	for (size_t i = 0; i < n; i++) {

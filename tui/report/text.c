@@ -205,6 +205,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 			fprintf(f, ", %llu arenas", (unsigned long long)hs->arenas);
 		fputc('\n', f);
 	}
+	if (m->unseen[0])   /* escaped by the session (tui/unseen.h) */
+		fprintf(f, "ymtop cannot see: %s\n", m->unseen);
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);

@@ -173,6 +173,11 @@ static int draw_header(struct view *v)
 		ui_put(y, getcurx(stdscr), attr(C_DIM, 0), " retained");
 	}
 	y++;
+	/* An allocator the agent cannot see (tui/unseen.h): one line. */
+	if (m->unseen[0]) {
+		ui_put(y, 0, attr(C_ALARM, 0), "cannot see: %s", m->unseen);
+		y++;
+	}
 	const struct ym_alarm *al = view_alarm(v);
 	if (al) {
 		char lab[256] = "?";
