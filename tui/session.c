@@ -81,26 +81,29 @@ int session_heap_answered(struct session *s)
 /* The snapshot's figures are not current and the request went
  * unanswered for SESSION_HEAP_WAIT_S: the process made no allocator call
  * since we asked (or the agent's own limit deferred its answer).  Borrow
- * one of its threads to take them (inject_heapstats), not more often
- * than every SESSION_BORROW_MIN_S. */
+ * one of its threads to take them (inject_heapstats): not more often
+ * than every SESSION_BORROW_MIN_S, after a refusal (not allowed to trace
+ * it, traced by a debugger) not before SESSION_BORROW_RETRY_S, and never
+ * for an agent that ymtop -p loaded (private to its process: its
+ * ymagent_heapstats cannot be found by name). */
 static void borrow_heap(struct session *s, int answered)
 {
 	struct model *m = &s->model;
 	if (answered || !m->alive || !s->heap_asked ||
+	    (m->snap.hdr.flags & YM_FLAG_INJECTED) ||
 	    model_heap_current(m) || getenv("YM_NO_BORROW"))
 		return;
 	double now = clock_mono_s();
-	if (s->borrowed_at > 0 && now - s->borrowed_at < SESSION_BORROW_MIN_S)
+	if (now < s->borrow_next || now - s->heap_asked_at < SESSION_HEAP_WAIT_S)
 		return;
-	if (now - s->heap_asked_at < SESSION_HEAP_WAIT_S)
-		return;   /* the process had no time to answer */
-	s->borrowed_at = now;
 	struct inject_result res;
 	char err[256];
 	if (inject_heapstats(s->reader.pid, &res, err, sizeof err) != 0) {
+		s->borrow_next = now + SESSION_BORROW_RETRY_S;
 		snprintf(s->borrow_err, sizeof s->borrow_err, "%s", err);
 		return;
 	}
+	s->borrow_next = now + SESSION_BORROW_MIN_S;
 	s->borrow_err[0] = '\0';
 	shm_heap_read(&s->reader, &m->snap);
 }

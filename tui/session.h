@@ -34,11 +34,12 @@ struct session {
 	double symbol_wait_s;       /* what reports may still wait for symbols */
 	/* The allocator's statistics (model_heap_current): the request made
 	 * for the next snapshot and when, whether the caller made it ahead
-	 * (session_ask_heap), the last borrowed thread's time and failure. */
+	 * (session_ask_heap), when a thread may next be borrowed, and why
+	 * the last borrow failed ("" it did not). */
 	uint64_t heap_asked;
 	double   heap_asked_at;
 	int      asked_ahead;
-	double   borrowed_at;
+	double   borrow_next;
 	char     borrow_err[256];
 	struct unseen unseen;       /* allocators the agent cannot see */
 };
@@ -47,8 +48,9 @@ struct session {
  * allocator's statistics (a process that allocates answers at its next
  * call), and how often a process that makes no call at all may have one
  * of its threads borrowed to take them (inject_heapstats). */
-#define SESSION_HEAP_WAIT_S  0.05
-#define SESSION_BORROW_MIN_S 1.0
+#define SESSION_HEAP_WAIT_S    0.05
+#define SESSION_BORROW_MIN_S   1.0
+#define SESSION_BORROW_RETRY_S 30.0
 
 /* Attach to pid (target_attach: the process's segment, injecting the agent
  * when it has none, or a segment kept after its exit), ask for o->rate
@@ -69,7 +71,8 @@ int session_adopt(struct session *s, const struct shm_reader *r);
  * that are new.  Figures that are not current after an unanswered
  * request (the process made no allocator call since) are taken through a
  * borrowed thread (inject_heapstats; not more often than
- * SESSION_BORROW_MIN_S; YM_NO_BORROW set: never).  0; or
+ * SESSION_BORROW_MIN_S, SESSION_BORROW_RETRY_S after a refusal, never for
+ * an injected agent; YM_NO_BORROW set: never).  0; or
  * SESSION_EREAD (the segment could not be read or failed validation) or
  * SESSION_ENOMEM, with one line in err; the model then keeps its last
  * snapshot. */
