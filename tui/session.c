@@ -85,27 +85,47 @@ int session_heap_answered(struct session *s)
  * than every SESSION_BORROW_MIN_S, after a refusal (not allowed to trace
  * it, traced by a debugger) not before SESSION_BORROW_RETRY_S, and never
  * for an agent that ymtop -p loaded (private to its process: its
- * ymagent_heapstats cannot be found by name). */
-static void borrow_heap(struct session *s, int answered)
+ * ymagent_heapstats cannot be found by name).  1 when taken. */
+static int borrow_heap(struct session *s)
 {
 	struct model *m = &s->model;
-	if (answered || !m->alive || !s->heap_asked ||
-	    (m->snap.hdr.flags & YM_FLAG_INJECTED) ||
-	    model_heap_current(m) || getenv("YM_NO_BORROW"))
-		return;
+	if ((m->snap.hdr.flags & YM_FLAG_INJECTED) || getenv("YM_NO_BORROW"))
+		return 0;
 	double now = clock_mono_s();
 	if (now < s->borrow_next || now - s->heap_asked_at < SESSION_HEAP_WAIT_S)
-		return;
+		return 0;
 	struct inject_result res;
 	char err[256];
 	if (inject_heapstats(s->reader.pid, &res, err, sizeof err) != 0) {
 		s->borrow_next = now + SESSION_BORROW_RETRY_S;
 		snprintf(s->borrow_err, sizeof s->borrow_err, "%s", err);
-		return;
+		return 0;
 	}
 	s->borrow_next = now + SESSION_BORROW_MIN_S;
 	s->borrow_err[0] = '\0';
-	shm_heap_read(&s->reader, &m->snap);
+	return 1;
+}
+
+/* After the snapshot: figures that are current (they answer the fleet's
+ * request, or no call happened since they were taken) stand; asking then
+ * would only make the process's next call take them again.  Otherwise
+ * ask (unless the caller did), wait for the answer, or borrow a thread,
+ * and copy the new figures in as the answer to this refresh's request. */
+static void fresh_heap(struct session *s)
+{
+	struct model *m = &s->model;
+	if (!m->alive || model_heap_current(m))
+		return;
+	int got;
+	if (s->asked_ahead)
+		got = session_heap_answered(s);
+	else
+		got = session_ask_heap(s) &&
+		      wait_heap(&s->reader, s->heap_asked, SESSION_HEAP_WAIT_S * 1e3);
+	if (!got && s->heap_asked)
+		got = borrow_heap(s);
+	if (got && shm_heap_read(&s->reader, &m->snap) == 0)
+		m->snap.heap_asked = s->heap_asked;
 }
 
 int session_adopt(struct session *s, const struct shm_reader *r)
@@ -244,27 +264,24 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 {
 	struct shm_snapshot snap;
 	struct model_facts facts;
-	/* The allocator's statistics (segment.h, heap_request): asked at
-	 * every refresh, before the snapshot, unless the caller asked for
-	 * this one (session_ask_heap); a process that allocates answers at
-	 * its next call, within SESSION_HEAP_WAIT_S. */
-	if (!s->asked_ahead) {
-		session_ask_heap(s);
-		wait_heap(&s->reader, s->heap_asked, SESSION_HEAP_WAIT_S * 1e3);
-	}
-	s->asked_ahead = 0;
-	int answered = session_heap_answered(s);
 	s->reader.skip_live = skip_live;
-	if (shm_snapshot_take(&s->reader, &snap, err, len) != 0)
+	int rc = shm_snapshot_take(&s->reader, &snap, err, len);
+	/* A request made before the snapshot (the fleet's) and answered
+	 * before it: the snapshot's figures are that answer. */
+	snap.heap_asked = s->asked_ahead ? s->heap_asked : 0;
+	if (rc != 0) {
+		s->asked_ahead = 0;
 		return SESSION_EREAD;
-	snap.heap_asked = s->heap_asked;
+	}
 	if (read_facts(s, &snap, &facts) != 0 ||
 	    model_update_facts(&s->model, &snap, &facts) != 0) {
 		shm_snapshot_free(&snap);
+		s->asked_ahead = 0;
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
-	borrow_heap(s, answered);
+	fresh_heap(s);
+	s->asked_ahead = 0;
 	watch_unseen(s);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {

@@ -64,13 +64,13 @@ void session_open(struct session *s, const struct options *o, pid_t pid);
  * the symbolizer cannot start (r is then still the caller's). */
 int session_adopt(struct session *s, const struct shm_reader *r);
 
-/* Ask for the allocator's statistics and wait up to SESSION_HEAP_WAIT_S
- * for the answer (unless asked_ahead), take a snapshot (without the live
- * table when skip_live, see shm_reader.skip_live), read what /proc says
- * of the process, update the model and give the symbolizer the modules
- * that are new.  Figures that are not current after an unanswered
- * request (the process made no allocator call since) are taken through a
- * borrowed thread (inject_heapstats; not more often than
+/* Take a snapshot (without the live table when skip_live, see
+ * shm_reader.skip_live), read what /proc says of the process, update the
+ * model and give the symbolizer the modules that are new.  When the
+ * snapshot's allocator figures are not current (model_heap_current), ask
+ * for them (unless asked_ahead) and wait up to SESSION_HEAP_WAIT_S for
+ * the answer; after an unanswered request (the process made no allocator
+ * call since) they are taken through a borrowed thread (inject_heapstats; not more often than
  * SESSION_BORROW_MIN_S, SESSION_BORROW_RETRY_S after a refusal, never for
  * an injected agent; YM_NO_BORROW set: never).  0; or
  * SESSION_EREAD (the segment could not be read or failed validation) or
@@ -81,9 +81,10 @@ int session_adopt(struct session *s, const struct shm_reader *r);
 int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
 
 /* Ask for the allocator's statistics now (one request, no wait): 1 when
- * asked.  A caller that watches many processes asks them all, waits once
- * (session_heap_answered), and sets asked_ahead before session_refresh,
- * which otherwise asks and waits itself.  */
+ * asked.  A caller that watches many processes asks them all before
+ * their snapshots, waits once (session_heap_answered), and sets
+ * asked_ahead before session_refresh, which otherwise asks and waits
+ * itself when the snapshot's figures are not current. */
 int session_ask_heap(struct session *s);
 /* The agent answered the last request (header.heap.answered). */
 int session_heap_answered(struct session *s);
