@@ -83,13 +83,11 @@ int session_heap_answered(struct session *s)
  * since we asked (or the agent's own limit deferred its answer).  Borrow
  * one of its threads to take them (inject_heapstats): not more often
  * than every SESSION_BORROW_MIN_S, after a refusal (not allowed to trace
- * it, traced by a debugger) not before SESSION_BORROW_RETRY_S, and never
- * for an agent that ymtop -p loaded (private to its process: its
- * ymagent_heapstats cannot be found by name).  1 when taken. */
+ * it, traced by a debugger) not before SESSION_BORROW_RETRY_S.  1 when
+ * taken. */
 static int borrow_heap(struct session *s)
 {
-	struct model *m = &s->model;
-	if ((m->snap.hdr.flags & YM_FLAG_INJECTED) || getenv("YM_NO_BORROW"))
+	if (getenv("YM_NO_BORROW"))
 		return 0;
 	double now = clock_mono_s();
 	if (now < s->borrow_next || now - s->heap_asked_at < SESSION_HEAP_WAIT_S)

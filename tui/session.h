@@ -71,8 +71,8 @@ int session_adopt(struct session *s, const struct shm_reader *r);
  * for them (unless asked_ahead) and wait up to SESSION_HEAP_WAIT_S for
  * the answer; after an unanswered request (the process made no allocator
  * call since) they are taken through a borrowed thread (inject_heapstats; not more often than
- * SESSION_BORROW_MIN_S, SESSION_BORROW_RETRY_S after a refusal, never for
- * an injected agent; YM_NO_BORROW set: never).  0; or
+ * SESSION_BORROW_MIN_S, SESSION_BORROW_RETRY_S after a refusal;
+ * YM_NO_BORROW set: never).  0; or
  * SESSION_EREAD (the segment could not be read or failed validation) or
  * SESSION_ENOMEM, with one line in err; the model then keeps its last
  * snapshot. */

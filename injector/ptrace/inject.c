@@ -27,7 +27,8 @@
  *   chain     the safe moment: the stopped thread's call chain (libdw)
  *   choose    stopping threads until one is at a safe moment
  *   borrow    the stopped thread: memory, remote calls, exact restore
- *   load      the calls made in it: dlopen the agent, or start it
+ *   load      the calls made in it: dlopen the agent, or start it, or
+ *             take the allocator's statistics (agentsym: where)
  *   util      error line, clock
  */
 #include <errno.h>
@@ -40,6 +41,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "ptrace/agentsym.h"
 #include "ptrace/borrow.h"
 #include "ptrace/chain.h"
 #include "ptrace/choose.h"
@@ -174,7 +176,8 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 }
 
 static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
-		      struct inject_result *res, char *err, size_t errlen)
+		      uintptr_t fn, struct inject_result *res, char *err,
+		      size_t errlen)
 {
 	struct pstatus ps;
 	struct tmaps m;
@@ -250,7 +253,7 @@ static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
 	if (fault && !strcmp(fault, "inject-hold"))
 		inject_nap_us(1500000);
 	inject_restart_eintr_wait(&t);
-	int lr = mode == HEAP ? inject_heapstats_call(&t, &s, ps.name, err, errlen)
+	int lr = mode == HEAP ? inject_heapstats_call(&t, &s, ps.name, fn, err, errlen)
 		 : start ? inject_start_agent(&t, &s, ps.name, err, errlen)
 		 : inject_load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
@@ -282,7 +285,7 @@ out:
 int inject_agent(pid_t pid, const char *agent, int bring,
 		 struct inject_result *res, char *err, size_t errlen)
 {
-	return borrow_run(pid, LOAD, agent, bring, res, err, errlen);
+	return borrow_run(pid, LOAD, agent, bring, 0, res, err, errlen);
 }
 
 int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
@@ -290,5 +293,7 @@ int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
 {
 	if (errlen)
 		err[0] = '\0';
-	return borrow_run(pid, HEAP, NULL, 0, res, err, errlen);
+	/* Read before any thread stops: the agent's own file says where. */
+	uintptr_t fn = inject_agent_symbol(pid, "ymagent_heapstats");
+	return borrow_run(pid, HEAP, NULL, 0, fn, res, err, errlen);
 }

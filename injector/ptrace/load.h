@@ -9,6 +9,7 @@
 #define YMTOP_INJECT_LOAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ptrace/borrow.h"
 #include "ptrace/libcsyms.h"
@@ -25,9 +26,10 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 		       const char *name, char *err, size_t len);
 
 /* The agent is active: make it take the allocator's statistics now
- * (its ymagent_heapstats; a preloaded agent's, found globally).  0; -1
- * (err); -2 gone. */
+ * (its ymagent_heapstats: at fn, found by inject_agent_symbol, or when 0
+ * by name, which finds a preloaded agent's only).  0; -1 (err); -2
+ * gone. */
 int inject_heapstats_call(struct borrow *t, const struct libc_syms *s,
-			  const char *name, char *err, size_t len);
+			  const char *name, uintptr_t fn, char *err, size_t len);
 
 #endif

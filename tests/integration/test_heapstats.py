@@ -153,6 +153,25 @@ def check_idle_first_report_current(name, soname, pkg):
         stop(p)
 
 
+def test_injected_process_idle_after_a_call_is_current():
+    """An agent that ymtop -p loaded (private to its process: dlsym by name
+    cannot find it) in a process that made a call after the attach, then
+    went idle: the next report's figures are current (a borrowed thread
+    called ymagent_heapstats at the address its file gives)."""
+    p = start(None, ["malloc:1600:65536"])
+    try:
+        first = report(p.pid)["heap"]            # injects; taken at start
+        assert first and first["current"], first
+        p.stdin.write("tick\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "ready"
+        heap = report(p.pid)["heap"]
+        assert heap and heap["current"] and heap["age_s"] == 0, heap
+        assert 100 * MiB <= heap["in_use_bytes"] <= 103 * MiB, heap
+    finally:
+        stop(p)
+
+
 PEAKS = os.path.join(BUILD, "progs", "peaks")
 
 
