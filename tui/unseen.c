@@ -6,6 +6,7 @@
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fmt.h"
@@ -56,9 +57,15 @@ static int skipped(const char *base)
  * main executable, where malloc counts too), into u.  1 found, 0 not. */
 static int scan_file(struct unseen *u, const char *path, const char *base, int exe)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* The target's file: never wait on it (a FIFO planted at the path). */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return 0;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return 0;
+	}
 	int found = 0;
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	Elf_Scn *scn = NULL;
@@ -106,7 +113,10 @@ void unseen_scan(struct unseen *u, const struct shm_snapshot *snap,
 	elf_version(EV_CURRENT);
 	for (uint32_t i = u->scanned; i < snap->nmodules && !u->allocator[0]; i++) {
 		const struct ym_module *m = &snap->modules[i];
-		if (m->state != YM_MODULE_LOADED || m->path[0] != '/')
+		/* /proc/self/fd/N (an agent brought in through a memfd) would
+		 * name one of ours here. */
+		if (m->state != YM_MODULE_LOADED || m->path[0] != '/' ||
+		    !strncmp(m->path, "/proc/", 6))
 			continue;
 		const char *base = strrchr(m->path, '/') + 1;
 		if (skipped(base))
