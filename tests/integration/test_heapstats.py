@@ -172,6 +172,29 @@ def test_injected_process_idle_after_a_call_is_current():
         stop(p)
 
 
+def test_debian_python3_idle_after_growing_is_current():
+    """python3 (Debian's, preloaded) that built 150 MiB of bytearrays and
+    waits on stdin: its first report's in use is the allocator's, current,
+    not "not available" nor a figure from before it grew."""
+    from ymlib import AGENT
+    e = dict(os.environ, LD_PRELOAD=AGENT)
+    p = subprocess.Popen(
+        ["/usr/bin/python3", "-c",
+         "import sys\n"
+         "x = [bytearray(1 << 20) for _ in range(150)]\n"
+         "print('ready', flush=True)\n"
+         "sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=e)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        heap = report(p.pid)["heap"]
+        assert heap and heap["current"] and heap["age_s"] == 0, heap
+        assert 150 * MiB <= heap["in_use_bytes"] <= 170 * MiB, heap
+    finally:
+        stop(p)
+
+
 PEAKS = os.path.join(BUILD, "progs", "peaks")
 
 
