@@ -112,6 +112,7 @@ static int borrow_heap(struct session *s)
 static void fresh_heap(struct session *s)
 {
 	struct model *m = &s->model;
+	m->heap_why[0] = '\0';
 	if (!m->alive || model_heap_current(m))
 		return;
 	int got;
@@ -124,6 +125,11 @@ static void fresh_heap(struct session *s)
 		got = borrow_heap(s);
 	if (got && shm_heap_read(&s->reader, &m->snap) == 0)
 		m->snap.heap_asked = s->heap_asked;
+	else if (s->borrow_err[0])
+		snprintf(m->heap_why, sizeof m->heap_why, "no allocator call since, "
+			 "and no thread could be borrowed: %s", s->borrow_err);
+	else
+		snprintf(m->heap_why, sizeof m->heap_why, "no allocator call since");
 }
 
 int session_adopt(struct session *s, const struct shm_reader *r)

@@ -195,6 +195,44 @@ def test_debian_python3_idle_after_growing_is_current():
         stop(p)
 
 
+TRACER = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(0x4206, int(sys.argv[1]), None, None) != 0:   # PTRACE_SEIZE
+    sys.exit("seize: %d" % ctypes.get_errno())
+print("seized", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_old_figures_say_why_when_no_thread_can_be_borrowed():
+    """A process that made a call since its last figures and is traced by
+    another tracer (a debugger): no thread can be borrowed, so the figures
+    are shown old, with the reason, never as current."""
+    from ymlib import AGENT
+    p = start(AGENT, ["malloc:1600:65536"])
+    tracer = None
+    try:
+        assert report(p.pid)["heap"]["current"]          # borrowed
+        p.stdin.write("tick\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "ready"
+        tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(p.pid)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        assert tracer.stdout.readline().strip() == "seized"
+        heap = report(p.pid)["heap"]
+        assert heap["current"] is False and heap["age_s"] > 0, heap
+        assert "traced by pid %d" % tracer.pid in heap["why_old"], heap
+        text = ymtop("-b", "-n", "1", "-p", p.pid).stdout
+        line = [ln for ln in text.splitlines() if ln.startswith("heap (")]
+        assert line and " s old: no allocator call since" in line[0], text
+    finally:
+        if tracer:
+            tracer.communicate("\n", timeout=30)
+        stop(p)
+
+
 PEAKS = os.path.join(BUILD, "progs", "peaks")
 
 

@@ -132,6 +132,10 @@ struct model {
 	 * labels ("" none). */
 	char     unseen[320];
 	char     unseen_allocator[16];
+	/* Why the allocator's figures are not current (model_heap_current),
+	 * set by the session: the process answered no request and no thread
+	 * could be borrowed, and why ("" when current or not known). */
+	char     heap_why[320];
 
 
 	/* Previous snapshot and mark, indexed by stack id. */

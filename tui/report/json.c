@@ -102,9 +102,14 @@ static void json_heap(FILE *f, const struct model *m)
 			memcpy(&v, (const char *)hs + keys[i].off, sizeof v);
 			fprintf(f, ",\"%s\":%llu", keys[i].key, (unsigned long long)v);
 		}
-	fprintf(f, ",\"age_s\":%.3f,\"current\":%s,\"cost_ns\":%llu},", age,
+	fprintf(f, ",\"age_s\":%.3f,\"current\":%s,\"cost_ns\":%llu", age,
 		model_heap_current(m) ? "true" : "false",
 		(unsigned long long)hs->cost_ns);
+	if (m->heap_why[0]) {
+		fputs(",\"why_old\":", f);
+		fmt_json_string(f, m->heap_why);
+	}
+	fputs("},", f);
 }
 
 /* A writer's CLOCK_MONOTONIC time as seconds since the epoch, or null

@@ -187,9 +187,13 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	double age;
 	const struct ym_heapstats *hs = model_heap(m, &age);
 	if (hs) {
-		char held[48] = "current";
-		if (!model_heap_current(m))
-			snprintf(held, sizeof held, "%.1f s old", age);
+		char held[FMT_VIS_SIZE(sizeof m->heap_why) + 48] = "current";
+		if (!model_heap_current(m)) {
+			char why[FMT_VIS_SIZE(sizeof m->heap_why)];
+			snprintf(held, sizeof held, "%.1f s old%s%s", age,
+				 m->heap_why[0] ? ": " : "",
+				 fmt_vis(m->heap_why, why, sizeof why));
+		}
 		fprintf(f, "heap (%s's statistics, %s):", model_heap_allocator(hs->allocator), held);
 		if (hs->present & YM_HEAP_IN_USE)
 			fprintf(f, " in use %s", fmt_bytes((double)hs->in_use_bytes, a, sizeof a));
