@@ -80,10 +80,13 @@ int session_heap_answered(struct session *s)
 
 /* The snapshot's figures are not current and the request went
  * unanswered for SESSION_HEAP_WAIT_S: the process made no allocator call
- * since we asked (or the agent's own limit deferred its answer).  Borrow
- * one of its threads to take them (inject_heapstats): not more often
- * than every SESSION_BORROW_MIN_S, after a refusal (not allowed to trace
- * it, traced by a debugger) not before SESSION_BORROW_RETRY_S.  1 when
+ * since we asked.  Borrow one of its threads to take them
+ * (inject_heapstats): not while the agent's own limit defers an answer
+ * (every YM_HEAP_MIN_INTERVAL_NS and 100 times the last call's cost: a
+ * busy process with a costly heap answers later, and a borrow would take
+ * them more often than the agent allows itself), not more often than
+ * every SESSION_BORROW_MIN_S, after a refusal (not allowed to trace it,
+ * traced by a debugger) not before SESSION_BORROW_RETRY_S.  1 when
  * taken. */
 static int borrow_heap(struct session *s)
 {
@@ -91,6 +94,13 @@ static int borrow_heap(struct session *s)
 		return 0;
 	double now = clock_mono_s();
 	if (now < s->borrow_next || now - s->heap_asked_at < SESSION_HEAP_WAIT_S)
+		return 0;
+	const struct ym_heapstats *hs = &s->model.snap.hdr.heap;
+	uint64_t gap = hs->cost_ns > YM_HEAP_MIN_INTERVAL_NS / 100 ?
+		       100 * hs->cost_ns : YM_HEAP_MIN_INTERVAL_NS;
+	uint64_t mono = (uint64_t)(now * 1e9);
+	if (hs->taken_mono_ns && hs->cost_ns < UINT64_MAX / 100 &&
+	    mono < hs->taken_mono_ns + gap)
 		return 0;
 	struct inject_result res;
 	char err[256];
