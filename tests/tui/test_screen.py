@@ -488,6 +488,24 @@ def test_needs_a_terminal():
     assert r.returncode == 2 and "-b" in r.stderr, r
 
 
+def test_unseen_allocator_line_under_the_header():
+    """A program with its own allocator linked in (ownalloc: je_malloc):
+    one line under the header says what ymtop cannot see."""
+    t = Target([os.path.join(BUILD, "progs", "ownalloc")])
+    s = Screen(t.pid, cols=160)
+    try:
+        text = s.wait(r"cannot see: ownalloc defines je_malloc \(jemalloc "
+                      r"linked in\)")
+        lines = text.splitlines()
+        at = [i for i, l in enumerate(lines) if l.startswith("cannot see:")]
+        assert len(at) == 1 and at[0] < 5, text
+        s.keys("q")
+        s.wait(r"EXIT=0")
+    finally:
+        s.close()
+        t.kill()
+
+
 if __name__ == "__main__":
     try:
         rc = run_tests(dict(globals()))
