@@ -22,6 +22,9 @@
 #include "session.h"
 
 #define FLEET_MAX 256
+/* How long one update may spend borrowing threads of idle processes for
+ * their allocator figures (session.h); the others wait for the next. */
+#define FLEET_BORROW_S 0.5
 
 struct fleet_proc {
 	pid_t pid;

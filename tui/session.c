@@ -90,7 +90,7 @@ int session_heap_answered(struct session *s)
  * taken. */
 static int borrow_heap(struct session *s)
 {
-	if (getenv("YM_NO_BORROW"))
+	if (s->no_borrow || getenv("YM_NO_BORROW"))
 		return 0;
 	double now = clock_mono_s();
 	if (now < s->borrow_next || now - s->heap_asked_at < SESSION_HEAP_WAIT_S)

@@ -40,6 +40,7 @@ struct session {
 	double   heap_asked_at;
 	int      asked_ahead;
 	double   borrow_next;
+	int      no_borrow;         /* this refresh borrows no thread */
 	char     borrow_err[256];
 	struct unseen unseen;       /* allocators the agent cannot see */
 };
