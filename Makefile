@@ -228,7 +228,8 @@ $(B)/progs/%: tests/progs/%.cc
 # ---- Rust test programs (tests/progs/rust/*.rs), skipped without rustc ----
 # Each is built twice: with v0 symbol mangling, and with legacy mangling
 # (stable rustc's default; its -C symbol-mangling-version=legacy needs
-# -Z unstable-options).  Optimized with debug info, System allocator.
+# -Z unstable-options).  Optimized with debug info, System allocator (but
+# ownalloc.rs, whose own allocator is what it tests).
 RUSTC ?= rustc
 ifneq ($(shell command -v $(RUSTC) 2>/dev/null),)
 RUST_SRC   := $(wildcard tests/progs/rust/*.rs)

@@ -184,6 +184,7 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 	r->ino = (uint64_t)st.st_ino;
 	int fl = fcntl(fd, F_GETFL);
 	r->writable = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
+	r->may_ask = r->writable;
 	return 0;
 }
 
@@ -564,7 +565,8 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 				break;
 			hs->present &= YM_HEAP_IN_USE | YM_HEAP_FREE |
 				YM_HEAP_MAPPED | YM_HEAP_ARENAS | YM_HEAP_ACTIVE |
-				YM_HEAP_RESIDENT | YM_HEAP_RETAINED;
+				YM_HEAP_RESIDENT | YM_HEAP_RETAINED |
+				(h->abi_version >= 7 ? YM_HEAP_CALLS : 0);
 			if (hs->allocator == YM_HEAP_NONE)
 				hs->present = 0;
 			return 0;
@@ -572,6 +574,17 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 	}
 	memset(hs, 0, sizeof *hs);
 	return 0;
+}
+
+int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s)
+{
+	if (r->fd < 0)
+		return -EBADF;
+	struct ym_header h = s->hdr;
+	int rc = read_heap(r, &h);
+	if (rc == 0)
+		s->hdr.heap = h.heap;
+	return rc;
 }
 
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
@@ -688,7 +701,9 @@ out:
 static int control_write(struct shm_reader *r, size_t field, const void *v,
 			 size_t n)
 {
-	if (r->fd < 0 || !r->writable)
+	int heap = field == __builtin_offsetof(struct ym_control, heap_request) ||
+		   field == __builtin_offsetof(struct ym_control, fast_limit);
+	if (r->fd < 0 || !(r->writable || (heap && r->may_ask)))
 		return -EPERM;
 	struct ym_header h;
 	int rc = read_at(r->fd, &h, sizeof h, 0);
@@ -732,8 +747,9 @@ int shm_control_read(struct shm_reader *r, struct ym_header *h,
 	return rc;
 }
 
-int shm_control_heap(struct shm_reader *r)
+int shm_control_heap(struct shm_reader *r, uint64_t *asked)
 {
+	*asked = 0;
 	struct ym_header h;
 	struct ym_control c;
 	int rc = shm_control_read(r, &h, &c);
@@ -748,6 +764,8 @@ int shm_control_heap(struct shm_reader *r)
 	if (rc == 0)
 		rc = control_write(r, __builtin_offsetof(struct ym_control, fast_limit),
 				   &zero, sizeof zero);
+	if (rc == 0)
+		*asked = v;
 	return rc;
 }
 

@@ -95,6 +95,10 @@ int shm_relink(pid_t pid, uint32_t pidns, void *map, uint64_t size, int old);
 struct shm_reader {
 	int      fd;
 	int      writable;      /* control block can be written */
+	/* Heap requests can be written (control.heap_request, fast_limit):
+	 * the segment is open read-write; kept by a reader made read-only
+	 * (the fleet), since asking changes nothing the agent measures. */
+	int      may_ask;
 	pid_t    pid;           /* the process as this reader sees it */
 	pid_t    nspid;         /* ... and as it sees itself (header.pid) */
 	uint64_t dev, ino;      /* the segment file: the writer maps it */
@@ -120,6 +124,10 @@ struct shm_snapshot {
 	uint8_t  *alarms;           uint32_t nalarms;  uint32_t alarm_stride;
 	struct ym_module *modules;  uint32_t nmodules;
 	struct ym_totals  totals;   /* exact: retired + every slot */
+	/* The heap request (shm_control_heap) this snapshot's reader made
+	 * for it, 0 none: header.heap.answered >= it means the figures were
+	 * taken after the reader asked.  Set by the reader's owner. */
+	uint64_t heap_asked;
 };
 
 static inline const struct ym_stack *shm_stack(const struct shm_snapshot *s,
@@ -188,9 +196,15 @@ int shm_control_reset(struct shm_reader *r);
 int shm_control_read(struct shm_reader *r, struct ym_header *h,
 		     struct ym_control *c);
 /* Ask the agent for new heap statistics (segment.h, control.heap_request):
- * it answers on its next slow path; 0, -EOPNOTSUPP (a writer before v6),
- * -EPERM read-only, another negative errno. */
-int shm_control_heap(struct shm_reader *r);
+ * it answers on its next slow path; 0 and *asked the request written
+ * (header.heap.answered >= it answers it), -EOPNOTSUPP (a writer before
+ * v6), -EPERM read-only (shm_reader.may_ask), another negative errno
+ * (*asked 0). */
+int shm_control_heap(struct shm_reader *r, uint64_t *asked);
+/* Copy the heap block again into s (the seqcount loop of the snapshot):
+ * after the agent answered a request made since s was taken.  0 or a
+ * negative errno (s unchanged). */
+int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s);
 /* Ask the agent for a new mean sample rate (segment.h, Control): 0, or
  * -EINVAL out of [SHM_RATE_MIN, SHM_RATE_MAX] or when the agent runs in
  * exact mode, -EPERM read-only, another negative errno on I/O errors. */

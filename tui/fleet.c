@@ -1,9 +1,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fleet.h"
 #include "target.h"
+#include "util/clock.h"
 
 void fleet_init(struct fleet *f, pid_t root)
 {
@@ -25,7 +27,8 @@ void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
 	if (!p)
 		cli_die(1, "out of memory");
 	session_open(&p->s, o, pid);
-	p->s.reader.writable = 0;   /* shm_control_* refuse from now on */
+	/* shm_control_* refuse from now on, but heap requests (may_ask) */
+	p->s.reader.writable = 0;
 	p->pid = pid;
 	f->fixed = 1;
 	if (f->n < FLEET_MAX)
@@ -73,14 +76,37 @@ static int in_tree(pid_t root, pid_t pid)
 /* A fresh snapshot of a live process: 1; else 0 (then it is dropped).
  * Debug files of stripped modules are asked of debuginfod servers without
  * waiting (the fleet's sessions have no wait budget): a scrape never
- * stalls on a server, and names arrive at a later one. */
-static int fresh(struct fleet_proc *p)
+ * stalls on a server, and names arrive at a later one.  borrow: whether
+ * this refresh may borrow a thread (fleet_update's budget). */
+static int fresh(struct fleet_proc *p, int borrow)
 {
 	char err[256];
-	if (session_refresh(&p->s, 1, err, sizeof err) != 0 || !p->s.model.alive)
-		return 0;
-	session_symbols(&p->s, 0);
-	return 1;
+	p->s.no_borrow = !borrow;
+	int ok = session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
+	p->s.no_borrow = 0;
+	if (ok)
+		session_symbols(&p->s, 0);
+	return ok;
+}
+
+/* Ask every watched process for the allocator's statistics at once, and
+ * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
+ * then has figures no older than itself, or shows their age. */
+static void ask_all(struct fleet_proc **p, int n)
+{
+	int pending = 0;
+	for (int i = 0; i < n; i++) {
+		pending += session_ask_heap(&p[i]->s);
+		p[i]->s.asked_ahead = 1;
+	}
+	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
+	while (pending && clock_mono_s() < end && !cli_stop) {
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+		pending = 0;
+		for (int i = 0; i < n; i++)
+			pending += p[i]->s.heap_asked && !session_heap_answered(&p[i]->s);
+	}
 }
 
 static int by_pid(const void *a, const void *b)
@@ -88,6 +114,26 @@ static int by_pid(const void *a, const void *b)
 	pid_t x = (*(struct fleet_proc *const *)a)->pid;
 	pid_t y = (*(struct fleet_proc *const *)b)->pid;
 	return (x > y) - (x < y);
+}
+
+/* A session for pid, not refreshed yet; NULL when its segment does not
+ * open (read only: shm_control_* refuse, but heap requests). */
+static struct fleet_proc *open_proc(pid_t pid)
+{
+	char err[256];
+	struct shm_reader r;
+	if (target_open(pid, &r, err, sizeof err) != 0)
+		return NULL;
+	r.writable = 0;
+	struct fleet_proc *p = calloc(1, sizeof *p);
+	if (!p || session_adopt(&p->s, &r) != 0) {
+		free(p);
+		shm_reader_close(&r);
+		return NULL;
+	}
+	p->pid = pid;
+	p->s.symbol_wait_s = 0;
+	return p;
 }
 
 void fleet_update(struct fleet *f)
@@ -101,36 +147,29 @@ void fleet_update(struct fleet *f)
 		if (!f->root || in_tree(f->root, pids[i]))
 			pids[k++] = pids[i];
 	n = k;
+	/* Gone from the list: dropped; new in it: opened after the others,
+	 * so that every process is asked at once and refreshed in one pass. */
 	for (int i = f->n; i-- > 0;) {
 		int listed = f->fixed;
 		for (int j = 0; j < n && !listed; j++)
 			listed = pids[j] == f->p[i]->pid;
-		if (!listed || !fresh(f->p[i]))
+		if (!listed)
 			drop(f, i);
 	}
 	for (int j = 0; j < n && f->n < FLEET_MAX; j++) {
 		if (fleet_find(f, pids[j]) >= 0)
 			continue;
-		char err[256];
-		struct shm_reader r;
-		if (target_open(pids[j], &r, err, sizeof err) != 0)
-			continue;
-		r.writable = 0;   /* read only: shm_control_* refuse */
-		struct fleet_proc *p = calloc(1, sizeof *p);
-		if (!p || session_adopt(&p->s, &r) != 0) {
-			free(p);
-			shm_reader_close(&r);
-			continue;
-		}
-		p->pid = pids[j];
-		p->s.symbol_wait_s = 0;
-		if (!fresh(p)) {
-			session_close(&p->s);
-			free(p);
-			continue;
-		}
-		f->p[f->n++] = p;
+		struct fleet_proc *p = open_proc(pids[j]);
+		if (p)
+			f->p[f->n++] = p;
 	}
+	ask_all(f->p, f->n);
+	/* Borrowed threads for idle processes: within FLEET_BORROW_S of each
+	 * update; the rest at the next (figures taken stay current). */
+	double until = clock_mono_s() + FLEET_BORROW_S;
+	for (int i = f->n; i-- > 0;)
+		if (!fresh(f->p[i], clock_mono_s() < until))
+			drop(f, i);
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
 }
 

@@ -4,7 +4,9 @@
  * up to date by fleet_update: processes that started appear, processes that
  * exited (or whose segment fails) are dropped.  Reads only: every reader
  * is marked read-only (shm_reader.writable = 0, so that shm_control_*
- * refuse), nothing is injected (but fleet_add, as -p does).
+ * refuse) but for requests for the allocator's statistics, asked of every
+ * process at every update; nothing is injected (but fleet_add, as -p
+ * does), and a thread is borrowed only as session_refresh says.
  *
  * Which processes: every process running the agent that we may read
  * (target_list), or only the ones added with fleet_add (fixed), or with
@@ -20,6 +22,9 @@
 #include "session.h"
 
 #define FLEET_MAX 256
+/* How long one update may spend borrowing threads of idle processes for
+ * their allocator figures (session.h); the others wait for the next. */
+#define FLEET_BORROW_S 0.5
 
 struct fleet_proc {
 	pid_t pid;

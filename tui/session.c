@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include "fmt.h"
+#include "model/memory.h"
+#include "ptrace/inject.h"
 #include "proc.h"
 #include "session.h"
 #include "target.h"
@@ -39,16 +41,105 @@ static void apply_rate(const struct options *o, struct shm_reader *r)
 		fmt_bytes((double)h.sample_rate, b, sizeof b));
 }
 
-static void wait_heap(struct shm_reader *r)
+/* Wait up to ms for the agent to answer request `asked` (a process that
+ * allocates answers at its next call).  1 when it did. */
+static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
 {
 	struct ym_control c;
 	struct ym_header h;
-	for (int i = 0; i < 10; i++) {
-		if (shm_control_read(r, &h, &c) != 0 || h.heap.answered == c.heap_request)
-			return;
-		struct timespec ts = { 0, 5000000 };
+	double end = clock_mono_s() + ms / 1e3;
+	for (;;) {
+		if (!asked || shm_control_read(r, &h, &c) != 0)
+			return 0;
+		if (h.heap.answered >= asked)
+			return 1;
+		if (clock_mono_s() >= end || cli_stop)
+			return 0;
+		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+int session_ask_heap(struct session *s)
+{
+	uint64_t asked = 0;
+	if (shm_control_heap(&s->reader, &asked) != 0)
+		asked = 0;
+	s->heap_asked = asked;
+	s->heap_asked_at = clock_mono_s();
+	return asked != 0;
+}
+
+int session_heap_answered(struct session *s)
+{
+	struct ym_control c;
+	struct ym_header h;
+	return s->heap_asked && shm_control_read(&s->reader, &h, &c) == 0 &&
+	       h.heap.answered >= s->heap_asked;
+}
+
+/* The snapshot's figures are not current and the request went
+ * unanswered for SESSION_HEAP_WAIT_S: the process made no allocator call
+ * since we asked.  Borrow one of its threads to take them
+ * (inject_heapstats): not while the agent's own limit defers an answer
+ * (every YM_HEAP_MIN_INTERVAL_NS and 100 times the last call's cost: a
+ * busy process with a costly heap answers later, and a borrow would take
+ * them more often than the agent allows itself), not more often than
+ * every SESSION_BORROW_MIN_S, after a refusal (not allowed to trace it,
+ * traced by a debugger) not before SESSION_BORROW_RETRY_S.  1 when
+ * taken. */
+static int borrow_heap(struct session *s)
+{
+	if (s->no_borrow || getenv("YM_NO_BORROW"))
+		return 0;
+	double now = clock_mono_s();
+	if (now < s->borrow_next || now - s->heap_asked_at < SESSION_HEAP_WAIT_S)
+		return 0;
+	const struct ym_heapstats *hs = &s->model.snap.hdr.heap;
+	uint64_t gap = hs->cost_ns > YM_HEAP_MIN_INTERVAL_NS / 100 ?
+		       100 * hs->cost_ns : YM_HEAP_MIN_INTERVAL_NS;
+	uint64_t mono = (uint64_t)(now * 1e9);
+	if (hs->taken_mono_ns && hs->cost_ns < UINT64_MAX / 100 &&
+	    mono < hs->taken_mono_ns + gap)
+		return 0;
+	struct inject_result res;
+	char err[256];
+	if (inject_heapstats(s->reader.pid, &res, err, sizeof err) != 0) {
+		s->borrow_next = now + SESSION_BORROW_RETRY_S;
+		snprintf(s->borrow_err, sizeof s->borrow_err, "%s", err);
+		return 0;
+	}
+	s->borrow_next = now + SESSION_BORROW_MIN_S;
+	s->borrow_err[0] = '\0';
+	return 1;
+}
+
+/* After the snapshot: figures that are current (they answer the fleet's
+ * request, or no call happened since they were taken) stand; asking then
+ * would only make the process's next call take them again.  Otherwise
+ * ask (unless the caller did), wait for the answer, or borrow a thread,
+ * and copy the new figures in as the answer to this refresh's request. */
+static void fresh_heap(struct session *s)
+{
+	struct model *m = &s->model;
+	m->heap_why[0] = '\0';
+	if (!m->alive || model_heap_current(m))
+		return;
+	int got;
+	if (s->asked_ahead)
+		got = session_heap_answered(s);
+	else
+		got = session_ask_heap(s) &&
+		      wait_heap(&s->reader, s->heap_asked, SESSION_HEAP_WAIT_S * 1e3);
+	if (!got && s->heap_asked)
+		got = borrow_heap(s);
+	if (got && shm_heap_read(&s->reader, &m->snap) == 0)
+		m->snap.heap_asked = s->heap_asked;
+	else if (s->borrow_err[0])
+		snprintf(m->heap_why, sizeof m->heap_why, "no allocator call since, "
+			 "and no thread could be borrowed: %s", s->borrow_err);
+	else
+		snprintf(m->heap_why, sizeof m->heap_why, "no allocator call since");
 }
 
 int session_adopt(struct session *s, const struct shm_reader *r)
@@ -69,13 +160,6 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 	struct shm_reader r;
 	target_attach(pid, &r);
 	apply_rate(o, &r);
-	/* The allocator's statistics (segment.h, heap_request): asked now,
-	 * and again after each snapshot; a read-only reader (--serve) shows
-	 * the last the agent took by itself.  A process that allocates
-	 * answers at its next call: wait for that a little (50 ms at most),
-	 * so that the first report has them. */
-	if (shm_control_heap(&r) == 0)
-		wait_heap(&r);
 	if (session_adopt(s, &r) != 0)
 		cli_die(1, "cannot start the symbolizer (libdw)");
 }
@@ -179,20 +263,45 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	return 0;
 }
 
+/* Allocators the agent cannot see (unseen.h): the modules' symbols, read
+ * once each, and the call count against the anonymous memory nothing
+ * else explains; the line goes into the model. */
+static void watch_unseen(struct session *s)
+{
+	struct model *m = &s->model;
+	if (!m->alive)
+		return;
+	unseen_scan(&s->unseen, &m->snap, target_sym_root(&s->reader));
+	struct model_memory mm;
+	model_memory(m, &mm);
+	unseen_watch(&s->unseen, m->snap.totals.alloc_objects +
+		     m->snap.totals.free_objects, mm.unexplained, mm.have_rss);
+	unseen_line(&s->unseen, m->unseen, sizeof m->unseen);
+	snprintf(m->unseen_allocator, sizeof m->unseen_allocator, "%s",
+		 unseen_allocator(&s->unseen));
+}
+
 int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 {
 	struct shm_snapshot snap;
 	struct model_facts facts;
 	s->reader.skip_live = skip_live;
-	if (shm_snapshot_take(&s->reader, &snap, err, len) != 0)
+	int rc = shm_snapshot_take(&s->reader, &snap, err, len);
+	/* A request made before the snapshot (the fleet's) and answered
+	 * before it: the snapshot's figures are that answer. */
+	snap.heap_asked = s->asked_ahead ? s->heap_asked : 0;
+	if (rc != 0) {
+		s->asked_ahead = 0;
 		return SESSION_EREAD;
-	int rc = read_facts(s, &snap, &facts);
+	}
+	rc = read_facts(s, &snap, &facts);
 	/* The writer ended between the copy and /proc's answer: the copy
 	 * may lack its last allocations and how it exited.  Nothing writes
 	 * the segment any more, so one more copy is its final state. */
 	if (rc == 0 && !facts.alive && !(snap.hdr.flags & YM_FLAG_EXITED)) {
 		struct shm_snapshot last;
 		if (shm_snapshot_take(&s->reader, &last, err, len) == 0) {
+			last.heap_asked = snap.heap_asked;
 			shm_snapshot_free(&snap);
 			snap = last;
 			rc = read_facts(s, &snap, &facts);
@@ -200,10 +309,13 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	}
 	if (rc != 0 || model_update_facts(&s->model, &snap, &facts) != 0) {
 		shm_snapshot_free(&snap);
+		s->asked_ahead = 0;
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
-	shm_control_heap(&s->reader);
+	fresh_heap(s);
+	s->asked_ahead = 0;
+	watch_unseen(s);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
+#include "unseen.h"
 
 struct session {
 	struct shm_reader reader;   /* owned; the view uses it for control */
@@ -31,7 +32,26 @@ struct session {
 	char   (*names)[MODEL_THREAD_NAME];
 	uint32_t nnames;
 	double symbol_wait_s;       /* what reports may still wait for symbols */
+	/* The allocator's statistics (model_heap_current): the request made
+	 * for the next snapshot and when, whether the caller made it ahead
+	 * (session_ask_heap), when a thread may next be borrowed, and why
+	 * the last borrow failed ("" it did not). */
+	uint64_t heap_asked;
+	double   heap_asked_at;
+	int      asked_ahead;
+	double   borrow_next;
+	int      no_borrow;         /* this refresh borrows no thread */
+	char     borrow_err[256];
+	struct unseen unseen;       /* allocators the agent cannot see */
 };
+
+/* How long a refresh waits for the agent's answer to its request for the
+ * allocator's statistics (a process that allocates answers at its next
+ * call), and how often a process that makes no call at all may have one
+ * of its threads borrowed to take them (inject_heapstats). */
+#define SESSION_HEAP_WAIT_S    0.05
+#define SESSION_BORROW_MIN_S   1.0
+#define SESSION_BORROW_RETRY_S 30.0
 
 /* Attach to pid (target_attach: the process's segment, injecting the agent
  * when it has none, or a segment kept after its exit), ask for o->rate
@@ -47,13 +67,28 @@ int session_adopt(struct session *s, const struct shm_reader *r);
 
 /* Take a snapshot (without the live table when skip_live, see
  * shm_reader.skip_live), read what /proc says of the process, update the
- * model and give the symbolizer the modules that are new.  0; or
+ * model and give the symbolizer the modules that are new.  When the
+ * snapshot's allocator figures are not current (model_heap_current), ask
+ * for them (unless asked_ahead) and wait up to SESSION_HEAP_WAIT_S for
+ * the answer; after an unanswered request (the process made no allocator
+ * call since) they are taken through a borrowed thread (inject_heapstats; not more often than
+ * SESSION_BORROW_MIN_S, SESSION_BORROW_RETRY_S after a refusal;
+ * YM_NO_BORROW set: never).  0; or
  * SESSION_EREAD (the segment could not be read or failed validation) or
  * SESSION_ENOMEM, with one line in err; the model then keeps its last
  * snapshot. */
 #define SESSION_EREAD  (-1)
 #define SESSION_ENOMEM (-2)
 int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
+
+/* Ask for the allocator's statistics now (one request, no wait): 1 when
+ * asked.  A caller that watches many processes asks them all before
+ * their snapshots, waits once (session_heap_answered), and sets
+ * asked_ahead before session_refresh, which otherwise asks and waits
+ * itself when the snapshot's figures are not current. */
+int session_ask_heap(struct session *s);
+/* The agent answered the last request (header.heap.answered). */
+int session_heap_answered(struct session *s);
 
 /* Sleep up to secs, waking early on a signal (cli_stop) or when the
  * process is gone: the agent marked it exited, its pid went to another

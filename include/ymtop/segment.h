@@ -288,6 +288,15 @@ struct ym_life_bucket {
 #define YM_HEAP_ACTIVE    0x10u  /* active_bytes */
 #define YM_HEAP_RESIDENT  0x20u  /* resident_bytes */
 #define YM_HEAP_RETAINED  0x40u  /* retained_bytes */
+/* v7: calls holds the process's allocator calls (the sum over THREADS
+ * and header.retired of alloc_objects + free_objects) read just before
+ * the figures were taken.  A reader whose own sum of the same counters
+ * is not above it knows no call completed since: the figures still
+ * describe the heap exactly (in use; free and mapped may move with the
+ * allocator's background purging).  A call in flight on another thread
+ * while they were taken (counted before it runs: microseconds) is the
+ * one thing this misses; that thread's next call moves the sum. */
+#define YM_HEAP_CALLS     0x80u  /* calls */
 #define YM_HEAP_MIN_INTERVAL_NS 100000000ull   /* 100 ms */
 
 struct ym_heapstats {
@@ -310,7 +319,8 @@ struct ym_heapstats {
 	uint64_t resident_bytes;   /* jemalloc stats.resident */
 	uint64_t retained_bytes;   /* jemalloc stats.retained, tcmalloc
 				    * pageheap_unmapped_bytes */
-	uint64_t reserved[4];
+	uint64_t calls;            /* v7: YM_HEAP_CALLS above */
+	uint64_t reserved[3];
 };
 _Static_assert(sizeof(struct ym_heapstats) == 128, "heap stats size");
 

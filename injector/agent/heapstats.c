@@ -325,6 +325,9 @@ void heapstats_poll(int force)
 	memset(&h, 0, sizeof h);
 	h.allocator = fn.kind;
 	h.answered = want;
+	/* The calls before the figures (segment.h, YM_HEAP_CALLS): a call
+	 * counted after this read moves the readers' sum past it. */
+	h.calls = threads_calls();
 	uint64_t t0 = agent_now_ns();
 	switch (fn.kind) {
 	case YM_HEAP_JEMALLOC:
@@ -337,6 +340,8 @@ void heapstats_poll(int force)
 		h.present = take_glibc(&h);
 		break;
 	}
+	if (h.present)
+		h.present |= YM_HEAP_CALLS;
 	uint64_t t1 = agent_now_ns();
 	h.taken_mono_ns = t1;
 	h.cost_ns = t1 - t0;
@@ -353,6 +358,23 @@ void heapstats_poll(int force)
 	__atomic_store_n(&heap->seq, seq + 2, __ATOMIC_RELEASE);
 	__atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
 	errno = saved;
+}
+
+/* A process that makes no allocator call cannot answer a reader's
+ * request: ymtop borrows one of its threads at a safe moment (outside
+ * the allocator and ld.so, as for ymtop -p) and makes it call this,
+ * which takes the figures now.  1 when they were published, 0 when not
+ * (no segment, another thread taking them, malloc_info running). */
+EXPORT int ymagent_heapstats(void)
+{
+	struct agent_tls *t = &agent_tls;
+	if (!agent_active() || !heap || !ctl || t->guard)
+		return 0;
+	uint32_t seq = __atomic_load_n(&heap->seq, __ATOMIC_ACQUIRE);
+	agent_guard_enter(t);
+	heapstats_poll(1);
+	agent_guard_leave(t);
+	return __atomic_load_n(&heap->seq, __ATOMIC_ACQUIRE) != seq;
 }
 
 /* ---- malloc_info and malloc_stats hold an arena lock while their

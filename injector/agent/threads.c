@@ -388,3 +388,32 @@ void threads_fork_child(struct agent_tls *t)
 	hdr = NULL;
 	threads = NULL;
 }
+
+uint64_t threads_calls(void)
+{
+	struct ym_header *h = hdr;
+	if (!h)
+		return 0;
+	uint64_t sum = 0;
+	/* The seqcount loop over retire_seq (segment.h): a slot folded into
+	 * retired meanwhile is counted once.  Bounded: a folding thread
+	 * stopped inside its update must not stop us (then a sum that may
+	 * count that slot twice or not at all: the reader's comparison is
+	 * off for one figure, never unsafe). */
+	for (int tries = 0; tries < 8; tries++) {
+		uint32_t s1 = __atomic_load_n(&h->retire_seq, __ATOMIC_ACQUIRE);
+		sum = __atomic_load_n(&h->retired.alloc_objects, __ATOMIC_RELAXED) +
+		      __atomic_load_n(&h->retired.free_objects, __ATOMIC_RELAXED);
+		uint64_t n = __atomic_load_n(&h->threads_used, __ATOMIC_ACQUIRE);
+		if (n > max_threads)
+			n = max_threads;
+		for (uint64_t i = 0; i < n; i++)
+			sum += __atomic_load_n(&threads[i].t.alloc_objects, __ATOMIC_RELAXED) +
+			       __atomic_load_n(&threads[i].t.free_objects, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		uint32_t s2 = __atomic_load_n(&h->retire_seq, __ATOMIC_RELAXED);
+		if (s1 == s2 && !(s1 & 1))
+			break;
+	}
+	return sum;
+}

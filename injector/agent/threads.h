@@ -204,6 +204,12 @@ static inline void thread_count_free_here(const struct agent_tls *t, size_t u)
 		thread_shared_free(u);
 }
 
+/* The allocator calls the segment counts (segment.h, YM_HEAP_CALLS): the
+ * sum over the thread slots and the retired totals of alloc_objects +
+ * free_objects, as a reader sums them.  0 before the segment.  Reads
+ * other threads' counters (relaxed loads): any thread, any time. */
+uint64_t threads_calls(void) AGENT_HIDDEN;
+
 /* Before the segment: the key whose destructor marks a slot exited. */
 void threads_init(void) AGENT_HIDDEN;
 /* Point at the segment's THREADS section (header at base); back and

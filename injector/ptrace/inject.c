@@ -27,7 +27,8 @@
  *   chain     the safe moment: the stopped thread's call chain (libdw)
  *   choose    stopping threads until one is at a safe moment
  *   borrow    the stopped thread: memory, remote calls, exact restore
- *   load      the calls made in it: dlopen the agent, or start it
+ *   load      the calls made in it: dlopen the agent, or start it, or
+ *             take the allocator's statistics (agentsym: where)
  *   util      error line, clock
  */
 #include <errno.h>
@@ -40,6 +41,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "ptrace/agentsym.h"
 #include "ptrace/borrow.h"
 #include "ptrace/chain.h"
 #include "ptrace/choose.h"
@@ -76,8 +78,10 @@ static int after_other_ymtop(pid_t pid, char *err, size_t len)
 /* 0: go on; 1: the agent is loaded, by another ymtop that was doing it
  * when we looked (other: we waited for one); 2: another ymtop was
  * tracing the process and is done, look again; -1: refused (err). */
+enum mode { LOAD, HEAP };
+
 static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
-		    char *err, size_t len)
+		    enum mode mode, char *err, size_t len)
 {
 	int rc = inject_read_status(pid, ps);
 	if (rc == -ENOENT) {
@@ -98,6 +102,11 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 		inject_fail(err, len, "%ld is a thread of process %ld (%s), not a "
 			    "process; run ymtop -p %ld", (long)pid, (long)ps->tgid,
 			    ps->name, (long)ps->tgid);
+		return -1;
+	}
+	if (ps->tracer && mode == HEAP) {
+		inject_fail(err, len, "process %ld (%s) is traced by pid %ld",
+			    (long)pid, ps->name, (long)ps->tracer);
 		return -1;
 	}
 	if (ps->tracer) {
@@ -150,6 +159,8 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 			    strerror(-rc));
 		return -1;
 	}
+	if (mode == HEAP)
+		return m->has_agent && m->have_libc ? 3 : -1;
 	if (m->has_agent && other) {
 		return 1;   /* another ymtop loaded it meanwhile */
 	}
@@ -164,16 +175,19 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 	return 0;
 }
 
-int inject_agent(pid_t pid, const char *agent, int bring,
-		 struct inject_result *res, char *err, size_t errlen)
+static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
+		      uintptr_t fn, struct inject_result *res, char *err,
+		      size_t errlen)
 {
 	struct pstatus ps;
 	struct tmaps m;
 	struct libc_syms s;
 	memset(res, 0, sizeof *res);
-	int pc = precheck(pid, &ps, &m, 0, err, errlen);
+	int pc = precheck(pid, &ps, &m, 0, mode, err, errlen);
+	if (pc < 0 && mode == HEAP && !err[0])
+		inject_fail(err, errlen, "process %ld has no agent mapped", (long)pid);
 	for (int i = 0; pc == 2 && i < 4; i++)
-		pc = precheck(pid, &ps, &m, 1, err, errlen);
+		pc = precheck(pid, &ps, &m, 1, mode, err, errlen);
 	if (pc == 1)
 		return 1;
 	int start = pc == 3;   /* the agent is there: start it, load nothing */
@@ -239,8 +253,9 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 	if (fault && !strcmp(fault, "inject-hold"))
 		inject_nap_us(1500000);
 	inject_restart_eintr_wait(&t);
-	int lr = start ? inject_start_agent(&t, &s, ps.name, err, errlen)
-		       : inject_load_agent(&t, &s, agent, bring, err, errlen);
+	int lr = mode == HEAP ? inject_heapstats_call(&t, &s, ps.name, fn, err, errlen)
+		 : start ? inject_start_agent(&t, &s, ps.name, err, errlen)
+		 : inject_load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
 		goto out;   /* the process is gone */
 	if (inject_restore(&t) != 0 && lr == 0) {
@@ -252,7 +267,7 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 	inject_let_go(&t);
 	res->pause_ms = inject_now_ms() - t0;
 	rc = lr == 0 ? 0 : -1;
-	if (lr != 0 && ps.seccomp == 2) {
+	if (lr != 0 && ps.seccomp == 2 && mode == LOAD) {
 		size_t used = strlen(err);
 		snprintf(err + used, errlen - used, " (process %ld runs under a seccomp "
 			 "filter, which may forbid what loading the agent needs; start it "
@@ -265,4 +280,20 @@ out:
 	free(t.xstate);
 	free(tids);
 	return rc;
+}
+
+int inject_agent(pid_t pid, const char *agent, int bring,
+		 struct inject_result *res, char *err, size_t errlen)
+{
+	return borrow_run(pid, LOAD, agent, bring, 0, res, err, errlen);
+}
+
+int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
+		     size_t errlen)
+{
+	if (errlen)
+		err[0] = '\0';
+	/* Read before any thread stops: the agent's own file says where. */
+	uintptr_t fn = inject_agent_symbol(pid, "ymagent_heapstats");
+	return borrow_run(pid, HEAP, NULL, 0, fn, res, err, errlen);
 }

@@ -41,4 +41,15 @@ struct inject_result {
 int inject_agent(pid_t pid, const char *agent, int bring,
 		 struct inject_result *res, char *err, size_t errlen);
 
+/* The agent is loaded and active (preloaded or loaded by ymtop -p) but
+ * the process makes no allocator call, so it cannot answer a request for
+ * the allocator's statistics: borrow one of its threads at a safe moment
+ * as above and make it call the agent's ymagent_heapstats (its address
+ * from the agent's file, agentsym.h), which takes them now.
+ * Refuses (-1, err) a process that is traced, stopped, a zombie or under
+ * strict seccomp, without waiting for anything.  0 on success; the
+ * target is never left stopped or changed. */
+int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
+		     size_t errlen);
+
 #endif

@@ -351,44 +351,79 @@ int inject_load_agent(struct borrow *t, const struct libc_syms *s,
  * nginx master).  Make the thread call the agent's ymagent_start, found
  * with dlsym(RTLD_DEFAULT) (preloaded agents are global), which creates the
  * segment.  0; -1 (err); -2 gone. */
-int inject_start_agent(struct borrow *t, const struct libc_syms *s,
-		       const char *name, char *err, size_t len)
+/* Call the agent's exported function sym (no arguments, int result)
+ * through the stopped thread t: at fn, or when fn is 0 found with
+ * dlsym(RTLD_DEFAULT) (a preloaded agent's symbols are global).  0 and
+ * *ret; 1 when the process has no such global symbol; -1 (err); -2
+ * gone. */
+static int call_agent(struct borrow *t, const struct libc_syms *s,
+		      const char *sym, uint64_t fn, int32_t *ret, char *err,
+		      size_t len)
 {
 	if (save_code(t, s, err, len) != 0)
 		return -1;
-	static const char sym[] = "ymagent_start";
-	uint64_t str_at = below_red_zone(t, 64);
-	if (!s->dlsym || inject_mem_write(t, str_at, sym, sizeof sym) != 0) {
-		inject_fail(err, len, "process %ld (%s) has the agent loaded but no "
-			    "segment, and ymtop cannot reach the agent to start it",
-			    (long)t->pid, name);
-		return -1;
-	}
 	struct call c = {
 		.code = stub, .code_len = sizeof stub, .fn = s->dlsym,
-		.a0 = 0 /* RTLD_DEFAULT */, .a1 = str_at,
+		.a0 = 0 /* RTLD_DEFAULT */,
 		.sp = below_red_zone(t, PATH_GAP),
 	};
-	uint64_t fn = 0, ok = 0;
+	uint64_t ok = 0;
 	int gone = 0;
-	if (inject_remote_call(t, &c, &fn, &gone, err, len) != 0)
-		return gone ? -2 : -1;
 	if (!fn) {
+		size_t n = strlen(sym) + 1;
+		uint64_t str_at = below_red_zone(t, 64);
+		if (n > 64 || !s->dlsym || inject_mem_write(t, str_at, sym, n) != 0)
+			return 1;
+		c.a1 = str_at;
+		if (inject_remote_call(t, &c, &fn, &gone, err, len) != 0)
+			return gone ? -2 : -1;
+		if (!fn)
+			return 1;
+	}
+	c.fn = (uintptr_t)fn;
+	c.a0 = c.a1 = 0;
+	if (inject_remote_call(t, &c, &ok, &gone, err, len) != 0)
+		return gone ? -2 : -1;
+	*ret = (int32_t)ok;
+	return 0;
+}
+
+int inject_start_agent(struct borrow *t, const struct libc_syms *s,
+		       const char *name, char *err, size_t len)
+{
+	int32_t ok = 0;
+	int rc = call_agent(t, s, "ymagent_start", 0, &ok, err, len);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
 		inject_fail(err, len, "process %ld (%s) has the agent loaded but no "
 			    "segment, and the agent has no ymagent_start (an older "
 			    "agent, or loaded privately): restart it under this "
 			    "version's agent", (long)t->pid, name);
 		return -1;
 	}
-	c.fn = (uintptr_t)fn;
-	c.a0 = c.a1 = 0;
-	if (inject_remote_call(t, &c, &ok, &gone, err, len) != 0)
-		return gone ? -2 : -1;
-	if ((int32_t)ok != 1) {
+	if (ok != 1) {
 		inject_fail(err, len, "process %ld (%s) has the agent loaded but it is "
 			    "passive: disabled (YM_DISABLE), not following forks "
 			    "(YM_FOLLOW_FORK=0), or it failed at start (see its "
 			    "stderr)", (long)t->pid, name);
+		return -1;
+	}
+	return 0;
+}
+
+int inject_heapstats_call(struct borrow *t, const struct libc_syms *s,
+			  const char *name, uintptr_t fn, char *err, size_t len)
+{
+	int32_t ok = 0;
+	int rc = call_agent(t, s, "ymagent_heapstats", fn, &ok, err, len);
+	if (rc < 0)
+		return rc;
+	if (rc == 1 || ok != 1) {
+		inject_fail(err, len, "process %ld (%s): %s", (long)t->pid, name,
+			    rc == 1 ? "its agent has no ymagent_heapstats "
+			    "(an older agent)" :
+			    "its agent could not take the allocator's statistics now");
 		return -1;
 	}
 	return 0;

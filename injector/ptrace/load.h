@@ -9,6 +9,7 @@
 #define YMTOP_INJECT_LOAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ptrace/borrow.h"
 #include "ptrace/libcsyms.h"
@@ -23,5 +24,12 @@ int inject_load_agent(struct borrow *t, const struct libc_syms *s,
  * the process's, for messages).  0; -1 (err); -2 gone. */
 int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 		       const char *name, char *err, size_t len);
+
+/* The agent is active: make it take the allocator's statistics now
+ * (its ymagent_heapstats: at fn, found by inject_agent_symbol, or when 0
+ * by name, which finds a preloaded agent's only).  0; -1 (err); -2
+ * gone. */
+int inject_heapstats_call(struct borrow *t, const struct libc_syms *s,
+			  const char *name, uintptr_t fn, char *err, size_t len);
 
 #endif

@@ -150,6 +150,25 @@ def test_one_process_opens_its_screen():
         h.close()
 
 
+def test_in_use_of_idle_processes_is_current():
+    """IN USE of processes that went idle before the list asked: the
+    allocator's own figure, taken through a borrowed thread, current (no
+    "*"), not "-"."""
+    setup = "\n".join(start_line("%s %s" % (TUIPROG, w))
+                      for w in ("alpha", "beta")) + "\nsleep 1"
+    h = Host(setup)
+    try:
+        t = h.wait(r"(?m)^ymtop - 2 processes running the agent")
+        r = rows(t)
+        assert len(r) == 2, t
+        assert all(re.fullmatch(r"(3\d|4\d)\.\d MiB", x[3]) for x in r), t
+        assert "IN USE older than this refresh" not in t, t
+        h.keys("q")
+        h.wait(r"EXIT=0")
+    finally:
+        h.close()
+
+
 if __name__ == "__main__":
     try:
         run_tests(globals())

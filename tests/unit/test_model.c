@@ -314,6 +314,10 @@ static void memory_explained(void **state)
 	m.snap.hdr.heap.free_bytes = 5 << 20;
 	m.snap.hdr.heap.taken_mono_ns = m.snap.taken_mono_ns - 1500000000ull;
 	m.snap.hdr.abi_version = 6;
+	/* Taken after the process's last allocator call (the agent's call
+	 * count then is the snapshot's): current, whatever its age. */
+	m.snap.hdr.heap.present |= YM_HEAP_CALLS;
+	m.snap.hdr.heap.calls = m.snap.totals.alloc_objects + m.snap.totals.free_objects;
 	m.mmap_retained_bytes = 16 << 20;
 	model_memory(&m, &mm);
 	assert_string_equal(mm.rss_source, "smaps_rollup");
@@ -321,9 +325,10 @@ static void memory_explained(void **state)
 	assert_true(mm.have_heap && mm.heap_in_use == 45 << 20);
 	assert_false(mm.heap_old);
 	assert_true(mm.unexplained == 5 << 20);    /* 71 - (45 + 5) - 16 */
-	/* Taken 2 s or more before the snapshot (a quiet process answers at
-	 * its next call): shown, old, and the next source explains RSS. */
+	/* A call since they were taken, and no answer to this reader's
+	 * request: shown, old, and the next source explains RSS. */
 	m.snap.hdr.heap.taken_mono_ns = m.snap.taken_mono_ns - 2000000000ull;
+	m.snap.totals.free_objects++;
 	model_memory(&m, &mm);
 	assert_true(mm.have_heap && mm.heap_old && mm.heap_age == 2.0);
 	assert_true(mm.unexplained == (31 << 20) - (16 << 20));   /* 71 - 40 - 16 */
@@ -481,6 +486,52 @@ static void peak_never_below_retained(void **state)
 	model_free(&m);
 }
 
+/* The allocator's figures are current when they answer this reader's
+ * own request, or when the agent's call count at their taking is not
+ * below the snapshot's; else old, with their age. */
+static void heap_current_by_answer_or_by_calls(void **state)
+{
+	(void)state;
+	static struct model m;
+	model_init(&m);
+	struct ym_heapstats *hs = &m.snap.hdr.heap;
+	m.snap.taken_mono_ns = 10000000000ull;
+	m.snap.totals.alloc_objects = 70;
+	m.snap.totals.free_objects = 30;
+	hs->allocator = YM_HEAP_GLIBC;
+	hs->present = YM_HEAP_IN_USE;
+	hs->taken_mono_ns = 7000000000ull;
+	double age = -1;
+	/* A writer before v7: no call count; current only as an answer. */
+	assert_false(model_heap_current(&m));
+	assert_non_null(model_heap(&m, &age));
+	assert_true(age == 3.0);
+	m.snap.heap_asked = 5;
+	hs->answered = 4;
+	assert_false(model_heap_current(&m));
+	hs->answered = 5;
+	assert_true(model_heap_current(&m));
+	assert_non_null(model_heap(&m, &age));
+	assert_true(age == 0);
+	hs->answered = 6;                          /* another reader's, later */
+	assert_true(model_heap_current(&m));
+	/* Not an answer: the call count tells. */
+	m.snap.heap_asked = 0;
+	hs->present |= YM_HEAP_CALLS;
+	hs->calls = 100;
+	assert_true(model_heap_current(&m));
+	hs->calls = 101;                           /* taken after the copy */
+	assert_true(model_heap_current(&m));
+	hs->calls = 99;                            /* a call since */
+	assert_false(model_heap_current(&m));
+	assert_non_null(model_heap(&m, &age));
+	assert_true(age == 3.0);
+	hs->present = 0;
+	assert_false(model_heap_current(&m));
+	assert_null(model_heap(&m, &age));
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -494,6 +545,7 @@ int main(void)
 		cmocka_unit_test(memory_explained),
 		cmocka_unit_test(few_samples_marked_and_ranked_low),
 		cmocka_unit_test(peak_never_below_retained),
+		cmocka_unit_test(heap_current_by_answer_or_by_calls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

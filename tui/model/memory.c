@@ -31,7 +31,7 @@ void model_memory(const struct model *m, struct model_memory *o)
 	const struct ym_heapstats *hs = model_heap(m, &age);
 	o->have_heap = hs && (hs->present & YM_HEAP_IN_USE);
 	o->heap_age = o->have_heap ? age : 0;
-	o->heap_old = o->have_heap && age >= MODEL_HEAP_OLD_S;
+	o->heap_old = o->have_heap && !model_heap_current(m);
 	o->heap_in_use = o->have_heap ? (double)hs->in_use_bytes : 0;
 	o->heap_free = o->have_heap && (hs->present & YM_HEAP_FREE) ?
 		       (double)hs->free_bytes : 0;

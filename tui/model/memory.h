@@ -29,9 +29,9 @@ struct model_memory {
 	double pss;              /* < 0: unknown (no smaps_rollup) */
 	int have_heap;           /* the allocator's statistics (issue 18) */
 	double heap_in_use, heap_free;
-	double heap_age;         /* seconds, at the snapshot */
-	int heap_old;            /* heap_age >= MODEL_HEAP_OLD_S: not used for
-				    unexplained, which takes the next source */
+	double heap_age;         /* seconds, at the snapshot; 0: current */
+	int heap_old;            /* not current (model_heap_current): not used
+				    for unexplained, which takes the next source */
 	int have_counted;        /* frees count bytes (exact mode, or an
 				    agent before ABI 6) */
 	double counted_in_use;   /* the agent's exact counters: allocated -

@@ -506,8 +506,21 @@ const struct ym_heapstats *model_heap(const struct model *m, double *age_s)
 	if (hs->allocator == YM_HEAP_NONE || !hs->present)
 		return NULL;
 	uint64_t now = m->snap.taken_mono_ns;
-	*age_s = now > hs->taken_mono_ns ? (double)(now - hs->taken_mono_ns) / 1e9 : 0;
+	*age_s = model_heap_current(m) || now <= hs->taken_mono_ns ? 0 :
+		 (double)(now - hs->taken_mono_ns) / 1e9;
 	return hs;
+}
+
+int model_heap_current(const struct model *m)
+{
+	const struct shm_snapshot *s = &m->snap;
+	const struct ym_heapstats *hs = &s->hdr.heap;
+	if (hs->allocator == YM_HEAP_NONE || !hs->present)
+		return 0;
+	if (s->heap_asked && hs->answered >= s->heap_asked)
+		return 1;
+	return (hs->present & YM_HEAP_CALLS) &&
+	       s->totals.alloc_objects + s->totals.free_objects <= hs->calls;
 }
 
 int model_in_use(const struct model *m, double *bytes)

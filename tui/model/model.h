@@ -137,6 +137,15 @@ struct model {
 	int      execed;             /* model_facts.execed */
 	int      exit_how;           /* PROC_EXIT_*, kept once known */
 	int      exit_value;
+	/* What the agent cannot see (tui/unseen.h), set by the session after
+	 * each update: one line ("" nothing) and the allocator's name for
+	 * labels ("" none). */
+	char     unseen[320];
+	char     unseen_allocator[16];
+	/* Why the allocator's figures are not current (model_heap_current),
+	 * set by the session: the process answered no request and no thread
+	 * could be borrowed, and why ("" when current or not known). */
+	char     heap_why[320];
 
 
 	/* Previous snapshot and mark, indexed by stack id. */
@@ -233,11 +242,16 @@ int model_alloc_bytes_counted(const struct model *m);
  * are always exact (what JSON's allocated_bytes_kind names). */
 uint64_t model_alloc_bytes(const struct model *m, const struct ym_totals *t);
 /* The allocator's statistics (segment.h, struct ym_heapstats), NULL when
- * the agent published none; *age_s: how old they were at the snapshot.
- * From MODEL_HEAP_OLD_S on they are shown as old: a quiet process answers
- * a reader's request only at its next call or sample. */
+ * the agent published none; *age_s: 0 when they are current (below),
+ * else how old they were at the snapshot. */
 const struct ym_heapstats *model_heap(const struct model *m, double *age_s);
-#define MODEL_HEAP_OLD_S 2.0
+/* 1 when the allocator's statistics describe the heap at the snapshot:
+ * they answer this reader's own request for it (snap.heap_asked), or no
+ * allocator call completed since they were taken (the agent's call count
+ * then, YM_HEAP_CALLS, is not below the snapshot's: in use is exact; free
+ * and mapped may have moved with the allocator's purging).  0: they are
+ * old, shown with their age and never used as current. */
+int model_heap_current(const struct model *m);
 
 /* The heap in use, from the best source there is: the allocator's own
  * statistics (any age), else the agent's exact counters when frees count

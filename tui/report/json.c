@@ -111,8 +111,14 @@ static void json_heap(FILE *f, const struct model *m)
 			memcpy(&v, (const char *)hs + keys[i].off, sizeof v);
 			fprintf(f, ",\"%s\":%llu", keys[i].key, (unsigned long long)v);
 		}
-	fprintf(f, ",\"age_s\":%.3f,\"cost_ns\":%llu},", age,
+	fprintf(f, ",\"age_s\":%.3f,\"current\":%s,\"cost_ns\":%llu", age,
+		model_heap_current(m) ? "true" : "false",
 		(unsigned long long)hs->cost_ns);
+	if (m->heap_why[0]) {
+		fputs(",\"why_old\":", f);
+		fmt_json_string(f, m->heap_why);
+	}
+	fputs("},", f);
 }
 
 /* A writer's CLOCK_MONOTONIC time as seconds since the epoch, or null
@@ -174,6 +180,17 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			fputs("\"unknown\"},", f);
 	}
 	json_heap(f, m);
+	/* What the agent cannot see (tui/unseen.h): null, or the allocator
+	 * and the one line. */
+	if (m->unseen[0]) {
+		fputs("\"unseen_allocator\":{\"allocator\":", f);
+		fmt_json_string(f, m->unseen_allocator);
+		fputs(",\"line\":", f);
+		fmt_json_string(f, m->unseen);
+		fputs("},", f);
+	} else {
+		fputs("\"unseen_allocator\":null,", f);
+	}
 	/* Sampling (v6 agents): frees count objects only, so freed_bytes
 	 * and in_use_bytes are absent; heap.in_use_bytes says what is in use. */
 	int freed = model_freed_bytes_counted(m);

@@ -301,8 +301,8 @@ static void stack_value(FILE *f, double v)
 }
 
 enum pfield {
-	P_RETAINED, P_MMAP, P_INUSE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS,
-	P_ALARMS
+	P_RETAINED, P_MMAP, P_INUSE, P_HEAP_AGE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES,
+	P_ALLOCS, P_ALARMS
 };
 
 /* Units (man/ymtop.1, "Units"): retained and the stack series count
@@ -325,6 +325,10 @@ static const struct {
 		"Heap bytes in use, in usable bytes (the allocator's size classes, so "
 		"more than retained): the allocator's own statistics, else the agent's "
 		"exact counters (exact mode, agent from the start); absent otherwise." },
+	[P_HEAP_AGE] = { "ymtop_process_heap_age_seconds", "gauge",
+		"Age of the allocator's statistics behind the in-use gauge: 0 while "
+		"they are current (taken for this scrape, or after the process's "
+		"last allocator call), else seconds since they were taken." },
 	[P_RSS] = { "ymtop_process_rss_bytes", "gauge",
 		"Resident set size of a running process." },
 	[P_ALLOC_BYTES] = { "ymtop_process_allocated_bytes_total", "counter",
@@ -354,6 +358,10 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	case P_RETAINED: *v = m->retained_bytes; return 1;
 	case P_MMAP: *v = m->mmap_retained_bytes; return tracks_mmap(m);
 	case P_INUSE: return model_in_use(m, v);
+	case P_HEAP_AGE: {
+		const struct ym_heapstats *hs = model_heap(m, v);
+		return hs && (hs->present & YM_HEAP_IN_USE);
+	}
 	case P_RSS: *v = (double)m->proc.rss_bytes; return m->alive;
 	case P_ALLOC_BYTES:
 		/* The series every dashboard graphs stays: when sampling the
@@ -391,8 +399,24 @@ int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
 				continue;
 			fprintf(f, "%s{pid=\"%s\",exe=\"%s\"}", pfields[k].name, pg[i].pid,
 				pg[i].exe);
-			value(f, v);
+			if (k == P_HEAP_AGE)
+				fprintf(f, " %.3f\n", v);
+			else
+				value(f, v);
 		}
+	}
+	family(f, "ymtop_process_unseen_allocator", "gauge",
+	       "1 when the process allocates through an allocator the agent cannot "
+	       "see (linked into the program, or memory growing with no allocator "
+	       "call); absent otherwise.");
+	for (size_t i = 0; i < n; i++) {
+		const struct model *m = src[i].m;
+		if (!m->unseen[0])
+			continue;
+		char a[PROM_LABEL_BUF];
+		prometheus_label(m->unseen_allocator, a, sizeof a);
+		fprintf(f, "ymtop_process_unseen_allocator{pid=\"%s\",exe=\"%s\","
+			"allocator=\"%s\"} 1\n", pg[i].pid, pg[i].exe, a);
 	}
 	family(f, "ymtop_process_dropped_total", "counter",
 	       "Samples or registrations the agent could not record, by reason.");

@@ -189,7 +189,14 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	double age;
 	const struct ym_heapstats *hs = model_heap(m, &age);
 	if (hs) {
-		fprintf(f, "heap (%s's statistics, %.1f s old):", model_heap_allocator(hs->allocator), age);
+		char held[FMT_VIS_SIZE(sizeof m->heap_why) + 48] = "current";
+		if (!model_heap_current(m)) {
+			char why[FMT_VIS_SIZE(sizeof m->heap_why)];
+			snprintf(held, sizeof held, "%.1f s old%s%s", age,
+				 m->heap_why[0] ? ": " : "",
+				 fmt_vis(m->heap_why, why, sizeof why));
+		}
+		fprintf(f, "heap (%s's statistics, %s):", model_heap_allocator(hs->allocator), held);
 		if (hs->present & YM_HEAP_IN_USE)
 			fprintf(f, " in use %s", fmt_bytes((double)hs->in_use_bytes, a, sizeof a));
 		if (hs->present & YM_HEAP_FREE)
@@ -204,6 +211,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 			fprintf(f, ", %llu arenas", (unsigned long long)hs->arenas);
 		fputc('\n', f);
 	}
+	if (m->unseen[0])   /* escaped by the session (tui/unseen.h) */
+		fprintf(f, "ymtop cannot see: %s\n", m->unseen);
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);

@@ -77,6 +77,8 @@ static void row_of(const struct fleet_proc *p, struct host_row *r)
 	r->rss = (double)m->proc.rss_bytes;
 	r->retained = m->retained_bytes;
 	r->inuse_known = model_in_use(m, &r->inuse);
+	double age;
+	r->inuse_old = r->inuse_known && model_heap(m, &age) && age > 0;
 	r->rate = m->alloc_bytes_rate;
 	r->alarms = hd->alarms_written;
 	snprintf(r->state, sizeof r->state, "%s", model_state(m));
@@ -140,6 +142,7 @@ static void merge_rows(struct host *h)
 		d->retained += s->retained;
 		d->inuse += s->inuse;
 		d->inuse_known = d->inuse_known && s->inuse_known;
+		d->inuse_old = d->inuse_old || s->inuse_old;
 		d->rate += s->rate;
 		d->alarms += s->alarms;
 	}

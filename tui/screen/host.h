@@ -35,6 +35,8 @@ struct host_row {
 	char     exe[64];         /* base name of the executable */
 	double   rss, inuse, retained, rate;
 	int      inuse_known;
+	int      inuse_old;       /* the allocator's figure is not current
+				     (model_heap_current): shown marked */
 	uint64_t alarms;
 	char     state[16];
 };

@@ -30,8 +30,17 @@ static void draw(const struct host *h)
 	attroff(A_REVERSE);
 	int list = rows - 4;
 	int top = h->sel < list ? 0 : h->sel - list + 1;
-	for (int i = top, y = 3; i < h->n && y < rows - 1; i++, y++) {
+	int old = 0;
+	for (int i = 0; i < h->n; i++)
+		old |= h->rows[i].inuse_known && h->rows[i].inuse_old;
+	for (int i = top, y = 3; i < h->n && y < rows - 1 - old; i++, y++) {
 		const struct host_row *r = &h->rows[i];
+		/* An allocator figure older than this refresh: marked. */
+		char inuse[40] = "-";
+		if (r->inuse_known)
+			snprintf(inuse, sizeof inuse, "%s%s",
+				 fmt_bytes(r->inuse > 0 ? r->inuse : 0, b, sizeof b),
+				 r->inuse_old ? "*" : "");
 		char user[FMT_VIS_SIZE(sizeof r->user)];
 		char cmd[FMT_VIS_SIZE(sizeof r->command)];
 		attr_t at = i == h->sel ? A_REVERSE : 0;
@@ -40,7 +49,7 @@ static void draw(const struct host *h)
 		ui_put(y, 0, at, "%7ld %-10.10s %9s %9s %9s %9s %6llu %-8.8s %s",
 		       (long)r->pid, fmt_vis(r->user, user, sizeof user),
 		       r->rss > 0 ? fmt_bytes(r->rss, a, sizeof a) : "-",
-		       r->inuse_known ? fmt_bytes(r->inuse > 0 ? r->inuse : 0, b, sizeof b) : "-",
+		       inuse,
 		       fmt_bytes(r->retained, c, sizeof c),
 		       fmt_bytes(r->rate, d, sizeof d),
 		       (unsigned long long)r->alarms, r->state,
@@ -48,6 +57,9 @@ static void draw(const struct host *h)
 	}
 	if (!h->n)
 		ui_put(3, 0, 0, "no process runs the agent (any more)");
+	else if (old && rows > 5)
+		ui_put(rows - 2, 0, 0, "* IN USE older than this refresh: the process "
+		       "answered no request since its last allocator call");
 	ui_put(rows - 1, 0, A_BOLD, "Enter open  P U C M I R A W S sort  < > next  i invert"
 	       "  e merge by executable (Enter: merged stacks)  q quit");
 	refresh();

@@ -178,7 +178,7 @@ static int draw_header(struct view *v)
 		snprintf(heap, sizeof heap, "  heap %s%s%s%s", fmt_bytes((double)hs->in_use_bytes, hu, sizeof hu),
 		    (hs->present & YM_HEAP_FREE) ? " +free " : "",
 		    (hs->present & YM_HEAP_FREE) ? fmt_bytes((double)hs->free_bytes, hf, sizeof hf) : "",
-		    age >= MODEL_HEAP_OLD_S ? " (old)" : "");
+		    !model_heap_current(m) ? " (old)" : "");
 	char inuse[64] = "";
 	if (model_freed_bytes_counted(m))
 		snprintf(inuse, sizeof inuse, "  in use%s %s",
@@ -214,6 +214,11 @@ static int draw_header(struct view *v)
 	if (model_unseen(m, unseen, sizeof unseen, NULL, NULL)) {
 		ui_put(y, 0, attr(C_ALARM, 0), "%s",
 		    fmt_vis(unseen, vunseen, sizeof vunseen));
+		y++;
+	}
+	/* An allocator the agent cannot see (tui/unseen.h): one line. */
+	if (m->unseen[0]) {
+		ui_put(y, 0, attr(C_ALARM, 0), "cannot see: %s", m->unseen);
 		y++;
 	}
 	const struct ym_alarm *al = view_alarm(v);
