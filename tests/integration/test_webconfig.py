@@ -290,6 +290,34 @@ def test_node_exporter_reads_the_same_file():
             t.finish()
 
 
+def test_a_flood_of_wrong_passwords_gets_429_and_a_cached_scraper_passes():
+    need("curl")
+    with Pki() as pki:
+        # Cost 12: about 0.25 s of CPU a check, so that the budget (1 CPU
+        # second, refilled at a quarter of a core) is spent in a few.
+        conf = pki.write("flood.yml",
+                         "tls_server_config:\n  cert_file: server.crt\n"
+                         "  key_file: server.key\n"
+                         "basic_auth_users:\n  alice: %s\n" % bcrypt("s3cret", cost=12))
+        srv = Server(conf)
+        try:
+            url = "https://127.0.0.1:%d/" % srv.port
+            ca = ["--cacert", pki.path("ca.crt")]
+            assert curl(url, *ca, "-u", "alice:s3cret")[:2] == (0, 200)
+            codes = []
+            for i in range(100):
+                rc, code, out, err = curl(url, *ca, "-u", "alice:guess%d" % i)
+                codes.append(code)
+                if code == 429:
+                    break
+            assert codes[-1] == 429 and set(codes[:-1]) <= {401}, codes
+            assert "Retry-After: 1" in out and "retry later" in out, out
+            # The scraper's credentials are in the cache: no check needed.
+            assert curl(url, *ca, "-u", "alice:s3cret")[:2] == (0, 200)
+        finally:
+            assert srv.stop() == 0
+
+
 def test_warnings_and_refusals():
     with Pki() as pki:
         # Beyond loopback without --web-config: one line of warning.
