@@ -253,6 +253,16 @@ static void each_mistake_is_one_line(void **state)
 		webconfig_free(wc);
 	}
 	char err[512];
+	/* Bounded: no quadratic walk of a huge mapping. */
+	size_t cap = 32 + (WC_MAP_MAX + 1) * 16;
+	char *big = malloc(cap);
+	assert_non_null(big);
+	size_t n = (size_t)snprintf(big, cap, "basic_auth_users:\n");
+	for (int i = 0; i <= WC_MAP_MAX; i++)
+		n += (size_t)snprintf(big + n, cap - n, "  u%d: x\n", i);
+	assert_null(load_text(big, err, sizeof err));
+	free(big);
+	assert_non_null(strstr(err, ":2: basic_auth_users has more than 4096 entries"));
 	assert_null(webconfig_load("/nonexistent/web.yml", err, sizeof err));
 	assert_string_equal(err, "--web-config /nonexistent/web.yml: No such file or directory");
 }

@@ -117,7 +117,8 @@ static int boolean(struct parse *p, const yaml_node_t *n, const char *key, int *
 	return fail(p, n, "%s must be true or false, not '%s'", key, v);
 }
 
-/* The mapping's pairs, each key a scalar given once; -1 otherwise.  An
+/* The mapping's pairs, each key a scalar given once (a quadratic check:
+ * hence WC_MAP_MAX); -1 otherwise.  An
  * empty value ("key:") is an empty mapping. */
 static int mapping(struct parse *p, const yaml_node_t *n, const char *what)
 {
@@ -125,6 +126,8 @@ static int mapping(struct parse *p, const yaml_node_t *n, const char *what)
 		return 0;
 	if (n->type != YAML_MAPPING_NODE)
 		return fail(p, n, "%s must be a mapping of keys to values", what);
+	if (n->data.mapping.pairs.top - n->data.mapping.pairs.start > WC_MAP_MAX)
+		return fail(p, n, "%s has more than %d entries", what, WC_MAP_MAX);
 	for (yaml_node_pair_t *a = n->data.mapping.pairs.start;
 	     a < n->data.mapping.pairs.top; a++) {
 		const yaml_node_t *k = node(p, a->key);

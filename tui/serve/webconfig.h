@@ -70,6 +70,7 @@
 #define WC_BCRYPT_SHARE  0.25  /* of one core, over time */
 #define WC_BCRYPT_BURST  1.0   /* CPU seconds of bcrypt at once */
 #define WC_FILE_MAX      (1024 * 1024)  /* bytes of any file read */
+#define WC_MAP_MAX       4096  /* entries of a mapping (users) */
 #define WC_MHD_ITEMS     6     /* webconfig_mhd's items, END included */
 
 enum wc_client_auth {
