@@ -48,8 +48,9 @@ def openssl(*args, cwd):
 
 
 class Pki:
-    """ca.crt; server.crt/key for 127.0.0.1; client.crt/key signed by the
-    CA; stranger.crt/key self-signed."""
+    """ca.crt; server.crt/key for 127.0.0.1; client.crt/key
+    (scraper.example.org) and intruder.crt/key signed by the CA;
+    stranger.crt/key self-signed."""
 
     def __enter__(self):
         need("openssl")
@@ -60,7 +61,11 @@ class Pki:
                 "-subj", "/CN=ymtop test CA", cwd=d)
         for name, ext in (("server", "subjectAltName=IP:127.0.0.1\n"
                                      "extendedKeyUsage=serverAuth\n"),
-                          ("client", "extendedKeyUsage=clientAuth\n")):
+                          ("client", "subjectAltName=DNS:scraper.example.org\n"
+                                     "extendedKeyUsage=clientAuth\n"),
+                          ("intruder", "subjectAltName=DNS:intruder.example.org,"
+                                       "IP:10.0.0.9\n"
+                                       "extendedKeyUsage=clientAuth\n")):
             with open(os.path.join(d, name + ".ext"), "w") as f:
                 f.write(ext)
             openssl("req", *ec, "-keyout", name + ".key", "-out", name + ".csr",
@@ -203,6 +208,26 @@ def test_mutual_tls_refuses_clients_without_a_certificate():
             rc, code, out, err = curl(url, *ca, "--cert", pki.path("server.crt"),
                                       "--key", pki.path("server.key"))
             assert rc != 0 and code == 0, (rc, code, out)
+        finally:
+            assert srv.stop() == 0
+        # client_allowed_sans: of the CA's clients, only those named.
+        conf = pki.write("sans.yml",
+                         "tls_server_config:\n"
+                         "  cert_file: server.crt\n"
+                         "  key_file: server.key\n"
+                         "  client_auth_type: RequireAndVerifyClientCert\n"
+                         "  client_ca_file: ca.crt\n"
+                         "  client_allowed_sans: [10.0.0.7, scraper.example.org]\n")
+        srv = Server(conf)
+        try:
+            url = "https://127.0.0.1:%d/" % srv.port
+            ca = ["--cacert", pki.path("ca.crt")]
+            rc, code, out, err = curl(url, *ca, "--cert", pki.path("client.crt"),
+                                      "--key", pki.path("client.key"))
+            assert (rc, code) == (0, 200), (rc, code, err)
+            rc, code, out, err = curl(url, *ca, "--cert", pki.path("intruder.crt"),
+                                      "--key", pki.path("intruder.key"))
+            assert rc != 0 and code == 0 and "bad certificate" in err, (rc, code, err)
         finally:
             assert srv.stop() == 0
 

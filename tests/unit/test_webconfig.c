@@ -123,6 +123,7 @@ static void a_good_file_is_read_whole(void **state)
 		 "  key_file: server.key\n"
 		 "  client_auth_type: RequireAndVerifyClientCert\n"
 		 "  client_ca_file: server.crt\n"
+		 "  client_allowed_sans: [scraper.example.org, 10.0.0.7]\n"
 		 "  min_version: TLS12\n"
 		 "  cipher_suites:\n"
 		 "    - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n"
@@ -142,6 +143,8 @@ static void a_good_file_is_read_whole(void **state)
 	assert_non_null(strstr(wc->cert, "BEGIN CERTIFICATE"));
 	assert_non_null(strstr(wc->key, "PRIVATE KEY"));
 	assert_non_null(wc->client_ca);
+	assert_int_equal(wc->nsans, 2);
+	assert_string_equal(wc->sans[1], "10.0.0.7");
 	assert_string_equal(wc->priorities,
 			    "NORMAL:-VERS-ALL:+VERS-TLS1.2:+VERS-TLS1.3"
 			    ":-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:+AES-128-GCM"
@@ -229,7 +232,14 @@ static void each_mistake_is_one_line(void **state)
 		  "  client_auth_type: RequireAndVerifyClientCert\n"
 		  "  client_ca_file: server.key\n", ":5: ", "no PEM certificate in it" },
 		{ "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
-		  "  client_allowed_sans: [a]\n", ":4: ", "client_allowed_sans is not supported" },
+		  "  client_allowed_sans: [a]\n", ":4: ",
+		  "client_allowed_sans needs client_auth_type RequireAndVerifyClientCert" },
+		{ "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+		  "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: server.crt\n"
+		  "  client_allowed_sans: [a, '']\n", ":6: ", "client_allowed_sans: an empty name" },
+		{ "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+		  "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: server.crt\n"
+		  "  client_allowed_sans: a\n", ":6: ", "client_allowed_sans must be a list" },
 		{ "http_server_config:\n  headers:\n    X-A: b\n", ":2: ",
 		  "headers is not supported" },
 		{ "http_server_config:\n  http2: maybe\n", ":2: ", "http2 must be true or false" },

@@ -57,6 +57,8 @@ struct parse {
 	char kx[256], ciphers[256], macs[128], groups[256];
 	int prefer_server;
 	int aead;                /* an AEAD suite named: usable by TLS 1.3 */
+	struct webconfig *wc;    /* for one_san */
+	yaml_node_t *sans_n;
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -256,6 +258,16 @@ static int one_suite(struct parse *p, const yaml_node_t *n, const char *v)
 		    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)", v);
 }
 
+static int one_san(struct parse *p, const yaml_node_t *n, const char *v)
+{
+	if (!*v)
+		return fail(p, n, "client_allowed_sans: an empty name");
+	if (!(p->wc->sans[p->wc->nsans] = strdup(v)))
+		return fail(p, NULL, "out of memory");
+	p->wc->nsans++;
+	return 0;
+}
+
 static int one_curve(struct parse *p, const yaml_node_t *n, const char *v)
 {
 	for (size_t i = 0; i < sizeof curves / sizeof *curves; i++)
@@ -344,8 +356,16 @@ static int tls_config(struct parse *p, struct webconfig *wc, yaml_node_t *t)
 			if (boolean(p, v, ks, &p->prefer_server) != 0)
 				return -1;
 		} else if (!strcmp(ks, "client_allowed_sans")) {
-			return fail(p, k, "tls_server_config: client_allowed_sans is not "
-				    "supported by ymtop");
+			if (v->type == YAML_SEQUENCE_NODE) {
+				size_t n = (size_t)(v->data.sequence.items.top -
+						    v->data.sequence.items.start);
+				if (!(wc->sans = calloc(n + 1, sizeof *wc->sans)))
+					return fail(p, NULL, "out of memory");
+			}
+			p->wc = wc;
+			if (seq_each(p, v, ks, one_san) != 0)
+				return -1;
+			p->sans_n = v;
 		} else {
 			return fail(p, k, "unknown key '%s' in tls_server_config", ks);
 		}
@@ -374,6 +394,10 @@ static int tls_check(struct parse *p, struct webconfig *wc)
 		return fail(p, p->tls_n, "client_auth_type %s needs client_ca_file "
 			    "(ymtop asks for client certificates signed by those CAs)",
 			    auth_types[wc->client_auth]);
+	if (p->sans_n && wc->client_auth != WC_REQUIRE_AND_VERIFY_CLIENT_CERT &&
+	    wc->client_auth != WC_VERIFY_CLIENT_CERT_IF_GIVEN)
+		return fail(p, p->sans_n, "client_allowed_sans needs client_auth_type "
+			    "RequireAndVerifyClientCert or VerifyClientCertIfGiven");
 	if (p->min_v > p->max_v)
 		return fail(p, p->tls_n, "min_version %s is above max_version %s",
 			    versions[p->min_v], versions[p->max_v]);
@@ -606,6 +630,9 @@ void webconfig_free(struct webconfig *wc)
 		free(wc->users[i].hash);
 	}
 	free(wc->users);
+	for (size_t i = 0; i < wc->nsans; i++)
+		free(wc->sans[i]);
+	free(wc->sans);
 	if (wc->key)
 		explicit_bzero(wc->key, strlen(wc->key));
 	free(wc->key);
@@ -758,6 +785,49 @@ void webconfig_mhd(const struct webconfig *wc, unsigned *flags,
 	items[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 }
 
+/* Does the (verified) client certificate name one of client_allowed_sans
+ * among its DNS names, e-mail addresses, IP addresses or URIs, exactly as
+ * written (exporter-toolkit's rule)? */
+static int san_allowed(const struct webconfig *wc, const gnutls_datum_t *der)
+{
+	gnutls_x509_crt_t crt;
+	int found = 0;
+	if (gnutls_x509_crt_init(&crt) < 0)
+		return 0;
+	if (gnutls_x509_crt_import(crt, der, GNUTLS_X509_FMT_DER) < 0) {
+		gnutls_x509_crt_deinit(crt);
+		return 0;
+	}
+	for (unsigned i = 0; !found && i < 1024; i++) {
+		char name[1024], text[INET6_ADDRSTRLEN];
+		size_t len = sizeof name - 1;
+		int type = gnutls_x509_crt_get_subject_alt_name(crt, i, name, &len, NULL);
+		if (type == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+			break;
+		if (type < 0)
+			continue;      /* too long, or unreadable: not a match */
+		const char *v = name;
+		if (type == GNUTLS_SAN_IPADDRESS) {
+			if (len != 4 && len != 16)
+				continue;
+			if (!inet_ntop(len == 4 ? AF_INET : AF_INET6, name, text, sizeof text))
+				continue;
+			v = text;
+		} else if (type == GNUTLS_SAN_DNSNAME || type == GNUTLS_SAN_RFC822NAME ||
+			   type == GNUTLS_SAN_URI) {
+			name[len] = 0;
+			if (strlen(name) != len)
+				continue;      /* a NUL inside: never equal */
+		} else {
+			continue;
+		}
+		for (size_t j = 0; j < wc->nsans; j++)
+			found |= !strcmp(v, wc->sans[j]);
+	}
+	gnutls_x509_crt_deinit(crt);
+	return found;
+}
+
 /* The client certificate as client_auth_type says; 0: refuse. */
 static int client_cert_ok(const struct webconfig *wc, struct MHD_Connection *c)
 {
@@ -781,7 +851,7 @@ static int client_cert_ok(const struct webconfig *wc, struct MHD_Connection *c)
 		gnutls_typed_vdata_st purpose = { GNUTLS_DT_KEY_PURPOSE_OID,
 						  (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0 };
 		ok = gnutls_certificate_verify_peers(s, &purpose, 1, &status) >= 0 &&
-		     status == 0;
+		     status == 0 && (!wc->nsans || san_allowed(wc, &certs[0]));
 	}
 	if (!ok)
 		gnutls_alert_send(s, GNUTLS_AL_FATAL, certs && n ? GNUTLS_A_BAD_CERTIFICATE

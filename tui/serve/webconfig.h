@@ -9,6 +9,7 @@
  *     key_file: server.key         # or key: inline PEM
  *     client_auth_type: RequireAndVerifyClientCert
  *     client_ca_file: ca.crt
+ *     client_allowed_sans: [scraper.example.org]
  *     min_version: TLS12           # TLS10 TLS11 TLS12 (default) TLS13
  *     max_version: TLS13
  *     cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]
@@ -24,15 +25,16 @@
  * start (restart ymtop to change them).  Everything else is refused in one
  * line that names the file, its line and the key: unknown keys, duplicate
  * keys, unknown cipher-suite, curve or version names, keys exporter-toolkit
- * has that ymtop does not implement (client_allowed_sans,
- * http_server_config.headers), missing or unreadable files, certificates
+ * has that ymtop does not implement (http_server_config.headers), missing or unreadable files, certificates
  * and keys GnuTLS does not load or that do not match, hashes that are not
  * bcrypt.
  *
  * TLS is libmicrohttpd's (GnuTLS); libmicrohttpd asks for a client
  * certificate whenever it has a client CA but verifies nothing, so
  * webconfig_gate() verifies it with GnuTLS (gnutls_certificate_verify_peers)
- * at each request as client_auth_type says, and a refused client gets a
+ * at each request as client_auth_type says (with client_allowed_sans, a
+ * verified certificate must also name one of them, exactly, among its DNS
+ * names, e-mail addresses, IP addresses or URIs), and a refused client gets a
  * TLS alert and a closed connection, no HTTP answer.  GnuTLS takes
  * cipher suites apart into key exchanges, ciphers and MACs: with
  * cipher_suites, the suites offered are the combinations of those of the
@@ -101,6 +103,8 @@ struct webconfig {
 	char *client_ca;         /* PEM, or NULL */
 	enum wc_client_auth client_auth;
 	char *priorities;        /* GnuTLS priority string, checked */
+	char **sans;             /* client_allowed_sans */
+	size_t nsans;
 	struct wc_user *users;
 	size_t nusers;
 	int http2_set;
