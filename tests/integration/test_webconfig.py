@@ -132,6 +132,9 @@ def tls_and_users(pki, extra=""):
                      "  cert_file: server.crt\n"       # relative to the file
                      "  key_file: %s\n"
                      "%s"
+                     "http_server_config:\n"
+                     "  headers:\n"
+                     "    Strict-Transport-Security: max-age=63072000\n"
                      "basic_auth_users:\n"
                      "  alice: %s\n"
                      "  bob: '%s'\n" % (pki.path("server.key"), extra,
@@ -150,6 +153,7 @@ def test_https_with_basic_auth_by_curl():
             rc, code, out, err = curl(url, *ca, "-u", "alice:s3cret")
             assert (rc, code) == (0, 200), (rc, code, err)
             assert 'ymtop_process_retained_bytes{pid="%d"' % t.pid in out, out[:2000]
+            assert "Strict-Transport-Security: max-age=63072000" in out, out[:500]
             # Again: from the cache.
             assert curl(url, *ca, "-u", "alice:s3cret")[:2] == (0, 200)
             assert curl(url, *ca, "-u", "bob:hunter2")[:2] == (0, 200)
@@ -159,6 +163,7 @@ def test_https_with_basic_auth_by_curl():
                 rc, code, out, err = curl(url, *ca, *cred)
                 assert (rc, code) == (0, 401), (cred, rc, code, err)
                 assert 'WWW-Authenticate: Basic realm="ymtop"' in out, out
+                assert "Strict-Transport-Security: max-age=63072000" in out, out
                 assert "ymtop_" not in out, out
             # Every path is behind the gate.
             for path in ("/", "/debug/pprof/", "/debug/pprof/heap"):

@@ -132,6 +132,9 @@ static void a_good_file_is_read_whole(void **state)
 		 "  prefer_server_cipher_suites: false\n"
 		 "http_server_config:\n"
 		 "  http2: true\n"
+		 "  headers:\n"
+		 "    x-frame-options: deny\n"
+		 "    Strict-Transport-Security: max-age=31536000\n"
 		 "basic_auth_users:\n"
 		 "  alice: %s\n"
 		 "  bob: '%s'\n", hash_b, hash_y);
@@ -144,6 +147,9 @@ static void a_good_file_is_read_whole(void **state)
 	assert_non_null(strstr(wc->key, "PRIVATE KEY"));
 	assert_non_null(wc->client_ca);
 	assert_int_equal(wc->nsans, 2);
+	assert_string_equal(wc->headers[0], "max-age=31536000");
+	assert_string_equal(wc->headers[2], "deny");
+	assert_null(wc->headers[1]);
 	assert_string_equal(wc->sans[1], "10.0.0.7");
 	assert_string_equal(wc->priorities,
 			    "NORMAL:-VERS-ALL:+VERS-TLS1.2:+VERS-TLS1.3"
@@ -240,8 +246,10 @@ static void each_mistake_is_one_line(void **state)
 		{ "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
 		  "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: server.crt\n"
 		  "  client_allowed_sans: a\n", ":6: ", "client_allowed_sans must be a list" },
-		{ "http_server_config:\n  headers:\n    X-A: b\n", ":2: ",
-		  "headers is not supported" },
+		{ "http_server_config:\n  headers:\n    X-A: b\n", ":3: ",
+		  "headers: 'X-A' cannot be set" },
+		{ "http_server_config:\n  headers:\n    X-Frame-Options: \"a\\nb\"\n", ":3: ",
+		  "header X-Frame-Options: a control character" },
 		{ "http_server_config:\n  http2: maybe\n", ":2: ", "http2 must be true or false" },
 		{ "basic_auth_users:\n  alice: secret\n", ":2: ", "user 'alice': not a bcrypt hash" },
 		{ "basic_auth_users:\n  alice: $1$abc$0123456789012345678901\n", ":2: ",

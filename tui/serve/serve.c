@@ -73,6 +73,10 @@ struct server {
 
 /* ---- HTTP ---- */
 
+/* --web-config's headers, added to every answer (set before the daemon
+ * starts, read by its thread only). */
+static const struct webconfig *answer_headers;
+
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
 			       const char *type, char *body, size_t len)
 {
@@ -83,6 +87,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	webconfig_add_headers(answer_headers, r);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -275,6 +280,7 @@ int serve_run(const struct options *o)
 			cli_die(1, "--web-config: this libmicrohttpd has no basic auth support");
 		if (!(sv.wc = webconfig_load(o->web_config, err, sizeof err)))
 			cli_die(2, "%s", err);
+		answer_headers = sv.wc;
 	}
 	if (webconfig_warning(sv.wc, &ss, o->serve, err, sizeof err))
 		fprintf(stderr, "ymtop: %s\n", err);
@@ -315,6 +321,7 @@ int serve_run(const struct options *o)
 	}
 	MHD_stop_daemon(d);
 	fleet_free(&sv.f);
+	answer_headers = NULL;
 	webconfig_free(sv.wc);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <gnutls/crypto.h>
@@ -464,6 +465,46 @@ static int tls_check(struct parse *p, struct webconfig *wc)
 	return wc->priorities ? 0 : fail(p, NULL, "out of memory");
 }
 
+/* The response headers exporter-toolkit lets a file set: security
+ * headers only. */
+static const char *const header_names[WC_HEADERS] = {
+	"Strict-Transport-Security", "X-Content-Type-Options", "X-Frame-Options",
+	"X-XSS-Protection", "Content-Security-Policy",
+};
+
+static int headers_config(struct parse *p, struct webconfig *wc, yaml_node_t *h)
+{
+	if (mapping(p, h, "http_server_config.headers") != 0)
+		return -1;
+	EACH_PAIR(p, h, k, v, ks) {
+		size_t i = 0;
+		while (i < WC_HEADERS && strcasecmp(ks, header_names[i]))
+			i++;
+		if (i == WC_HEADERS)
+			return fail(p, k, "http_server_config.headers: '%s' cannot be set "
+				    "(Strict-Transport-Security, X-Content-Type-Options, "
+				    "X-Frame-Options, X-XSS-Protection or "
+				    "Content-Security-Policy)", ks);
+		const char *val;
+		if (scalar(p, v, ks, &val) != 0)
+			return -1;
+		for (const char *c = val; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				return fail(p, v, "header %s: a control character in its value", ks);
+		free(wc->headers[i]);
+		if (!(wc->headers[i] = strdup(val)))
+			return fail(p, NULL, "out of memory");
+	}
+	return 0;
+}
+
+void webconfig_add_headers(const struct webconfig *wc, struct MHD_Response *r)
+{
+	for (size_t i = 0; wc && i < WC_HEADERS; i++)
+		if (wc->headers[i])
+			MHD_add_response_header(r, header_names[i], wc->headers[i]);
+}
+
 static int http_config(struct parse *p, struct webconfig *wc, yaml_node_t *h)
 {
 	if (mapping(p, h, "http_server_config") != 0)
@@ -475,7 +516,8 @@ static int http_config(struct parse *p, struct webconfig *wc, yaml_node_t *h)
 				return -1;
 			wc->http2_set = 1;
 		} else if (!strcmp(ks, "headers")) {
-			return fail(p, k, "http_server_config: headers is not supported by ymtop");
+			if (headers_config(p, wc, v) != 0)
+				return -1;
 		} else {
 			return fail(p, k, "unknown key '%s' in http_server_config", ks);
 		}
@@ -632,6 +674,8 @@ void webconfig_free(struct webconfig *wc)
 	free(wc->users);
 	for (size_t i = 0; i < wc->nsans; i++)
 		free(wc->sans[i]);
+	for (size_t i = 0; i < WC_HEADERS; i++)
+		free(wc->headers[i]);
 	free(wc->sans);
 	if (wc->key)
 		explicit_bzero(wc->key, strlen(wc->key));
@@ -859,7 +903,8 @@ static int client_cert_ok(const struct webconfig *wc, struct MHD_Connection *c)
 	return ok;
 }
 
-static enum MHD_Result refuse(struct MHD_Connection *c, enum wc_verdict v)
+static enum MHD_Result refuse(const struct webconfig *wc, struct MHD_Connection *c,
+			      enum wc_verdict v)
 {
 	static const char unauthorized[] = "Unauthorized\n";
 	static const char busy[] = "too many password checks: retry later\n";
@@ -869,6 +914,7 @@ static enum MHD_Result refuse(struct MHD_Connection *c, enum wc_verdict v)
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	webconfig_add_headers(wc, r);
 	enum MHD_Result ret;
 	if (v == WC_BUSY) {
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -899,7 +945,7 @@ int webconfig_gate(struct webconfig *wc, struct MHD_Connection *c, enum MHD_Resu
 		MHD_free(user);
 	if (v == WC_ALLOW)
 		return 0;
-	*ret = refuse(c, v);
+	*ret = refuse(wc, c, v);
 	return 1;
 }
 

@@ -17,6 +17,8 @@
  *     prefer_server_cipher_suites: true
  *   http_server_config:
  *     http2: true                  # accepted; ymtop serves HTTP/1.1
+ *     headers:                     # security headers on every answer
+ *       Strict-Transport-Security: max-age=31536000
  *   basic_auth_users:
  *     alice: $2y$10$...            # bcrypt hashes
  *
@@ -24,8 +26,7 @@
  * exporter-toolkit.  The file and the files it names are read once, at the
  * start (restart ymtop to change them).  Everything else is refused in one
  * line that names the file, its line and the key: unknown keys, duplicate
- * keys, unknown cipher-suite, curve or version names, keys exporter-toolkit
- * has that ymtop does not implement (http_server_config.headers), missing or unreadable files, certificates
+ * keys, unknown cipher-suite, curve, version or header names, missing or unreadable files, certificates
  * and keys GnuTLS does not load or that do not match, hashes that are not
  * bcrypt.
  *
@@ -74,6 +75,7 @@
 #define WC_FILE_MAX      (1024 * 1024)  /* bytes of any file read */
 #define WC_MAP_MAX       4096  /* entries of a mapping (users) */
 #define WC_MHD_ITEMS     6     /* webconfig_mhd's items, END included */
+#define WC_HEADERS       5     /* headers a file may set */
 
 enum wc_client_auth {
 	WC_NO_CLIENT_CERT,
@@ -105,6 +107,7 @@ struct webconfig {
 	char *priorities;        /* GnuTLS priority string, checked */
 	char **sans;             /* client_allowed_sans */
 	size_t nsans;
+	char *headers[WC_HEADERS];  /* http_server_config.headers, or NULL */
 	struct wc_user *users;
 	size_t nusers;
 	int http2_set;
@@ -136,6 +139,10 @@ void wc_budget_spend(struct wc_budget *b, double secs);
  * the daemon. */
 void webconfig_mhd(const struct webconfig *wc, unsigned *flags,
 		   struct MHD_OptionItem items[WC_MHD_ITEMS]);
+
+/* The file's headers (http_server_config.headers) added to r; wc may be
+ * NULL. */
+void webconfig_add_headers(const struct webconfig *wc, struct MHD_Response *r);
 
 /* At each request, before anything is answered: the client certificate
  * and basic auth.  1 when the request was answered or refused (return
