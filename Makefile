@@ -24,7 +24,7 @@ B        := build$(if $(SANITIZER),-$(SANITIZER))
 VERSION  := 0.1.0
 
 PKG_CONFIG ?= pkg-config
-TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd
+TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd yaml-0.1 gnutls libcrypt
 
 ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -44,7 +44,7 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # libc).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-              procps libmicrohttpd-dev
+              procps libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
               postgresql util-linux nginx-light libunwind-dev
@@ -64,6 +64,9 @@ CHECK_PKGS += memcached
 CHECK_PKGS += debuginfod binutils
 # The consumers of --serve and -f prometheus (tests/integration/test_fleet.py).
 CHECK_PKGS += prometheus prometheus-node-exporter
+# --serve --web-config over TLS: certificates made at test time, and a
+# client (tests/integration/test_webconfig.py).
+CHECK_PKGS += openssl curl
 # A library that keeps malloc in its own data (xmlMalloc), used from
 # python3 after ymtop -p (tests/integration/test_takeover.py).
 CHECK_PKGS += libxml2

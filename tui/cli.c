@@ -74,6 +74,8 @@ static void help(void)
 "      --serve [ADDR:]PORT  serve /metrics (Prometheus) and /debug/pprof/heap\n"
 "                         for every agent process (or -p PID); ADDR default\n"
 "                         127.0.0.1; no screen, no write to any target\n"
+"      --web-config FILE  --serve with TLS and basic auth, as node_exporter's\n"
+"                         web configuration file says\n"
 "      --children         with -p: PID and the processes forked from it, in\n"
 "                         the process list (or --serve)\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
@@ -123,7 +125,7 @@ static double parse_percent(const char *s)
 }
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
-       OPT_RATE, OPT_SERVE, OPT_CHILDREN };
+       OPT_RATE, OPT_SERVE, OPT_CHILDREN, OPT_WEB_CONFIG };
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -143,6 +145,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "sort", required_argument, NULL, OPT_SORT },
 		{ "rate", required_argument, NULL, OPT_RATE },
 		{ "serve", required_argument, NULL, OPT_SERVE },
+		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ "children", no_argument, NULL, OPT_CHILDREN },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -223,6 +226,11 @@ void cli_parse(int argc, char **argv, struct options *o)
 				usage_error("%s", err);
 			o->serve = optarg;
 			break;
+		case OPT_WEB_CONFIG:
+			if (!*optarg)
+				usage_error("--web-config needs a file");
+			o->web_config = optarg;
+			break;
 		case OPT_CHILDREN:
 			o->children = 1;
 			break;
@@ -250,6 +258,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 			 o->on_change >= 0 || o->iterations >= 0))
 		usage_error("--serve runs alone: no -b, -n, -f, -o, --rate or --on-change "
 			    "(it never writes to a target; -f prometheus is /metrics)");
+	if (o->web_config && !o->serve)
+		usage_error("--web-config applies to --serve");
 	if (o->children && (!o->pid || o->batch))
 		usage_error("--children needs -p PID, and the screen or --serve (not -b)");
 	if ((o->format == REPORT_PROMETHEUS || o->serve) && !top_set)

@@ -29,6 +29,7 @@ struct options {
 	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
 	const char *output;      /* -o pattern, or NULL */
 	const char *serve;       /* --serve [ADDR:]PORT, or NULL */
+	const char *web_config;  /* --web-config FILE (with --serve), or NULL */
 	int      children;       /* --children: -p PID and its forked children */
 	struct frames_rules rules;
 };

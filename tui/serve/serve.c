@@ -13,6 +13,7 @@
 #include "report/prometheus.h"
 #include "serve.h"
 #include "fleet.h"
+#include "webconfig.h"
 
 int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
 		     size_t len)
@@ -67,9 +68,14 @@ int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
 struct server {
 	const struct options *o;
 	struct fleet f;
+	struct webconfig *wc;    /* --web-config, or NULL */
 };
 
 /* ---- HTTP ---- */
+
+/* --web-config's headers, added to every answer (set before the daemon
+ * starts, read by its thread only). */
+static const struct webconfig *answer_headers;
 
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
 			       const char *type, char *body, size_t len)
@@ -81,6 +87,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	webconfig_add_headers(answer_headers, r);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -226,6 +233,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	(void)upload;
 	(void)state;
 	struct server *sv = cls;
+	enum MHD_Result refused;
+	if (sv->wc && webconfig_gate(sv->wc, c, &refused))
+		return refused;
 	/* Answered at the first call, before any body is read: a body is
 	 * never wanted (MHD closes the connection after the answer). */
 	*upload_size = 0;
@@ -259,16 +269,29 @@ int serve_run(const struct options *o)
 {
 	static struct server sv;
 	struct sockaddr_storage ss;
-	char err[256];
+	char err[512];
 	if (serve_parse_addr(o->serve, &ss, err, sizeof err) != 0)
 		cli_die(2, "%s", err);
 	sv.o = o;
+	if (o->web_config) {
+		if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+			cli_die(1, "--web-config: this libmicrohttpd has no TLS support");
+		if (!MHD_is_feature_supported(MHD_FEATURE_BASIC_AUTH))
+			cli_die(1, "--web-config: this libmicrohttpd has no basic auth support");
+		if (!(sv.wc = webconfig_load(o->web_config, err, sizeof err)))
+			cli_die(2, "%s", err);
+		answer_headers = sv.wc;
+	}
+	if (webconfig_warning(sv.wc, &ss, o->serve, err, sizeof err))
+		fprintf(stderr, "ymtop: %s\n", err);
 	fleet_init(&sv.f, o->children ? o->pid : 0);
 	if (o->pid && !o->children)
 		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	struct MHD_OptionItem tls[WC_MHD_ITEMS];
+	webconfig_mhd(sv.wc, &flags, tls);
 	struct MHD_Daemon *d = MHD_start_daemon(
 		flags, 0, NULL, NULL, handle, &sv,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
@@ -277,6 +300,7 @@ int serve_run(const struct options *o)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVE_CONN_MEMORY,
 		MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
+		MHD_OPTION_ARRAY, tls,
 		MHD_OPTION_END);
 	if (!d)
 		cli_die(1, "--serve %s: cannot listen there (in use, or not an "
@@ -287,8 +311,8 @@ int serve_run(const struct options *o)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
 	else
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
-	fprintf(stderr, "ymtop: serving http://%s%s%s:%u/metrics\n",
-		ss.ss_family == AF_INET6 ? "[" : "", host,
+	fprintf(stderr, "ymtop: serving %s://%s%s%s:%u/metrics\n",
+		sv.wc && sv.wc->tls ? "https" : "http", ss.ss_family == AF_INET6 ? "[" : "", host,
 		ss.ss_family == AF_INET6 ? "]" : "", di ? (unsigned)di->port : 0u);
 	fflush(stderr);
 	while (!cli_stop) {
@@ -297,5 +321,7 @@ int serve_run(const struct options *o)
 	}
 	MHD_stop_daemon(d);
 	fleet_free(&sv.f);
+	answer_headers = NULL;
+	webconfig_free(sv.wc);
 	return 0;
 }
