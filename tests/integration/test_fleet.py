@@ -645,5 +645,22 @@ def test_serve_says_what_it_does_not_serve():
         end_fleet(procs)
 
 
+def test_batch_without_pid_counts_every_process():
+    """ymtop -b among more agent processes than it lists names them
+    all in its count and says how many it did not list."""
+    if rerun_isolated(__file__, "test_batch_without_pid_counts_every_process",
+                      pid_ns=True, timeout=600):
+        return
+    procs = fleet_of(70)
+    try:
+        r = ymtop("-b", "-n", "1", check=False)
+        assert r.returncode == 1, r
+        assert "70 processes run the agent" in r.stderr, r.stderr
+        assert len(re.findall(r"(?m)^ +\d+  allocs$", r.stderr)) == 64, r.stderr
+        assert "... and 6 more" in r.stderr, r.stderr
+    finally:
+        end_fleet(procs)
+
+
 if __name__ == "__main__":
     run_tests(globals())
