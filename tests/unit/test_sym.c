@@ -592,6 +592,47 @@ static void test_two_builds_one_path(void **state)
 	assert_int_equal(run(cmd), 0);
 }
 
+/* More files than the bound on open sessions: the least recently used
+ * are closed, the open ones stay within SYM_FILES_OPEN, and a closed
+ * file is opened again when a new address of it needs a name. */
+static void test_files_evicted_and_reopened(void **state)
+{
+	(void)state;
+	if (run("command -v cc >/dev/null && command -v nm >/dev/null") != 0)
+		skip();
+	enum { NFILES = SYM_FILES_OPEN + 8 };
+	char root[] = "/tmp/ymtop-symevict.XXXXXX";
+	assert_non_null(mkdtemp(root));
+	uint64_t v = build_lib(root, "lib0.so", "fe", "none");
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "cd '%s' && for i in $(seq 1 %d); do "
+		 "cp lib0.so lib$i.so; done", root, NFILES - 1);
+	assert_int_equal(run(cmd), 0);
+	struct sym *s[NFILES];
+	unsigned open, known;
+	for (int i = 0; i < NFILES; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "lib%d.so", i);
+		s[i] = lib_process(root, name, "none");
+		check_fn(s[i], v, "fe");
+		sym_files_stats(&open, &known);
+		assert_true(open <= SYM_FILES_OPEN);
+		assert_int_equal(known, (unsigned)i + 1);
+	}
+	/* lib0.so was closed long ago: a new address of it opens it again
+	 * (its code's second byte, still in fe). */
+	const struct sym_frame *f;
+	sym_resolve(s[0], 0x40000000 + v + 1, 0, &f);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "fe");
+	sym_files_stats(&open, &known);
+	assert_true(open <= SYM_FILES_OPEN);
+	for (int i = 0; i < NFILES; i++)
+		sym_free(s[i]);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	assert_int_equal(run(cmd), 0);
+}
+
 static void test_cache_and_module_updates(void **state)
 {
 	(void)state;
@@ -812,6 +853,7 @@ int main(void)
 		cmocka_unit_test(test_cache_and_module_updates),
 		cmocka_unit_test(test_shared_by_file),
 		cmocka_unit_test(test_two_builds_one_path),
+		cmocka_unit_test(test_files_evicted_and_reopened),
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_demangle_through_resolve),
 		cmocka_unit_test(test_speed),
