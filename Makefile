@@ -441,7 +441,7 @@ bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
 	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench \
-	  $(B)/bench/spawnloop $(B)/bench/libempty.so
+	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs
 	@tests/bench/run.sh $(B)
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
@@ -452,6 +452,7 @@ bench: bench-deps all
 	@tests/bench/tui_cost.sh $(B) 30
 	@tests/bench/scrape.sh $(B) 10 14 9
 	@tests/bench/scrape.sh $(B) 10 11 9
+	@YM_BUILD=$(B) python3 tests/bench/fleet_scale.py 10 100 300
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \

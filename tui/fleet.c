@@ -1,16 +1,28 @@
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "fleet.h"
+#include "sym/files.h"
 #include "target.h"
 #include "util/clock.h"
+
+/* Descriptors kept free of segments: the symbolizer's files
+ * (SYM_FILES_OPEN), the server's connections, /proc reads. */
+#define FLEET_FD_SPARE (SYM_FILES_OPEN + 64)
 
 void fleet_init(struct fleet *f, pid_t root)
 {
 	memset(f, 0, sizeof *f);
 	f->root = root;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 static void drop(struct fleet *f, int i)
@@ -21,18 +33,42 @@ static void drop(struct fleet *f, int i)
 	f->n--;
 }
 
+/* Room for one more process: 0, or -1 with the reason in skip_why. */
+static int room(struct fleet *f)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)f->n + FLEET_FD_SPARE >= rl.rlim_cur) {
+		snprintf(f->skip_why, sizeof f->skip_why, "open files limit "
+			 "(ulimit -n %llu)", (unsigned long long)rl.rlim_cur);
+		return -1;
+	}
+	if (f->n == f->cap) {
+		int cap = f->cap ? f->cap * 2 : 64;
+		void *v = realloc(f->p, (size_t)cap * sizeof *f->p);
+		if (!v) {
+			snprintf(f->skip_why, sizeof f->skip_why, "out of memory");
+			return -1;
+		}
+		f->p = v;
+		f->cap = cap;
+	}
+	return 0;
+}
+
 void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
 {
 	struct fleet_proc *p = calloc(1, sizeof *p);
 	if (!p)
 		cli_die(1, "out of memory");
+	if (room(f) != 0)
+		cli_die(1, "%s", f->skip_why);
 	session_open(&p->s, o, pid);
 	/* shm_control_* refuse from now on, but heap requests (may_ask) */
 	p->s.reader.writable = 0;
 	p->pid = pid;
 	f->fixed = 1;
-	if (f->n < FLEET_MAX)
-		f->p[f->n++] = p;
+	f->p[f->n++] = p;
 }
 
 int fleet_find(const struct fleet *f, pid_t pid)
@@ -116,32 +152,32 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A session for pid, not refreshed yet; NULL when its segment does not
- * open (read only: shm_control_* refuse, but heap requests). */
-static struct fleet_proc *open_proc(pid_t pid)
+/* Every agent process we may read into f->pids: how many, or -1. */
+static int list(struct fleet *f)
 {
-	char err[256];
-	struct shm_reader r;
-	if (target_open(pid, &r, err, sizeof err) != 0)
-		return NULL;
-	r.writable = 0;
-	struct fleet_proc *p = calloc(1, sizeof *p);
-	if (!p || session_adopt(&p->s, &r) != 0) {
-		free(p);
-		shm_reader_close(&r);
-		return NULL;
+	for (;;) {
+		int n = target_list(f->pids, f->npids);
+		if (n <= f->npids)
+			return n;
+		int cap = n + n / 4 + 16;
+		void *v = realloc(f->pids, (size_t)cap * sizeof *f->pids);
+		if (!v)
+			return -1;
+		f->pids = v;
+		f->npids = cap;
 	}
-	p->pid = pid;
-	p->s.symbol_wait_s = 0;
-	return p;
 }
 
 void fleet_update(struct fleet *f)
 {
-	static pid_t pids[FLEET_MAX];
-	int n = f->fixed ? 0 : target_list(pids, FLEET_MAX);
-	if (n > FLEET_MAX)
-		n = FLEET_MAX;
+	int n = f->fixed ? 0 : list(f);
+	f->skipped = 0;
+	if (n < 0) {
+		n = 0;
+		f->skipped = 1;
+		snprintf(f->skip_why, sizeof f->skip_why, "out of memory");
+	}
+	pid_t *pids = f->pids;
 	int k = 0;
 	for (int i = 0; i < n; i++)
 		if (!f->root || in_tree(f->root, pids[i]))
@@ -156,12 +192,34 @@ void fleet_update(struct fleet *f)
 		if (!listed)
 			drop(f, i);
 	}
-	for (int j = 0; j < n && f->n < FLEET_MAX; j++) {
+	for (int j = 0; j < n; j++) {
 		if (fleet_find(f, pids[j]) >= 0)
 			continue;
-		struct fleet_proc *p = open_proc(pids[j]);
-		if (p)
-			f->p[f->n++] = p;
+		if (room(f) != 0) {
+			f->skipped++;
+			continue;
+		}
+		char err[256];
+		struct shm_reader r;
+		int rc = target_open(pids[j], &r, err, sizeof err);
+		if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
+			snprintf(f->skip_why, sizeof f->skip_why, "%s", strerror(-rc));
+			f->skipped++;
+		}
+		if (rc != 0)
+			continue;
+		r.writable = 0;   /* read only: shm_control_* refuse */
+		struct fleet_proc *p = calloc(1, sizeof *p);
+		if (!p || session_adopt(&p->s, &r) != 0) {
+			free(p);
+			shm_reader_close(&r);
+			snprintf(f->skip_why, sizeof f->skip_why, "out of memory");
+			f->skipped++;
+			continue;
+		}
+		p->pid = pids[j];
+		p->s.symbol_wait_s = 0;
+		f->p[f->n++] = p;
 	}
 	ask_all(f->p, f->n);
 	/* Borrowed threads for idle processes: within FLEET_BORROW_S of each
@@ -177,4 +235,7 @@ void fleet_free(struct fleet *f)
 {
 	while (f->n)
 		drop(f, f->n - 1);
+	free(f->p);
+	free(f->pids);
+	memset(f, 0, sizeof *f);
 }

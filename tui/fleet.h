@@ -10,8 +10,12 @@
  *
  * Which processes: every process running the agent that we may read
  * (target_list), or only the ones added with fleet_add (fixed), or with
- * a root (--children) the root and the processes forked from it.  At most
- * FLEET_MAX, by pid ascending.
+ * a root (--children) the root and the processes forked from it, by pid
+ * ascending.  No count bound: a process is its segment's copy, its model
+ * and one descriptor (the symbols of its files are shared, sym/files.h).
+ * A process whose segment cannot be opened for want of descriptors or
+ * memory is counted in skipped, with the reason in skip_why, which every
+ * caller states (the host list, /metrics: ymtop_processes_skipped).
  */
 #ifndef YMTOP_FLEET_H
 #define YMTOP_FLEET_H
@@ -21,7 +25,6 @@
 #include "cli.h"
 #include "session.h"
 
-#define FLEET_MAX 256
 /* How long one update may spend borrowing threads of idle processes for
  * their allocator figures (session.h); the others wait for the next. */
 #define FLEET_BORROW_S 0.5
@@ -32,13 +35,19 @@ struct fleet_proc {
 };
 
 struct fleet {
-	struct fleet_proc *p[FLEET_MAX];   /* by pid ascending */
-	int   n;
+	struct fleet_proc **p;   /* by pid ascending */
+	int   n, cap;
+	int   skipped;      /* at the last update: not watched, see skip_why */
+	char  skip_why[96]; /* "out of file descriptors (ulimit -n 1024)" */
+	pid_t *pids;        /* scratch for target_list */
+	int   npids;
 	int   fixed;        /* only what fleet_add added */
 	pid_t root;         /* --children: root and its descendants; 0 all */
 };
 
-/* Empty: every agent process (root 0), or root and its descendants. */
+/* Empty: every agent process (root 0), or root and its descendants.  Also
+ * raises the soft limit of open files to the hard one (a descriptor per
+ * process). */
 void fleet_init(struct fleet *f, pid_t root);
 /* Watch pid only (from then on, fixed): attached as -p does, injecting the
  * agent when it has none; exits with the reason on failure. */

@@ -265,6 +265,9 @@ pid_t target_choose(pid_t pid)
 			fprintf(stderr, "  %7ld  %s\n", (long)pids[i],
 				fmt_vis(pi.comm, vis, sizeof vis));
 	}
+	if (n > 64)
+		fprintf(stderr, "  ... and %d more (on a terminal, the host list shows them all)\n",
+			n - 64);
 	exit(1);
 }
 

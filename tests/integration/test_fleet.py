@@ -18,8 +18,8 @@ import urllib.parse
 import urllib.request
 
 from test_reports import go_pprof
-from ymlib import (BUILD, YMTOP, Skip, Target, free_port, run_tests, within,
-                   ymtop)
+from ymlib import (AGENT, BUILD, YMTOP, Skip, Target, free_port,
+                   rerun_isolated, run_tests, within, ymtop)
 
 PROG = os.path.join(BUILD, "progs", "reports_prog")
 RATE = "65536"
@@ -47,8 +47,9 @@ class Dir:
 class Server:
     """ymtop --serve on a free loopback port (port 0: ymtop says which)."""
 
-    def __init__(self, *extra):
-        self.p = subprocess.Popen([YMTOP, "--serve", "127.0.0.1:0"] + list(extra),
+    def __init__(self, *extra, prefix=()):
+        self.p = subprocess.Popen(list(prefix) + [YMTOP, "--serve", "127.0.0.1:0"] +
+                                  list(extra),
                                   stderr=subprocess.PIPE, text=True)
         line = self.p.stderr.readline()
         m = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
@@ -554,6 +555,111 @@ def test_serve_usage_errors():
         assert r.stderr.startswith("ymtop: ") and r.stderr.count("\n") == 1, r.stderr
     r = ymtop("-b", "-f", "prometheus", "-p", "1", "--weight", "allocated", check=False)
     assert r.returncode == 2, r
+
+# ---- a host full of processes ----
+
+ALLOCS = os.path.join(BUILD, "progs", "allocs")
+
+
+def fleet_of(n):
+    """n preloaded processes of one program (three allocation sites
+    each), started and ready; two descriptors each on our side."""
+    env = dict(os.environ, LD_PRELOAD=AGENT, YM_SAMPLE_RATE="1",
+               YM_EARLY_SEGMENT="1")
+    procs = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen(
+                [ALLOCS, "malloc:2:1000", "calloc:2:2000", "fail:2:3000"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=env, text=True))
+        for p in procs:
+            assert p.stdout.readline() == "ready\n"
+    except BaseException:
+        end_fleet(procs)
+        raise
+    return procs
+
+
+def end_fleet(procs):
+    for p in procs:
+        p.stdin.close()
+    for p in procs:
+        p.wait()
+
+
+def served(srv):
+    fams = parse(srv.get("/metrics", timeout=600)[1].decode())
+    pids = {int(l["pid"]) for l, _ in fams["ymtop_process_retained_bytes"]}
+    (labels, skipped), = fams["ymtop_processes_skipped"]
+    return fams, pids, int(skipped), labels["reason"]
+
+
+def test_serve_serves_300_processes():
+    """300 processes of one program, all served (once at most 256 were,
+    and nothing said so), each with its three sites named; none skipped.
+    In pid and mount namespaces of their own: nobody else's count."""
+    if rerun_isolated(__file__, "test_serve_serves_300_processes",
+                      pid_ns=True, timeout=1200):
+        return
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    procs = fleet_of(300)
+    srv = None
+    try:
+        srv = Server()
+        fams, pids, skipped, reason = served(srv)
+        assert pids == {p.pid for p in procs}, len(pids)
+        assert skipped == 0 and reason == "", (skipped, reason)
+        for site in ("malloc_site", "calloc_site", "fail_site"):
+            named = {l["pid"] for l, _ in fams["ymtop_stack_retained_bytes"]
+                     if site in l["function"]}
+            assert len(named) == 300, (site, len(named))
+    finally:
+        if srv:
+            srv.stop()
+        end_fleet(procs)
+
+
+def test_serve_says_what_it_does_not_serve():
+    """Above the bound on descriptors (ulimit -n, see fleet.h), the
+    processes not served are counted in /metrics with the reason."""
+    if rerun_isolated(__file__, "test_serve_says_what_it_does_not_serve",
+                      pid_ns=True, timeout=600):
+        return
+    procs = fleet_of(40)
+    srv = None
+    try:
+        # 150 descriptors leave room for 22 segments (fleet.h: the
+        # symbolizer's files and connections are kept free).
+        srv = Server(prefix=["prlimit", "--nofile=150:150"])
+        _, pids, skipped, reason = served(srv)
+        assert 0 < len(pids) < 40, len(pids)
+        assert pids <= {p.pid for p in procs}
+        assert len(pids) + skipped == 40, (len(pids), skipped)
+        assert "ulimit -n 150" in reason, reason
+    finally:
+        if srv:
+            srv.stop()
+        end_fleet(procs)
+
+
+def test_batch_without_pid_counts_every_process():
+    """ymtop -b among more agent processes than it lists names them
+    all in its count and says how many it did not list."""
+    if rerun_isolated(__file__, "test_batch_without_pid_counts_every_process",
+                      pid_ns=True, timeout=600):
+        return
+    procs = fleet_of(70)
+    try:
+        r = ymtop("-b", "-n", "1", check=False)
+        assert r.returncode == 1, r
+        assert "70 processes run the agent" in r.stderr, r.stderr
+        assert len(re.findall(r"(?m)^ +\d+  allocs$", r.stderr)) == 64, r.stderr
+        assert "... and 6 more" in r.stderr, r.stderr
+    finally:
+        end_fleet(procs)
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def within(value, truth, tolerance, what):
                              (what, value, tolerance * 100, truth))
 
 
-def rerun_isolated(path, name, pid_ns=False):
+def rerun_isolated(path, name, pid_ns=False, timeout=120):
     """Run test `name` of the file at `path` again in a mount namespace of
     its own whose /dev/shm is empty (and in a pid namespace of its own with
     pid_ns), so that no other process under the agent is found; needs root.
@@ -194,7 +194,7 @@ def rerun_isolated(path, name, pid_ns=False):
         ns + ["sh", "-c", 'mount -t tmpfs tmpfs /dev/shm && exec "$0" "$1" "$2"',
               sys.executable, os.path.abspath(path), name],
         env=dict(os.environ, YM_PRIVATE_SHM="1"), capture_output=True,
-        text=True, timeout=120)
+        text=True, timeout=timeout)
     assert r.returncode == 0 and "ok " + name in r.stdout, r.stdout + r.stderr
     return True
 

@@ -169,6 +169,22 @@ def test_in_use_of_idle_processes_is_current():
         h.close()
 
 
+def test_list_says_what_it_does_not_watch():
+    """Above the bound on descriptors (fleet.h: 128 kept free), the
+    processes not watched are counted on the second line, with why."""
+    setup = "\n".join(start_line("%s p%d" % (TUIPROG, i)) for i in range(15))
+    h = Host(setup + "\nsleep 2\nulimit -n 140")
+    try:
+        t = h.wait(r"(?m)^ymtop - 12 processes running the agent")
+        assert re.search(r"(?m)^3 more processes running the agent not watched: "
+                         r"open files limit \(ulimit -n 140\)", t), t
+        assert len(rows(t)) == 12, t
+        h.keys("q")
+        h.wait(r"(?m)^EXIT=0$")
+    finally:
+        h.close()
+
+
 if __name__ == "__main__":
     try:
         run_tests(globals())

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sym/demangle.h"
+#include "sym/files.h"
 #include "sym/sym.h"
 
 /* ---- the module list of this process ---- */
@@ -439,6 +440,199 @@ static void test_separate_debug_by_build_id(void **state)
 	assert_int_equal(run(cmd), 0);
 }
 
+/* Every process of one program shares its files' symbols: the names
+ * handed out are one copy (the same pointer in every struct sym), and
+ * the files known do not grow with the processes. */
+static void test_shared_by_file(void **state)
+{
+	(void)state;
+	enum { NPROC = 50 };
+	struct sym *s[NPROC];
+	int (*volatile fp)(int) = sym_test_target;
+	uint64_t a = (uint64_t)(uintptr_t)fp;
+	uint64_t q = (uint64_t)(uintptr_t)libc_sym("qsort");
+	const char *name = NULL, *libc = NULL;
+	unsigned known1 = 0, known, open;
+	for (int i = 0; i < NPROC; i++) {
+		s[i] = new_sym();
+		const struct sym_frame *f;
+		assert_int_equal(sym_resolve(s[i], a, 0, &f), 1);
+		assert_string_equal(f[0].function, "sym_test_target");
+		if (i == 0)
+			name = f[0].function;
+		assert_ptr_equal(f[0].function, name);
+		sym_resolve(s[i], q, 0, &f);
+		assert_string_equal(f[0].function, "qsort");
+		if (i == 0)
+			libc = f[0].function;
+		assert_ptr_equal(f[0].function, libc);
+		sym_files_stats(&open, &known);
+		if (i == 0)
+			known1 = known;
+		assert_int_equal(known, known1);
+		assert_true(open <= known && open <= SYM_FILES_OPEN);
+	}
+	assert_true(known1 >= 2 && known1 <= g_nmods);
+	for (int i = 0; i < NPROC; i++)
+		sym_free(s[i]);
+	sym_files_stats(&open, &known);
+	assert_int_equal(known, 0);
+	assert_int_equal(open, 0);
+}
+
+/* The address of symbol fn in the shared object at path (nm), or 0. */
+static uint64_t nm_addr(const char *path, const char *fn)
+{
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "nm '%s'", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char line[512];
+	unsigned long long v = 0, x;
+	char t, n[256];
+	while (fgets(line, sizeof line, p))
+		if (sscanf(line, "%llx %c %255s", &x, &t, n) == 3 && !strcmp(n, fn))
+			v = x;
+	pclose(p);
+	return v;
+}
+
+/* A library at <dir>/<name> built from one function fn, build-id id (a
+ * hex string, or "none"), put in place by rename (a new inode, as a
+ * package upgrade does): fn's vaddr. */
+static uint64_t build_lib(const char *dir, const char *name, const char *fn,
+			  const char *id)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd,
+		 "set -e; cd '%s'; printf 'int %s(int x) { return x * 3 + 1; }\\n' > %s.c; "
+		 "cc -shared -fPIC -g -O0 -Wl,--build-id=%s -o %s.new %s.c; "
+		 "touch -d @%ld %s.new; mv -f %s.new %s",
+		 dir, fn, fn, id, name, fn, (long)time(NULL) + (fn[1] - 'a'),
+		 name, name, name);
+	assert_int_equal(run(cmd), 0);
+	char path[600];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	uint64_t v = nm_addr(path, fn);
+	assert_true(v != 0);
+	return v;
+}
+
+static struct sym *lib_process(const char *root, const char *name,
+			       const char *id)
+{
+	struct ym_module m;
+	memset(&m, 0, sizeof m);
+	m.base = 0x40000000;
+	m.lo = m.base;
+	m.hi = m.base + 0x100000;
+	m.state = YM_MODULE_LOADED;
+	snprintf(m.path, sizeof m.path, "/%s", name);
+	if (strcmp(id, "none")) {
+		m.build_id_len = 20;
+		for (int i = 0; i < 20; i++)
+			sscanf(id + 2 + 2 * i, "%2hhx", &m.build_id[i]);
+	}
+	struct sym *s = sym_new(root);
+	assert_non_null(s);
+	sym_set_modules(s, &m, 1);
+	return s;
+}
+
+static void check_fn(struct sym *s, uint64_t vaddr, const char *want)
+{
+	const struct sym_frame *f;
+	sym_resolve(s, 0x40000000 + vaddr, 0, &f);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, want);
+}
+
+/* Two builds of one path: each process gets the names of the build it
+ * loaded, with a build-id (the file is known by it: the first build's
+ * names stay right for its processes after the file was replaced) and
+ * without (known by path, inode and mtime). */
+static void test_two_builds_one_path(void **state)
+{
+	(void)state;
+	if (run("command -v cc >/dev/null && command -v nm >/dev/null") != 0)
+		skip();
+	static const char ida[] = "0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	static const char idb[] = "0xbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+	char root[] = "/tmp/ymtop-symbuilds.XXXXXX";
+	assert_non_null(mkdtemp(root));
+
+	uint64_t va = build_lib(root, "lib.so", "fa", ida);
+	struct sym *a1 = lib_process(root, "lib.so", ida);
+	check_fn(a1, va, "fa");
+	uint64_t vb = build_lib(root, "lib.so", "fb", idb);
+	struct sym *b1 = lib_process(root, "lib.so", idb);
+	check_fn(b1, vb, "fb");
+	/* A process of the first build, started before the upgrade, seen
+	 * after it: its build's names, not the file's on disk now. */
+	struct sym *a2 = lib_process(root, "lib.so", ida);
+	assert_null(sym_module_warning(a2, 0));
+	check_fn(a2, va, "fa");
+	check_fn(a1, va, "fa");
+
+	uint64_t vc = build_lib(root, "nolib.so", "fc", "none");
+	struct sym *c1 = lib_process(root, "nolib.so", "none");
+	check_fn(c1, vc, "fc");
+	uint64_t vd = build_lib(root, "nolib.so", "fd", "none");
+	struct sym *d1 = lib_process(root, "nolib.so", "none");
+	check_fn(d1, vd, "fd");
+	check_fn(c1, vc, "fc");
+
+	sym_free(a1);
+	sym_free(a2);
+	sym_free(b1);
+	sym_free(c1);
+	sym_free(d1);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	assert_int_equal(run(cmd), 0);
+}
+
+/* More files than the bound on open sessions: the least recently used
+ * are closed, the open ones stay within SYM_FILES_OPEN, and a closed
+ * file is opened again when a new address of it needs a name. */
+static void test_files_evicted_and_reopened(void **state)
+{
+	(void)state;
+	if (run("command -v cc >/dev/null && command -v nm >/dev/null") != 0)
+		skip();
+	enum { NFILES = SYM_FILES_OPEN + 8 };
+	char root[] = "/tmp/ymtop-symevict.XXXXXX";
+	assert_non_null(mkdtemp(root));
+	uint64_t v = build_lib(root, "lib0.so", "fe", "none");
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "cd '%s' && for i in $(seq 1 %d); do "
+		 "cp lib0.so lib$i.so; done", root, NFILES - 1);
+	assert_int_equal(run(cmd), 0);
+	struct sym *s[NFILES];
+	unsigned open, known;
+	for (int i = 0; i < NFILES; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "lib%d.so", i);
+		s[i] = lib_process(root, name, "none");
+		check_fn(s[i], v, "fe");
+		sym_files_stats(&open, &known);
+		assert_true(open <= SYM_FILES_OPEN);
+		assert_int_equal(known, (unsigned)i + 1);
+	}
+	/* lib0.so was closed long ago: a new address of it opens it again
+	 * (its code's second byte, still in fe). */
+	const struct sym_frame *f;
+	sym_resolve(s[0], 0x40000000 + v + 1, 0, &f);
+	assert_non_null(f[0].function);
+	assert_string_equal(f[0].function, "fe");
+	sym_files_stats(&open, &known);
+	assert_true(open <= SYM_FILES_OPEN);
+	for (int i = 0; i < NFILES; i++)
+		sym_free(s[i]);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	assert_int_equal(run(cmd), 0);
+}
+
 static void test_cache_and_module_updates(void **state)
 {
 	(void)state;
@@ -657,6 +851,9 @@ int main(void)
 		cmocka_unit_test(test_build_id_mismatch),
 		cmocka_unit_test(test_separate_debug_by_build_id),
 		cmocka_unit_test(test_cache_and_module_updates),
+		cmocka_unit_test(test_shared_by_file),
+		cmocka_unit_test(test_two_builds_one_path),
+		cmocka_unit_test(test_files_evicted_and_reopened),
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_demangle_through_resolve),
 		cmocka_unit_test(test_speed),

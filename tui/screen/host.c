@@ -248,7 +248,9 @@ int host_key(struct host *h, int key, int rows)
 int host_merged(const struct host *h, const char *exe, const struct report_opts *o,
 		struct prom_group **out, size_t *n)
 {
-	struct prom_source src[FLEET_MAX];
+	struct prom_source *src = calloc((size_t)h->f.n + 1, sizeof *src);
+	if (!src)
+		return -1;
 	size_t k = 0;
 	for (int i = 0; i < h->f.n; i++) {
 		struct model *m = &h->f.p[i]->s.model;
@@ -258,7 +260,9 @@ int host_merged(const struct host *h, const char *exe, const struct report_opts 
 			k++;
 		}
 	}
-	return prometheus_merge(src, k, o, out, n);
+	int rc = prometheus_merge(src, k, o, out, n);
+	free(src);
+	return rc;
 }
 
 void host_free(struct host *h)

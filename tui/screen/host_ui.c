@@ -23,6 +23,9 @@ static void draw(const struct host *h)
 	       h->f.n, h->f.n == 1 ? "" : "es", h->f.root ? " (--children)" : "",
 	       host_sort_name(h->sort), h->asc ? " ascending" : "",
 	       h->merge ? "  merged by executable" : "");
+	if (h->f.skipped)
+		ui_put(1, 0, A_BOLD, "%d more process%s running the agent not watched: %s",
+		       h->f.skipped, h->f.skipped == 1 ? "" : "es", h->f.skip_why);
 	attron(A_REVERSE);
 	mvhline(2, 0, ' ', cols);
 	ui_put(2, 0, A_REVERSE, "%7s %-10s %9s %9s %9s %9s %6s %-8s %s", "PID", "USER",

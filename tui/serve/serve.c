@@ -151,17 +151,29 @@ static void list_processes(const struct server *sv, FILE *f)
 
 static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 {
-	struct prom_source src[FLEET_MAX];
 	struct report_opts ro = { REPORT_PROMETHEUS, sv->o->top, &sv->o->rules,
 				  WEIGHT_RETAINED, SORT_RETAINED };
+	struct prom_source *src = calloc((size_t)sv->f.n + 1, sizeof *src);
+	if (!src)
+		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	for (int i = 0; i < sv->f.n; i++) {
 		src[i].m = &sv->f.p[i]->s.model;
 		src[i].s = sv->f.p[i]->s.sym;
 	}
 	struct body b;
-	if (body_open(&b) != 0)
+	if (body_open(&b) != 0) {
+		free(src);
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	}
 	int ok = prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) == 0;
+	free(src);
+	/* Agent processes not served (fleet.h): counted, with the reason. */
+	char why[PROM_LABEL_BUF];
+	prometheus_label(sv->f.skipped ? sv->f.skip_why : "", why, sizeof why);
+	fprintf(b.f, "# HELP ymtop_processes_skipped Agent processes ymtop may "
+		"read but does not serve, and why.\n# TYPE ymtop_processes_skipped "
+		"gauge\nymtop_processes_skipped{reason=\"%s\"} %d\n", why,
+		sv->f.skipped);
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",

@@ -13,8 +13,9 @@
  * Served: the process of -p PID (injected at the start when it has no
  * agent, as -p does everywhere), else every process running the agent that
  * we may read (target_list), looked up again at each request, so that
- * processes that start appear and processes that exit disappear; at most
- * FLEET_MAX of them (fleet.h).
+ * processes that start appear and processes that exit disappear; those
+ * that cannot be served (fleet.h: descriptors, memory) are counted in
+ * /metrics, ymtop_processes_skipped, with the reason in its help.
  *
  * Bounds against slow or hostile clients: one internal polling thread
  * (epoll or poll) that never blocks on a client; SERVE_MAX_CONN connections

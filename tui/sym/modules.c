@@ -2,12 +2,9 @@
  * modules: the segment's module list as the symbolizer trusts it (see
  * modules.h).
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "hash.h"
 #include "modules.h"
@@ -46,61 +43,6 @@ static int overlaps(const struct sym_mod *v, uint32_t n, uint64_t lo,
 		if (lo < v[i].hi && v[i].lo < hi)
 			return 1;
 	return 0;
-}
-
-void sym_mod_report(Dwfl *dwfl, const char *root, struct sym_store *st,
-		    struct sym_mod *m)
-{
-	m->dm = NULL;
-	m->warning = NULL;
-	if (!dwfl || !m->path[0])
-		return;
-	char full[4096];
-	int w = snprintf(full, sizeof full, "%s%s", root ? root : "",
-			 m->path);
-	if (w < 0 || (size_t)w >= sizeof full)
-		return;
-	/* O_NONBLOCK and the S_ISREG check: a path naming a FIFO or a device
-	 * must not hang or feed us. */
-	int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return;
-	struct stat sb;
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		close(fd);
-		return;
-	}
-	/* add_p_vaddr = true: base is the load bias (l_addr), which libdwfl
-	 * adds to the ELF's p_vaddr.  With false it would take base as the
-	 * address of the first PT_LOAD, which differs for objects whose first
-	 * segment is not at vaddr 0 (prelinked or odd linker scripts).  The
-	 * file name also names the module: the segment's path, unprefixed. */
-	Dwfl_Module *dm = dwfl_report_elf(dwfl, m->path, full, fd, m->base,
-					  true);
-	if (!dm) {
-		close(fd);      /* not consumed on failure */
-		return;
-	}
-	if (m->build_id_len == 0) {
-		m->dm = dm;
-		return;
-	}
-	const unsigned char *bits = NULL;
-	GElf_Addr vaddr;
-	int len = dwfl_module_build_id(dm, &bits, &vaddr);
-	if (m->build_id_len <= sizeof m->build_id && len > 0 && bits &&
-	    (uint32_t)len == m->build_id_len &&
-	    !memcmp(bits, m->build_id, m->build_id_len)) {
-		m->dm = dm;
-		return;
-	}
-	/* The module stays reported in the session but is never consulted:
-	 * we map addresses to modules ourselves. */
-	char msg[4200];
-	snprintf(msg, sizeof msg,
-		 "%s: file changed since the process loaded it (build-id "
-		 "mismatch)", m->path);
-	m->warning = sym_store_intern(st, msg);
 }
 
 uint32_t sym_mods_accept(struct sym_store *st, const struct ym_module *mods,

@@ -2,8 +2,10 @@
  * sym: symbolization with libdwfl (elfutils) and libiberty's demangler.
  *
  * The files of sym/, by concern:
- *   sym.c       this: the public API, the libdwfl session, the cache of
- *               resolved addresses;
+ *   sym.c       this: the public API, a process's modules and its cache
+ *               of resolved addresses;
+ *   files.c     per ELF file, shared by every process that maps it: the
+ *               libdwfl session and the resolved vaddrs (files.h);
  *   modules.c   the segment's module list -> accepted modules (modules.h
  *               says why addresses never go through dwfl_addrmodule);
  *   resolve.c   one address of a module -> its inline chain (DWARF, ELF);
@@ -15,30 +17,28 @@
  *   store.c     the arena and the interned strings;
  *   frames.c, names.c, rules.c  stacks as people read them (frames.h).
  *
- * Memory.  Every string and frame array handed out lives in the store
- * owned by struct sym and is freed only by sym_free: that is what lets
- * sym_resolve promise "valid until sym_free" even across sym_set_modules,
- * which may throw away the whole libdwfl session and the cache index (the
- * frames stay in the store).  Strings are interned, so the memory grows
- * with distinct addresses and distinct names, not with lookups.
+ * Memory.  Every frame array handed out lives in the store owned by
+ * struct sym, and the names in it live in the stores of the files the
+ * struct sym holds (a reference each, given back by sym_free): that is
+ * what lets sym_resolve promise "valid until sym_free" even across
+ * sym_set_modules, which may drop modules and the cache index.  Strings
+ * are interned, so the memory grows with distinct addresses and distinct
+ * names, not with lookups; a process costs its own module list and the
+ * frames of its own addresses, its files' symbols are shared.
  *
- * Not thread-safe: one struct sym per thread (libdwfl is not either).
+ * Not thread-safe: every struct sym shares the files' state, so all of
+ * them are used from one thread at a time (libdwfl is not thread-safe).
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <elfutils/libdwfl.h>
 
 #include "fetch.h"
+#include "files.h"
 #include "modules.h"
 #include "resolve.h"
 #include "store.h"
 #include "sym.h"
-#include "tables.h"
 #include "util/hashmap.h"
 
 /* Modules considered per list (the agent's default capacity is 1024):
@@ -57,15 +57,15 @@ struct sym_cent {
 
 struct sym {
 	char *root;                /* path prefix, or NULL */
-	char *debuginfo_path;      /* for the callbacks; NULL: libdwfl default */
-	Dwfl_Callbacks cb;         /* libdwfl keeps a pointer to it */
-	Dwfl *dwfl;
-	struct sym_tables tables;  /* belong to the current session */
 
 	struct sym_mod *mods;      /* accepted, sorted by lo */
 	uint32_t nmods;
 	const char **warn;         /* by segment index */
 	uint32_t nwarn;
+	/* Every file this process's modules ever took (one reference
+	 * each): frames handed out point into them until sym_free. */
+	struct sym_file **held;
+	uint32_t nheld, capheld;
 
 	struct sym_cent *cent;     /* the cache, in order of resolution */
 	uint32_t ncent, capcent;
@@ -73,7 +73,7 @@ struct sym {
 
 	struct sym_store store;
 	struct sym_frame scratch;  /* last resort when memory runs out */
-	unsigned fetched;          /* fetch_poll's count last taken in */
+	unsigned gen;              /* sym_files_poll's generation taken in */
 };
 
 static uint64_t cache_hash(uint64_t addr, uint32_t state)
@@ -91,65 +91,6 @@ static int cache_eq(const void *ctx, uint32_t i)
 {
 	const struct cache_key *k = ctx;
 	return k->s->cent[i].addr == k->addr && k->s->cent[i].state == k->state;
-}
-
-static void dwfl_stop(struct sym *s)
-{
-	if (s->dwfl)
-		dwfl_end(s->dwfl);
-	s->dwfl = NULL;
-	sym_tables_free(&s->tables);
-}
-
-/* libdwfl's find_debuginfo: the standard local lookup (debuginfod is out
- * of our environment, see fetch.h), then a file a debuginfod lookup
- * brought, else that lookup is started and the module has no DWARF for
- * now (sym_poll reports the modules again when a file arrives).  A dwz
- * alternate file (debuglink_file an absolute path, no CRC) is not
- * fetched: its build-id is not the module's. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata,
-			  const char *modname, GElf_Addr base,
-			  const char *file_name, const char *debuglink_file,
-			  GElf_Word debuglink_crc, char **debuginfo_file_name)
-{
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base,
-					      file_name, debuglink_file,
-					      debuglink_crc, debuginfo_file_name);
-	if (fd >= 0 || !fetch_enabled())
-		return fd;
-	if (debuglink_file && (debuglink_crc == 0 || strchr(debuglink_file, '/')))
-		return -1;
-	const unsigned char *bits = NULL;
-	GElf_Addr vaddr;
-	int len = dwfl_module_build_id(mod, &bits, &vaddr);
-	const char *path = NULL;
-	if (len <= 0 || !bits ||
-	    fetch_want(bits, (uint32_t)len, modname, &path) != FETCH_FOUND ||
-	    !path)
-		return -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	struct stat sb;
-	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	char *name = strdup(path);
-	if (name) {
-		free(*debuginfo_file_name);
-		*debuginfo_file_name = name;
-	}
-	return fd;
-}
-
-static int dwfl_start(struct sym *s)
-{
-	s->dwfl = dwfl_begin(&s->cb);
-	if (!s->dwfl)
-		return -1;
-	dwfl_report_begin(s->dwfl);
-	dwfl_report_end(s->dwfl, NULL, NULL);
-	return 0;
 }
 
 /* Drop the cache index; with only_unknown, drop only the addresses that
@@ -182,30 +123,13 @@ struct sym *sym_new(const char *root)
 		while (n > 1 && root[n - 1] == '/')
 			n--;
 		s->root = strndup(root, n);
-		/* Debug files: first under the target's root, then ours (both
-		 * checked against the build-id by libdwfl). */
-		if (s->root) {
-			static const char fmt[] =
-				":.debug:%s/usr/lib/debug:/usr/lib/debug";
-			size_t len = sizeof fmt + n;
-			s->debuginfo_path = malloc(len);
-			if (s->debuginfo_path)
-				snprintf(s->debuginfo_path, len, fmt, s->root);
-		}
-		if (!s->root || !s->debuginfo_path) {
+		if (!s->root) {
 			sym_free(s);
 			return NULL;
 		}
 	}
-	s->cb.find_elf = dwfl_build_id_find_elf;
 	fetch_setup();
-	s->cb.find_debuginfo = find_debuginfo;
-	s->cb.section_address = dwfl_offline_section_address;
-	s->cb.debuginfo_path = s->debuginfo_path ? &s->debuginfo_path : NULL;
-	if (dwfl_start(s) != 0) {
-		sym_free(s);
-		return NULL;
-	}
+	s->gen = sym_files_poll();
 	return s;
 }
 
@@ -213,15 +137,45 @@ void sym_free(struct sym *s)
 {
 	if (!s)
 		return;
-	dwfl_stop(s);
+	for (uint32_t i = 0; i < s->nheld; i++)
+		sym_file_put(s->held[i]);
+	free(s->held);
 	free(s->mods);
 	free(s->warn);
 	free(s->cent);
 	hmap_free(&s->cache);
 	sym_store_free(&s->store);
-	free(s->debuginfo_path);
 	free(s->root);
 	free(s);
+}
+
+/* The file of m, its reference kept in s->held (one per file); NULL when
+ * it has no usable symbols (m->warning may say why). */
+static struct sym_file *take_file(struct sym *s, struct sym_mod *m)
+{
+	struct sym_file *f = sym_file_get(s->root, m->path, m->build_id,
+					  m->build_id_len, &s->store,
+					  &m->warning);
+	if (!f)
+		return NULL;
+	for (uint32_t i = 0; i < s->nheld; i++) {
+		if (s->held[i] == f) {
+			sym_file_put(f);
+			return f;
+		}
+	}
+	if (s->nheld == s->capheld) {
+		uint32_t cap = s->capheld ? s->capheld * 2 : 8;
+		void *v = realloc(s->held, (size_t)cap * sizeof *s->held);
+		if (!v) {
+			sym_file_put(f);
+			return NULL;
+		}
+		s->held = v;
+		s->capheld = cap;
+	}
+	s->held[s->nheld++] = f;
+	return f;
 }
 
 void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
@@ -241,43 +195,26 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
 	}
 	uint32_t k = sym_mods_accept(&s->store, mods, n, nm);
 
-	/* Incremental when every module we have is still accepted unchanged
-	 * (the usual case: the list only grew): keep their Dwfl_Modules and
-	 * everything cached.  Otherwise start a new libdwfl session. */
+	/* Modules we had unchanged keep their file; the others look theirs
+	 * up among the files every process shares (files.h).  When every
+	 * module we had is kept (the usual case: the list only grew), what
+	 * is cached stays but the addresses no module claimed. */
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < k; i++) {
 		for (uint32_t j = 0; j < s->nmods; j++) {
 			if (sym_mod_same(&nm[i], &s->mods[j])) {
-				nm[i].dm = s->mods[j].dm;
+				nm[i].file = s->mods[j].file;
 				nm[i].warning = s->mods[j].warning;
 				nm[i].kept = 1;
 				kept++;
 				break;
 			}
 		}
+		if (!nm[i].kept)
+			nm[i].file = take_file(s, &nm[i]);
 	}
-	int incremental = s->dwfl && kept == s->nmods;
-	if (!incremental) {
-		dwfl_stop(s);
-		if (dwfl_start(s) != 0)
-			s->dwfl = NULL;
-		for (uint32_t i = 0; i < k; i++)
-			nm[i].kept = 0;
-	}
-	if (k > kept || !incremental) {
-		if (s->dwfl) {
-			if (incremental)
-				dwfl_report_begin_add(s->dwfl);
-			else
-				dwfl_report_begin(s->dwfl);
-		}
-		for (uint32_t i = 0; i < k; i++)
-			if (!nm[i].kept)
-				sym_mod_report(s->dwfl, s->root, &s->store, &nm[i]);
-		if (s->dwfl)
-			dwfl_report_end(s->dwfl, NULL, NULL);
-		cache_drop(s, incremental);
-	}
+	if (k > kept || kept != s->nmods)
+		cache_drop(s, kept == s->nmods);
 	for (uint32_t i = 0; i < k; i++)
 		warn[nm[i].seg_index] = nm[i].warning;
 	sym_mods_sort(nm, k);
@@ -289,35 +226,15 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n)
 	s->nwarn = n;
 }
 
-/* A new libdwfl session with the same modules, each reported again (so
- * that libdwfl asks for their debug files again), and an empty cache. */
-static void reload(struct sym *s)
-{
-	dwfl_stop(s);
-	if (dwfl_start(s) != 0)
-		s->dwfl = NULL;
-	if (s->dwfl)
-		dwfl_report_begin(s->dwfl);
-	for (uint32_t i = 0; i < s->nmods; i++) {
-		sym_mod_report(s->dwfl, s->root, &s->store, &s->mods[i]);
-		s->mods[i].probed = 0;
-		if (s->warn && s->mods[i].seg_index < s->nwarn)
-			s->warn[s->mods[i].seg_index] = s->mods[i].warning;
-	}
-	if (s->dwfl)
-		dwfl_report_end(s->dwfl, NULL, NULL);
-	cache_drop(s, 0);
-}
-
 int sym_poll(struct sym *s)
 {
 	if (!s || !fetch_enabled())
 		return 0;
-	unsigned f = fetch_poll();
-	if (f == s->fetched)
+	unsigned g = sym_files_poll();
+	if (g == s->gen)
 		return 0;
-	s->fetched = f;
-	reload(s);
+	s->gen = g;
+	cache_drop(s, 0);
 	return 1;
 }
 
@@ -325,13 +242,10 @@ void sym_prefetch(struct sym *s, uint64_t addr)
 {
 	if (!s || !fetch_enabled())
 		return;
-	struct sym_mod *m = (struct sym_mod *)sym_mods_find(s->mods, s->nmods,
-							    addr ? addr - 1 : 0);
-	if (!m || !m->dm || m->probed)
-		return;
-	m->probed = 1;
-	Dwarf_Addr bias;
-	dwfl_module_getdwarf(m->dm, &bias);   /* find_debuginfo starts it */
+	const struct sym_mod *m = sym_mods_find(s->mods, s->nmods,
+						addr ? addr - 1 : 0);
+	if (m)
+		sym_file_prefetch(m->file);
 }
 
 unsigned sym_pending(struct sym *s, char *buf, size_t len)
@@ -393,8 +307,15 @@ int sym_resolve(struct sym *s, uint64_t addr, int ret,
 	memset(tmp, 0, sizeof tmp);
 	int n = 0;
 	const struct sym_mod *m = sym_mods_find(s->mods, s->nmods, pc);
-	if (m && m->dm)
-		n = sym_resolve_module(&s->store, &s->tables, m->dm, pc, tmp);
+	if (m && m->file) {
+		/* The file's chain, shared with every process mapping it,
+		 * at the file's vaddr. */
+		const struct sym_frame *chain;
+		n = sym_file_resolve(m->file, pc - m->base, &chain);
+		if (n > SYM_MAX_CHAIN)
+			n = SYM_MAX_CHAIN;
+		memcpy(tmp, chain, (size_t)(n > 0 ? n : 0) * sizeof *tmp);
+	}
 	if (n <= 0)
 		n = 1;
 	for (int i = 0; i < n; i++) {

@@ -8,7 +8,14 @@
  * into, ending with the real (out-of-line) function.  Results are cached per
  * address: resolving the same address twice costs a hash lookup.
  *
- * Strings returned belong to the sym object and live until sym_free.
+ * A struct sym stands for one process; what its files hold (the libdwfl
+ * session, the names, the chains by file address) is shared by every
+ * struct sym whose process maps the same file (files.h): a process of a
+ * program already seen costs its module list and its own frames.
+ *
+ * Strings returned live until sym_free of the sym object that returned
+ * them.  Not thread-safe, and not per object: every struct sym of the
+ * program is used from one thread at a time (they share the files).
  */
 #ifndef YMTOP_SYM_H
 #define YMTOP_SYM_H
@@ -47,7 +54,7 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n);
  * and stays valid until sym_free.
  * (There is no max argument: a chain holds at most 64 frames, see
  * SYM_MAX_CHAIN in resolve.h.  s == NULL yields one static unknown frame;
- * out may be NULL.  Not thread-safe: one struct sym per thread.) */
+ * out may be NULL.  Not thread-safe, see above.) */
 int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		const struct sym_frame **out);
 

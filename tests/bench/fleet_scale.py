@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""ymtop --serve in front of a fleet: N processes of one program (allocs,
+three allocation sites each, every allocation sampled), preloaded, then
+one ymtop --serve for them all.  For each N prints the first scrape of
+/metrics (cold: every process's symbols), the median of the later ones,
+ymtop's VmRSS after them, and how many processes /metrics counted.
+
+    YM_BUILD=build python3 tests/bench/fleet_scale.py [N...]   (10 100 300)
+
+Alone in a pid namespace and a /dev/shm of its own (as root): --serve
+serves every agent process it sees, and others' on a shared machine would
+count too."""
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+BUILD = os.path.abspath(os.environ.get("YM_BUILD", "build"))
+WARM = 5
+
+
+def isolate():
+    if os.environ.get("YM_FLEET_NS") == "1" or os.geteuid() != 0:
+        return
+    r = subprocess.run(
+        ["unshare", "-m", "-p", "-f", "--mount-proc", "sh", "-c",
+         'mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"',
+         sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
+        env=dict(os.environ, YM_FLEET_NS="1"))
+    sys.exit(r.returncode)
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def scrape(url):
+    t = time.monotonic()
+    with urllib.request.urlopen(url, timeout=600) as r:
+        body = r.read().decode()
+    return time.monotonic() - t, body
+
+
+def one(n):
+    env = dict(os.environ, LD_PRELOAD=os.path.join(BUILD, "libymagent.so"),
+               YM_SAMPLE_RATE="1", YM_EARLY_SEGMENT="1")
+    argv = [os.path.join(BUILD, "progs", "allocs"), "malloc:4:1000",
+            "calloc:4:2000", "fail:4:3000"]
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env, text=True)
+             for _ in range(n)]
+    srv = None
+    try:
+        for p in procs:
+            p.stdout.readline()          # "ready"
+        srv = subprocess.Popen([os.path.join(BUILD, "ymtop"), "--serve",
+                                "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+        line = srv.stderr.readline()
+        port = re.search(r":(\d+)/metrics", line).group(1)
+        url = "http://127.0.0.1:%s/metrics" % port
+        cold, body = scrape(url)
+        seen = len(re.findall(r"^ymtop_process_retained_bytes", body, re.M))
+        skipped = re.search(r"^ymtop_processes_skipped\{[^}]*\} (\d+)", body, re.M)
+        warm = sorted(scrape(url)[0] for _ in range(WARM))
+        rss = rss_kib(srv.pid)
+        print("N=%4d  first %7.0f ms  later %5.0f ms (median of %d)  "
+              "VmRSS %6.1f MiB  in /metrics %d%s" %
+              (n, cold * 1000, warm[WARM // 2] * 1000, WARM, rss / 1024.0, seen,
+               ", skipped %s" % skipped.group(1) if skipped else ""), flush=True)
+    finally:
+        if srv:
+            srv.terminate()
+            srv.wait()
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            p.wait()
+
+
+def main():
+    isolate()
+    for n in [int(a) for a in sys.argv[1:]] or [10, 100, 300]:
+        one(n)
+
+
+if __name__ == "__main__":
+    main()
