@@ -69,6 +69,19 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	return model_update_facts(m, snap, NULL);
 }
 
+/* The agent raises its peaks in steps (segment.h: less than 64 KiB a
+ * thread behind, as in exact mode) and publishes the process's estimate
+ * apart from the stacks': a retained figure read now is a level that was
+ * reached, so a peak below it is raised to it, reached now. */
+static void peak_at_least(double *peak, uint64_t *when, double now_bytes,
+			  uint64_t now_ns)
+{
+	if (now_bytes > *peak) {
+		*peak = now_bytes;
+		*when = now_ns;
+	}
+}
+
 int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		       const struct model_facts *facts)
 {
@@ -139,6 +152,8 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 			s->kind = x->kind;
 			s->peak_bytes = (double)x->peak_bytes;
 			s->peak_mono_ns = x->peak_mono_ns;
+			peak_at_least(&s->peak_bytes, &s->peak_mono_ns,
+				      s->retained_bytes, snap->taken_mono_ns);
 		}
 		if (m->marked) {
 			s->growth = s->retained_bytes - m->mark_retained[i];
@@ -161,6 +176,10 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		m->peak_mono_ns = snap->hdr.peak_mono_ns;
 		m->mmap_peak_bytes = (double)snap->hdr.mmap_peak_retained;
 		m->mmap_peak_mono_ns = snap->hdr.mmap_peak_mono_ns;
+		peak_at_least(&m->peak_retained_bytes, &m->peak_mono_ns,
+			      m->retained_bytes, snap->taken_mono_ns);
+		peak_at_least(&m->mmap_peak_bytes, &m->mmap_peak_mono_ns,
+			      m->mmap_retained_bytes, snap->taken_mono_ns);
 	} else {
 		m->peak_retained_bytes = m->mmap_peak_bytes = 0;
 		m->peak_mono_ns = m->mmap_peak_mono_ns = 0;

@@ -81,7 +81,9 @@ struct model_stack {
 	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
 	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
 	/* The agent's peak of retained_bytes since its start or last reset
-	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown). */
+	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown); never
+	 * below retained_bytes (the agent's may lag: then it is this
+	 * snapshot's, at its time). */
 	double   peak_bytes;
 	uint64_t peak_mono_ns;
 	/* Since the mark (when marked): the highest retained_bytes seen in
@@ -106,7 +108,8 @@ struct model {
 	double   mmap_retained_bytes; /* sum of stack estimates, kind mmap */
 	/* The process's peaks (ABI v6; 0 before), the agent's: the malloc
 	 * family's retained estimate, and tracked mmap's, with their times
-	 * (CLOCK_MONOTONIC), since the start or the last reset. */
+	 * (CLOCK_MONOTONIC), since the start or the last reset; never below
+	 * retained_bytes and mmap_retained_bytes (as a stack's peak_bytes). */
 	double   peak_retained_bytes, mmap_peak_bytes;
 	uint64_t peak_mono_ns, mmap_peak_mono_ns;
 	uint64_t samples;            /* sum over stacks */
