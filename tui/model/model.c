@@ -72,13 +72,16 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 /* The agent raises its peaks in steps (segment.h: less than 64 KiB a
  * thread behind, as in exact mode) and publishes the process's estimate
  * apart from the stacks': a retained figure read now is a level that was
- * reached, so a peak below it is raised to it, reached now. */
+ * reached, so a peak below it is raised to it.  Its time stays the
+ * agent's (when the last step was crossed: the level was near then; a
+ * plateau would otherwise read "0ns ago" on every report), else now. */
 static void peak_at_least(double *peak, uint64_t *when, double now_bytes,
 			  uint64_t now_ns)
 {
 	if (now_bytes > *peak) {
 		*peak = now_bytes;
-		*when = now_ns;
+		if (*when == 0)
+			*when = now_ns;
 	}
 }
 

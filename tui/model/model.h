@@ -82,8 +82,8 @@ struct model_stack {
 	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
 	/* The agent's peak of retained_bytes since its start or last reset
 	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown); never
-	 * below retained_bytes (the agent's may lag: then it is this
-	 * snapshot's, at its time). */
+	 * below retained_bytes (the agent's may lag by a step: then it is
+	 * retained_bytes, at the agent's time of its peak). */
 	double   peak_bytes;
 	uint64_t peak_mono_ns;
 	/* Since the mark (when marked): the highest retained_bytes seen in
