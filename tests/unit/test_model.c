@@ -395,6 +395,47 @@ static void peak_never_below_retained(void **state)
 	model_free(&m);
 }
 
+/* Samples that found the live table full or its lock taken are not in
+ * the retained figures: one line says how many and why, none when every
+ * sample counts. */
+static void uncounted_samples_told(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	char buf[MODEL_UNCOUNTED_LEN];
+	uint64_t nlive = 9, busy = 9;
+	model_init(&m);
+	snap_make(&s, r, r, 0);
+	model_update(&m, &s);
+	assert_null(model_uncounted(&m, buf, sizeof buf, &nlive, &busy));
+	assert_int_equal(nlive, 0);
+	assert_int_equal(busy, 0);
+	snap_make(&s, r, r, 1);
+	s.hdr.drop_live = 1477668;
+	model_update(&m, &s);
+	assert_non_null(model_uncounted(&m, buf, sizeof buf, &nlive, &busy));
+	assert_string_equal(buf, "uncounted: 1477668 samples (the live table "
+			    "was full: raise YM_MAX_LIVE); retained figures are "
+			    "short of their bytes");
+	assert_int_equal(nlive, 1477668);
+	snap_make(&s, r, r, 2);
+	s.hdr.drop_live = 5;
+	s.hdr.drop_busy = 2;
+	model_update(&m, &s);
+	assert_non_null(model_uncounted(&m, buf, sizeof buf, NULL, &busy));
+	assert_int_equal(busy, 2);
+	assert_non_null(strstr(buf, "uncounted: 7 samples (5 found the live "
+				    "table full (YM_MAX_LIVE), 2 its lock taken)"));
+	snap_make(&s, r, r, 3);
+	s.hdr.drop_busy = 1;
+	model_update(&m, &s);
+	assert_non_null(strstr(model_uncounted(&m, buf, sizeof buf, NULL, NULL),
+			       "1 samples (the agent's lock was taken)"));
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -407,6 +448,7 @@ int main(void)
 		cmocka_unit_test(exit_kept_and_told),
 		cmocka_unit_test(memory_explained),
 		cmocka_unit_test(peak_never_below_retained),
+		cmocka_unit_test(uncounted_samples_told),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -453,6 +453,32 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 	return buf;
 }
 
+const char *model_uncounted(const struct model *m, char *buf, size_t len,
+			    uint64_t *live, uint64_t *busy)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	uint64_t l = h->drop_live, b = h->drop_busy;
+	if (live)
+		*live = l;
+	if (busy)
+		*busy = b;
+	if (l == 0 && b == 0)
+		return NULL;
+	char why[160];
+	if (l && b)
+		snprintf(why, sizeof why, "%llu found the live table full "
+			 "(YM_MAX_LIVE), %llu its lock taken",
+			 (unsigned long long)l, (unsigned long long)b);
+	else if (l)
+		snprintf(why, sizeof why, "the live table was full: raise "
+			 "YM_MAX_LIVE");
+	else
+		snprintf(why, sizeof why, "the agent's lock was taken");
+	snprintf(buf, len, "uncounted: %llu samples (%s); retained figures "
+		 "are short of their bytes", (unsigned long long)(l + b), why);
+	return buf;
+}
+
 const char *model_heap_allocator(uint32_t kind)
 {
 	switch (kind) {

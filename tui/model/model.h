@@ -231,6 +231,15 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 			 const char **object, const char **why);
 #define MODEL_UNSEEN_LEN 768   /* the line with the longest exe path */
 
+/* Samples the agent took and could not count (drop_live: the live
+ * table was full; drop_busy: its lock was taken): the retained figures,
+ * the process's and the stacks', are short of their bytes.  The one line
+ * that says so, into buf, returned; NULL when every sample counts.
+ * *live and *busy, when not NULL, get the two counts. */
+const char *model_uncounted(const struct model *m, char *buf, size_t len,
+			    uint64_t *live, uint64_t *busy);
+#define MODEL_UNCOUNTED_LEN 256
+
 /* Agent state word: "sampling", "paused", "exited". */
 const char *model_state(const struct model *m);
 

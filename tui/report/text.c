@@ -207,6 +207,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);
+	char uncounted[MODEL_UNCOUNTED_LEN];
+	if (model_uncounted(m, uncounted, sizeof uncounted, NULL, NULL))
+		fprintf(f, "%s\n", uncounted);
 	/* Units: one per figure (model/memory.h). */
 	fprintf(f, "units: estimates (retained, mmap, stacks) in %s, in use in %s"
 		" (the allocator's size classes)\n", MODEL_UNIT_REQUESTED,
