@@ -198,8 +198,11 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 			fprintf(f, ", mapped %s", fmt_bytes((double)hs->mapped_bytes, a, sizeof a));
 		if (hs->present & YM_HEAP_RESIDENT)
 			fprintf(f, ", resident %s", fmt_bytes((double)hs->resident_bytes, a, sizeof a));
+		/* jemalloc's "retained" (tcmalloc's unmapped) is address space
+		 * kept for reuse without pages, not the retained estimate. */
 		if (hs->present & YM_HEAP_RETAINED)
-			fprintf(f, ", retained %s", fmt_bytes((double)hs->retained_bytes, a, sizeof a));
+			fprintf(f, ", unused address space %s",
+				fmt_bytes((double)hs->retained_bytes, a, sizeof a));
 		if (hs->present & YM_HEAP_ARENAS)
 			fprintf(f, ", %llu arenas", (unsigned long long)hs->arenas);
 		fputc('\n', f);
