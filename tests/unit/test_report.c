@@ -533,6 +533,34 @@ static void units_are_named(void **state)
 	free(out);
 }
 
+/* The allocator's line names jemalloc's stats.retained (address space it
+ * keeps without pages) so that it is not read as the retained estimate
+ * printed on the next line (redis-server: "retained 23.5 MiB" above
+ * "estimated retained: 0 B"). */
+static void heap_line_does_not_reuse_retained(void **state)
+{
+	struct fixture *fx = *state;
+	struct ym_heapstats *hs = &fx->m.snap.hdr.heap;
+	hs->allocator = YM_HEAP_JEMALLOC;
+	hs->present = YM_HEAP_IN_USE | YM_HEAP_RETAINED;
+	hs->in_use_bytes = 113u << 20;
+	hs->retained_bytes = 23u << 20;
+	hs->taken_mono_ns = fx->m.snap.taken_mono_ns;
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	const char *line = strstr(out, "\nheap (jemalloc's statistics");
+	assert_non_null(line);
+	const char *end = strchr(line + 1, '\n');
+	assert_non_null(end);
+	char buf[256];
+	snprintf(buf, sizeof buf, "%.*s", (int)(end - line - 1), line + 1);
+	assert_non_null(strstr(buf, "in use 113 MiB, unused address space 23.0 MiB"));
+	assert_null(strstr(buf, "retained"));
+	free(out);
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"retained_bytes\":24117248"));   /* key kept */
+	free(out);
+}
+
 /* ---- a protobuf reader for the pprof check ---- */
 
 static uint64_t varint(const uint8_t **p)
@@ -818,6 +846,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(prometheus_kinds_add_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_and_svg_keep_kinds_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(units_are_named, setup, teardown),
+		cmocka_unit_test_setup_teardown(heap_line_does_not_reuse_retained, setup, teardown),
 		cmocka_unit_test_setup_teardown(pprof_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(save_never_overwrites, setup, teardown),
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),

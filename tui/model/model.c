@@ -113,6 +113,22 @@ int model_update(struct model *m, struct shm_snapshot *snap)
 	return model_update_facts(m, snap, NULL);
 }
 
+/* The agent raises its peaks in steps (segment.h: less than 64 KiB a
+ * thread behind, as in exact mode) and publishes the process's estimate
+ * apart from the stacks': a retained figure read now is a level that was
+ * reached, so a peak below it is raised to it.  Its time stays the
+ * agent's (when the last step was crossed: the level was near then; a
+ * plateau would otherwise read "0ns ago" on every report), else now. */
+static void peak_at_least(double *peak, uint64_t *when, double now_bytes,
+			  uint64_t now_ns)
+{
+	if (now_bytes > *peak) {
+		*peak = now_bytes;
+		if (*when == 0)
+			*when = now_ns;
+	}
+}
+
 int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		       const struct model_facts *facts)
 {
@@ -187,6 +203,8 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 			s->kind = x->kind;
 			s->peak_bytes = (double)x->peak_bytes;
 			s->peak_mono_ns = x->peak_mono_ns;
+			peak_at_least(&s->peak_bytes, &s->peak_mono_ns,
+				      s->retained_bytes, snap->taken_mono_ns);
 		}
 		/* The agent's peak may lag its estimate (segment.h): a peak is
 		 * never shown below the retained bytes beside it. */
@@ -226,6 +244,10 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		m->peak_mono_ns = snap->hdr.peak_mono_ns;
 		m->mmap_peak_bytes = (double)snap->hdr.mmap_peak_retained;
 		m->mmap_peak_mono_ns = snap->hdr.mmap_peak_mono_ns;
+		peak_at_least(&m->peak_retained_bytes, &m->peak_mono_ns,
+			      m->retained_bytes, snap->taken_mono_ns);
+		peak_at_least(&m->mmap_peak_bytes, &m->mmap_peak_mono_ns,
+			      m->mmap_retained_bytes, snap->taken_mono_ns);
 	} else {
 		m->peak_retained_bytes = m->mmap_peak_bytes = 0;
 		m->peak_mono_ns = m->mmap_peak_mono_ns = 0;
@@ -556,6 +578,32 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 		 "unseen: %s keeps an allocator function where the agent "
 		 "cannot rewrite it; calls through it are not in these figures",
 		 obj);
+	return buf;
+}
+
+const char *model_uncounted(const struct model *m, char *buf, size_t len,
+			    uint64_t *live, uint64_t *busy)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	uint64_t l = h->drop_live, b = h->drop_busy;
+	if (live)
+		*live = l;
+	if (busy)
+		*busy = b;
+	if (l == 0 && b == 0)
+		return NULL;
+	char why[160];
+	if (l && b)
+		snprintf(why, sizeof why, "%llu found the live table full "
+			 "(YM_MAX_LIVE), %llu its lock taken",
+			 (unsigned long long)l, (unsigned long long)b);
+	else if (l)
+		snprintf(why, sizeof why, "the live table was full: raise "
+			 "YM_MAX_LIVE");
+	else
+		snprintf(why, sizeof why, "the agent's lock was taken");
+	snprintf(buf, len, "uncounted: %llu samples (%s); retained figures "
+		 "are short of their bytes", (unsigned long long)(l + b), why);
 	return buf;
 }
 

@@ -83,8 +83,9 @@ struct model_stack {
 	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
 	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
 	/* The agent's peak of retained_bytes since its start or last reset
-	 * (0 before ABI v6), never below retained_bytes (the agent's may lag
-	 * it: segment.h), and when (CLOCK_MONOTONIC, 0 unknown).
+	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown); never
+	 * below retained_bytes (the agent's may lag by a step, segment.h:
+	 * then it is retained_bytes, at the agent's time of its peak).
 	 * peak_samples: the live samples behind it (-1: a writer before v7
 	 * did not say). */
 	double   peak_bytes;
@@ -116,7 +117,8 @@ struct model {
 	double   mmap_retained_bytes; /* sum of stack estimates, kind mmap */
 	/* The process's peaks (ABI v6; 0 before), the agent's: the malloc
 	 * family's retained estimate, and tracked mmap's, with their times
-	 * (CLOCK_MONOTONIC), since the start or the last reset. */
+	 * (CLOCK_MONOTONIC), since the start or the last reset; never below
+	 * retained_bytes and mmap_retained_bytes (as a stack's peak_bytes). */
 	double   peak_retained_bytes, mmap_peak_bytes;
 	uint64_t peak_mono_ns, mmap_peak_mono_ns;
 	uint64_t samples;            /* sum over stacks */
@@ -279,6 +281,15 @@ const char *model_exit_text(const struct model *m, char *buf, size_t len);
 const char *model_unseen(const struct model *m, char *buf, size_t len,
 			 const char **object, const char **why);
 #define MODEL_UNSEEN_LEN 768   /* the line with the longest exe path */
+
+/* Samples the agent took and could not count (drop_live: the live
+ * table was full; drop_busy: its lock was taken): the retained figures,
+ * the process's and the stacks', are short of their bytes.  The one line
+ * that says so, into buf, returned; NULL when every sample counts.
+ * *live and *busy, when not NULL, get the two counts. */
+const char *model_uncounted(const struct model *m, char *buf, size_t len,
+			    uint64_t *live, uint64_t *busy);
+#define MODEL_UNCOUNTED_LEN 256
 
 /* Agent state word: "sampling", "paused", "exited". */
 const char *model_state(const struct model *m);

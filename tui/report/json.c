@@ -166,6 +166,18 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	} else {
 		fputs("null,", f);
 	}
+	/* Samples not counted in the retained figures: null, or how many. */
+	char uncounted[MODEL_UNCOUNTED_LEN];
+	uint64_t ulive, ubusy;
+	fputs("\"uncounted\":", f);
+	if (model_uncounted(m, uncounted, sizeof uncounted, &ulive, &ubusy)) {
+		fprintf(f, "{\"live_table_full\":%llu,\"busy\":%llu,\"text\":",
+			(unsigned long long)ulive, (unsigned long long)ubusy);
+		fmt_json_string(f, uncounted);
+		fputs("},", f);
+	} else {
+		fputs("null,", f);
+	}
 	/* The final report of a process that has exited (issue 20): what
 	 * its stacks retain is what it still held at exit. */
 	if (model_exited(m)) {

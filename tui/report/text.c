@@ -205,8 +205,11 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 			fprintf(f, ", mapped %s", fmt_bytes((double)hs->mapped_bytes, a, sizeof a));
 		if (hs->present & YM_HEAP_RESIDENT)
 			fprintf(f, ", resident %s", fmt_bytes((double)hs->resident_bytes, a, sizeof a));
+		/* jemalloc's "retained" (tcmalloc's unmapped) is address space
+		 * kept for reuse without pages, not the retained estimate. */
 		if (hs->present & YM_HEAP_RETAINED)
-			fprintf(f, ", retained %s", fmt_bytes((double)hs->retained_bytes, a, sizeof a));
+			fprintf(f, ", unused address space %s",
+				fmt_bytes((double)hs->retained_bytes, a, sizeof a));
 		if (hs->present & YM_HEAP_ARENAS)
 			fprintf(f, ", %llu arenas", (unsigned long long)hs->arenas);
 		fputc('\n', f);
@@ -216,6 +219,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
 		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);
+	char uncounted[MODEL_UNCOUNTED_LEN];
+	if (model_uncounted(m, uncounted, sizeof uncounted, NULL, NULL))
+		fprintf(f, "%s\n", uncounted);
 	/* Units: one per figure (model/memory.h). */
 	fprintf(f, "units: estimates (retained, mmap, stacks) in %s, in use in %s"
 		" (the allocator's size classes)\n", MODEL_UNIT_REQUESTED,

@@ -221,6 +221,11 @@ static int draw_header(struct view *v)
 		ui_put(y, 0, attr(C_ALARM, 0), "cannot see: %s", m->unseen);
 		y++;
 	}
+	char uncounted[MODEL_UNCOUNTED_LEN];
+	if (model_uncounted(m, uncounted, sizeof uncounted, NULL, NULL)) {
+		ui_put(y, 0, attr(C_ALARM, 0), "%s", uncounted);
+		y++;
+	}
 	const struct ym_alarm *al = view_alarm(v);
 	if (al) {
 		char lab[256] = "?";
