@@ -445,9 +445,11 @@ def test_rss_explained_json_and_text():
         assert abs(x["unexplained_anon_bytes"]) < 4 * MiB, x
         text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
         assert "RSS explained (/proc smaps_rollup):" in text, text[:1500]
-        for row in ("RSS", "counted in use", "retained (estimated)",
+        # Exact mode with every sample counted: its figures say exact.
+        for row in ("RSS", "counted in use", "retained (exact)",
                     "tracked mmap", "anonymous unexplained"):
             assert "\n  " + row in text, (row, text[:1500])
+        assert "\nexact retained: " in text, text[:1500]
     finally:
         t.finish()
 

@@ -10,6 +10,15 @@
 
 /* RSS explained (model/memory.h): one line per figure, "-" for what is
  * not known. */
+/* How the samples' figures are known: every allocation recorded
+ * (YM_SAMPLE_RATE=1) and none left out, or estimated. */
+static const char *samples_word(const struct model *m)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	return h->sample_rate == 1 && !h->drop_live && !h->drop_busy ?
+	       "exact" : "estimated";
+}
+
 static void text_rss_explained(FILE *f, const struct model *m)
 {
 	struct model_memory mm;
@@ -41,8 +50,10 @@ static void text_rss_explained(FILE *f, const struct model *m)
 	else
 		fprintf(f, "  %-22s %10s  (sampling: frees count objects, not bytes)\n",
 			"counted in use", "-");
+	char label[32];
+	snprintf(label, sizeof label, "retained (%s)", samples_word(m));
 	fprintf(f, "  %-22s %10s  requested bytes, from samples: the stacks below\n",
-		"retained (estimated)", fmt_bytes(mm.retained, a, sizeof a));
+		label, fmt_bytes(mm.retained, a, sizeof a));
 	if (mm.have_gap)
 		fprintf(f, "  %-22s %10s  %s\n", "in use - retained",
 			fmt_sbytes(mm.gap, a, sizeof a), mm.gap_why);
@@ -90,7 +101,7 @@ static void text_lifetimes(FILE *f, const struct model *m)
 		if (m->life[b].bytes > most)
 			most = m->life[b].bytes;
 	}
-	fprintf(f, "\nLifetimes of freed allocations (estimated):\n");
+	fprintf(f, "\nLifetimes of freed allocations (%s):\n", samples_word(m));
 	if (total <= 0) {
 		fprintf(f, "  (nothing sampled has been freed)\n");
 		return;
@@ -216,8 +227,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	}
 	if (m->unseen[0])   /* escaped by the session (tui/unseen.h) */
 		fprintf(f, "ymtop cannot see: %s\n", m->unseen);
-	fprintf(f, "estimated retained: %s in %.0f objects (%llu samples live)\n",
-		fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
+	fprintf(f, "%s retained: %s in %.0f objects (%llu samples live)\n",
+		samples_word(m), fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 		(unsigned long long)m->snap.live_count);
 	char uncounted[MODEL_UNCOUNTED_LEN];
 	if (model_uncounted(m, uncounted, sizeof uncounted, NULL, NULL))
@@ -275,9 +286,10 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		/* The final report (issue 20): heaptrack's leak summary. */
 		char how[64];
 		fprintf(f, "\nStill held at exit (%s): %s in %.0f objects "
-			"(estimated), by stack below\n",
+			"(%s), by stack below\n",
 			model_exit_text(m, how, sizeof how),
-			fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects);
+			fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
+			samples_word(m));
 	}
 	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
 	int shown = 0, few = 0;
