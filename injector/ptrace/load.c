@@ -11,6 +11,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "ptrace/agentsym.h"
 #include "ptrace/load.h"
 #include "ptrace/procfs.h"
 #include "ptrace/util.h"
@@ -346,11 +347,6 @@ int inject_load_agent(struct borrow *t, const struct libc_syms *s,
 	return rc;
 }
 
-/* The agent is loaded but has no segment: a daemon that forked away from
- * the process the agent started in and has not allocated since (an idle
- * nginx master).  Make the thread call the agent's ymagent_start, found
- * with dlsym(RTLD_DEFAULT) (preloaded agents are global), which creates the
- * segment.  0; -1 (err); -2 gone. */
 /* Call the agent's exported function sym (no arguments, int result)
  * through the stopped thread t: at fn, or when fn is 0 found with
  * dlsym(RTLD_DEFAULT) (a preloaded agent's symbols are global).  0 and
@@ -388,11 +384,20 @@ static int call_agent(struct borrow *t, const struct libc_syms *s,
 	return 0;
 }
 
+/* The agent is loaded but has no segment: a daemon that forked away from
+ * the process the agent started in and has not allocated since (an idle
+ * nginx master), or the fork child of a process ymtop -p injected.  Make
+ * the thread call the agent's ymagent_start, found in the agent's own
+ * file (an injected agent is private to its process), else with
+ * dlsym(RTLD_DEFAULT), which creates the segment.  0; -1 (err); -2
+ * gone. */
 int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 		       const char *name, char *err, size_t len)
 {
 	int32_t ok = 0;
-	int rc = call_agent(t, s, "ymagent_start", 0, &ok, err, len);
+	int rc = call_agent(t, s, "ymagent_start",
+			    inject_agent_symbol(t->pid, "ymagent_start"), &ok,
+			    err, len);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {

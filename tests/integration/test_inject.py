@@ -483,8 +483,9 @@ def test_thread_id_names_its_process():
                     if int(x) != t.pid]
             assert tids, "no second thread"
             line = one_line_failure(["-b", "-n", "1", "-p", tids[0]],
-                                    "thread of process %d" % t.pid)
-            assert "ymtop -p %d" % t.pid in line, line
+                                    "is the id of a thread")
+            assert "of process %d" % t.pid in line, line
+            assert "watch it with -p %d" % t.pid in line, line
             assert "YM_DISABLE" not in line, line
             if not preload:
                 assert not t.agent_maps()
