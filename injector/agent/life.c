@@ -59,6 +59,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "config.h"
 #include "giant.h"
 #include "got.h"
@@ -215,10 +216,21 @@ static int detect_behind(void)
 	return 1;
 }
 
+/* A function's definition for compat.c, NULL when none (or not a plain
+ * function: _dl_find_object and strerrordesc_np are). */
+static void *compat_lookup(const char *name)
+{
+	void *f = sym_global(name);
+	return f == SYM_OTHER ? NULL : f;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
+	/* What this glibc lacks (compat.h); fork children keep the
+	 * answers. */
+	agent_compat_init(compat_lookup);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();
 	/* Injected into an executable that defines malloc: its own calls
