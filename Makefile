@@ -124,14 +124,35 @@ $(B)/agent/%.o: %.c
 # preloaded into (it unwinds with its own injector/agent/unwind.c).  It
 # loads into any glibc from 2.17 on: tests/check_glibc_versions.sh fails
 # the build when a newer version or another object creeps in.
+# On x86_64 it is linked against stand-ins for libdl.so.2 and
+# libpthread.so.0 as they were before 2.34 (injector/agent/glibc-stubs/),
+# so that its references to dlsym and pthread_key_create name the objects
+# that define them there: glibc before 2.30 looks nowhere else.
+STUB_DIR := injector/agent/glibc-stubs
+ifeq ($(firstword $(subst -, ,$(shell $(CC) -dumpmachine))),x86_64)
+AGENT_STUBS := $(B)/stubs/libdl.so.2 $(B)/stubs/libpthread.so.0
+AGENT_LDLIBS := -Wl,--no-as-needed $(AGENT_STUBS) -Wl,--as-needed
+else
+AGENT_STUBS :=
 AGENT_LDLIBS := -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed
+endif
 AGENT_LINK = $(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@.tmp $(filter %.o,$^) \
 	  $(AGENT_LDLIBS) && tests/check_glibc_versions.sh $@.tmp && mv $@.tmp $@
+STUB_LINK = $(CC) -shared -fPIC -nostdlib -fno-builtin -w -Wl,-soname,$(notdir $@) \
+	  -Wl,--version-script=$(filter %.map,$^) -o $@ $(filter %.c,$^)
+
+$(B)/stubs/libdl.so.2: $(STUB_DIR)/libdl.c $(STUB_DIR)/libdl.map
+	@mkdir -p $(dir $@)
+	$(STUB_LINK)
+
+$(B)/stubs/libpthread.so.0: $(STUB_DIR)/libpthread.c $(STUB_DIR)/libpthread.map
+	@mkdir -p $(dir $@)
+	$(STUB_LINK)
 
 # compat.h is in no #include line: each object depends on it here.
 $(AGENT_OBJ): injector/agent/compat.h
 
-$(B)/libymagent.so: $(AGENT_OBJ) tests/check_glibc_versions.sh
+$(B)/libymagent.so: $(AGENT_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
 	$(AGENT_LINK)
 
 # A second agent, built as if from a newer version of the ABI that only
@@ -145,7 +166,7 @@ $(B)/abi-newer/%.o: %.c
 	$(CC) $(CPPFLAGS) -DYM_TEST_ABI_NEWER $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
 
 $(ABI_NEWER_OBJ): injector/agent/compat.h
-$(ABI_NEWER): $(ABI_NEWER_OBJ) tests/check_glibc_versions.sh
+$(ABI_NEWER): $(ABI_NEWER_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
 	$(AGENT_LINK)
 
 # A third, test-only: the agent as on a glibc without _dl_find_object
@@ -159,7 +180,7 @@ $(B)/old-glibc/%.o: %.c
 	$(CC) $(CPPFLAGS) -DYM_TEST_OLD_GLIBC $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
 
 $(OLD_GLIBC_OBJ): injector/agent/compat.h
-$(OLD_GLIBC): $(OLD_GLIBC_OBJ) tests/check_glibc_versions.sh
+$(OLD_GLIBC): $(OLD_GLIBC_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
 	$(AGENT_LINK)
 
 # ---- ymtop ----

@@ -8,9 +8,12 @@
  * - Versioned references are pinned to the oldest version that has each
  *   symbol.  glibc 2.34 moved libdl's and libpthread's functions into
  *   libc.so.6 under new default versions (dlsym@@GLIBC_2.34) and kept
- *   the old ones (dlsym@GLIBC_2.2.5); a reference to the old version is
- *   bound to libc.so.6 on 2.34 and later and to libdl.so.2 or
- *   libpthread.so.0 (both NEEDED by the agent) before.
+ *   the old ones (dlsym@GLIBC_2.2.5).  The agent is linked against
+ *   stand-ins for libdl.so.2 and libpthread.so.0 as they were
+ *   (glibc-stubs/), so that its version needs name the files that
+ *   define those functions before 2.34, where glibc before 2.30 looks
+ *   for them; from 2.30 on glibc searches on, and binds them to
+ *   libc.so.6 on 2.34 and later.
  * - Functions that have no version old enough are not called by name:
  *   stat, fstat and fstatat (2.33: before, inline wrappers of __xstat),
  *   getdents64 (2.30) and memfd_create (2.27) are their system calls;
@@ -20,8 +23,9 @@
  *   (agent_find_object, agent_errno_text in base.h).
  *
  * The build checks the result: tests/check_glibc_versions.sh fails the
- * build of libymagent.so when it asks for a GLIBC_ version above 2.17 or
- * needs any object but libc.so.6, libdl.so.2 and libpthread.so.0.
+ * build of libymagent.so when it asks for a GLIBC_ version above 2.17,
+ * asks libc.so.6 for what libdl.so.2 or libpthread.so.0 defined before
+ * 2.34, or needs any object but those three.
  */
 #ifndef YMTOP_AGENT_COMPAT_H
 #define YMTOP_AGENT_COMPAT_H

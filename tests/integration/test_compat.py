@@ -68,6 +68,45 @@ int f(void *pc)
         assert want in r.stderr, (want, r.stderr)
 
 
+def test_check_refuses_libdl_functions_asked_of_libc():
+    """dlsym@GLIBC_2.2.5 is the right version, but glibc before 2.30
+    looks for it only in the file its version need names: libdl.so.2
+    (the agent links against stand-ins for it: glibc-stubs/), not
+    libc.so.6, where a link against today's glibc finds it."""
+    src = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+__asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+__asm__(".symver pthread_key_create,pthread_key_create@GLIBC_2.2.5");
+void *f(void)
+{
+	pthread_key_t k;
+	pthread_key_create(&k, 0);
+	return dlsym(RTLD_DEFAULT, "x");
+}
+"""
+    with tempfile.TemporaryDirectory() as d:
+        c = os.path.join(d, "pinned.c")
+        lib = os.path.join(d, "libpinned.so")
+        with open(c, "w") as f:
+            f.write(src)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, c], check=True)
+        r = check(lib)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "dlsym is asked of libc.so.6" in r.stderr, r.stderr
+    assert "pthread_key_create is asked of libc.so.6" in r.stderr, r.stderr
+    assert "GLIBC_2.3" not in r.stderr, r.stderr   # the versions are right
+
+
+def test_agent_asks_libdl_and_libpthread_for_their_functions():
+    out = subprocess.run(["readelf", "-W", "-V", AGENT], capture_output=True,
+                         text=True, check=True).stdout
+    files = [l.split("File:")[1].split()[0] for l in out.splitlines()
+             if "File:" in l]
+    assert sorted(files) == ["libc.so.6", "libdl.so.2", "libpthread.so.0"], files
+
+
 def held_old(steps, rate):
     e = {"LD_PRELOAD": OLD, "YM_SAMPLE_RATE": str(rate), "YM_SEED": "12345"}
     t = Target([WORKLOAD] + steps, env=e)
