@@ -58,6 +58,8 @@ CHECK_PKGS += libjemalloc-dev
 # Debian's stripped memcached, whose callbacks libevent runs
 # (tests/integration/test_wrappers.py).
 CHECK_PKGS += memcached
+# The agent built for musl and a program that musl-gcc links (test_musl.py).
+CHECK_PKGS += musl-tools musl-dev
 
 # A debug-info server for the stripped-binary symbol tests
 # (tests/integration/test_picture.py), and objcopy to strip.
@@ -182,6 +184,30 @@ $(B)/old-glibc/%.o: %.c
 $(OLD_GLIBC_OBJ): injector/agent/compat.h
 $(OLD_GLIBC): $(OLD_GLIBC_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
 	$(AGENT_LINK)
+
+# The agent for programs linked with musl (Alpine images): the same
+# sources, built by musl-gcc, loading nothing but musl's libc.so.  Its
+# TLS is global-dynamic: musl refuses initial-exec TLS in an object it
+# loads after start-up.  musl-gcc's link drops --eh-frame-hdr, which the
+# unwinder needs in every object it walks (musl's own libc has it):
+# given back here.  Built by make check (musl-tools), not by make all.
+MUSL_CC ?= musl-gcc
+MUSL_AGENT := $(B)/libymagent-musl.so
+MUSL_AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/musl/%.o)
+MUSL_CFLAGS := $(filter-out -ftls-model=initial-exec,$(AGENT_CFLAGS)) -ftls-model=global-dynamic
+MUSL_PROGS := $(B)/musl/count
+
+$(MUSL_AGENT_OBJ): injector/agent/compat.h
+$(B)/musl/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(CPPFLAGS) $(AGENT_COMPAT) $(MUSL_CFLAGS) -c $< -o $@
+
+$(MUSL_AGENT): $(MUSL_AGENT_OBJ)
+	$(MUSL_CC) -shared -Wl,--eh-frame-hdr -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
+
+$(B)/musl/%: tests/progs/musl/%.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(STD) -O2 -g $(WARN) -Wl,--eh-frame-hdr -o $@ $<
 
 # ---- ymtop ----
 # ymtop: tui/ (driver, command line, /proc) and its folders screen/ (the
@@ -458,7 +484,8 @@ analyze:
 	  $(MAKE) --no-print-directory B=$(B)-analyze all $(STRESS_BIN:$(B)/%=$(B)-analyze/%)
 
 check: check-deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) $(OLD_GLIBC) fuzz-smoke
+	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) $(OLD_GLIBC) \
+	  $(MUSL_AGENT) $(MUSL_PROGS) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 
 demo: deps

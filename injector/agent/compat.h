@@ -62,6 +62,24 @@ __asm__(".symver pthread_once,pthread_once@GLIBC_2.2.5");
 __asm__(".symver pthread_sigmask,pthread_sigmask@GLIBC_2.2.5");
 #endif
 
+#if !defined(__GLIBC__)
+/* musl (build/libymagent-musl.so): what the agent's files name of
+ * glibc's, declared so that they build; looked up at run time, musl has
+ * none of them (dlmopen, mallinfo2: no such namespaces, no such
+ * statistics).  musl's <sys/mman.h> makes mmap64 a macro for mmap: the
+ * agent defines both names. */
+#include <limits.h>
+typedef long Lmid_t;
+/* No on_exit: exit()'s status stays unknown, as when it fails. */
+#define on_exit(fn, arg) ((void)(fn), (void)(arg), -1)
+#undef getdents64
+struct mallinfo2 {
+	size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
+	       uordblks, fordblks, keepcost;
+};
+#undef mmap64
+#endif
+
 /* ---- System calls in place of functions newer than the baseline ---- */
 
 int agent_stat(const char *path, struct stat *st) AGENT_HIDDEN;

@@ -118,6 +118,9 @@ static int probe_once(void)
 
 void loader_probe(void)
 {
+#ifndef __GLIBC__
+	return;   /* nothing to find: loader_fork_child */
+#endif
 	if (probe_state != PROBE_NONE || frozen)
 		return;   /* found before, or inherited */
 	int rc = -1;
@@ -128,6 +131,11 @@ void loader_probe(void)
 
 void loader_fork_child(void)
 {
+#ifndef __GLIBC__
+	/* musl's fork takes its loader's lock and releases it in the
+	 * child (__inhibit_ptc): a child walks as its parent does. */
+	return;
+#endif
 	if (probe_state == PROBE_FOUND) {
 		frozen = word(write_lock, 0) != 0;
 		blind = 0;
@@ -231,11 +239,20 @@ static int info_of(const struct link_map *l, struct dl_phdr_info *info)
  * (a list being changed when the fork came could be mid-update). */
 static int walk_frozen(loader_cb cb, void *arg)
 {
+#ifdef __GLIBC__
 	const struct r_debug_extended *ns =
 		(const struct r_debug_extended *)agent_r_debug();
+#define NS_MAP(ns) ((ns)->base.r_map)
+#define NS_NEXT(ns) ((ns)->base.r_version >= 2 ? (ns)->r_next : NULL)
+#else
+	/* musl: one namespace; its debug record is r_debug's shape. */
+	const struct r_debug *ns = agent_r_debug();
+#define NS_MAP(ns) ((ns)->r_map)
+#define NS_NEXT(ns) NULL
+#endif
 	int budget = 8192;
 	for (int k = 0; ns && k < 64; k++) {
-		for (const struct link_map *l = ns->base.r_map; l && budget > 0;
+		for (const struct link_map *l = NS_MAP(ns); l && budget > 0;
 		     l = l->l_next, budget--) {
 			struct dl_phdr_info info;
 			if (!info_of(l, &info))
@@ -244,7 +261,7 @@ static int walk_frozen(loader_cb cb, void *arg)
 			if (rc)
 				return rc;
 		}
-		ns = ns->base.r_version >= 2 ? ns->r_next : NULL;
+		ns = NS_NEXT(ns);
 	}
 	return 0;
 }
