@@ -1,7 +1,7 @@
 """The agent built for musl (build/libymagent-musl.so, Makefile): loads
 into a program that musl-gcc linked, needs nothing but musl's libc.so,
-and counts every allocation in exact mode, each at its own stack
-(tests/progs/musl/count.c)."""
+and counts every allocation in exact mode, each at its own stack, also
+in threads and with a fork child (tests/progs/musl/count.c)."""
 import os
 import shutil
 import subprocess
@@ -49,6 +49,10 @@ def test_musl_program_exact_mode_counts_each_allocation():
     assert h["allocated_objects"] == 1000 and h["retained_objects"] == 1000, h
     assert h["retained_bytes"] == 1000 * 4096, h
     assert "main" in functions(h), functions(h)
+    s = site(rep, "thread_site")
+    assert s["allocated_objects"] == 4 * 256 and s["retained_bytes"] == 4 * 256 * 1024, s
+    names = [f for st in rep["stacks"] for f in functions(st)]
+    assert "child_site" not in names, "the fork child wrote into its parent's segment"
 
 
 if __name__ == "__main__":
