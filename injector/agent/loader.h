@@ -57,8 +57,9 @@ void loader_fork_child(void) AGENT_HIDDEN;
  * found: objects it loads itself are not seen. */
 int loader_blind(void) AGENT_HIDDEN;
 
-/* For the tests and compat.c: l's program headers where glibc has no
- * _dl_find_object (before 2.35): the main program's at AT_PHDR, any other
+/* l's program headers as a walk without the lock finds them where the C
+ * library has no _dl_find_object (glibc before 2.35, musl); public for
+ * the tests.  The main program's at AT_PHDR, any other
  * object's from its ELF header at l_addr (the first PT_LOAD of a shared
  * object maps offset 0 at address 0), checked readable before it is read
  * (process_vm_readv); either must name l_ld as PT_DYNAMIC.  0: skip l. */
