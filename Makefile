@@ -58,6 +58,8 @@ CHECK_PKGS += libjemalloc-dev
 # Debian's stripped memcached, whose callbacks libevent runs
 # (tests/integration/test_wrappers.py).
 CHECK_PKGS += memcached
+# The agent built for musl and a program that musl-gcc links (test_musl.py).
+CHECK_PKGS += musl-tools musl-dev
 
 # A debug-info server for the stripped-binary symbol tests
 # (tests/integration/test_picture.py), and objcopy to strip.
@@ -107,6 +109,9 @@ AGENT_SRC := $(wildcard injector/agent/*.c) injector/resume.c shm/layout.c \
 AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/agent/%.o)
 AGENT_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden \
                 -ftls-model=initial-exec -fno-plt -fno-strict-aliasing
+# Every file of the agent sees compat.h first: its references pinned to
+# the oldest glibc versions, what 2.17 lacks renamed (compat.h).
+AGENT_COMPAT := -include injector/agent/compat.h
 # Check builds: the agent's YM_ASSERTs (injector/agent/base.h) are
 # compiled into the agent of a sanitizer build (the agent itself is not
 # sanitized) and into the unit and TSan tests; release builds have none.
@@ -116,13 +121,44 @@ endif
 
 $(B)/agent/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(AGENT_CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
 
-# Nothing but libc and ld.so: the agent must load into a minimal root and
-# add no shared object to the processes it is preloaded into (it unwinds
-# with its own injector/agent/unwind.c).
-$(B)/libymagent.so: $(AGENT_OBJ)
-	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
+# Nothing but libc (and libdl and libpthread, where glibc before 2.34
+# keeps dlsym and pthread_key_create; empty stubs since): the agent must
+# load into a minimal root and add no shared object to the processes it is
+# preloaded into (it unwinds with its own injector/agent/unwind.c).  It
+# loads into any glibc from 2.17 on: tests/check_glibc_versions.sh fails
+# the build when a newer version or another object creeps in.
+# On x86_64 it is linked against stand-ins for libdl.so.2 and
+# libpthread.so.0 as they were before 2.34 (injector/agent/glibc-stubs/),
+# so that its references to dlsym and pthread_key_create name the objects
+# that define them there: glibc before 2.30 looks nowhere else.
+STUB_DIR := injector/agent/glibc-stubs
+ifeq ($(firstword $(subst -, ,$(shell $(CC) -dumpmachine))),x86_64)
+AGENT_STUBS := $(B)/stubs/libdl.so.2 $(B)/stubs/libpthread.so.0
+AGENT_LDLIBS := -Wl,--no-as-needed $(AGENT_STUBS) -Wl,--as-needed
+else
+AGENT_STUBS :=
+AGENT_LDLIBS := -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed
+endif
+AGENT_LINK = $(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@.tmp $(filter %.o,$^) \
+	  $(AGENT_LDLIBS) && tests/check_glibc_versions.sh $@.tmp && mv $@.tmp $@
+STUB_LINK = $(CC) -shared -fPIC -nostdlib -fno-builtin -w -Wl,-soname,$(notdir $@) \
+	  -Wl,--version-script=$(filter %.map,$^) -o $@ $(filter %.c,$^)
+
+$(B)/stubs/libdl.so.2: $(STUB_DIR)/libdl.c $(STUB_DIR)/libdl.map
+	@mkdir -p $(dir $@)
+	$(STUB_LINK)
+
+$(B)/stubs/libpthread.so.0: $(STUB_DIR)/libpthread.c $(STUB_DIR)/libpthread.map
+	@mkdir -p $(dir $@)
+	$(STUB_LINK)
+
+# compat.h is in no #include line: each object depends on it here.
+$(AGENT_OBJ): injector/agent/compat.h
+
+$(B)/libymagent.so: $(AGENT_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
+	$(AGENT_LINK)
 
 # A second agent, built as if from a newer version of the ABI that only
 # adds (include/ymtop/segment.h, YM_TEST_ABI_NEWER): the current ymtop must
@@ -132,10 +168,49 @@ ABI_NEWER_OBJ := $(AGENT_SRC:%.c=$(B)/abi-newer/%.o)
 
 $(B)/abi-newer/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -DYM_TEST_ABI_NEWER $(AGENT_CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) -DYM_TEST_ABI_NEWER $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
 
-$(ABI_NEWER): $(ABI_NEWER_OBJ)
-	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
+$(ABI_NEWER_OBJ): injector/agent/compat.h
+$(ABI_NEWER): $(ABI_NEWER_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
+	$(AGENT_LINK)
+
+# A third, test-only: the agent as on a glibc without _dl_find_object
+# and strerrordesc_np (-DYM_TEST_OLD_GLIBC: compat.c finds neither and
+# takes its fallbacks; tests/integration/test_compat.py).
+OLD_GLIBC := $(B)/old-glibc/libymagent.so
+OLD_GLIBC_OBJ := $(AGENT_SRC:%.c=$(B)/old-glibc/%.o)
+
+$(B)/old-glibc/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DYM_TEST_OLD_GLIBC $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
+
+$(OLD_GLIBC_OBJ): injector/agent/compat.h
+$(OLD_GLIBC): $(OLD_GLIBC_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
+	$(AGENT_LINK)
+
+# The agent for programs linked with musl (Alpine images): the same
+# sources, built by musl-gcc, loading nothing but musl's libc.so.  Its
+# TLS is global-dynamic: musl refuses initial-exec TLS in an object it
+# loads after start-up.  musl-gcc's link drops --eh-frame-hdr, which the
+# unwinder needs in every object it walks (musl's own libc has it):
+# given back here.  Built by make check (musl-tools), not by make all.
+MUSL_CC ?= musl-gcc
+MUSL_AGENT := $(B)/libymagent-musl.so
+MUSL_AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/musl/%.o)
+MUSL_CFLAGS := $(filter-out -ftls-model=initial-exec,$(AGENT_CFLAGS)) -ftls-model=global-dynamic
+MUSL_PROGS := $(B)/musl/count
+
+$(MUSL_AGENT_OBJ): injector/agent/compat.h
+$(B)/musl/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(CPPFLAGS) $(AGENT_COMPAT) $(MUSL_CFLAGS) -c $< -o $@
+
+$(MUSL_AGENT): $(MUSL_AGENT_OBJ)
+	$(MUSL_CC) -shared -Wl,--eh-frame-hdr -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
+
+$(B)/musl/%: tests/progs/musl/%.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(STD) -O2 -g $(WARN) -Wl,--eh-frame-hdr -o $@ $<
 
 # ---- ymtop ----
 # ymtop: tui/ (driver, command line, /proc) and its folders screen/ (the
@@ -417,7 +492,8 @@ analyze:
 	  $(MAKE) --no-print-directory B=$(B)-analyze all $(STRESS_BIN:$(B)/%=$(B)-analyze/%)
 
 check: check-deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) fuzz-smoke
+	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) $(OLD_GLIBC) \
+	  $(MUSL_AGENT) $(MUSL_PROGS) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 
 demo: deps
@@ -459,10 +535,12 @@ bench: bench-deps all
 	  python3 tests/bench/sym_speed.py
 
 # The agent's unwinder against libunwind's unw_backtrace, per call.
-$(B)/bench/unwind_bench: tests/bench/unwind_bench.c injector/agent/unwind.c injector/agent/unwind.h
+UNWIND_BENCH_SRC := injector/agent/unwind.c injector/agent/compat.c injector/agent/loader.c
+$(B)/bench/unwind_bench: tests/bench/unwind_bench.c $(UNWIND_BENCH_SRC) injector/agent/unwind.h \
+                         injector/agent/compat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -Iinjector -o $@ tests/bench/unwind_bench.c \
-	  injector/agent/unwind.c -lunwind
+	  $(UNWIND_BENCH_SRC) -lunwind
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

@@ -41,15 +41,6 @@ void agent_assert_fail(const char *file, int line, const char *cond)
 }
 #endif
 
-/* gettext, behind strerror, may allocate under a lock its caller holds (a
- * postmaster hung for good in bindtextdomain this way).  strerrordesc_np
- * is English, static, and takes no lock. */
-const char *agent_errno_text(int e)
-{
-	const char *d = strerrordesc_np(e);
-	return d ? d : "unknown error";
-}
-
 void agent_utoa(uint64_t v, char *buf)
 {
 	char tmp[21];

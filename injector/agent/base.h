@@ -39,7 +39,7 @@ void agent_assert_fail(const char *file, int line, const char *cond) AGENT_HIDDE
  * allocation.  NULL parts are skipped. */
 void agent_warn(const char *a, const char *b, const char *c) AGENT_HIDDEN;
 
-/* An errno's text for agent_warn: never strerror (base.c says why). */
+/* An errno's text for agent_warn: never strerror (compat.c says why). */
 const char *agent_errno_text(int e) AGENT_HIDDEN;
 
 /* v in decimal into buf (at least 21 bytes), NUL-terminated. */

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "compat.h"
 #include "threads.h"
 #include "got.h"
 #include "hooks_exec.h"
@@ -394,7 +395,8 @@ static int in_base_namespace(const struct dl_phdr_info *info)
 	/* _r_debug lists the base namespace; the loader changes the list
 	 * under the lock dl_iterate_phdr holds while we look (or that no
 	 * thread of a frozen fork child will release: loader.h). */
-	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next)
+	const struct r_debug *r = agent_r_debug();
+	for (const struct link_map *l = r ? r->r_map : NULL; l; l = l->l_next)
 		if (l->l_addr == info->dlpi_addr && l->l_name == info->dlpi_name)
 			return 1;
 	return 0;

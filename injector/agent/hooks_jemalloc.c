@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "compat.h"
 #include "config.h"
 #include "giant.h"
 #include "got.h"
@@ -75,13 +76,13 @@ static unsigned long long dl_gen(void)
 }
 
 /* Whether f is one of ours (RTLD_DEFAULT, injected, or a scope that
- * holds the agent).  Lock-free: _dl_find_object. */
+ * holds the agent).  Lock-free where glibc has _dl_find_object. */
 static int ours(void *f)
 {
-	struct dl_find_object self;
-	return f && _dl_find_object((void *)ours, &self) == 0 &&
-	       (char *)f >= (char *)self.dlfo_map_start &&
-	       (char *)f < (char *)self.dlfo_map_end;
+	struct agent_object self;
+	return f && agent_find_object((const void *)ours, &self) == 0 &&
+	       (char *)f >= (char *)self.map_start &&
+	       (char *)f < (char *)self.map_end;
 }
 
 /* ---- A symbol lookup that takes no lock of the loader's but
@@ -197,8 +198,8 @@ static int scope_cached(struct scope_cache *c, unsigned long long g,
 			const void *ra, const char *const *names, int n,
 			void **out)
 {
-	struct dl_find_object o;   /* lock-free, never allocates */
-	void *lm = _dl_find_object((void *)ra, &o) == 0 ? o.dlfo_link_map : NULL;
+	struct agent_object o;   /* never allocates */
+	void *lm = agent_find_object(ra, &o) == 0 ? o.link_map : NULL;
 	unsigned s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
 	int found = 0;
 	if (lm && !(s1 & 1) &&

@@ -60,6 +60,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "config.h"
 #include "giant.h"
 #include "got.h"
@@ -150,18 +151,24 @@ static void fork_child(void)
 /* 1 when we were loaded before libc (preloaded, or a dependency the
  * program was linked with), 0 when after it (dlopen'ed), -1 unknown: the
  * loader keeps its objects in load order. */
+static int is_libc(const struct link_map *m)
+{
+	/* glibc's libc.so.6; musl's C library is its loader. */
+	return m->l_name && (strstr(m->l_name, "/libc.so.") ||
+			     strstr(m->l_name, "/ld-musl-"));
+}
+
 static int loaded_before_libc(void)
 {
-	Dl_info info;
-	struct link_map *self = NULL;
-	if (!dladdr1((void *)hook_malloc, &info, (void **)&self, RTLD_DL_LINKMAP) ||
-	    !self)
+	struct agent_object self;
+	if (agent_find_object((const void *)hook_malloc, &self) != 0 ||
+	    !self.link_map)
 		return -1;
-	for (const struct link_map *m = self->l_prev; m; m = m->l_prev)
-		if (m->l_name && strstr(m->l_name, "/libc.so."))
+	for (const struct link_map *m = self.link_map->l_prev; m; m = m->l_prev)
+		if (is_libc(m))
 			return 0;
-	for (const struct link_map *m = self->l_next; m; m = m->l_next)
-		if (m->l_name && strstr(m->l_name, "/libc.so."))
+	for (const struct link_map *m = self.link_map->l_next; m; m = m->l_next)
+		if (is_libc(m))
 			return 1;
 	return -1;
 }
@@ -217,10 +224,21 @@ static int detect_behind(void)
 	return 1;
 }
 
+/* A function's definition for compat.c, NULL when none (or not a plain
+ * function: _dl_find_object and strerrordesc_np are). */
+static void *compat_lookup(const char *name)
+{
+	void *f = sym_global(name);
+	return f == SYM_OTHER ? NULL : f;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
+	/* What this glibc lacks (compat.h); fork children keep the
+	 * answers. */
+	agent_compat_init(compat_lookup);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();
 	/* Injected into an executable that defines malloc: its own calls

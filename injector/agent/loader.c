@@ -12,8 +12,10 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "loader.h"
 
 enum { PROBE_NONE, PROBE_FOUND, PROBE_FAILED };
@@ -88,9 +90,10 @@ static int probe_once(void)
 {
 	struct probe p = { .tid = (int)syscall(SYS_gettid),
 			   .ldso = (uintptr_t)getauxval(AT_BASE) };
-	struct dl_find_object fo;   /* ld.so run as the program: no AT_BASE */
-	if (!p.ldso && _dl_find_object((void *)&_r_debug, &fo) == 0)
-		p.ldso = fo.dlfo_link_map->l_addr;
+	struct agent_object fo;   /* ld.so run as the program: no AT_BASE */
+	const struct r_debug *r = agent_r_debug();
+	if (!p.ldso && r && agent_find_object(r, &fo) == 0 && fo.link_map)
+		p.ldso = fo.link_map->l_addr;
 	if (!p.ldso)
 		return 0;
 	dl_iterate_phdr(probe_cb, &p);
@@ -115,6 +118,9 @@ static int probe_once(void)
 
 void loader_probe(void)
 {
+#ifndef __GLIBC__
+	return;   /* nothing to find: loader_fork_child */
+#endif
 	if (probe_state != PROBE_NONE || frozen)
 		return;   /* found before, or inherited */
 	int rc = -1;
@@ -125,6 +131,11 @@ void loader_probe(void)
 
 void loader_fork_child(void)
 {
+#ifndef __GLIBC__
+	/* musl's fork takes its loader's lock and releases it in the
+	 * child (__inhibit_ptc): a child walks as its parent does. */
+	return;
+#endif
 	if (probe_state == PROBE_FOUND) {
 		frozen = word(write_lock, 0) != 0;
 		blind = 0;
@@ -151,27 +162,74 @@ int loader_lock_held(void)
 
 /* ---- Walking without the lock ---- */
 
-/* l's program headers, from its ELF header at the start of its first
- * mapping (found lock-free).  0: skip the object. */
-static int info_of(const struct link_map *l, struct dl_phdr_info *info)
+/* An ELF header at lo, of which room bytes may be read: its program
+ * headers.  0: not one. */
+static int phdrs_at(const uint8_t *lo, size_t room, const ElfW(Phdr) **ph,
+		    size_t *n)
 {
-	struct dl_find_object fo;
-	if (!l->l_ld || _dl_find_object((void *)l->l_ld, &fo) != 0 ||
-	    fo.dlfo_link_map != l)
-		return 0;
-	const uint8_t *lo = fo.dlfo_map_start, *hi = fo.dlfo_map_end;
-	size_t room = (size_t)(hi - lo) < 4096 ? (size_t)(hi - lo) : 4096;
 	const ElfW(Ehdr) *e = (const ElfW(Ehdr) *)(const void *)lo;
-	if (hi <= lo || room < sizeof *e ||
-	    memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 ||
+	if (room > 4096)
+		room = 4096;
+	if (room < sizeof *e || memcmp(e->e_ident, ELFMAG, SELFMAG) != 0 ||
 	    e->e_phentsize != sizeof(ElfW(Phdr)) || e->e_phoff > room ||
 	    e->e_phnum > (room - e->e_phoff) / sizeof(ElfW(Phdr)))
+		return 0;
+	*ph = (const ElfW(Phdr) *)(const void *)(lo + e->e_phoff);
+	*n = e->e_phnum;
+	return 1;
+}
+
+/* l's program headers, from its ELF header at the start of its first
+ * mapping, found lock-free by _dl_find_object.  0: not found. */
+static int phdrs_dlfo(const struct link_map *l, const ElfW(Phdr) **ph,
+		      size_t *n)
+{
+	struct agent_object fo;
+	if (agent_find_object(l->l_ld, &fo) != 0 || fo.link_map != l ||
+	    fo.map_end <= fo.map_start)
+		return 0;
+	return phdrs_at(fo.map_start,
+			(size_t)((uint8_t *)fo.map_end - (uint8_t *)fo.map_start),
+			ph, n);
+}
+
+int loader_phdrs_nodlfo(const struct link_map *l, const ElfW(Phdr) **ph,
+			size_t *n)
+{
+	const struct r_debug *r = agent_r_debug();
+	if (r && l == r->r_map) {
+		*ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+		*n = (size_t)getauxval(AT_PHNUM);
+	} else {
+		uint8_t probe[sizeof(ElfW(Ehdr))];
+		struct iovec local = { probe, sizeof probe };
+		struct iovec remote = { (void *)l->l_addr, sizeof probe };
+		if (!l->l_addr ||
+		    syscall(SYS_process_vm_readv, (long)getpid(), &local, 1UL,
+			    &remote, 1UL, 0UL) != (long)sizeof probe ||
+		    !phdrs_at((const uint8_t *)l->l_addr, 4096, ph, n))
+			return 0;   /* the header's page is mapped whole */
+	}
+	for (size_t i = 0; *ph && i < *n; i++)
+		if ((*ph)[i].p_type == PT_DYNAMIC)
+			return l->l_addr + (*ph)[i].p_vaddr == (uintptr_t)l->l_ld;
+	return 0;
+}
+
+/* l as dl_iterate_phdr shows it.  0: skip the object. */
+static int info_of(const struct link_map *l, struct dl_phdr_info *info)
+{
+	const ElfW(Phdr) *ph;
+	size_t n;
+	if (!l->l_ld ||
+	    !(agent_have_dl_find_object() ? phdrs_dlfo(l, &ph, &n)
+					  : loader_phdrs_nodlfo(l, &ph, &n)))
 		return 0;
 	memset(info, 0, sizeof *info);
 	info->dlpi_addr = l->l_addr;
 	info->dlpi_name = l->l_name;
-	info->dlpi_phdr = (const ElfW(Phdr) *)(const void *)(lo + e->e_phoff);
-	info->dlpi_phnum = e->e_phnum;
+	info->dlpi_phdr = ph;
+	info->dlpi_phnum = (ElfW(Half))n;
 	info->dlpi_adds = seen[0];
 	info->dlpi_subs = seen[1];
 	return 1;
@@ -181,10 +239,20 @@ static int info_of(const struct link_map *l, struct dl_phdr_info *info)
  * (a list being changed when the fork came could be mid-update). */
 static int walk_frozen(loader_cb cb, void *arg)
 {
-	const struct r_debug_extended *ns = (const struct r_debug_extended *)&_r_debug;
+#ifdef __GLIBC__
+	const struct r_debug_extended *ns =
+		(const struct r_debug_extended *)agent_r_debug();
+#define NS_MAP(ns) ((ns)->base.r_map)
+#define NS_NEXT(ns) ((ns)->base.r_version >= 2 ? (ns)->r_next : NULL)
+#else
+	/* musl: one namespace; its debug record is r_debug's shape. */
+	const struct r_debug *ns = agent_r_debug();
+#define NS_MAP(ns) ((ns)->r_map)
+#define NS_NEXT(ns) NULL
+#endif
 	int budget = 8192;
 	for (int k = 0; ns && k < 64; k++) {
-		for (const struct link_map *l = ns->base.r_map; l && budget > 0;
+		for (const struct link_map *l = NS_MAP(ns); l && budget > 0;
 		     l = l->l_next, budget--) {
 			struct dl_phdr_info info;
 			if (!info_of(l, &info))
@@ -193,7 +261,7 @@ static int walk_frozen(loader_cb cb, void *arg)
 			if (rc)
 				return rc;
 		}
-		ns = ns->base.r_version >= 2 ? ns->r_next : NULL;
+		ns = NS_NEXT(ns);
 	}
 	return 0;
 }

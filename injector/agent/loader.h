@@ -57,6 +57,15 @@ void loader_fork_child(void) AGENT_HIDDEN;
  * found: objects it loads itself are not seen. */
 int loader_blind(void) AGENT_HIDDEN;
 
+/* l's program headers as a walk without the lock finds them where the C
+ * library has no _dl_find_object (glibc before 2.35, musl); public for
+ * the tests.  The main program's at AT_PHDR, any other
+ * object's from its ELF header at l_addr (the first PT_LOAD of a shared
+ * object maps offset 0 at address 0), checked readable before it is read
+ * (process_vm_readv); either must name l_ld as PT_DYNAMIC.  0: skip l. */
+int loader_phdrs_nodlfo(const struct link_map *l, const ElfW(Phdr) **ph,
+			size_t *n) AGENT_HIDDEN;
+
 /* For the tests: 1 when the lock was found, and whether it is held now. */
 int loader_lock_found(void) AGENT_HIDDEN;
 int loader_lock_held(void) AGENT_HIDDEN;

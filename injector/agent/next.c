@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat.h"
 #include "life.h"
 #include "next.h"
 #include "symbols.h"
@@ -19,14 +20,15 @@ static const char *const names[] = {
 };
 #define NNAMES (sizeof names / sizeof names[0])
 
-/* f lies in glibc's libc.so.6 (lock-free: _dl_find_object). */
+/* f lies in glibc's libc.so.6 (lock-free where glibc has
+ * _dl_find_object: compat.h). */
 static int in_glibc(void *f)
 {
-	struct dl_find_object o;
-	if (!f || _dl_find_object(f, &o) != 0 || !o.dlfo_link_map ||
-	    !o.dlfo_link_map->l_name)
+	struct agent_object o;
+	if (!f || agent_find_object(f, &o) != 0 || !o.link_map ||
+	    !o.link_map->l_name)
 		return 0;
-	const char *n = o.dlfo_link_map->l_name;
+	const char *n = o.link_map->l_name;
 	const char *slash = strrchr(n, '/');
 	return strcmp(slash ? slash + 1 : n, "libc.so.6") == 0;
 }

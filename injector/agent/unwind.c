@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "compat.h"
 #include "unwind.h"
 
 /* DWARF register numbers on x86_64. */
@@ -643,12 +644,12 @@ static const uint8_t sigreturn_code[9] = {
 static int decode(uint64_t ip, int exact, struct rule *out)
 {
 	uint64_t pc = ip - !exact;
-	struct dl_find_object fo;
+	struct agent_object fo;
 	memset(out, 0, sizeof *out);
 	out->kind = K_STOP;
-	if (_dl_find_object((void *)(uintptr_t)pc, &fo) != 0)
+	if (agent_find_object((const void *)(uintptr_t)pc, &fo) != 0)
 		return 0;
-	const uint8_t *hdr = fo.dlfo_eh_frame;
+	const uint8_t *hdr = fo.eh_frame;
 	if (!hdr || hdr[0] != 1)
 		return 1;
 	/* .eh_frame_hdr: version, eh_frame_ptr_enc, fde_count_enc,

@@ -11,12 +11,14 @@
  *   unwind_bench [RUNS] [CALLS]        (make bench runs it)
  */
 #define UNW_LOCAL_ONLY
+#include <dlfcn.h>
 #include <libunwind.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "agent/compat.h"
 #include "agent/unwind.h"
 
 enum { OURS, OURS_COLD, LIBUNWIND, METHODS };
@@ -76,8 +78,15 @@ __attribute__((noinline)) static int descend(int levels)
 	return 0;
 }
 
+/* _dl_find_object for the unwinder, as the agent's constructor finds it. */
+static void *lookup(const char *name)
+{
+	return dlsym(RTLD_DEFAULT, name);
+}
+
 int main(int argc, char **argv)
 {
+	agent_compat_init(lookup);
 	if (argc > 1)
 		runs = atoi(argv[1]);
 	if (argc > 2)

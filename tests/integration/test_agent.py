@@ -224,29 +224,36 @@ def test_dlopened_module_symbolized_after_dlclose():
     assert f["module"].endswith("libplugin.so") and f["file"].endswith("plugin.c"), f
 
 
+GLIBC_OBJECTS = ("libc.so.6", "libdl.so.2", "libpthread.so.0")
+
+
 def test_agent_needs_only_libc_and_the_loader():
-    """ldd lists libc, ld.so and the vDSO: the agent adds no shared object
-    to the processes it goes into (libunwind.so.8 and liblzma.so.5 did)."""
+    """ldd lists libc (with libdl and libpthread, which hold dlsym and
+    pthread_key_create before glibc 2.34 and are empty stubs since), ld.so
+    and the vDSO: the agent adds no other shared object to the processes
+    it goes into (libunwind.so.8 and liblzma.so.5 did)."""
     out = subprocess.run(["ldd", AGENT], capture_output=True, text=True,
                          check=True).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
     extra = [n for n in names if not (n.startswith("linux-vdso.so") or
-                                      n == "libc.so.6" or
+                                      n in GLIBC_OBJECTS or
                                       os.path.basename(n).startswith("ld-linux"))]
     assert not extra, "the agent needs %s" % extra
     assert "libc.so.6" in names, names
 
 
 def test_agent_samples_in_a_root_with_only_libc():
-    """A root holding only the program, libc and ld.so (and a /dev/shm
-    directory for the segment): the preload loads, the agent samples and
-    unwinds, and its kept segment shows the stack of the 64 MiB held."""
-    libc = os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6")
+    """A root holding only the program, glibc's libc, libdl, libpthread
+    and ld.so (and a /dev/shm directory for the segment): the preload
+    loads, the agent samples and unwinds, and its kept segment shows the
+    stack of the 64 MiB held."""
+    libs = [(os.path.realpath("/lib/x86_64-linux-gnu/" + n),
+             "lib/x86_64-linux-gnu/" + n) for n in GLIBC_OBJECTS]
     ldso = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
     with tempfile.TemporaryDirectory() as root:
-        for src, dst in ((libc, "lib/x86_64-linux-gnu/libc.so.6"),
-                         (ldso, "lib64/ld-linux-x86-64.so.2"),
-                         (WORKLOAD, "prog"), (AGENT, "agent/libymagent.so")):
+        for src, dst in libs + [(ldso, "lib64/ld-linux-x86-64.so.2"),
+                                (WORKLOAD, "prog"),
+                                (AGENT, "agent/libymagent.so")]:
             os.makedirs(os.path.join(root, os.path.dirname(dst)), exist_ok=True)
             shutil.copy(src, os.path.join(root, dst))
         os.makedirs(os.path.join(root, "dev/shm"))

@@ -580,14 +580,17 @@ LIBDIR = "/lib/x86_64-linux-gnu"
 
 
 def minimal_root():
-    """A root holding only the test program, libc and ld.so: a minimal
-    container image.  Returns its path."""
+    """A root holding only the test program, ld.so and the libc6
+    package's libc, libdl and libpthread (the agent needs the last two
+    where glibc is older than 2.34): a minimal container image.  Returns
+    its path."""
     root = tempfile.mkdtemp()
     os.chmod(root, 0o755)
     for d in ("lib/x86_64-linux-gnu", "lib64", "proc", "dev/shm"):
         os.makedirs(os.path.join(root, d))
     shutil.copy(prog("inject_read"), os.path.join(root, "prog"))
-    shutil.copy(os.path.join(LIBDIR, "libc.so.6"), os.path.join(root, "lib/x86_64-linux-gnu"))
+    for lib in ("libc.so.6", "libdl.so.2", "libpthread.so.0"):
+        shutil.copy(os.path.join(LIBDIR, lib), os.path.join(root, "lib/x86_64-linux-gnu"))
     shutil.copy("/lib64/ld-linux-x86-64.so.2", os.path.join(root, "lib64"))
     return root
 

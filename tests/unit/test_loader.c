@@ -2,17 +2,20 @@
  * loader's write lock is found, reads as held inside dl_iterate_phdr and
  * free outside; a fork child whose copy of it is held walks the list
  * without it and sees what dl_iterate_phdr saw in the parent; a child
- * forked outside a walk uses dl_iterate_phdr. */
+ * forked outside a walk uses dl_iterate_phdr.  The walk without the lock
+ * is tested with and without _dl_find_object (compat.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dlfcn.h>
 #include <link.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/compat.h"
 #include "agent/loader.h"
 
 #define MAX_OBJ 64
@@ -94,9 +97,20 @@ static void child_without_the_lock_found_walks_blind(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+static void *lookup(const char *name)
+{
+	return dlsym(RTLD_DEFAULT, name);
+}
+
+/* From here on, the walks without the lock find each object's headers
+ * through _dl_find_object; before (the first test), as on a glibc
+ * without it (compat.h). */
 static void lock_is_found_held_inside_free_outside(void **state)
 {
 	(void)state;
+	assert_false(agent_have_dl_find_object());
+	agent_compat_init(lookup);
+	assert_true(agent_have_dl_find_object());
 	loader_probe();
 	assert_true(loader_lock_found());
 	assert_false(loader_lock_held());
