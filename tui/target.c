@@ -15,6 +15,7 @@
 #endif
 
 #include "ptrace/inject.h"
+#include "ptrace/libckind.h"
 #include "ptrace/procfs.h"
 #include "shm.h"
 #include "cli.h"
@@ -240,8 +241,11 @@ static void no_agent_here(const char *agent)
 			"root", others, others > 1 ? "es" : "", others > 1 ? "" : "es",
 			(long)first, fmt_vis(pi.comm, vis, sizeof vis), (unsigned)pi.uid,
 			others > 1 ? "their" : "its");
+	const char *slash = strrchr(agent, '/');
+	int dir = slash ? (int)(slash - agent) : 0;
 	cli_die(1, "no running process has the agent loaded; start one with "
-		"LD_PRELOAD=%s, or give -p PID", agent);
+		"LD_PRELOAD=%s (a musl program: LD_PRELOAD=%.*s%slibymagent-musl.so), "
+		"or give -p PID", agent, dir, agent, slash ? "/" : "");
 }
 
 pid_t target_choose(pid_t pid)
@@ -341,6 +345,12 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	char agent[PATH_MAX], why[512];
 	struct inject_result res;
 	target_agent_path(agent, sizeof agent);
+	/* A musl or static program: say so before the agent file is even
+	 * looked for, since libymagent.so is not what it would need. */
+	char cvis[FMT_VIS_SIZE(sizeof pi->comm)];
+	if (inject_libc_refusal(pid, fmt_vis(pi->comm, cvis, sizeof cvis), agent,
+				why, sizeof why) != 0)
+		cli_die(1, "%s", why);
 	int bring = check_agent_visible(pid, agent);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -4,7 +4,8 @@
  * Safety rules, in the order they are applied:
  * - Everything that can refuse does so before the first ptrace call: no
  *   such process, zombie or stopped, already traced, strict seccomp, not
- *   x86-64, statically linked, no dlopen in libc.  An agent already
+ *   x86-64, statically linked or linked with musl (libckind), no
+ *   dlopen in libc.  An agent already
  *   mapped but without a segment (a daemon that forked away and has not
  *   allocated since) is started, not loaded again (inject_start_agent).
  * - Only the chosen thread is stopped; the others run on and never meet
@@ -23,6 +24,7 @@
  *
  * This file is the whole operation, in that order; each step is a module:
  *   procfs    what /proc tells before anything is touched
+ *   libckind  glibc, musl or static: whether the agent can go in at all
  *   libcsyms  libc's dynamic symbols, from its file (libelf)
  *   chain     the safe moment: the stopped thread's call chain (libdw)
  *   choose    stopping threads until one is at a safe moment
@@ -46,6 +48,7 @@
 #include "ptrace/chain.h"
 #include "ptrace/choose.h"
 #include "ptrace/inject.h"
+#include "ptrace/libckind.h"
 #include "ptrace/libcsyms.h"
 #include "ptrace/load.h"
 #include "ptrace/procfs.h"
@@ -81,7 +84,7 @@ static int after_other_ymtop(pid_t pid, char *err, size_t len)
 enum mode { LOAD, HEAP };
 
 static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
-		    enum mode mode, char *err, size_t len)
+		    enum mode mode, const char *agent, char *err, size_t len)
 {
 	int rc = inject_read_status(pid, ps);
 	if (rc == -ENOENT) {
@@ -166,10 +169,12 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 	}
 	if (m->has_agent)
 		return 3;   /* loaded, no segment yet: start it (inject_start_agent) */
+	/* musl, or no libc at all (static): libymagent.so cannot go in. */
+	if (inject_libc_refusal(pid, ps->name, agent, err, len) != 0)
+		return -1;
 	if (!m->have_libc) {
-		inject_fail(err, len, "process %ld (%s) is statically linked (no "
-			    "libc.so mapped): the agent cannot be loaded into it",
-			    (long)pid, ps->name);
+		inject_fail(err, len, "process %ld (%s) has no C library mapped: the "
+			    "agent cannot be loaded into it", (long)pid, ps->name);
 		return -1;
 	}
 	return 0;
@@ -183,11 +188,11 @@ static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
 	struct tmaps m;
 	struct libc_syms s;
 	memset(res, 0, sizeof *res);
-	int pc = precheck(pid, &ps, &m, 0, mode, err, errlen);
+	int pc = precheck(pid, &ps, &m, 0, mode, agent, err, errlen);
 	if (pc < 0 && mode == HEAP && !err[0])
 		inject_fail(err, errlen, "process %ld has no agent mapped", (long)pid);
 	for (int i = 0; pc == 2 && i < 4; i++)
-		pc = precheck(pid, &ps, &m, 1, mode, err, errlen);
+		pc = precheck(pid, &ps, &m, 1, mode, agent, err, errlen);
 	if (pc == 1)
 		return 1;
 	int start = pc == 3;   /* the agent is there: start it, load nothing */

@@ -734,7 +734,10 @@ def test_statically_linked_target_refused():
         subprocess.run([cc, "-static", "-O1", "-o", exe, src], check=True)
         t = Plain([exe])
         try:
-            one_line_failure(["-b", "-n", "1", "-p", t.pid], "statically linked")
+            one_line_failure(["-b", "-n", "1", "-p", t.pid],
+                             "statically linked: it loads no shared library, "
+                             "so the agent can be neither preloaded "
+                             "(LD_PRELOAD) nor injected (ymtop -p)")
             rc, lines, _ = t.finish()
         finally:
             t.kill()
