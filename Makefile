@@ -570,6 +570,9 @@ install: all
 	  $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(B)/ymtop $(DESTDIR)$(PREFIX)/bin/ymtop
 	install -m 644 $(B)/libymagent.so $(DESTDIR)$(PREFIX)/lib/ymtop/libymagent.so
+	@# The musl agent (make check, or make $(MUSL_AGENT)) goes beside it.
+	if [ -f $(MUSL_AGENT) ]; then install -m 644 $(MUSL_AGENT) \
+	  $(DESTDIR)$(PREFIX)/lib/ymtop/libymagent-musl.so; fi
 	install -m 644 include/ymtop/*.h $(DESTDIR)$(PREFIX)/include/ymtop/
 	install -m 644 man/ymtop.1 $(DESTDIR)$(PREFIX)/share/man/man1/ymtop.1
 	install -m 644 man/ymagent.7 $(DESTDIR)$(PREFIX)/share/man/man7/ymagent.7
