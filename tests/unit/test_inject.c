@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ptrace/inject.h"
+#include "ptrace/libckind.h"
 #include "ptrace/libcsyms.h"
 #include "ptrace/procfs.h"
 
@@ -276,6 +277,22 @@ static void forge_dynsym(const char *path, size_t field, uint64_t v32or64,
 	assert_true(done);
 }
 
+/* This test program is a glibc one, and a glibc program is never refused
+ * as musl or static; a missing process is an error, not a verdict. */
+static void tells_this_glibc_program_apart(void **state)
+{
+	(void)state;
+	struct inject_libc_seen s;
+	char err[256] = "";
+	assert_int_equal(inject_libc_kind(getpid(), &s), 0);
+	assert_int_equal(s.kind, INJECT_LIBC_GLIBC);
+	assert_int_equal(s.musl_agent, 0);
+	assert_int_equal(inject_libc_refusal(getpid(), "self", "/x/libymagent.so",
+					     err, sizeof err), 0);
+	assert_string_equal(err, "");
+	assert_true(inject_libc_kind(0x3fffffff, &s) < 0);
+}
+
 static void fails_cleanly_on_a_truncated_forged_or_non_elf_libc(void **state)
 {
 	(void)state;
@@ -343,6 +360,7 @@ int main(void)
 		cmocka_unit_test(refuses_a_stopped_process),
 		cmocka_unit_test(finds_what_it_calls_in_this_libc),
 		cmocka_unit_test(fails_cleanly_on_a_truncated_forged_or_non_elf_libc),
+		cmocka_unit_test(tells_this_glibc_program_apart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
