@@ -385,11 +385,13 @@ static int maps_agent_line(char *line, void *ctx)
 	const char *slash = strrchr(line, '/');
 	if (!slash)
 		return 0;
-	if (!strcmp(slash + 1, "libymagent.so") ||
-	    !strncmp(slash + 1, "memfd:libymagent.so", 19))
+	const char *b = slash + 1;
+	if (!strcmp(b, "libymagent.so") || !strcmp(b, "libymagent-musl.so") ||
+	    !strncmp(b, "memfd:libymagent.so", 19))
 		*found |= PROC_HAS_AGENT;
-	else if (!strncmp(slash + 1, "libc.so.", 8) || !strncmp(slash + 1, "libc-2.", 7))
-		*found |= PROC_HAS_LIBC;
+	else if (!strncmp(b, "libc.so.", 8) || !strncmp(b, "libc-2.", 7) ||
+		 !strcmp(b, "libc.so") || !strncmp(b, "ld-musl-", 8))
+		*found |= PROC_HAS_LIBC;   /* glibc's, or musl's (libc.so is its loader) */
 	return *found == (PROC_HAS_AGENT | PROC_HAS_LIBC);
 }
 
