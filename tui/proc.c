@@ -219,6 +219,63 @@ int proc_gone(const struct proc_info *pi)
 	return pi->state == 'Z' || pi->state == 'X' || pi->state == 'x';
 }
 
+int proc_cgroup(pid_t pid, char *buf, size_t len)
+{
+	char path[64], data[PROC_CGROUP_READ + 1];
+	if (!len)
+		return -1;
+	buf[0] = '\0';
+	snprintf(path, sizeof path, "/proc/%ld/cgroup", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n < PROC_CGROUP_READ) {
+		ssize_t r = read(fd, data + n, PROC_CGROUP_READ - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	data[n] = '\0';
+	/* Lines "ID:CONTROLLERS:PATH": the unified hierarchy's has ID 0 and
+	 * no controllers; a v1 line names its controllers, comma separated.
+	 * The memory controller's path wins when there is one (a hybrid
+	 * host: the heap's limits are there), else the unified path. */
+	const char *v1 = NULL, *v1end = NULL, *v2 = NULL, *v2end = NULL;
+	for (char *line = data; *line;) {
+		char *end = strchr(line, '\n');
+		char *next = end ? end + 1 : line + strlen(line);
+		if (!end)
+			end = line + strlen(line);
+		char *c1 = memchr(line, ':', (size_t)(end - line));
+		char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+		if (c2 && c1 == line + 1 && line[0] == '0' && c2 == c1 + 1) {
+			v2 = c2 + 1;
+			v2end = end;
+		} else if (c2) {
+			for (const char *p = c1 + 1; p < c2 && !v1;) {
+				const char *q = memchr(p, ',', (size_t)(c2 - p));
+				if (!q)
+					q = c2;
+				if (q - p == 6 && !memcmp(p, "memory", 6)) {
+					v1 = c2 + 1;
+					v1end = end;
+				}
+				p = q + 1;
+			}
+		}
+		line = next;
+	}
+	if (v1)
+		snprintf(buf, len, "%.*s", (int)(v1end - v1), v1);
+	else if (v2)
+		snprintf(buf, len, "%.*s", (int)(v2end - v2), v2);
+	return 0;
+}
+
 int proc_same(pid_t pid, uint64_t start_ticks)
 {
 	struct proc_info pi;
