@@ -240,18 +240,27 @@ int proc_cgroup(pid_t pid, char *buf, size_t len)
 	}
 	close(fd);
 	data[n] = '\0';
+	proc_cgroup_parse(data, buf, len);
+	return 0;
+}
+
+void proc_cgroup_parse(const char *data, char *buf, size_t len)
+{
+	if (!len)
+		return;
+	buf[0] = '\0';
 	/* Lines "ID:CONTROLLERS:PATH": the unified hierarchy's has ID 0 and
 	 * no controllers; a v1 line names its controllers, comma separated.
 	 * The memory controller's path wins when there is one (a hybrid
 	 * host: the heap's limits are there), else the unified path. */
 	const char *v1 = NULL, *v1end = NULL, *v2 = NULL, *v2end = NULL;
-	for (char *line = data; *line;) {
-		char *end = strchr(line, '\n');
-		char *next = end ? end + 1 : line + strlen(line);
+	for (const char *line = data; *line;) {
+		const char *end = strchr(line, '\n');
+		const char *next = end ? end + 1 : line + strlen(line);
 		if (!end)
 			end = line + strlen(line);
-		char *c1 = memchr(line, ':', (size_t)(end - line));
-		char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+		const char *c1 = memchr(line, ':', (size_t)(end - line));
+		const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
 		if (c2 && c1 == line + 1 && line[0] == '0' && c2 == c1 + 1) {
 			v2 = c2 + 1;
 			v2end = end;
@@ -273,7 +282,6 @@ int proc_cgroup(pid_t pid, char *buf, size_t len)
 		snprintf(buf, len, "%.*s", (int)(v1end - v1), v1);
 	else if (v2)
 		snprintf(buf, len, "%.*s", (int)(v2end - v2), v2);
-	return 0;
 }
 
 int proc_same(pid_t pid, uint64_t start_ticks)

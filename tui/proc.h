@@ -73,6 +73,8 @@ int proc_exit(const struct proc_info *pi, int *value);
  * /proc/PID/cgroup cannot be read (buf then ""). */
 #define PROC_CGROUP_READ 8192   /* bytes of /proc/PID/cgroup read at most */
 int proc_cgroup(pid_t pid, char *buf, size_t len);
+/* The same from the text of a /proc/PID/cgroup (NUL-terminated). */
+void proc_cgroup_parse(const char *data, char *buf, size_t len);
 
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);
