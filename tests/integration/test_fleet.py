@@ -716,12 +716,13 @@ def test_serve_aggregates_per_program_and_per_pid_on_request():
 def test_serve_counters_do_not_fall_when_a_process_exits():
     """The aggregate's counters keep an exited process's counts: a counter
     summed over the running processes would fall when one exits, which
-    PromQL's rate() reads as a reset (a spike)."""
+    PromQL's rate() reads as a reset (a spike).  Also with a per-pid
+    scrape in between (it notes the counters too)."""
     if rerun_isolated(__file__,
                       "test_serve_counters_do_not_fall_when_a_process_exits",
                       pid_ns=True, timeout=600):
         return
-    a, b = start(), start()
+    procs = [start(), start(), start()]
     srv = Server()
     try:
         def counters():
@@ -733,24 +734,35 @@ def test_serve_counters_do_not_fall_when_a_process_exits():
                 (l, v), = series(fams, name, exe="reports_prog")
                 out[name] = v
             return out, fams
+
+        def served():
+            per = parse(srv.get("/metrics?per_pid=1")[1].decode())
+            return per, {int(l["pid"]) for l, _ in
+                         per["ymtop_process_retained_bytes"]}
         before, _ = counters()
-        assert before["ymtop_process_allocated_bytes_total"] >= 2 * FILL, before
-        a.finish()
-        a = None
-        per = parse(srv.get("/metrics?per_pid=1")[1].decode())
-        assert {l["pid"] for l, _ in per["ymtop_process_retained_bytes"]} == \
-            {str(b.pid)}, per["ymtop_process_retained_bytes"]
-        after, fams = counters()
+        assert before["ymtop_process_allocated_bytes_total"] >= 3 * FILL, before
+        # An exit seen first by an aggregate scrape.
+        gone = procs.pop(0)
+        gone.finish()
+        after, _ = counters()
+        assert served()[1] == {p.pid for p in procs}
         for name, v in before.items():
             assert after[name] >= v, (name, v, after[name])
+        # An exit seen first by a per-pid scrape.
+        gone = procs.pop(0)
+        gone.finish()
+        per, pids = served()
+        assert pids == {procs[0].pid}, pids
+        last, fams = counters()
+        for name, v in after.items():
+            assert last[name] >= v, (name, v, last[name])
         # The gauges are the running process's alone.
         (_, ret), = series(fams, "ymtop_process_retained_bytes", exe="reports_prog")
         within(ret, per["ymtop_process_retained_bytes"][0][1], 0.05, "retained")
     finally:
         srv.stop()
-        for t in (a, b):
-            if t:
-                t.finish()
+        for t in procs:
+            t.finish()
 
 
 def own_cgroup_dir():

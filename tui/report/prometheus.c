@@ -809,6 +809,19 @@ static int carry_update(struct prom_carry *c, const struct prom_source *src,
 	return 0;
 }
 
+int prom_carry_update(struct prom_carry *c, const struct prom_source *src,
+		      size_t n)
+{
+	struct agg_proc *a = calloc(n ? n : 1, sizeof *a);
+	if (!a)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		agg_label(&src[i], &a[i]);
+	int rc = carry_update(c, src, a, n);
+	free(a);
+	return rc;
+}
+
 static int any_carry(const struct carry_key *k)
 {
 	for (int j = 0; j < PC_N; j++)

@@ -119,6 +119,11 @@ struct prom_carry *prom_carry_new(void);
 void prom_carry_free(struct prom_carry *c);
 int prometheus_write_agg(FILE *f, const struct prom_source *src, size_t n,
 			 const struct report_opts *o, struct prom_carry *carry);
+/* What prometheus_write_agg does to carry, without writing: for the
+ * scrapes answered per pid, so that an exit between two aggregate
+ * scrapes is still seen.  0, or -1 when out of memory. */
+int prom_carry_update(struct prom_carry *c, const struct prom_source *src,
+		      size_t n);
 
 /* The registry's writer: one process. */
 int prometheus_write(FILE *f, struct model *m, struct sym *s,

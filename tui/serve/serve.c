@@ -174,8 +174,12 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		free(src);
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	}
-	int ok = (per_pid ? prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) :
-		  prometheus_write_agg(b.f, src, (size_t)sv->f.n, &ro, sv->carry)) == 0;
+	int ok;
+	if (per_pid)
+		ok = prom_carry_update(sv->carry, src, (size_t)sv->f.n) == 0 &&
+		     prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) == 0;
+	else
+		ok = prometheus_write_agg(b.f, src, (size_t)sv->f.n, &ro, sv->carry) == 0;
 	free(src);
 	/* Agent processes not served (fleet.h): counted, with the reason. */
 	char why[PROM_LABEL_BUF];
