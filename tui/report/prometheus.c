@@ -731,6 +731,7 @@ static size_t key_add(struct prom_carry *c, const char *exe, const char *cg)
 /* What the aggregate writer learns of each process. */
 struct agg_proc {
 	char   exe[PROM_LABEL_BUF], cgroup[PROM_LABEL_BUF];
+	int    cgroup_known;   /* 0: gone before /proc/PID/cgroup was read */
 	double c[PC_N];
 	size_t key;
 };
@@ -742,10 +743,11 @@ static void agg_label(const struct prom_source *src, struct agg_proc *a)
 	prometheus_label(base ? base + 1 : exe, a->exe, sizeof a->exe);
 	char cg[PROM_LABEL_MAX + 8];
 	const char *raw = src->cgroup;
+	a->cgroup_known = 1;
 	if (!raw) {
 		cg[0] = '\0';
-		if (src->m->alive)
-			proc_cgroup(model_pid(src->m), cg, sizeof cg);
+		a->cgroup_known = src->m->alive &&
+				  proc_cgroup(model_pid(src->m), cg, sizeof cg) == 0;
 		raw = cg;
 	}
 	prometheus_label(raw, a->cgroup, sizeof a->cgroup);
@@ -758,6 +760,19 @@ static void agg_label(const struct prom_source *src, struct agg_proc *a)
 static int carry_update(struct prom_carry *c, const struct prom_source *src,
 			struct agg_proc *a, size_t n)
 {
+	/* A process that exited before its cgroup was read keeps the one of
+	 * the last scrape: in another group its counters would count twice. */
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].cgroup_known)
+			continue;
+		for (size_t s = 0; s < c->nseen; s++)
+			if (c->seen[s].pid == model_pid(src[i].m) &&
+			    c->seen[s].start == src[i].m->proc.start_ticks) {
+				snprintf(a[i].cgroup, sizeof a[i].cgroup, "%s",
+					 c->k[c->seen[s].key].cgroup);
+				break;
+			}
+	}
 	for (size_t s = 0; s < c->nseen; s++) {
 		const struct carry_seen *sn = &c->seen[s];
 		struct carry_key *k = &c->k[sn->key];
