@@ -240,6 +240,30 @@ int proc_cgroup(pid_t pid, char *buf, size_t len)
 	}
 	close(fd);
 	data[n] = '\0';
+	/* An exiting process leaves its cgroup for the root before it is a
+	 * zombie (PF_EXITING, 0x4, in field 9 of stat, set first): read
+	 * after the cgroup, the state and flags say whether the path was
+	 * the one it ran in. */
+	char stat[512];
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = read(fd, stat, sizeof stat - 1);
+	close(fd);
+	if (r <= 0)
+		return -1;
+	stat[r] = '\0';
+	const char *p = strrchr(stat, ')');
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X' || p[2] == '\0')
+		return -1;
+	p += 2;
+	for (int field = 3; field < 9 && p; field++) {
+		p = strchr(p, ' ');
+		p = p ? p + 1 : NULL;
+	}
+	if (!p || (strtoul(p, NULL, 10) & 0x4))
+		return -1;
 	proc_cgroup_parse(data, buf, len);
 	return 0;
 }

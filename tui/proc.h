@@ -72,6 +72,8 @@ int proc_exit(const struct proc_info *pi, int *value);
  * ("0::/x"), else "".  Relative to the reader's cgroup namespace.  0, or -1 when
  * /proc/PID/cgroup cannot be read (buf then ""). */
 #define PROC_CGROUP_READ 8192   /* bytes of /proc/PID/cgroup read at most */
+/* -1 also for a process that has exited (a zombie's file names the root
+ * cgroup, not the one it ran in). */
 int proc_cgroup(pid_t pid, char *buf, size_t len);
 /* The same from the text of a /proc/PID/cgroup (NUL-terminated). */
 void proc_cgroup_parse(const char *data, char *buf, size_t len);

@@ -856,5 +856,106 @@ def test_serve_aggregate_read_by_promtool():
         b.finish()
 
 
+def test_serve_postgres_backends_churn_in_one_set_of_series():
+    """PostgreSQL forks a backend per connection: with pgbench connecting
+    anew for each transaction (-C), backends come and go between scrapes,
+    yet /metrics keeps one set of process series for exe="postgres" (one
+    cgroup here), its counters never fall, and Debian's stripped postgres
+    publishes no address as a function label.  The cluster is private
+    (initdb in a temporary directory, unix socket there) and runs as
+    nobody; in pid and mount namespaces of their own."""
+    if rerun_isolated(__file__,
+                      "test_serve_postgres_backends_churn_in_one_set_of_series",
+                      pid_ns=True, timeout=900):
+        return
+    from test_wrappers import as_nobody, pg_bindir, wait_unix
+    from ymlib import readable
+    b = pg_bindir()
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv is not installed")
+    if os.geteuid() != 0:
+        raise Skip("postgres must run as another user: needs root")
+    d = tempfile.mkdtemp(prefix="ym-fleet-pg-")
+    os.chmod(d, 0o755)
+    agent = readable(AGENT)
+    data, sock = os.path.join(d, "data"), os.path.join(d, "sock")
+    for x in (data, sock):
+        os.mkdir(x, 0o700)
+        shutil.chown(x, "nobody", "nogroup")
+    script = os.path.join(d, "one.sql")
+    with open(script, "w") as f:
+        f.write("SELECT repeat('x', 100000) FROM generate_series(1, 20);\n")
+    os.chmod(script, 0o644)
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("YM_", "PG")) and k != "LD_PRELOAD"}
+    clean.update(LC_ALL="C", TZ="UTC", HOME=d)
+    pm = bench = srv = None
+    try:
+        r = subprocess.run(as_nobody([os.path.join(b, "initdb"), "-D", data,
+                                      "-A", "trust", "-U", "postgres", "-N"]),
+                           capture_output=True, text=True, timeout=120,
+                           env=clean, cwd=d)
+        assert r.returncode == 0, r.stderr[-500:]
+        pm = subprocess.Popen(
+            as_nobody(["env", "LD_PRELOAD=" + agent, "YM_SAMPLE_RATE=8192",
+                       os.path.join(b, "postgres"), "-D", data, "-k", sock,
+                       "-c", "listen_addresses=", "-c", "fsync=off"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=clean, cwd=d)
+        wait_unix(os.path.join(sock, ".s.PGSQL.5432"), pm, "postgres")
+        srv = Server()
+        last, pids_seen, scrapes = {}, set(), 0
+
+        def scrape():
+            body = srv.get("/metrics")[1].decode()
+            assert 'function="[' not in body, body[-3000:]
+            fams = parse(body)
+            sets = series(fams, "ymtop_process_retained_bytes", exe="postgres")
+            assert len(sets) == 1, sets
+            assert "pid" not in sets[0][0], sets
+            for name in ("ymtop_process_allocated_bytes_total",
+                         "ymtop_process_allocations_total"):
+                got = series(fams, name, exe="postgres")
+                assert len(got) == 1, (name, got)
+                (_, v), = got
+                assert v >= last.get(name, 0), (name, last.get(name), v)
+                last[name] = v
+            per = parse(srv.get("/metrics?per_pid=1")[1].decode())
+            pids_seen.update(l["pid"] for l, _ in
+                             series(per, "ymtop_process_retained_bytes",
+                                    exe="postgres"))
+        scrape()
+        bench = subprocess.Popen(
+            as_nobody([os.path.join(b, "pgbench"), "-h", sock, "-U", "postgres",
+                       "-n", "-C", "-c", "2", "-t", "100", "-f", script,
+                       "postgres"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=clean, cwd=d)
+        while bench.poll() is None:
+            scrape()
+            scrapes += 1
+        assert bench.returncode == 0, bench.stderr.read()[-500:]
+        scrape()
+        # Backends came and went under the scrapes: more pids than the
+        # postmaster's standing children, one set of series all along.
+        assert scrapes >= 1 and len(pids_seen) > 6, (scrapes, pids_seen)
+    finally:
+        if srv:
+            srv.stop()
+        if bench and bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        if pm and pm.poll() is None:
+            subprocess.run(as_nobody([os.path.join(b, "pg_ctl"), "-D", data,
+                                      "stop", "-m", "immediate"]),
+                           capture_output=True, timeout=120, env=clean, cwd=d)
+            try:
+                pm.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pm.kill()
+                pm.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     run_tests(globals())

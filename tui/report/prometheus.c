@@ -754,25 +754,49 @@ static void agg_label(const struct prom_source *src, struct agg_proc *a)
 	counters(src->m, a->c);
 }
 
+/* The cgroup of a process that exited before it was read: its own at the
+ * last scrape (carry, may be NULL), else the one most running processes of
+ * its executable are in (a fork child starts in its parent's), else "".
+ * In a group of its own it would count twice, or make a group flap. */
+static void unknown_cgroups(const struct prom_carry *c,
+			    const struct prom_source *src, struct agg_proc *a,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].cgroup_known)
+			continue;
+		int found = 0;
+		for (size_t s = 0; c && s < c->nseen && !found; s++)
+			if (c->seen[s].pid == model_pid(src[i].m) &&
+			    c->seen[s].start == src[i].m->proc.start_ticks) {
+				snprintf(a[i].cgroup, sizeof a[i].cgroup, "%s",
+					 c->k[c->seen[s].key].cgroup);
+				found = 1;
+			}
+		size_t best = SIZE_MAX, most = 0;
+		for (size_t j = 0; j < n && !found; j++) {
+			if (!a[j].cgroup_known || strcmp(a[j].exe, a[i].exe))
+				continue;
+			size_t same = 0;
+			for (size_t k = 0; k < n; k++)
+				same += a[k].cgroup_known && !strcmp(a[k].exe, a[i].exe) &&
+					!strcmp(a[k].cgroup, a[j].cgroup);
+			if (same > most) {
+				most = same;
+				best = j;
+			}
+		}
+		if (!found && best != SIZE_MAX)
+			memcpy(a[i].cgroup, a[best].cgroup, sizeof a[i].cgroup);
+	}
+}
+
 /* Move the counters of the processes seen at the last scrape that are
  * gone (or restarted: a reused pid, an exec, a counter that went back)
  * into their key, then remember this scrape's. */
 static int carry_update(struct prom_carry *c, const struct prom_source *src,
 			struct agg_proc *a, size_t n)
 {
-	/* A process that exited before its cgroup was read keeps the one of
-	 * the last scrape: in another group its counters would count twice. */
-	for (size_t i = 0; i < n; i++) {
-		if (a[i].cgroup_known)
-			continue;
-		for (size_t s = 0; s < c->nseen; s++)
-			if (c->seen[s].pid == model_pid(src[i].m) &&
-			    c->seen[s].start == src[i].m->proc.start_ticks) {
-				snprintf(a[i].cgroup, sizeof a[i].cgroup, "%s",
-					 c->k[c->seen[s].key].cgroup);
-				break;
-			}
-	}
 	for (size_t s = 0; s < c->nseen; s++) {
 		const struct carry_seen *sn = &c->seen[s];
 		struct carry_key *k = &c->k[sn->key];
@@ -832,6 +856,7 @@ int prom_carry_update(struct prom_carry *c, const struct prom_source *src,
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		agg_label(&src[i], &a[i]);
+	unknown_cgroups(c, src, a, n);
 	int rc = carry_update(c, src, a, n);
 	free(a);
 	return rc;
@@ -860,6 +885,7 @@ int prometheus_write_agg(FILE *f, const struct prom_source *src, size_t n,
 		agg_label(&src[i], &a[i]);
 		a[i].key = SIZE_MAX;
 	}
+	unknown_cgroups(c, src, a, n);
 	if (c && carry_update(c, src, a, n) != 0)
 		goto out;
 	/* Rows: one per key with a process or exited processes' counters,
