@@ -37,8 +37,9 @@
  * duplicate series.  Only the top N such groups by retained bytes get
  * their own series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed
  * into one series per kind with function="(other)", location="".
- * Cardinality per process is therefore at most N + 4 stack series per
- * family (with the "(unresolved)" ones, below) plus 15 process series.  Per process and kind the retained
+ * Cardinality per label set is therefore at most N + 4 stack series per
+ * family (with the "(unresolved)" ones, below) plus 15 process series
+ * and the unseen gauges.  Per label set and kind the retained
  * stack series (each rounded down) add up to no more than the process
  * series (ymtop_process_retained_bytes for malloc,
  * ymtop_process_mmap_retained_bytes for mmap); the estimates being whole
