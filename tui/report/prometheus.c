@@ -523,15 +523,24 @@ static int write_rows(FILE *f, const struct prom_source *src, struct row *rows,
 		for (int j = 0; j < PC_FIELDS; j++)
 			if (pc_field[j] == (enum pfield)k)
 				pc = j;
+		/* A gauge some processes have and others not (in use from the
+		 * allocator's statistics, mmap with an older agent) would be a
+		 * part shown as the whole: absent unless every member has it. */
+		int every = k == P_MMAP || k == P_INUSE || k == P_HEAP_AGE;
 		for (size_t r = 0; r < nrows; r++) {
 			double sum = 0, v;
-			int have = 0;
-			FOR_MEMBERS(i, &rows[r], next)
-				if (pvalue(src[i].m, (enum pfield)k, &v)) {
-					have = 1;
-					/* The heap's age: the oldest member's. */
-					sum = k == P_HEAP_AGE ? (v > sum ? v : sum) : sum + v;
+			int have = 0, missing = 0;
+			FOR_MEMBERS(i, &rows[r], next) {
+				if (!pvalue(src[i].m, (enum pfield)k, &v)) {
+					missing = 1;
+					continue;
 				}
+				have = 1;
+				/* The heap's age: the oldest member's. */
+				sum = k == P_HEAP_AGE ? (v > sum ? v : sum) : sum + v;
+			}
+			if (every && missing)
+				have = 0;
 			if (pc >= 0 && rows[r].carry) {
 				have = 1;
 				sum += rows[r].carry[pc];
