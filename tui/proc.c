@@ -219,6 +219,95 @@ int proc_gone(const struct proc_info *pi)
 	return pi->state == 'Z' || pi->state == 'X' || pi->state == 'x';
 }
 
+int proc_cgroup(pid_t pid, char *buf, size_t len)
+{
+	char path[64], data[PROC_CGROUP_READ + 1];
+	if (!len)
+		return -1;
+	buf[0] = '\0';
+	snprintf(path, sizeof path, "/proc/%ld/cgroup", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n < PROC_CGROUP_READ) {
+		ssize_t r = read(fd, data + n, PROC_CGROUP_READ - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	data[n] = '\0';
+	/* An exiting process leaves its cgroup for the root before it is a
+	 * zombie (PF_EXITING, 0x4, in field 9 of stat, set first): read
+	 * after the cgroup, the state and flags say whether the path was
+	 * the one it ran in. */
+	char stat[512];
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = read(fd, stat, sizeof stat - 1);
+	close(fd);
+	if (r <= 0)
+		return -1;
+	stat[r] = '\0';
+	const char *p = strrchr(stat, ')');
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X' || p[2] == '\0')
+		return -1;
+	p += 2;
+	for (int field = 3; field < 9 && p; field++) {
+		p = strchr(p, ' ');
+		p = p ? p + 1 : NULL;
+	}
+	if (!p || (strtoul(p, NULL, 10) & 0x4))
+		return -1;
+	proc_cgroup_parse(data, buf, len);
+	return 0;
+}
+
+void proc_cgroup_parse(const char *data, char *buf, size_t len)
+{
+	if (!len)
+		return;
+	buf[0] = '\0';
+	/* Lines "ID:CONTROLLERS:PATH": the unified hierarchy's has ID 0 and
+	 * no controllers; a v1 line names its controllers, comma separated.
+	 * The memory controller's path wins when there is one (a hybrid
+	 * host: the heap's limits are there), else the unified path. */
+	const char *v1 = NULL, *v1end = NULL, *v2 = NULL, *v2end = NULL;
+	for (const char *line = data; *line;) {
+		const char *end = strchr(line, '\n');
+		const char *next = end ? end + 1 : line + strlen(line);
+		if (!end)
+			end = line + strlen(line);
+		const char *c1 = memchr(line, ':', (size_t)(end - line));
+		const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+		if (c2 && c1 == line + 1 && line[0] == '0' && c2 == c1 + 1) {
+			v2 = c2 + 1;
+			v2end = end;
+		} else if (c2) {
+			for (const char *p = c1 + 1; p < c2 && !v1;) {
+				const char *q = memchr(p, ',', (size_t)(c2 - p));
+				if (!q)
+					q = c2;
+				if (q - p == 6 && !memcmp(p, "memory", 6)) {
+					v1 = c2 + 1;
+					v1end = end;
+				}
+				p = q + 1;
+			}
+		}
+		line = next;
+	}
+	if (v1)
+		snprintf(buf, len, "%.*s", (int)(v1end - v1), v1);
+	else if (v2)
+		snprintf(buf, len, "%.*s", (int)(v2end - v2), v2);
+}
+
 int proc_same(pid_t pid, uint64_t start_ticks)
 {
 	struct proc_info pi;

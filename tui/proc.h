@@ -66,6 +66,18 @@ int proc_rollup(pid_t pid, struct proc_mem *mem);
 #define PROC_EXIT_SIGNAL  2
 int proc_exit(const struct proc_info *pi, int *value);
 
+/* The cgroup of pid into buf (NUL-terminated, at most len - 1 bytes of
+ * the path, cut when longer): the cgroup v1 memory controller's path
+ * when it has one (a v1 or hybrid host), else the unified hierarchy's
+ * ("0::/x"), else "".  Relative to the reader's cgroup namespace.  0, or -1 when
+ * /proc/PID/cgroup cannot be read (buf then ""). */
+#define PROC_CGROUP_READ 8192   /* bytes of /proc/PID/cgroup read at most */
+/* -1 also for a process that has exited (a zombie's file names the root
+ * cgroup, not the one it ran in). */
+int proc_cgroup(pid_t pid, char *buf, size_t len);
+/* The same from the text of a /proc/PID/cgroup (NUL-terminated). */
+void proc_cgroup_parse(const char *data, char *buf, size_t len);
+
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);
 

@@ -152,7 +152,9 @@ def test_https_with_basic_auth_by_curl():
             ca = ["--cacert", pki.path("ca.crt")]
             rc, code, out, err = curl(url, *ca, "-u", "alice:s3cret")
             assert (rc, code) == (0, 200), (rc, code, err)
-            assert 'ymtop_process_retained_bytes{pid="%d"' % t.pid in out, out[:2000]
+            # One process: one series, per program and cgroup.
+            assert 'ymtop_process_retained_bytes{exe="%s",cgroup="' % \
+                os.path.basename(PROG) in out, out[:2000]
             assert "Strict-Transport-Security: max-age=63072000" in out, out[:500]
             # Again: from the cache.
             assert curl(url, *ca, "-u", "alice:s3cret")[:2] == (0, 200)
@@ -267,7 +269,8 @@ def test_prometheus_scrapes_over_https_with_basic_auth():
                                  "--web.listen-address=127.0.0.1:%d" % port],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            q = 'ymtop_process_retained_bytes{job="ymtop",pid="%d"}' % t.pid
+            q = 'ymtop_process_retained_bytes{job="ymtop",exe="%s"}' % \
+                os.path.basename(PROG)
             result, wrong = [], []
             end = time.time() + 90
             while time.time() < end and not (result and wrong):

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "proc.h"
 #include "report/prometheus.h"
 
 static void escapes(void **state)
@@ -62,12 +64,42 @@ static void bounded(void **state)
 	assert_string_equal(prometheus_label("abc", tiny, sizeof tiny), "");
 }
 
+/* The cgroup label's source: the v1 memory controller's path when there
+ * is one (hybrid hosts), else the unified hierarchy's, else "". */
+static void cgroup_path(void **state)
+{
+	(void)state;
+	char b[64];
+	proc_cgroup_parse("0::/system.slice/postgresql@15-main.service\n", b, sizeof b);
+	assert_string_equal(b, "/system.slice/postgresql@15-main.service");
+	proc_cgroup_parse("9:name=systemd:/\n4:memory:/kubepods/pod1/c2\n"
+			  "2:cpu,cpuacct:/x\n0::/\n", b, sizeof b);
+	assert_string_equal(b, "/kubepods/pod1/c2");
+	proc_cgroup_parse("3:cpuset,memory,blkio:/docker/abc", b, sizeof b);
+	assert_string_equal(b, "/docker/abc");
+	/* "memory" only as a whole controller name; the path may hold ':'. */
+	proc_cgroup_parse("5:memoryx:/no\n0::/a:b\n", b, sizeof b);
+	assert_string_equal(b, "/a:b");
+	proc_cgroup_parse("garbage\n:\n::\n", b, sizeof b);
+	assert_string_equal(b, "");
+	proc_cgroup_parse("", b, sizeof b);
+	assert_string_equal(b, "");
+	/* Bounded: cut to the buffer. */
+	char small[8];
+	proc_cgroup_parse("0::/0123456789\n", small, sizeof small);
+	assert_string_equal(small, "/012345");
+	/* Our own, read from /proc. */
+	assert_int_equal(proc_cgroup(getpid(), b, sizeof b), 0);
+	assert_true(b[0] == '/' || b[0] == '\0');
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(escapes),
 		cmocka_unit_test(utf8),
 		cmocka_unit_test(bounded),
+		cmocka_unit_test(cgroup_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "prometheus.h"
+#include "../proc.h"
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), 0 when it is
  * not one (as Go's utf8.ValidString, which Prometheus applies: no
@@ -87,6 +88,12 @@ struct proc_groups {
 	size_t n;
 	double other_retained[PROM_KINDS], other_allocated[PROM_KINDS];
 	int    have_other[PROM_KINDS];
+	/* Stacks whose display frame has no name yet (an address label that
+	 * symbols arriving later would rename): withheld, their groups
+	 * counted, their bytes summed per kind into function="(unresolved)". */
+	double unres_retained[PROM_KINDS], unres_allocated[PROM_KINDS];
+	int    have_unres[PROM_KINDS];
+	size_t withheld;
 	char   pid[24];
 	char   exe[PROM_LABEL_BUF];
 };
@@ -129,14 +136,15 @@ static void groups_free(struct proc_groups *pg)
 }
 
 /* The display frame's labels of a stack into fn and loc (escaped). */
-static void stack_labels(struct sym *s, const struct frames_rules *r,
-			 const struct model_stack *st, char *fn, char *loc)
+static int stack_labels(struct sym *s, const struct frames_rules *r,
+			const struct model_stack *st, char *fn, char *loc)
 {
 	struct stack_view v;
+	int unresolved = 0;
 	prometheus_label("(unknown)", fn, PROM_LABEL_BUF);
 	loc[0] = '\0';
 	if (!st->depth || frames_view(s, r, st->frames, st->depth, &v) != 0)
-		return;
+		return 0;
 	if (v.n) {
 		const struct sym_frame *x = &v.f[v.display];
 		char tmp[4096];
@@ -145,6 +153,7 @@ static void stack_labels(struct sym *s, const struct frames_rules *r,
 		else {
 			sym_fallback(x, tmp, sizeof tmp);
 			prometheus_label(tmp, fn, PROM_LABEL_BUF);
+			unresolved = 1;
 		}
 		if (x->file && x->line > 0)
 			snprintf(tmp, sizeof tmp, "%s:%d", x->file, x->line);
@@ -157,20 +166,23 @@ static void stack_labels(struct sym *s, const struct frames_rules *r,
 		prometheus_label(tmp, loc, PROM_LABEL_BUF);
 	}
 	frames_view_free(&v);
+	return unresolved;
 }
 
 /* Append the stacks of m (those with a sample) to pg->g, one group each;
- * cap: the room pg->g has.  -1 when out of memory. */
+ * cap: the room pg->g has; withhold: mark the groups whose display frame
+ * has no name (groups_finish sets them apart).  -1 when out of memory. */
 static int groups_collect(struct proc_groups *pg, size_t cap, struct model *m,
-			  struct sym *s, const struct report_opts *o)
+			  struct sym *s, const struct report_opts *o, int withhold)
 {
 	char fn[PROM_LABEL_BUF], loc[PROM_LABEL_BUF];
 	for (uint32_t k = 0; k < m->nstacks && pg->n < cap; k++) {
 		const struct model_stack *st = &m->stacks[k];
 		if (!st->alloc_samples)
 			continue;
-		stack_labels(s, o->rules, st, fn, loc);
+		int unresolved = stack_labels(s, o->rules, st, fn, loc);
 		struct prom_group *g = &pg->g[pg->n];
+		g->withheld = withhold && unresolved;
 		g->function = strdup(fn);
 		g->location = strdup(loc);
 		g->kind = kind_index(st->kind);
@@ -201,6 +213,21 @@ static void groups_finish(struct proc_groups *pg, const struct report_opts *o)
 		pg->g[w++] = pg->g[i];
 	}
 	pg->n = w;
+	w = 0;
+	for (size_t i = 0; i < pg->n; i++) {
+		struct prom_group *g = &pg->g[i];
+		if (!g->withheld) {
+			pg->g[w++] = *g;
+			continue;
+		}
+		pg->withheld++;
+		pg->have_unres[g->kind] = 1;
+		pg->unres_retained[g->kind] += g->retained;
+		pg->unres_allocated[g->kind] += g->allocated;
+		free(g->function);
+		free(g->location);
+	}
+	pg->n = w;
 	qsort(pg->g, pg->n, sizeof *pg->g, by_retained);
 	size_t top = o->top > 0 ? (size_t)o->top : PROM_TOP_DEFAULT;
 	for (size_t i = top; i < pg->n; i++) {
@@ -226,7 +253,7 @@ static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
 	pg->g = calloc(m->nstacks ? m->nstacks : 1, sizeof *pg->g);
 	if (!pg->g)
 		return -1;
-	if (groups_collect(pg, m->nstacks, m, s, o) != 0) {
+	if (groups_collect(pg, m->nstacks, m, s, o, 1) != 0) {
 		groups_free(pg);
 		return -1;
 	}
@@ -247,7 +274,7 @@ int prometheus_merge(const struct prom_source *src, size_t n,
 	if (!pg.g)
 		return -1;
 	for (size_t i = 0; i < n; i++)
-		if (groups_collect(&pg, cap, src[i].m, src[i].s, o) != 0) {
+		if (groups_collect(&pg, cap, src[i].m, src[i].s, o, 0) != 0) {
 			groups_free(&pg);
 			return -1;
 		}
@@ -375,118 +402,564 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	return 0;
 }
 
-int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
-			  const struct report_opts *o)
+/* The counters summed across exits in aggregate mode, in this order:
+ * P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS, P_ALARMS, then the dropped_total
+ * reasons. */
+#define PC_FIELDS 4
+#define PC_DROPS  5
+#define PC_N      (PC_FIELDS + PC_DROPS)
+static const enum pfield pc_field[PC_FIELDS] = {
+	P_ALLOC_BYTES, P_REQ_BYTES, P_ALLOCS, P_ALARMS
+};
+static const char *const drop_why[PC_DROPS] = {
+	"stacks", "live", "busy", "threads", "modules"
+};
+
+static void counters(const struct model *m, double c[PC_N])
 {
-	struct proc_groups *pg = calloc(n ? n : 1, sizeof *pg);
-	if (!pg) {
-		errno = ENOMEM;
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (groups_build(&pg[i], src[i].m, src[i].s, o) != 0) {
-			for (size_t j = 0; j < i; j++)
-				groups_free(&pg[j]);
-			free(pg);
-			errno = ENOMEM;
-			return -1;
+	const struct ym_header *h = &m->snap.hdr;
+	for (int j = 0; j < PC_FIELDS; j++)
+		if (!pvalue(m, pc_field[j], &c[j]))
+			c[j] = 0;
+	c[4] = (double)h->drop_stacks;
+	c[5] = (double)h->drop_live;
+	c[6] = (double)h->drop_busy;
+	c[7] = (double)h->drop_threads;
+	c[8] = (double)h->drop_modules;
+}
+
+/* One label set of the exposition: a process (per pid) or the processes
+ * sharing an executable and a cgroup (aggregate), with the final counters
+ * of those of them that exited (carry, or NULL). */
+struct row {
+	char   labels[3 * PROM_LABEL_BUF];   /* 'pid="1",exe="x"' */
+	size_t first;        /* first member (index of src), SIZE_MAX none */
+	const double *carry;
+	struct proc_groups pg;
+};
+
+/* Members of a row: from r->first along next[]. */
+#define FOR_MEMBERS(i, r, next) \
+	for (size_t i = (r)->first; i != SIZE_MAX; i = (next)[i])
+
+/* The unseen series of a row (family: 0 allocator, 1 calls), each label
+ * value once: per pid 1, in aggregate the number of processes that have
+ * it. */
+static void unseen_series(FILE *f, const struct prom_source *src,
+			  const struct row *r, const size_t *next, int calls)
+{
+	FOR_MEMBERS(i, r, next) {
+		char a[PROM_LABEL_BUF], b[PROM_LABEL_BUF], line[MODEL_UNSEEN_LEN];
+		const char *uobj, *uwhy = "";
+		if (calls) {
+			if (!model_unseen(src[i].m, line, sizeof line, &uobj, &uwhy))
+				continue;
+			prometheus_label(uobj, a, sizeof a);
+		} else {
+			if (!src[i].m->unseen[0])
+				continue;
+			prometheus_label(src[i].m->unseen_allocator, a, sizeof a);
 		}
+		int count = 0, earlier = 0;
+		FOR_MEMBERS(j, r, next) {
+			const char *jwhy = "";
+			if (calls) {
+				if (!model_unseen(src[j].m, line, sizeof line, &uobj, &jwhy))
+					continue;
+				prometheus_label(uobj, b, sizeof b);
+			} else {
+				if (!src[j].m->unseen[0])
+					continue;
+				prometheus_label(src[j].m->unseen_allocator, b, sizeof b);
+			}
+			if (strcmp(a, b) || strcmp(uwhy, jwhy))
+				continue;
+			if (j < i)
+				earlier = 1;
+			count++;
+		}
+		if (earlier)
+			continue;
+		if (calls)
+			fprintf(f, "ymtop_process_unseen_calls{%s,object=\"%s\",reason=\"%s\"}",
+				r->labels, a, uwhy);
+		else
+			fprintf(f, "ymtop_process_unseen_allocator{%s,allocator=\"%s\"}",
+				r->labels, a);
+		value(f, count);
+	}
+}
+
+static void stack_series(FILE *f, const char *name, const struct row *r,
+			 int which)
+{
+	const struct proc_groups *pg = &r->pg;
+	for (size_t j = 0; j < pg->n; j++) {
+		const struct prom_group *g = &pg->g[j];
+		fprintf(f, "%s{%s,kind=\"%s\",function=\"%s\",location=\"%s\"}", name,
+			r->labels, report_kind_name(g->kind), g->function, g->location);
+		stack_value(f, which ? g->allocated : g->retained);
+	}
+	for (uint32_t k = 0; k < PROM_KINDS; k++) {
+		if (pg->have_other[k]) {
+			fprintf(f, "%s{%s,kind=\"%s\",function=\"(other)\",location=\"\"}",
+				name, r->labels, report_kind_name(k));
+			stack_value(f, which ? pg->other_allocated[k] : pg->other_retained[k]);
+		}
+		if (pg->have_unres[k]) {
+			fprintf(f, "%s{%s,kind=\"%s\",function=\"(unresolved)\","
+				"location=\"\"}", name, r->labels, report_kind_name(k));
+			stack_value(f, which ? pg->unres_allocated[k] : pg->unres_retained[k]);
+		}
+	}
+}
+
+static int write_rows(FILE *f, const struct prom_source *src, struct row *rows,
+		      size_t nrows, const size_t *next, int agg)
+{
 	for (size_t k = 0; k < sizeof pfields / sizeof *pfields; k++) {
 		family(f, pfields[k].name, pfields[k].type, pfields[k].help);
-		for (size_t i = 0; i < n; i++) {
-			double v;
-			if (!pvalue(src[i].m, (enum pfield)k, &v))
+		int pc = -1;
+		for (int j = 0; j < PC_FIELDS; j++)
+			if (pc_field[j] == (enum pfield)k)
+				pc = j;
+		/* A gauge some processes have and others not (in use from the
+		 * allocator's statistics, mmap with an older agent) would be a
+		 * part shown as the whole: absent unless every member has it. */
+		int every = k == P_MMAP || k == P_INUSE || k == P_HEAP_AGE;
+		for (size_t r = 0; r < nrows; r++) {
+			double sum = 0, v;
+			int have = 0, missing = 0;
+			FOR_MEMBERS(i, &rows[r], next) {
+				if (!pvalue(src[i].m, (enum pfield)k, &v)) {
+					missing = 1;
+					continue;
+				}
+				have = 1;
+				/* The heap's age: the oldest member's. */
+				sum = k == P_HEAP_AGE ? (v > sum ? v : sum) : sum + v;
+			}
+			if (every && missing)
+				have = 0;
+			if (pc >= 0 && rows[r].carry) {
+				have = 1;
+				sum += rows[r].carry[pc];
+			}
+			if (!have)
 				continue;
-			fprintf(f, "%s{pid=\"%s\",exe=\"%s\"}", pfields[k].name, pg[i].pid,
-				pg[i].exe);
+			fprintf(f, "%s{%s}", pfields[k].name, rows[r].labels);
 			if (k == P_HEAP_AGE)
-				fprintf(f, " %.3f\n", v);
+				fprintf(f, " %.3f\n", sum);
 			else
-				value(f, v);
+				value(f, sum);
 		}
 	}
 	family(f, "ymtop_process_unseen_allocator", "gauge",
 	       "1 when the process allocates through an allocator the agent cannot "
 	       "see (linked into the program, or memory growing with no allocator "
-	       "call); absent otherwise.");
-	for (size_t i = 0; i < n; i++) {
-		const struct model *m = src[i].m;
-		if (!m->unseen[0])
-			continue;
-		char a[PROM_LABEL_BUF];
-		prometheus_label(m->unseen_allocator, a, sizeof a);
-		fprintf(f, "ymtop_process_unseen_allocator{pid=\"%s\",exe=\"%s\","
-			"allocator=\"%s\"} 1\n", pg[i].pid, pg[i].exe, a);
-	}
+	       "call); absent otherwise.  Aggregated: how many processes do.");
+	for (size_t r = 0; r < nrows; r++)
+		unseen_series(f, src, &rows[r], next, 0);
 	family(f, "ymtop_process_dropped_total", "counter",
 	       "Samples or registrations the agent could not record, by reason.");
-	for (size_t i = 0; i < n; i++) {
-		const struct ym_header *h = &src[i].m->snap.hdr;
-		const struct { const char *why; uint64_t v; } d[] = {
-			{ "stacks", h->drop_stacks }, { "live", h->drop_live },
-			{ "busy", h->drop_busy }, { "threads", h->drop_threads },
-			{ "modules", h->drop_modules },
-		};
-		for (size_t j = 0; j < sizeof d / sizeof *d; j++) {
-			fprintf(f, "ymtop_process_dropped_total{pid=\"%s\",exe=\"%s\","
-				"reason=\"%s\"}", pg[i].pid, pg[i].exe, d[j].why);
-			value(f, (double)d[j].v);
+	for (size_t r = 0; r < nrows; r++) {
+		double sum[PC_N] = { 0 }, c[PC_N];
+		FOR_MEMBERS(i, &rows[r], next) {
+			counters(src[i].m, c);
+			for (int j = 0; j < PC_N; j++)
+				sum[j] += c[j];
+		}
+		for (int j = 0; j < PC_DROPS; j++) {
+			fprintf(f, "ymtop_process_dropped_total{%s,reason=\"%s\"}",
+				rows[r].labels, drop_why[j]);
+			value(f, sum[PC_FIELDS + j] +
+				 (rows[r].carry ? rows[r].carry[PC_FIELDS + j] : 0));
 		}
 	}
 	family(f, "ymtop_process_unseen_calls", "gauge",
 	       "1: some allocator calls of the process do not reach the agent "
-	       "(object, reason); its figures miss them.");
-	for (size_t i = 0; i < n; i++) {
-		char line[MODEL_UNSEEN_LEN], obj[PROM_LABEL_BUF];
-		const char *uobj, *uwhy;
-		if (!model_unseen(src[i].m, line, sizeof line, &uobj, &uwhy))
+	       "(object, reason); its figures miss them.  Aggregated: how many "
+	       "processes.");
+	for (size_t r = 0; r < nrows; r++)
+		unseen_series(f, src, &rows[r], next, 1);
+	family(f, "ymtop_stack_series_withheld", "gauge",
+	       "Stack groups whose display frame has no symbol yet (symbols "
+	       "pending or absent): not published under an address that a later "
+	       "scrape would rename; their bytes are in function=\"(unresolved)\".");
+	for (size_t r = 0; r < nrows; r++) {
+		if (rows[r].first == SIZE_MAX)
 			continue;
-		fprintf(f, "ymtop_process_unseen_calls{pid=\"%s\",exe=\"%s\","
-			"object=\"%s\",reason=\"%s\"}", pg[i].pid, pg[i].exe,
-			prometheus_label(uobj, obj, sizeof obj), uwhy);
-		value(f, 1);
+		fprintf(f, "ymtop_stack_series_withheld{%s}", rows[r].labels);
+		value(f, (double)rows[r].pg.withheld);
 	}
 	for (int which = 0; which < 2; which++) {
-		const char *name = which ? "ymtop_stack_allocated_bytes_total" :
+		const char *name = which ? agg ? "ymtop_stack_allocated_bytes" :
+				   "ymtop_stack_allocated_bytes_total" :
 				   "ymtop_stack_retained_bytes";
-		family(f, name, which ? "counter" : "gauge", which ?
+		family(f, name, which && !agg ? "counter" : "gauge", which ? agg ?
+		       "Estimated requested bytes allocated by the stacks of one kind "
+		       "(malloc, mmap) and display frame in the running processes of "
+		       "the group (falls when one exits: a gauge, not a counter; top N "
+		       "by retained, the rest as function=\"(other)\", one per kind)." :
 		       "Estimated requested bytes allocated by the stacks of one kind "
 		       "(malloc, mmap) and display frame (top N by retained; the rest "
 		       "as function=\"(other)\", one per kind)." :
 		       "Estimated live requested bytes of the stacks of one kind (malloc, "
 		       "mmap) and display frame (top N by retained; the rest as "
-		       "function=\"(other)\", one per kind).  Per process and kind they "
-		       "add up to ymtop_process_retained_bytes (malloc) or "
+		       "function=\"(other)\", one per kind; unnamed frames as "
+		       "function=\"(unresolved)\").  Per label set and kind they add up "
+		       "to ymtop_process_retained_bytes (malloc) or "
 		       "ymtop_process_mmap_retained_bytes (mmap).");
-		for (size_t i = 0; i < n; i++) {
-			for (size_t j = 0; j < pg[i].n; j++) {
-				const struct prom_group *g = &pg[i].g[j];
-				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",kind=\"%s\","
-					"function=\"%s\",location=\"%s\"}", name, pg[i].pid,
-					pg[i].exe, report_kind_name(g->kind), g->function,
-					g->location);
-				stack_value(f, which ? g->allocated : g->retained);
+		for (size_t r = 0; r < nrows; r++)
+			stack_series(f, name, &rows[r], which);
+	}
+	return ferror(f) ? -1 : 0;
+}
+
+static void rows_free(struct row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		groups_free(&rows[i].pg);
+	free(rows);
+}
+
+int prometheus_write_many(FILE *f, const struct prom_source *src, size_t n,
+			  const struct report_opts *o)
+{
+	struct row *rows = calloc(n ? n : 1, sizeof *rows);
+	size_t *next = calloc(n ? n : 1, sizeof *next);
+	if (!rows || !next) {
+		free(rows);
+		free(next);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		next[i] = SIZE_MAX;
+		rows[i].first = i;
+		if (groups_build(&rows[i].pg, src[i].m, src[i].s, o) != 0) {
+			rows_free(rows, i);
+			free(next);
+			errno = ENOMEM;
+			return -1;
+		}
+		snprintf(rows[i].labels, sizeof rows[i].labels, "pid=\"%s\",exe=\"%s\"",
+			 rows[i].pg.pid, rows[i].pg.exe);
+	}
+	int rc = write_rows(f, src, rows, n, next, 0);
+	rows_free(rows, n);
+	free(next);
+	return rc;
+}
+
+/* ---- aggregate: per executable and cgroup, counters across exits ---- */
+
+struct carry_key {
+	char  *exe, *cgroup;   /* escaped label values; NULL: a free slot */
+	double c[PC_N];        /* final counters of its exited processes */
+	int    live;           /* has a process at this scrape */
+};
+
+struct carry_seen {
+	pid_t    pid;
+	uint64_t start;        /* start_ticks: a reused pid is another process */
+	size_t   key;
+	double   c[PC_N];
+};
+
+struct prom_carry {
+	struct carry_key  *k;
+	size_t             nk;
+	struct carry_seen *seen;
+	size_t             nseen;
+};
+
+struct prom_carry *prom_carry_new(void)
+{
+	return calloc(1, sizeof(struct prom_carry));
+}
+
+void prom_carry_free(struct prom_carry *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nk; i++) {
+		free(c->k[i].exe);
+		free(c->k[i].cgroup);
+	}
+	free(c->k);
+	free(c->seen);
+	free(c);
+}
+
+static size_t key_find(const struct prom_carry *c, const char *exe,
+		       const char *cg)
+{
+	for (size_t i = 0; i < c->nk; i++)
+		if (c->k[i].exe && !strcmp(c->k[i].exe, exe) &&
+		    !strcmp(c->k[i].cgroup, cg))
+			return i;
+	return SIZE_MAX;
+}
+
+/* A slot for a new key: a new one while fewer than PROM_CARRY_KEYS, else
+ * the first without a process at this scrape (its series end: when its
+ * program comes back, its counters restart from 0, a reset PromQL's
+ * rate() reads as one); SIZE_MAX when every slot has a process. */
+static size_t key_add(struct prom_carry *c, const char *exe, const char *cg)
+{
+	size_t i = SIZE_MAX;
+	if (c->nk < PROM_CARRY_KEYS) {
+		struct carry_key *k = realloc(c->k, (c->nk + 1) * sizeof *k);
+		if (!k)
+			return SIZE_MAX;
+		c->k = k;
+		i = c->nk++;
+		memset(&c->k[i], 0, sizeof c->k[i]);
+	} else {
+		for (size_t j = 0; j < c->nk && i == SIZE_MAX; j++)
+			if (!c->k[j].live)
+				i = j;
+		if (i == SIZE_MAX)
+			return SIZE_MAX;
+		free(c->k[i].exe);
+		free(c->k[i].cgroup);
+		memset(&c->k[i], 0, sizeof c->k[i]);
+	}
+	c->k[i].exe = strdup(exe);
+	c->k[i].cgroup = strdup(cg);
+	if (!c->k[i].exe || !c->k[i].cgroup) {
+		free(c->k[i].exe);
+		free(c->k[i].cgroup);
+		c->k[i].exe = c->k[i].cgroup = NULL;
+		return SIZE_MAX;
+	}
+	return i;
+}
+
+/* What the aggregate writer learns of each process. */
+struct agg_proc {
+	char   exe[PROM_LABEL_BUF], cgroup[PROM_LABEL_BUF];
+	int    cgroup_known;   /* 0: gone before /proc/PID/cgroup was read */
+	double c[PC_N];
+	size_t key;
+};
+
+static void agg_label(const struct prom_source *src, struct agg_proc *a)
+{
+	const char *exe = src->m->snap.hdr.exe;
+	const char *base = strrchr(exe, '/');
+	prometheus_label(base ? base + 1 : exe, a->exe, sizeof a->exe);
+	char cg[PROM_LABEL_MAX + 8];
+	const char *raw = src->cgroup;
+	a->cgroup_known = 1;
+	if (!raw) {
+		cg[0] = '\0';
+		a->cgroup_known = src->m->alive &&
+				  proc_cgroup(model_pid(src->m), cg, sizeof cg) == 0;
+		raw = cg;
+	}
+	prometheus_label(raw, a->cgroup, sizeof a->cgroup);
+	counters(src->m, a->c);
+}
+
+/* The cgroup of a process that exited before it was read: its own at the
+ * last scrape (carry, may be NULL), else the one most running processes of
+ * its executable are in (a fork child starts in its parent's), else "".
+ * In a group of its own it would count twice, or make a group flap. */
+static void unknown_cgroups(const struct prom_carry *c,
+			    const struct prom_source *src, struct agg_proc *a,
+			    size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].cgroup_known)
+			continue;
+		int found = 0;
+		for (size_t s = 0; c && s < c->nseen && !found; s++)
+			if (c->seen[s].pid == model_pid(src[i].m) &&
+			    c->seen[s].start == src[i].m->proc.start_ticks) {
+				snprintf(a[i].cgroup, sizeof a[i].cgroup, "%s",
+					 c->k[c->seen[s].key].cgroup);
+				found = 1;
 			}
-			for (uint32_t k = 0; k < PROM_KINDS; k++) {
-				if (!pg[i].have_other[k])
-					continue;
-				fprintf(f, "%s{pid=\"%s\",exe=\"%s\",kind=\"%s\","
-					"function=\"(other)\",location=\"\"}", name, pg[i].pid,
-					pg[i].exe, report_kind_name(k));
-				stack_value(f, which ? pg[i].other_allocated[k] :
-						pg[i].other_retained[k]);
+		size_t best = SIZE_MAX, most = 0;
+		for (size_t j = 0; j < n && !found; j++) {
+			if (!a[j].cgroup_known || strcmp(a[j].exe, a[i].exe))
+				continue;
+			size_t same = 0;
+			for (size_t k = 0; k < n; k++)
+				same += a[k].cgroup_known && !strcmp(a[k].exe, a[i].exe) &&
+					!strcmp(a[k].cgroup, a[j].cgroup);
+			if (same > most) {
+				most = same;
+				best = j;
 			}
 		}
+		if (!found && best != SIZE_MAX)
+			memcpy(a[i].cgroup, a[best].cgroup, sizeof a[i].cgroup);
 	}
+}
+
+/* Move the counters of the processes seen at the last scrape that are
+ * gone (or restarted: a reused pid, an exec, a counter that went back)
+ * into their key, then remember this scrape's. */
+static int carry_update(struct prom_carry *c, const struct prom_source *src,
+			struct agg_proc *a, size_t n)
+{
+	for (size_t s = 0; s < c->nseen; s++) {
+		const struct carry_seen *sn = &c->seen[s];
+		struct carry_key *k = &c->k[sn->key];
+		int same = 0;
+		for (size_t i = 0; i < n && !same; i++) {
+			if (model_pid(src[i].m) != sn->pid ||
+			    src[i].m->proc.start_ticks != sn->start ||
+			    strcmp(a[i].exe, k->exe) || strcmp(a[i].cgroup, k->cgroup))
+				continue;
+			same = 1;
+			for (int j = 0; j < PC_N; j++)
+				if (a[i].c[j] < sn->c[j])
+					same = 0;
+		}
+		if (!same)
+			for (int j = 0; j < PC_N; j++)
+				k->c[j] += sn->c[j];
+	}
+	for (size_t i = 0; i < c->nk; i++)
+		c->k[i].live = 0;
+	for (size_t i = 0; i < n; i++) {
+		a[i].key = key_find(c, a[i].exe, a[i].cgroup);
+		if (a[i].key != SIZE_MAX)
+			c->k[a[i].key].live = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].key != SIZE_MAX)
+			continue;
+		a[i].key = key_find(c, a[i].exe, a[i].cgroup);
+		if (a[i].key == SIZE_MAX)
+			a[i].key = key_add(c, a[i].exe, a[i].cgroup);
+		if (a[i].key != SIZE_MAX)
+			c->k[a[i].key].live = 1;
+	}
+	struct carry_seen *seen = realloc(c->seen, (n ? n : 1) * sizeof *seen);
+	if (!seen)
+		return -1;
+	c->seen = seen;
+	c->nseen = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (a[i].key == SIZE_MAX)
+			continue;
+		struct carry_seen *sn = &c->seen[c->nseen++];
+		sn->pid = model_pid(src[i].m);
+		sn->start = src[i].m->proc.start_ticks;
+		sn->key = a[i].key;
+		memcpy(sn->c, a[i].c, sizeof sn->c);
+	}
+	return 0;
+}
+
+int prom_carry_update(struct prom_carry *c, const struct prom_source *src,
+		      size_t n)
+{
+	struct agg_proc *a = calloc(n ? n : 1, sizeof *a);
+	if (!a)
+		return -1;
 	for (size_t i = 0; i < n; i++)
-		groups_free(&pg[i]);
-	free(pg);
-	return ferror(f) ? -1 : 0;
+		agg_label(&src[i], &a[i]);
+	unknown_cgroups(c, src, a, n);
+	int rc = carry_update(c, src, a, n);
+	free(a);
+	return rc;
+}
+
+static int any_carry(const struct carry_key *k)
+{
+	for (int j = 0; j < PC_N; j++)
+		if (k->c[j] > 0)
+			return 1;
+	return 0;
+}
+
+int prometheus_write_agg(FILE *f, const struct prom_source *src, size_t n,
+			 const struct report_opts *o, struct prom_carry *c)
+{
+	struct agg_proc *a = calloc(n ? n : 1, sizeof *a);
+	size_t *next = calloc(n ? n : 1, sizeof *next);
+	size_t cap = (c ? c->nk : 0) + n + 1;
+	struct row *rows = calloc(cap, sizeof *rows);
+	size_t nrows = 0, *rowof = calloc(cap, sizeof *rowof);
+	int rc = -1;
+	if (!a || !next || !rows || !rowof)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		agg_label(&src[i], &a[i]);
+		a[i].key = SIZE_MAX;
+	}
+	unknown_cgroups(c, src, a, n);
+	if (c && carry_update(c, src, a, n) != 0)
+		goto out;
+	/* Rows: one per key with a process or exited processes' counters,
+	 * then one per process that has no key (no room, no carry). */
+	for (size_t k = 0; c && k < c->nk; k++) {
+		rowof[k] = SIZE_MAX;
+		if (!c->k[k].exe || (!c->k[k].live && !any_carry(&c->k[k])))
+			continue;
+		rowof[k] = nrows;
+		struct row *r = &rows[nrows++];
+		r->first = SIZE_MAX;
+		r->carry = c->k[k].c;
+		snprintf(r->labels, sizeof r->labels, "exe=\"%s\",cgroup=\"%s\"",
+			 c->k[k].exe, c->k[k].cgroup);
+	}
+	for (size_t i = n; i-- > 0;) {
+		next[i] = SIZE_MAX;
+		size_t r = SIZE_MAX;
+		if (a[i].key != SIZE_MAX)
+			r = rowof[a[i].key];
+		else
+			for (size_t j = 0; j < nrows && r == SIZE_MAX; j++)
+				if (!rows[j].carry && rows[j].first != SIZE_MAX &&
+				    !strcmp(a[rows[j].first].exe, a[i].exe) &&
+				    !strcmp(a[rows[j].first].cgroup, a[i].cgroup))
+					r = j;
+		if (r == SIZE_MAX) {
+			r = nrows++;
+			rows[r].first = SIZE_MAX;
+			snprintf(rows[r].labels, sizeof rows[r].labels,
+				 "exe=\"%s\",cgroup=\"%s\"", a[i].exe, a[i].cgroup);
+		}
+		next[i] = rows[r].first;
+		rows[r].first = i;
+	}
+	/* Each row's stacks merged as prometheus_merge does, withholding
+	 * unnamed frames. */
+	for (size_t r = 0; r < nrows; r++) {
+		struct proc_groups *pg = &rows[r].pg;
+		size_t scap = 0;
+		FOR_MEMBERS(i, &rows[r], next)
+			scap += src[i].m->nstacks;
+		pg->g = calloc(scap ? scap : 1, sizeof *pg->g);
+		if (!pg->g)
+			goto out;
+		FOR_MEMBERS(i, &rows[r], next)
+			if (groups_collect(pg, scap, src[i].m, src[i].s, o, 1) != 0)
+				goto out;
+		groups_finish(pg, o);
+	}
+	rc = write_rows(f, src, rows, nrows, next, 1);
+out:
+	if (rc != 0 && !ferror(f))
+		errno = ENOMEM;
+	if (rows)
+		rows_free(rows, nrows);
+	free(rowof);
+	free(next);
+	free(a);
+	return rc;
 }
 
 int prometheus_write(FILE *f, struct model *m, struct sym *s,
 		     const struct report_opts *o)
 {
-	struct prom_source one = { m, s };
+	struct prom_source one = { m, s, NULL };
 	return prometheus_write_many(f, &one, 1, o);
 }

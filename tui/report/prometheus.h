@@ -6,7 +6,8 @@
  * Metric families, each with its HELP and TYPE lines once, its series
  * grouped (the format requires it):
  *
- *   per process, labels pid, exe (the executable's base name):
+ *   per process, labels pid, exe (the executable's base name), or in
+ *   aggregate (prometheus_write_agg) per exe and cgroup:
  *     ymtop_process_retained_bytes          gauge   (estimate, requested
  *                                                    bytes, malloc family)
  *     ymtop_process_mmap_retained_bytes     gauge   (estimate, the program's
@@ -24,7 +25,8 @@
  *     ymtop_process_dropped_total           counter, label reason
  *                                           (stacks, live, busy, threads,
  *                                           modules)
- *   per stack, labels pid, exe, kind ("malloc" or "mmap"), function,
+ *     ymtop_stack_series_withheld          gauge   (see prometheus_write_agg)
+ *   per stack, labels pid, exe (or exe, cgroup), kind ("malloc" or "mmap"), function,
  *   location ("file:line" of the display frame, or the module's base name
  *   when there is no line); estimates in requested bytes:
  *     ymtop_stack_retained_bytes            gauge
@@ -35,8 +37,9 @@
  * duplicate series.  Only the top N such groups by retained bytes get
  * their own series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed
  * into one series per kind with function="(other)", location="".
- * Cardinality per process is therefore at most N + 2 stack series per
- * family plus 13 process series.  Per process and kind the retained
+ * Cardinality per label set is therefore at most N + 4 stack series per
+ * family (with the "(unresolved)" ones, below) plus 15 process series
+ * and the unseen gauges.  Per label set and kind the retained
  * stack series (each rounded down) add up to no more than the process
  * series (ymtop_process_retained_bytes for malloc,
  * ymtop_process_mmap_retained_bytes for mmap); the estimates being whole
@@ -57,10 +60,13 @@
 #define PROM_TOP_DEFAULT 50
 #define PROM_LABEL_MAX   200
 
-/* One process to write: its model and its symbolizer. */
+/* One process to write: its model, its symbolizer and, for the
+ * aggregate writer, its cgroup (NULL: read from /proc/PID/cgroup while
+ * the process runs, proc_cgroup; "" when unknown). */
 struct prom_source {
 	struct model *m;
 	struct sym   *s;
+	const char   *cgroup;
 };
 
 /* Write n processes as one exposition.  0, or -1 when writing failed or
@@ -78,11 +84,47 @@ struct prom_group {
 	char    *function, *location;   /* escaped label values, owned */
 	uint32_t kind;                  /* YM_KIND_MALLOC or YM_KIND_MMAP */
 	double   retained, allocated;
+	int      withheld;              /* the exporter's: 0 in these */
 };
 int prometheus_merge(const struct prom_source *src, size_t n,
 		     const struct report_opts *o, struct prom_group **out,
 		     size_t *nout);
 void prometheus_merge_free(struct prom_group *g, size_t n);
+
+/* Aggregate: the series of the processes sharing an executable (base
+ * name) and a cgroup summed into one, labels exe and cgroup and no pid,
+ * so that programs whose pids churn (a PostgreSQL backend per
+ * connection, recycled workers) keep a bounded set of series.  Stack
+ * series are merged as prometheus_merge does, top N per group.
+ *
+ * Counters stay counters across exits: carry (the scrape loop's, from
+ * prom_carry_new) remembers each process's counters at the last write
+ * and adds those of a process that is gone (or restarted: a reused pid,
+ * a counter that went back) to its group's, so that a group's counter
+ * never falls; what a process counted between its last scrape and its
+ * exit is not seen.  Groups are kept while they have a process or
+ * carried counters, at most PROM_CARRY_KEYS (then the first group
+ * without a process gives its slot up: its series end).  With carry NULL
+ * (one write) the counters are the running processes' sums.  The stack
+ * allocation estimates, which carry cannot follow per stack, are a gauge
+ * here (ymtop_stack_allocated_bytes): they fall when a process exits.
+ *
+ * Both writers withhold stack groups whose display frame has no name (an
+ * address "[module+0x...]" while symbols are pending or absent): their
+ * bytes go into function="(unresolved)" (one per kind, not counted in
+ * top N) and their number into ymtop_stack_series_withheld, so that the
+ * stack series still add up to the process series. */
+#define PROM_CARRY_KEYS 4096
+struct prom_carry;
+struct prom_carry *prom_carry_new(void);
+void prom_carry_free(struct prom_carry *c);
+int prometheus_write_agg(FILE *f, const struct prom_source *src, size_t n,
+			 const struct report_opts *o, struct prom_carry *carry);
+/* What prometheus_write_agg does to carry, without writing: for the
+ * scrapes answered per pid, so that an exit between two aggregate
+ * scrapes is still seen.  0, or -1 when out of memory. */
+int prom_carry_update(struct prom_carry *c, const struct prom_source *src,
+		      size_t n);
 
 /* The registry's writer: one process. */
 int prometheus_write(FILE *f, struct model *m, struct sym *s,

@@ -69,6 +69,9 @@ struct server {
 	const struct options *o;
 	struct fleet f;
 	struct webconfig *wc;    /* --web-config, or NULL */
+	/* /metrics in aggregate: the exited processes' counters per
+	 * executable and cgroup, so that those counters never fall. */
+	struct prom_carry *carry;
 };
 
 /* ---- HTTP ---- */
@@ -149,8 +152,14 @@ static void list_processes(const struct server *sv, FILE *f)
 	}
 }
 
+/* /metrics: per executable and cgroup, or with ?per_pid=1 per process. */
 static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 {
+	const char *arg = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+						      "per_pid");
+	if (arg && strcmp(arg, "0") && strcmp(arg, "1"))
+		return text(c, MHD_HTTP_BAD_REQUEST, "per_pid must be 0 or 1\n");
+	int per_pid = arg && !strcmp(arg, "1");
 	struct report_opts ro = { REPORT_PROMETHEUS, sv->o->top, &sv->o->rules,
 				  WEIGHT_RETAINED, SORT_RETAINED };
 	struct prom_source *src = calloc((size_t)sv->f.n + 1, sizeof *src);
@@ -165,7 +174,12 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		free(src);
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	}
-	int ok = prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) == 0;
+	int ok;
+	if (per_pid)
+		ok = prom_carry_update(sv->carry, src, (size_t)sv->f.n) == 0 &&
+		     prometheus_write_many(b.f, src, (size_t)sv->f.n, &ro) == 0;
+	else
+		ok = prometheus_write_agg(b.f, src, (size_t)sv->f.n, &ro, sv->carry) == 0;
 	free(src);
 	/* Agent processes not served (fleet.h): counted, with the reason. */
 	char why[PROM_LABEL_BUF];
@@ -296,6 +310,8 @@ int serve_run(const struct options *o)
 	}
 	if (webconfig_warning(sv.wc, &ss, o->serve, err, sizeof err))
 		fprintf(stderr, "ymtop: %s\n", err);
+	if (!(sv.carry = prom_carry_new()))
+		cli_die(1, "--serve: out of memory");
 	fleet_init(&sv.f, o->children ? o->pid : 0);
 	if (o->pid && !o->children)
 		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
@@ -333,6 +349,8 @@ int serve_run(const struct options *o)
 	}
 	MHD_stop_daemon(d);
 	fleet_free(&sv.f);
+	prom_carry_free(sv.carry);
+	sv.carry = NULL;
 	answer_headers = NULL;
 	webconfig_free(sv.wc);
 	return 0;
