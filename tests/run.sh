@@ -17,8 +17,10 @@ failed=()
 
 count_cmocka() {   # $1 name, $2 output
 	local p f
-	p=$(grep -o '\[  PASSED  \] [0-9]*' <<<"$2" | tail -n1 | grep -o '[0-9]*$')
-	f=$(grep -o '\[  FAILED  \] [0-9]*' <<<"$2" | tail -n1 | grep -o '[0-9]*$')
+	# cmocka's summary lines: "[  PASSED  ] N test(s)." and "[  FAILED  ]
+	# N test(s), listed below:" (the lines after it name the tests).
+	p=$(grep -oE '\[  PASSED  \] [0-9]+ test' <<<"$2" | tail -n1 | grep -oE '[0-9]+')
+	f=$(grep -oE '\[  FAILED  \] [0-9]+ test' <<<"$2" | tail -n1 | grep -oE '[0-9]+')
 	pass=$((pass + ${p:-0}))
 	fail=$((fail + ${f:-0}))
 }

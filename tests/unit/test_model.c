@@ -347,7 +347,8 @@ static void memory_explained(void **state)
 	/* In use (usable bytes) beside retained (requested bytes): the gap
 	 * and what it is made of, memory from before an attach included
 	 * when the agent was injected. */
-	m.snap.hdr.heap.present = YM_HEAP_IN_USE | YM_HEAP_FREE;
+	m.snap.hdr.heap.present = YM_HEAP_IN_USE | YM_HEAP_FREE | YM_HEAP_CALLS;
+	m.snap.hdr.heap.calls = m.snap.totals.alloc_objects + m.snap.totals.free_objects;
 	model_memory(&m, &mm);
 	assert_true(mm.have_gap && mm.gap == (45 << 20) - 6000);
 	assert_non_null(strstr(mm.gap_why, "size-class slack"));

@@ -203,13 +203,14 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 			s->kind = x->kind;
 			s->peak_bytes = (double)x->peak_bytes;
 			s->peak_mono_ns = x->peak_mono_ns;
-			peak_at_least(&s->peak_bytes, &s->peak_mono_ns,
-				      s->retained_bytes, snap->taken_mono_ns);
 		}
 		/* The agent's peak may lag its estimate (segment.h): a peak is
-		 * never shown below the retained bytes beside it. */
+		 * never shown below the retained bytes beside it, and carries
+		 * their samples; its time stays the agent's (the last step
+		 * crossed), else the snapshot's (peak_at_least). */
 		if (s->retained_bytes > s->peak_bytes || s->peak_bytes == 0) {
-			s->peak_bytes = s->retained_bytes;
+			peak_at_least(&s->peak_bytes, &s->peak_mono_ns,
+				      s->retained_bytes, snap->taken_mono_ns);
 			s->peak_samples = s->live_samples;
 		}
 		if (m->marked) {
