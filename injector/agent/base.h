@@ -14,6 +14,24 @@
 #include <stdint.h>
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* An interposed entry point (malloc, mmap, execve...): the agent is built
+ * with -fvisibility=hidden, so only these are seen by the dynamic linker. */
+#define EXPORT __attribute__((visibility("default")))
+
+/* HIDDEN_ALIAS(malloc): hook_malloc, a hidden alias of the exported
+ * malloc, declared where its callers see it (got.h...): calls and
+ * addresses that never go through the agent's own GOT.  gcc warns that
+ * the alias lacks the target's attributes (none matters to a caller),
+ * hence the pragma. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define HIDDEN_ALIAS_NOWARN_ _Pragma("GCC diagnostic ignored \"-Wmissing-attributes\"")
+#else
+#define HIDDEN_ALIAS_NOWARN_
+#endif
+#define HIDDEN_ALIAS(name)                                                \
+	HIDDEN_ALIAS_NOWARN_                                              \
+	__typeof__(hook_##name) hook_##name __attribute__((alias(#name)))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 

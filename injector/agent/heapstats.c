@@ -19,7 +19,6 @@
 #include "seg.h"
 #include "symbols.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef int (*tc_prop_fn)(const char *, size_t *);

@@ -45,7 +45,6 @@
 #include "threads.h"
 #include "unwind.h"
 
-#define EXPORT   __attribute__((visibility("default")))
 #define NOINLINE __attribute__((noinline))
 
 /* ---- Bootstrap: dlsym allocates before we know the real malloc ---- */
@@ -552,11 +551,6 @@ EXPORT void *pvalloc(size_t n)
 /* Hidden names of the entry points (got.h).  The prototypes in got.h
  * lack glibc's malloc attributes on purpose: no optimization may assume
  * anything about the block beyond what the real allocator gives. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(malloc);
 HIDDEN_ALIAS(free);
 HIDDEN_ALIAS(calloc);

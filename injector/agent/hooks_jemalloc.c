@@ -28,7 +28,6 @@
 #include "symbols.h"
 #include "threads.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef void  *(*mallocx_fn)(size_t, int);
 typedef void  *(*rallocx_fn)(void *, size_t, int);
@@ -497,11 +496,6 @@ EXPORT void dallocx(void *p, int flags)
 		j->dallocx(p, flags);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(mallocx);
 HIDDEN_ALIAS(rallocx);
 HIDDEN_ALIAS(xallocx);

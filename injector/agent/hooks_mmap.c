@@ -32,7 +32,6 @@
 #include "threads.h"
 #include "unwind.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
 typedef int   (*munmap_fn)(void *, size_t);
@@ -686,11 +685,6 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	__attribute__((alias("mmap")));
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(mmap);
 HIDDEN_ALIAS(munmap);
 HIDDEN_ALIAS(mremap);
