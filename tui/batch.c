@@ -1,3 +1,7 @@
+/*
+ * batch: reports on a schedule (-b): the loop that takes a snapshot,
+ * writes the chosen formats and sleeps until the next (see batch.h).
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

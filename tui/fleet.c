@@ -1,3 +1,7 @@
+/*
+ * fleet: the processes running the agent that ymtop watches at once, each
+ * with its read-only session, found and dropped by fleet_update (see fleet.h).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,7 @@
+/*
+ * proc: what ymtop reads about a process from /proc, all of it untrusted
+ * and bounded (see proc.h).
+ */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>

@@ -1,3 +1,7 @@
+/*
+ * target: which process to watch and how to reach its segment
+ * (see target.h).
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>

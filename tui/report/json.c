@@ -1,3 +1,6 @@
+/*
+ * json: the report for programs, one JSON object (see json.h).
+ */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>

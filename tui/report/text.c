@@ -1,3 +1,6 @@
+/*
+ * text: the report for people (see text.h).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

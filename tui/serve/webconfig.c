@@ -1,3 +1,7 @@
+/*
+ * webconfig: the exporter's TLS and basic authentication from
+ * node_exporter's web configuration file (see webconfig.h).
+ */
 #include <arpa/inet.h>
 #include <crypt.h>
 #include <errno.h>
