@@ -68,6 +68,21 @@ void agent_utoa(uint64_t v, char *buf) AGENT_HIDDEN;
  * machine). */
 void agent_backoff(uint32_t i) AGENT_HIDDEN;
 
+/* Spin budgets: how many tries (agent_backoff between them: 1024 pauses,
+ * then one sched_yield a try) a taker of a spin lock makes before it gives
+ * up, so that a holder that stopped (a thread stopped by a debugger, a
+ * fork child's copy of a lock held in its parent) never hangs the
+ * program's calls; each caller degrades when it gives up.
+ * AGENT_SPINS_SHORT: a stack's first insert (the sample is dropped and
+ * counted in drop_busy).  AGENT_SPINS: the rest, where giving up costs a
+ * counted drop, a thread without a slot, or a request taken at the next
+ * look.  AGENT_SPINS_LONG: where giving up leaves a figure wrong for a
+ * while: a sampled block's removal (a stale live entry), a resized sample
+ * that must stay tracked, a reset that must empty every stripe. */
+#define AGENT_SPINS_SHORT 20000u
+#define AGENT_SPINS       100000u
+#define AGENT_SPINS_LONG  1000000u
+
 /* len bytes of private zero-filled memory (never in the segment, never
  * the allocator's), or NULL. */
 void *agent_map_private(size_t len) AGENT_HIDDEN;

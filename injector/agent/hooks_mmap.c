@@ -135,7 +135,7 @@ static int maps_add(uint64_t start, uint64_t end, const struct ym_live *e)
 
 static int maps_take(void)
 {
-	for (uint32_t i = 0; i < 100000; i++) {
+	for (uint32_t i = 0; i < AGENT_SPINS; i++) {
 		if (!__atomic_exchange_n(&maps_lock, 1, __ATOMIC_ACQUIRE))
 			return 1;
 		agent_backoff(i);

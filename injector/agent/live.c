@@ -583,7 +583,7 @@ int live_reset(void)
 	uint32_t n = 1u << stripe_log, taken;
 	uint64_t seq[YM_LIMIT_STRIPES];
 	for (taken = 0; taken < n; taken++)
-		if (!(seq[taken] = stripe_lock(&stripes[taken], 1000000)))
+		if (!(seq[taken] = stripe_lock(&stripes[taken], AGENT_SPINS_LONG)))
 			break;
 	int all = taken == n;
 	if (all) {

@@ -136,7 +136,7 @@ static struct ym_thread *slot_claim(uint32_t tid)
 {
 	struct ym_header *h = hdr;
 	struct ym_thread *s = NULL;
-	if (!table_lock(100000))
+	if (!table_lock(AGENT_SPINS))
 		return NULL;
 	uint64_t used = h->threads_used;
 	if (used < max_threads) {
