@@ -6,19 +6,20 @@
  *   fast_limit: a reader lowers it to ask for heap statistics), two
  *   counter bumps in this thread's own cache line (objects, requested
  *   bytes) and the byte countdown charged with the request (sample.h says
- *   why that is unbiased), then a tail call to the real malloc: 13
- *   instructions, no frame, nothing after the call.  The block it returns
+ *   why that is unbiased), then a tail call to the real malloc: no
+ *   frame, nothing after the call.  The block it returns
  *   is never read at sampling rates above 1 (man/ymagent.7: allocated
  *   usable bytes are counted in exact mode only).
  *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
  *   blocks, possible samples, every block under another allocator), one
- *   counter bump, then a tail call: 15 instructions.  The freed block is
+ *   counter bump, then a tail call.  The freed block is
  *   never read at sampling rates above 1 (man/ymagent.7: freed bytes are
  *   counted in exact mode only).
  *
- * (Counts of the release build, written beside each function; recount
- * after any change there: objdump -d --disassemble=free libymagent.so.
- * Check builds add the YM_ASSERTs, release builds nothing.)
+ * (Instruction counts of the release build, gcc on x86-64, are written
+ * beside each function and only there; tests/integration/test_fastpath.py
+ * counts them in build/libymagent.so and fails when they differ.  Check
+ * builds add the YM_ASSERTs, release builds nothing.)
  *
  * No lock, no atomic read-modify-write, no syscall.  Anything else (first
  * call, nested call, no slot yet, due sample, giant request, filter hit)
@@ -229,13 +230,13 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 	return p;
 }
 
-/* Fast path, measured (objdump -d --disassemble=malloc on the release
- * libymagent.so, x86-64, gcc 12 -O2): 13 instructions ending in a tail
- * call to the real malloc (no frame, nothing after the call), two tests:
- * the TLS gate word and the giant compare through agent_fast_limit (8),
- * two counter adds (2), the countdown (2), the jump (1).  34 with one call
- * before the countdown took the request instead of the usable size read
- * after the call (BENCHMARKS.md, issue 18).  A failed call under the giant
+/* Fast path: 13 instructions ending in a tail call to the real malloc
+ * (no frame, nothing after the call), two tests: the TLS gate word and
+ * the giant compare through agent_fast_limit (8), two counter adds (2),
+ * the countdown (2), the jump (1).  The countdown is charged with the
+ * request, known before the call, so that nothing is left to do after it
+ * (sample.h; a usable size read after the call costs a frame and a call:
+ * BENCHMARKS.md).  A failed call under the giant
  * threshold stays counted when sampling (exact mode, where every call
  * takes malloc_due, uncounts it). */
 EXPORT void *malloc(size_t n)
@@ -274,12 +275,11 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 	agent_next.free(p);
 }
 
-/* Fast path, measured as malloc's: 15 instructions ending in a tail
- * call (no frame), two tests: the TLS gate word (4), one bit of the gate
- * (9), one counter add (1), the jump to the real free (1).  The freed
- * block is never touched: its header was the one likely cache miss of
- * the old fast path (0.10-0.14x of the allocation benchmarks with the
- * usable-size read and the freed-bytes add, 23 instructions with them;
+/* Fast path: 15 instructions ending in a tail call (no frame), two
+ * tests: the TLS gate word (4), one bit of the gate (9), one counter add
+ * (1), the jump to the real free (1).  The freed block is never touched:
+ * its header would be the one likely cache miss of a free (reading its
+ * usable size cost 0.10-0.14x of the allocation benchmarks;
  * BENCHMARKS.md).  The fast
  * path runs only at sampling rates above 1 (exact mode gates every free
  * to free_other, which counts the bytes). */
@@ -327,9 +327,9 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 17 instructions ending in a tail call (44 with one call
- * before): malloc's, with the overflow-checked multiply.  A failed call under the giant
- * threshold stays counted when sampling (exact mode uncounts it). */
+/* Fast path: 17 instructions ending in a tail call: malloc's, with the
+ * overflow-checked multiply.  A failed call under the giant threshold
+ * stays counted when sampling (exact mode uncounts it). */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
@@ -415,15 +415,14 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 	return NULL;
 }
 
-/* Fast path, measured as malloc's: 64 instructions to ret (65 before the
- * allocated-bytes add went, 66 before the freed-bytes add), one call: the
- * TLS gate word, one bit of the gate
+/* Fast path: 64 instructions to ret, one call: the TLS gate word, one
+ * bit of the gate
  * (which is set for NULL, bootstrap blocks and possible samples, and
  * everywhere when filter_all: so the block is glibc's and not sampled,
  * the gate invariant of live.h), the old usable size (for the countdown:
  * the block is the caller's, its header hot), three counter bumps, the
  * real call, the new usable size and the countdown charged with the
- * growth of the usable size (sample.h: realloc keeps issue 16's rule). */
+ * growth of the usable size (sample.h says why the growth). */
 EXPORT void *realloc(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
