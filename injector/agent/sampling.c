@@ -88,9 +88,9 @@ static void poll_control(int calls_out)
  * more after its previous look: a request (rate, pause, reset; heap
  * statistics also through fast_limit, heapstats.h) is taken within a
  * millisecond by a busy thread, at a later sample by a quiet one.
- * Reading it at every sample cost 0.02-0.06x of mixed2 (BENCHMARKS.md,
- * issue 18): its lines, shared with the readers, had been evicted by the
- * program's own memory traffic between two samples. */
+ * Reading it at every sample costs 0.02-0.06x of mixed2 (BENCHMARKS.md):
+ * its lines, shared with the readers, are evicted by the program's own
+ * memory traffic between two samples. */
 #define POLL_INTERVAL_NS 1000000ULL
 
 static inline __attribute__((always_inline)) uint64_t
