@@ -92,7 +92,7 @@ int hooks_boot_block(const void *p)
 /* The thread's slot when this call may take the fast path, else NULL. */
 static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 {
-	struct ym_thread *s = t->fast;
+	struct ym_thread *s = thread_fast(t);
 	/* The giant threshold, in the control block: a reader lowers it to
 	 * ask for the allocator's statistics (heapstats.h). */
 	return likely(n < __atomic_load_n(agent_fast_limit, __ATOMIC_RELAXED)) ?
@@ -286,7 +286,7 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 EXPORT void free(void *p)
 {
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = t->fast;
+	struct ym_thread *s = thread_fast(t);
 	if (unlikely(s == NULL)) {
 		free_slow(t, p);
 		return;
@@ -327,15 +327,16 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 17 instructions ending in a tail call: malloc's, with the
+/* Fast path: 16 instructions ending in a tail call: malloc's, with the
  * overflow-checked multiply.  A failed call under the giant threshold
  * stays counted when sampling (exact mode uncounts it). */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
 	size_t n;
+	/* The real calloc fails it; the giant path sees it. */
 	if (__builtin_mul_overflow(a, b, &n))
-		n = SIZE_MAX;   /* the real calloc fails it; giant path sees it */
+		return calloc_slow(t, a, b, SIZE_MAX);
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return calloc_slow(t, a, b, n);

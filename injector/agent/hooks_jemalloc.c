@@ -292,7 +292,7 @@ _Static_assert(sizeof(struct je_fns) == JE_N * sizeof(void *), "je_fns");
  * (inside the agent, before the malloc family is resolved, passive). */
 static int je_counting(struct agent_tls *t)
 {
-	if (likely(t->fast != NULL))
+	if (likely(thread_fast(t) != NULL))
 		return 1;
 	if (t->guard || !__atomic_load_n(&agent_next.resolved, __ATOMIC_ACQUIRE))
 		return 0;

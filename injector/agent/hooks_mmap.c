@@ -483,7 +483,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		return p;
 	uint64_t n = page_up(len);
 	/* Before the segment, or a thread's first call: it waits (pend). */
-	if (unlikely(t->fast == NULL || !agent_active())) {
+	if (unlikely(thread_fast(t) == NULL || !agent_active())) {
 		pend_mapping(t, p, n);
 		return p;
 	}

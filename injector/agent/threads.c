@@ -191,7 +191,7 @@ static void thread_exit(void *arg)
 		__atomic_store_n(&t->slot->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
 	}
 	t->slot = NULL;
-	t->fast = NULL;
+	thread_fast_set(t, NULL);
 	t->pre = 0;
 	t->state = TLS_DEAD;
 	agent_guard_leave(t);
@@ -223,7 +223,7 @@ static void pre_adopt(struct agent_tls *t)
 	struct pre *e = &pre[t->pre - 1];
 	struct ym_thread *s = __atomic_load_n(&e->handoff, __ATOMIC_ACQUIRE);
 	t->pre = 0;
-	t->fast = NULL;
+	thread_fast_set(t, NULL);
 	if (s == PRE_DROPPED) {
 		t->slot = NULL;
 		t->state = TLS_NEW;
@@ -247,7 +247,7 @@ void threads_pre_sync(struct agent_tls *t)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_RELAXED))
-		__atomic_store_n(&t->fast, NULL, __ATOMIC_RELAXED);
+		thread_fast_set(t, NULL);
 }
 
 /* A pre-slot for t: 1 taken (first: it was the first), 0 none left. */
@@ -323,7 +323,7 @@ int threads_enter(struct agent_tls *t)
 {
 	if (t->epoch != epoch) {   /* TLS of a pre-fork thread */
 		t->slot = NULL;
-		t->fast = NULL;
+		thread_fast_set(t, NULL);
 		t->pre = 0;
 		t->state = TLS_NEW;
 		t->plane.plane = 0;
@@ -372,7 +372,7 @@ void threads_fork_child(struct agent_tls *t)
 	t->paused = 0;
 	t->forking = 0;
 	t->slot = NULL;
-	t->fast = NULL;
+	thread_fast_set(t, NULL);
 	t->pre = 0;
 	t->state = TLS_NEW;
 	t->plane.plane = 0;
