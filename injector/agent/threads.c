@@ -319,16 +319,22 @@ void threads_drop_pre(void)
 	pre_give_lock();
 }
 
+/* t as a thread of this epoch that has not registered: what a thread
+ * of the parent becomes in a fork child. */
+static void tls_reset(struct agent_tls *t)
+{
+	t->slot = NULL;
+	thread_fast_set(t, NULL);
+	t->pre = 0;
+	t->state = TLS_NEW;
+	t->plane.plane = 0;
+	t->epoch = epoch;
+}
+
 int threads_enter(struct agent_tls *t)
 {
-	if (t->epoch != epoch) {   /* TLS of a pre-fork thread */
-		t->slot = NULL;
-		thread_fast_set(t, NULL);
-		t->pre = 0;
-		t->state = TLS_NEW;
-		t->plane.plane = 0;
-		t->epoch = epoch;
-	}
+	if (t->epoch != epoch)   /* TLS of a pre-fork thread */
+		tls_reset(t);
 	if (unlikely(t->pre) &&
 	    __atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_ACQUIRE)) {
 		pre_adopt(t);
@@ -371,12 +377,7 @@ void threads_fork_child(struct agent_tls *t)
 	t->polled_ns = 0;   /* the child's control block: read it first */
 	t->paused = 0;
 	t->forking = 0;
-	t->slot = NULL;
-	thread_fast_set(t, NULL);
-	t->pre = 0;
-	t->state = TLS_NEW;
-	t->plane.plane = 0;
-	t->epoch = epoch;
+	tls_reset(t);
 	/* The parent's pre-slot and stand-in are the parent's. */
 	memset(pre, 0, sizeof pre);
 	memset(&pre_shared, 0, sizeof pre_shared);
