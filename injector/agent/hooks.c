@@ -43,6 +43,7 @@
 #include "next.h"
 #include "sampling.h"
 #include "seg.h"
+#include "symbols.h"
 #include "threads.h"
 #include "unwind.h"
 
@@ -566,7 +567,7 @@ HIDDEN_ALIAS(pvalloc);
 
 static void real_exit(const char *name, int status)
 {
-	void (*fn)(int) = (void (*)(int))dlsym(RTLD_NEXT, name);
+	void (*fn)(int) = (void (*)(int))sym_forward(name);
 	if (fn)
 		fn(status);
 	syscall(SYS_exit_group, status);
@@ -592,16 +593,13 @@ HIDDEN_ALIAS(_Exit);
 
 /* ---- setuid and its kin: the segment follows the process's owner ---- */
 
-/* The next definition of a rarely called function, found once (dlsym may allocate:
- * under the guard, so that goes to the real allocator). */
+/* The definition a rarely called function forwards to (sym_forward),
+ * found once. */
 static void *next_def(void **cache, const char *name)
 {
 	void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
 	if (!fn) {
-		struct agent_tls *t = &agent_tls;
-		agent_guard_enter(t);
-		fn = dlsym(RTLD_NEXT, name);
-		agent_guard_leave(t);
+		fn = sym_forward(name);
 		__atomic_store_n(cache, fn, __ATOMIC_RELEASE);
 	}
 	return fn;
