@@ -7,14 +7,14 @@
  *   counter bumps in this thread's own cache line (objects, requested
  *   bytes) and the byte countdown charged with the request (sample.h says
  *   why that is unbiased), then a tail call to the real malloc: no
- *   frame, nothing after the call.  The block it returns
- *   is never read at sampling rates above 1 (man/ymagent.7: allocated
- *   usable bytes are counted in exact mode only).
+ *   frame, nothing after the call.  The block it returns is never read
+ *   at sampling rates above 1 (man/ymagent.7: allocated usable bytes are
+ *   counted in exact mode only).
  *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
  *   blocks, possible samples, every block under another allocator), one
- *   counter bump, then a tail call.  The freed block is
- *   never read at sampling rates above 1 (man/ymagent.7: freed bytes are
- *   counted in exact mode only).
+ *   counter bump, then a tail call.  The freed block is never read at
+ *   sampling rates above 1 (man/ymagent.7: freed bytes are counted in
+ *   exact mode only).
  *
  * (Instruction counts of the release build, gcc on x86-64, are written
  * beside each function and only there; tests/integration/test_fastpath.py
