@@ -1,3 +1,7 @@
+/*
+ * batch: reports on a schedule (-b): the loop that takes a snapshot,
+ * writes the chosen formats and sleeps until the next (see batch.h).
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -122,11 +126,9 @@ int batch_run(const struct options *o, pid_t pid)
 	 * nothing yet).  Take a baseline, for the rates, and report once the
 	 * agent has run for the settle time. */
 	struct ym_header h;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = clock_mono_ns();
 	double settle = shm_header_read(&ss.reader, &h, NULL, 0) == 0 ?
-		batch_settle(o, &h, (uint64_t)ts.tv_sec * 1000000000ULL +
-			     (uint64_t)ts.tv_nsec) : 0;
+		batch_settle(o, &h, now) : 0;
 	if (settle > 0) {
 		refresh(&ss, pid);
 		session_wait(&ss, settle);

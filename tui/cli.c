@@ -1,3 +1,7 @@
+/*
+ * cli: ymtop's command line parsed strictly into struct options, and
+ * the one-line exits with their status (see cli.h).
+ */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>

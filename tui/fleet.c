@@ -1,3 +1,7 @@
+/*
+ * fleet: the processes running the agent that ymtop watches at once, each
+ * with its read-only session, found and dropped by fleet_update (see fleet.h).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +10,7 @@
 #include <time.h>
 
 #include "fleet.h"
+#include "proc.h"
 #include "sym/files.h"
 #include "target.h"
 #include "util/clock.h"
@@ -81,21 +86,8 @@ int fleet_find(const struct fleet *f, pid_t pid)
 
 pid_t fleet_ppid(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-	FILE *fp = fopen(path, "re");
-	if (!fp)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, fp);
-	fclose(fp);
-	buf[n] = '\0';
-	/* comm may hold anything, ")" included: the fields follow the last. */
-	char *close = strrchr(buf, ')');
-	char st;
-	long pp;
-	if (!close || sscanf(close + 1, " %c %ld", &st, &pp) != 2 || pp < 0)
-		return 0;
-	return (pid_t)pp;
+	struct proc_stat st;
+	return proc_stat_read(pid, 0, &st) == 0 ? st.ppid : 0;
 }
 
 /* Is pid the root or forked from it (at any depth)? */

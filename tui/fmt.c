@@ -1,3 +1,7 @@
+/*
+ * fmt: numbers as people read them and strings escaped for terminals,
+ * JSON and XML; pure functions into caller buffers (see fmt.h).
+ */
 #include <math.h>
 #include <string.h>
 

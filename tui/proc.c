@@ -1,3 +1,7 @@
+/*
+ * proc: what ymtop reads about a process from /proc, all of it untrusted
+ * and bounded (see proc.h).
+ */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -119,53 +123,85 @@ int proc_rollup(pid_t pid, struct proc_mem *mem)
 	return mem->have_rollup ? 0 : -EPROTO;
 }
 
-int proc_read(pid_t pid, struct proc_info *o)
+int proc_stat_parse(const char *buf, struct proc_stat *st)
 {
-	char path[64], buf[4096];
-	memset(o, 0, sizeof *o);
-	o->pid = pid;
-	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-	ssize_t n = read_small(path, buf, sizeof buf);
-	if (n < 0)
-		return n == -ENOENT ? -ENOENT : (int)n;
-	/* comm is between the first '(' and the last ')'. */
-	char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+	memset(st, 0, sizeof *st);
+	st->exit_code = -1;
+	const char *l = strchr(buf, '('), *r = strrchr(buf, ')');
 	if (!l || !r || r < l)
 		return -EPROTO;
 	size_t cl = (size_t)(r - l - 1);
-	if (cl >= sizeof o->comm)
-		cl = sizeof o->comm - 1;
-	memcpy(o->comm, l + 1, cl);
-	o->comm[cl] = '\0';
+	if (cl >= sizeof st->comm)
+		cl = sizeof st->comm - 1;
+	memcpy(st->comm, l + 1, cl);
+	st->comm[cl] = '\0';
 	const char *p = r + 1;
-	/* Fields 3..21 then 9 = flags, 22 = starttime, 24 = rss (pages),
-	 * 52 = exit_code (Linux 3.5). */
-	o->exit_code = -1;
 	for (int f = 3; f <= 52 && *p; f++) {
 		while (*p == ' ')
 			p++;
 		if (f == 3)
-			o->state = *p;
+			st->state = *p;
+		if (f == 4 && *p >= '0' && *p <= '9') {
+			uint64_t v = parse_u64(&p);
+			st->ppid = v <= INT32_MAX ? (pid_t)v : 0;
+			continue;
+		}
 		if (f == 9) {
-			o->kthread = (parse_u64(&p) & PROC_PF_KTHREAD) != 0;
+			st->kthread = (parse_u64(&p) & PROC_PF_KTHREAD) != 0;
 			continue;
 		}
 		if (f == 22) {
-			o->start_ticks = parse_u64(&p);
+			st->start_ticks = parse_u64(&p);
 			continue;
 		}
 		if (f == 24) {
-			o->rss_bytes = parse_u64(&p) * (uint64_t)sysconf(_SC_PAGESIZE);
+			st->rss_pages = parse_u64(&p);
 			continue;
 		}
 		if (f == 52 && *p >= '0' && *p <= '9') {
 			uint64_t v = parse_u64(&p);
-			o->exit_code = v <= 0xffff ? (int)v : -1;
+			st->exit_code = v <= 0xffff ? (int)v : -1;
 			continue;
 		}
 		while (*p && *p != ' ')
 			p++;
 	}
+	return 0;
+}
+
+int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
+{
+	char path[96], buf[4096];
+	if (tid)
+		snprintf(path, sizeof path, "/proc/%ld/task/%ld/stat",
+			 (long)pid, (long)tid);
+	else
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	ssize_t n = read_small(path, buf, sizeof buf);
+	if (n < 0) {
+		memset(st, 0, sizeof *st);
+		st->exit_code = -1;
+		return (int)n;
+	}
+	return proc_stat_parse(buf, st);
+}
+
+int proc_read(pid_t pid, struct proc_info *o)
+{
+	char path[64], buf[4096];
+	memset(o, 0, sizeof *o);
+	o->pid = pid;
+	struct proc_stat st;
+	int rc = proc_stat_read(pid, 0, &st);
+	if (rc < 0)
+		return rc;
+	_Static_assert(sizeof o->comm == sizeof st.comm, "comm");
+	memcpy(o->comm, st.comm, sizeof o->comm);
+	o->state = st.state;
+	o->kthread = st.kthread;
+	o->start_ticks = st.start_ticks;
+	o->rss_bytes = st.rss_pages * (uint64_t)sysconf(_SC_PAGESIZE);
+	o->exit_code = st.exit_code;
 	o->tgid = o->nspid = pid;
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
 	if (read_small(path, buf, sizeof buf) > 0) {

@@ -45,6 +45,28 @@ struct proc_info {
 /* 0 on success; -ENOENT when there is no such process. */
 int proc_read(pid_t pid, struct proc_info *out);
 
+/* The fields ymtop uses of a process's or a thread's stat file
+ * (proc(5)); the one parser of them (proc_read, fleet_ppid, the
+ * injector's choice of a thread). */
+struct proc_stat {
+	char     comm[64];      /* field 2, without its parentheses */
+	char     state;         /* field 3; 0 when absent */
+	pid_t    ppid;          /* field 4; 0 when absent */
+	int      kthread;       /* field 9 has PF_KTHREAD */
+	uint64_t start_ticks;   /* field 22 */
+	uint64_t rss_pages;     /* field 24 */
+	int      exit_code;     /* field 52 (Linux 3.5); -1 when absent */
+};
+
+/* Parse the text of a stat file.  comm may hold anything, ')' and spaces
+ * included: it runs from the first '(' to the last ')', and the numbered
+ * fields follow.  0, or -EPROTO when there are no parentheses. */
+int proc_stat_parse(const char *text, struct proc_stat *st);
+
+/* /proc/PID/stat (tid 0) or /proc/PID/task/TID/stat, parsed: 0, -errno
+ * of the read (-ENOENT: no such process), or -EPROTO. */
+int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st);
+
 /* How long the process has run, in seconds (its start time against the
  * boot clock); 0 when unknown. */
 double proc_age_s(const struct proc_info *pi);

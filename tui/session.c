@@ -1,3 +1,7 @@
+/*
+ * session: one watched process: its reader, model and symbolizer, and the
+ * snapshot -> facts -> model sequence (see session.h).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,7 @@
+/*
+ * target: which process to watch and how to reach its segment
+ * (see target.h).
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -23,6 +27,7 @@
 #include "proc.h"
 #include "stale.h"
 #include "target.h"
+#include "util/clock.h"
 
 #ifndef YM_LIBDIR
 #define YM_LIBDIR "/usr/local/lib/ymtop"
@@ -352,8 +357,7 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 				why, sizeof why) != 0)
 		cli_die(1, "%s", why);
 	int bring = check_agent_visible(pid, agent);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = clock_mono_s();
 	int ir = inject_agent(pid, agent, bring, &res, why, sizeof why);
 	if (ir < 0) {
 		/* Another ymtop may have injected it meanwhile: then attach. */
@@ -378,7 +382,7 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	if (rc == -ENOENT)
 		cli_die(1, "process %ld (%s) loaded the agent but created no segment: %s",
 			(long)pid, fmt_vis(pi->comm, vis, sizeof vis), shm_dir_trouble(pid));
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double t1 = clock_mono_s();
 	if (getenv("YM_INJECT_VERBOSE") && ir == 1)
 		fprintf(stderr, "ymtop: another ymtop loaded the agent into process "
 			"%ld meanwhile\n", (long)pid);
@@ -386,8 +390,7 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		fprintf(stderr, "ymtop: loaded %s into process %ld: thread %ld paused "
 			"%.2f ms (%d stops), segment after %.2f ms\n", agent, (long)pid,
 			(long)res.tid, res.pause_ms, res.attempts,
-			(double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-			(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+			(t1 - t0) * 1e3);
 	return rc;
 }
 

@@ -14,6 +14,24 @@
 #include <stdint.h>
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* An interposed entry point (malloc, mmap, execve...): the agent is built
+ * with -fvisibility=hidden, so only these are seen by the dynamic linker. */
+#define EXPORT __attribute__((visibility("default")))
+
+/* HIDDEN_ALIAS(malloc): hook_malloc, a hidden alias of the exported
+ * malloc, declared where its callers see it (got.h...): calls and
+ * addresses that never go through the agent's own GOT.  gcc warns that
+ * the alias lacks the target's attributes (none matters to a caller),
+ * hence the pragma. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define HIDDEN_ALIAS_NOWARN_ _Pragma("GCC diagnostic ignored \"-Wmissing-attributes\"")
+#else
+#define HIDDEN_ALIAS_NOWARN_
+#endif
+#define HIDDEN_ALIAS(name)                                                \
+	HIDDEN_ALIAS_NOWARN_                                              \
+	__typeof__(hook_##name) hook_##name __attribute__((alias(#name)))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -49,6 +67,21 @@ void agent_utoa(uint64_t v, char *buf) AGENT_HIDDEN;
  * spin well past that before a yield (a system call, dear on a virtual
  * machine). */
 void agent_backoff(uint32_t i) AGENT_HIDDEN;
+
+/* Spin budgets: how many tries (agent_backoff between them: 1024 pauses,
+ * then one sched_yield a try) a taker of a spin lock makes before it gives
+ * up, so that a holder that stopped (a thread stopped by a debugger, a
+ * fork child's copy of a lock held in its parent) never hangs the
+ * program's calls; each caller degrades when it gives up.
+ * AGENT_SPINS_SHORT: a stack's first insert (the sample is dropped and
+ * counted in drop_busy).  AGENT_SPINS: the rest, where giving up costs a
+ * counted drop, a thread without a slot, or a request taken at the next
+ * look.  AGENT_SPINS_LONG: where giving up leaves a figure wrong for a
+ * while: a sampled block's removal (a stale live entry), a resized sample
+ * that must stay tracked, a reset that must empty every stripe. */
+#define AGENT_SPINS_SHORT 20000u
+#define AGENT_SPINS       100000u
+#define AGENT_SPINS_LONG  1000000u
 
 /* len bytes of private zero-filled memory (never in the segment, never
  * the allocator's), or NULL. */

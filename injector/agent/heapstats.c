@@ -19,7 +19,6 @@
 #include "seg.h"
 #include "symbols.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef int (*tc_prop_fn)(const char *, size_t *);
@@ -385,7 +384,7 @@ typedef void (*malloc_stats_fn)(void);
 
 EXPORT int malloc_info(int options, FILE *fp)
 {
-	malloc_info_fn f = (malloc_info_fn)dlsym(RTLD_NEXT, "malloc_info");
+	malloc_info_fn f = (malloc_info_fn)sym_forward("malloc_info");
 	if (!f)
 		return -1;
 	__atomic_add_fetch(&in_stats_print, 1, __ATOMIC_ACQ_REL);
@@ -396,7 +395,7 @@ EXPORT int malloc_info(int options, FILE *fp)
 
 EXPORT void malloc_stats(void)
 {
-	malloc_stats_fn f = (malloc_stats_fn)dlsym(RTLD_NEXT, "malloc_stats");
+	malloc_stats_fn f = (malloc_stats_fn)sym_forward("malloc_stats");
 	if (!f)
 		return;
 	__atomic_add_fetch(&in_stats_print, 1, __ATOMIC_ACQ_REL);

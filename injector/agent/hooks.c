@@ -6,19 +6,20 @@
  *   fast_limit: a reader lowers it to ask for heap statistics), two
  *   counter bumps in this thread's own cache line (objects, requested
  *   bytes) and the byte countdown charged with the request (sample.h says
- *   why that is unbiased), then a tail call to the real malloc: 13
- *   instructions, no frame, nothing after the call.  The block it returns
- *   is never read at sampling rates above 1 (man/ymagent.7: allocated
- *   usable bytes are counted in exact mode only).
+ *   why that is unbiased), then a tail call to the real malloc: no
+ *   frame, nothing after the call.  The block it returns is never read
+ *   at sampling rates above 1 (man/ymagent.7: allocated usable bytes are
+ *   counted in exact mode only).
  *   free:   the TLS load, one bit of the 4 KiB gate (NULL, bootstrap
  *   blocks, possible samples, every block under another allocator), one
- *   counter bump, then a tail call: 15 instructions.  The freed block is
- *   never read at sampling rates above 1 (man/ymagent.7: freed bytes are
- *   counted in exact mode only).
+ *   counter bump, then a tail call.  The freed block is never read at
+ *   sampling rates above 1 (man/ymagent.7: freed bytes are counted in
+ *   exact mode only).
  *
- * (Counts of the release build, written beside each function; recount
- * after any change there: objdump -d --disassemble=free libymagent.so.
- * Check builds add the YM_ASSERTs, release builds nothing.)
+ * (Instruction counts of the release build, gcc on x86-64, are written
+ * beside each function and only there; tests/integration/test_fastpath.py
+ * counts them in build/libymagent.so and fails when they differ.  Check
+ * builds add the YM_ASSERTs, release builds nothing.)
  *
  * No lock, no atomic read-modify-write, no syscall.  Anything else (first
  * call, nested call, no slot yet, due sample, giant request, filter hit)
@@ -42,10 +43,10 @@
 #include "next.h"
 #include "sampling.h"
 #include "seg.h"
+#include "symbols.h"
 #include "threads.h"
 #include "unwind.h"
 
-#define EXPORT   __attribute__((visibility("default")))
 #define NOINLINE __attribute__((noinline))
 
 /* ---- Bootstrap: dlsym allocates before we know the real malloc ---- */
@@ -92,7 +93,7 @@ int hooks_boot_block(const void *p)
 /* The thread's slot when this call may take the fast path, else NULL. */
 static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 {
-	struct ym_thread *s = t->fast;
+	struct ym_thread *s = thread_fast(t);
 	/* The giant threshold, in the control block: a reader lowers it to
 	 * ask for the allocator's statistics (heapstats.h). */
 	return likely(n < __atomic_load_n(agent_fast_limit, __ATOMIC_RELAXED)) ?
@@ -230,13 +231,13 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 	return p;
 }
 
-/* Fast path, measured (objdump -d --disassemble=malloc on the release
- * libymagent.so, x86-64, gcc 12 -O2): 13 instructions ending in a tail
- * call to the real malloc (no frame, nothing after the call), two tests:
- * the TLS gate word and the giant compare through agent_fast_limit (8),
- * two counter adds (2), the countdown (2), the jump (1).  34 with one call
- * before the countdown took the request instead of the usable size read
- * after the call (BENCHMARKS.md, issue 18).  A failed call under the giant
+/* Fast path: 13 instructions ending in a tail call to the real malloc
+ * (no frame, nothing after the call), two tests: the TLS gate word and
+ * the giant compare through agent_fast_limit (8), two counter adds (2),
+ * the countdown (2), the jump (1).  The countdown is charged with the
+ * request, known before the call, so that nothing is left to do after it
+ * (sample.h; a usable size read after the call costs a frame and a call:
+ * BENCHMARKS.md).  A failed call under the giant
  * threshold stays counted when sampling (exact mode, where every call
  * takes malloc_due, uncounts it). */
 EXPORT void *malloc(size_t n)
@@ -275,19 +276,18 @@ static NOINLINE void free_slow(struct agent_tls *t, void *p)
 	agent_next.free(p);
 }
 
-/* Fast path, measured as malloc's: 15 instructions ending in a tail
- * call (no frame), two tests: the TLS gate word (4), one bit of the gate
- * (9), one counter add (1), the jump to the real free (1).  The freed
- * block is never touched: its header was the one likely cache miss of
- * the old fast path (0.10-0.14x of the allocation benchmarks with the
- * usable-size read and the freed-bytes add, 23 instructions with them;
+/* Fast path: 15 instructions ending in a tail call (no frame), two
+ * tests: the TLS gate word (4), one bit of the gate (9), one counter add
+ * (1), the jump to the real free (1).  The freed block is never touched:
+ * its header would be the one likely cache miss of a free (reading its
+ * usable size cost 0.10-0.14x of the allocation benchmarks;
  * BENCHMARKS.md).  The fast
  * path runs only at sampling rates above 1 (exact mode gates every free
  * to free_other, which counts the bytes). */
 EXPORT void free(void *p)
 {
 	struct agent_tls *t = &agent_tls;
-	struct ym_thread *s = t->fast;
+	struct ym_thread *s = thread_fast(t);
 	if (unlikely(s == NULL)) {
 		free_slow(t, p);
 		return;
@@ -328,15 +328,16 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 17 instructions ending in a tail call (44 with one call
- * before): malloc's, with the overflow-checked multiply.  A failed call under the giant
- * threshold stays counted when sampling (exact mode uncounts it). */
+/* Fast path: 16 instructions ending in a tail call: malloc's, with the
+ * overflow-checked multiply.  A failed call under the giant threshold
+ * stays counted when sampling (exact mode uncounts it). */
 EXPORT void *calloc(size_t a, size_t b)
 {
 	struct agent_tls *t = &agent_tls;
 	size_t n;
+	/* The real calloc fails it; the giant path sees it. */
 	if (__builtin_mul_overflow(a, b, &n))
-		n = SIZE_MAX;   /* the real calloc fails it; giant path sees it */
+		return calloc_slow(t, a, b, SIZE_MAX);
 	struct ym_thread *s = fast_slot(t, n);
 	if (unlikely(s == NULL))
 		return calloc_slow(t, a, b, n);
@@ -416,15 +417,14 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 	return NULL;
 }
 
-/* Fast path, measured as malloc's: 64 instructions to ret (65 before the
- * allocated-bytes add went, 66 before the freed-bytes add), one call: the
- * TLS gate word, one bit of the gate
+/* Fast path: 64 instructions to ret, one call: the TLS gate word, one
+ * bit of the gate
  * (which is set for NULL, bootstrap blocks and possible samples, and
  * everywhere when filter_all: so the block is glibc's and not sampled,
  * the gate invariant of live.h), the old usable size (for the countdown:
  * the block is the caller's, its header hot), three counter bumps, the
  * real call, the new usable size and the countdown charged with the
- * growth of the usable size (sample.h: realloc keeps issue 16's rule). */
+ * growth of the usable size (sample.h says why the growth). */
 EXPORT void *realloc(void *p, size_t n)
 {
 	struct agent_tls *t = &agent_tls;
@@ -552,11 +552,6 @@ EXPORT void *pvalloc(size_t n)
 /* Hidden names of the entry points (got.h).  The prototypes in got.h
  * lack glibc's malloc attributes on purpose: no optimization may assume
  * anything about the block beyond what the real allocator gives. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(malloc);
 HIDDEN_ALIAS(free);
 HIDDEN_ALIAS(calloc);
@@ -572,7 +567,7 @@ HIDDEN_ALIAS(pvalloc);
 
 static void real_exit(const char *name, int status)
 {
-	void (*fn)(int) = (void (*)(int))dlsym(RTLD_NEXT, name);
+	void (*fn)(int) = (void (*)(int))sym_forward(name);
 	if (fn)
 		fn(status);
 	syscall(SYS_exit_group, status);
@@ -598,16 +593,13 @@ HIDDEN_ALIAS(_Exit);
 
 /* ---- setuid and its kin: the segment follows the process's owner ---- */
 
-/* The next definition of a rarely called function, found once (dlsym may allocate:
- * under the guard, so that goes to the real allocator). */
+/* The definition a rarely called function forwards to (sym_forward),
+ * found once. */
 static void *next_def(void **cache, const char *name)
 {
 	void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
 	if (!fn) {
-		struct agent_tls *t = &agent_tls;
-		agent_guard_enter(t);
-		fn = dlsym(RTLD_NEXT, name);
-		agent_guard_leave(t);
+		fn = sym_forward(name);
 		__atomic_store_n(cache, fn, __ATOMIC_RELEASE);
 	}
 	return fn;

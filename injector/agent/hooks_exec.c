@@ -14,7 +14,6 @@
 #include "symbols.h"
 #include "threads.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
@@ -128,11 +127,6 @@ EXPORT int execle(const char *path, const char *arg, ...)
 	return hook_execve(path, argv, envp);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(execve);
 HIDDEN_ALIAS(execv);
 HIDDEN_ALIAS(execvp);

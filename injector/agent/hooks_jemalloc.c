@@ -28,7 +28,6 @@
 #include "symbols.h"
 #include "threads.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef void  *(*mallocx_fn)(size_t, int);
 typedef void  *(*rallocx_fn)(void *, size_t, int);
@@ -293,7 +292,7 @@ _Static_assert(sizeof(struct je_fns) == JE_N * sizeof(void *), "je_fns");
  * (inside the agent, before the malloc family is resolved, passive). */
 static int je_counting(struct agent_tls *t)
 {
-	if (likely(t->fast != NULL))
+	if (likely(thread_fast(t) != NULL))
 		return 1;
 	if (t->guard || !__atomic_load_n(&agent_next.resolved, __ATOMIC_ACQUIRE))
 		return 0;
@@ -497,11 +496,6 @@ EXPORT void dallocx(void *p, int flags)
 		j->dallocx(p, flags);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(mallocx);
 HIDDEN_ALIAS(rallocx);
 HIDDEN_ALIAS(xallocx);

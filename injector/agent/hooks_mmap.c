@@ -32,7 +32,6 @@
 #include "threads.h"
 #include "unwind.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
 typedef int   (*munmap_fn)(void *, size_t);
@@ -136,7 +135,7 @@ static int maps_add(uint64_t start, uint64_t end, const struct ym_live *e)
 
 static int maps_take(void)
 {
-	for (uint32_t i = 0; i < 100000; i++) {
+	for (uint32_t i = 0; i < AGENT_SPINS; i++) {
 		if (!__atomic_exchange_n(&maps_lock, 1, __ATOMIC_ACQUIRE))
 			return 1;
 		agent_backoff(i);
@@ -484,7 +483,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		return p;
 	uint64_t n = page_up(len);
 	/* Before the segment, or a thread's first call: it waits (pend). */
-	if (unlikely(t->fast == NULL || !agent_active())) {
+	if (unlikely(thread_fast(t) == NULL || !agent_active())) {
 		pend_mapping(t, p, n);
 		return p;
 	}
@@ -686,11 +685,6 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	__attribute__((alias("mmap")));
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmissing-attributes"
-#endif
-#define HIDDEN_ALIAS(name) __typeof__(hook_##name) hook_##name \
-	__attribute__((alias(#name)))
 HIDDEN_ALIAS(mmap);
 HIDDEN_ALIAS(munmap);
 HIDDEN_ALIAS(mremap);

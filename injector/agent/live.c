@@ -48,16 +48,21 @@ static uint32_t  heads_log;
 static uint8_t   hlog[YM_LIVE_STRIPES];
 
 /* One word of the gate from the live and pinned bits.  Its writers are
- * serialized (the lock, or a single thread at start-up and after fork);
- * frees read it concurrently. */
+ * serialized (the lock, or a single thread at start-up and after fork)
+ * but for live_filter_pin's atomic or; frees read it concurrently: every
+ * access to a gate, live or pin word is atomic (relaxed loads are plain
+ * movs on x86-64). */
 static void gate_update(uint32_t w)
 {
-	uint64_t v = filter_all ? ~0ULL : agent_filter_live[w] | filter_pin[w];
+	uint64_t v = filter_all ? ~0ULL :
+		__atomic_load_n(&agent_filter_live[w], __ATOMIC_RELAXED) |
+		__atomic_load_n(&filter_pin[w], __ATOMIC_RELAXED);
 	/* Every free reads these words: a store of the same value (always,
 	 * when filter_all) would still take the line from the other CPUs. */
 	if (__atomic_load_n(&agent_filter[w], __ATOMIC_RELAXED) != v)
 		__atomic_store_n(&agent_filter[w], v, __ATOMIC_RELEASE);
-	YM_ASSERT(!filter_all || agent_filter[w] == ~0ULL);
+	YM_ASSERT(!filter_all ||
+		  __atomic_load_n(&agent_filter[w], __ATOMIC_RELAXED) == ~0ULL);
 }
 
 void live_filter_pin(const void *p)
@@ -583,7 +588,7 @@ int live_reset(void)
 	uint32_t n = 1u << stripe_log, taken;
 	uint64_t seq[YM_LIMIT_STRIPES];
 	for (taken = 0; taken < n; taken++)
-		if (!(seq[taken] = stripe_lock(&stripes[taken], 1000000)))
+		if (!(seq[taken] = stripe_lock(&stripes[taken], AGENT_SPINS_LONG)))
 			break;
 	int all = taken == n;
 	if (all) {

@@ -7,7 +7,7 @@
  * R = 1 is exact mode: every allocation is recorded with weight s bytes and
  * one object.
  *
- * What is charged (issue 18): an allocation (malloc, calloc, the aligned
+ * What is charged: an allocation (malloc, calloc, the aligned
  * family, realloc(NULL, n)) charges its request s, before the call; a
  * realloc of a block charges the growth of its usable size, after the
  * call.  Charging the request is what lets malloc's fast path end in a
@@ -21,17 +21,16 @@
  * s and E[objects] = 1: the sums over the samples are unbiased estimates
  * of the requested bytes and of the objects live (the same sample would
  * estimate usable bytes without bias with weight u/p(s), u read on the
- * slow path only: the tables weigh requests, as before).  The variance of
+ * slow path only: the tables weigh requests).  The variance of
  * a block's estimate is s^2 (1 - p(s))/p(s), the bound the accuracy tests
  * (tests/integration/test_allocators.py) allow Z deviations of.
  *
  * Reallocs, from (s, u) to (s', u'), moved or in place.  The agent keeps
  * no header, so an unsampled block's old request is known to nobody and
- * a realloc sees only the usable sizes before and after.  The rule is
- * the one the agent had when it charged usable sizes everywhere (issue
- * 16: growth in place within a size class charged nothing and grown
- * blocks showed at 0.15-0.50 of their size when the charge was new
- * request - old usable size):
+ * a realloc sees only the usable sizes before and after, and charges
+ * in usable sizes (charging new request - old usable size would charge
+ * nothing for growth in place within a size class, and grown blocks
+ * would show at 0.15-0.50 of their size):
  *   u' >= u: the countdown is charged the growth u' - u.  An unsampled
  *     block stays unsampled with probability exp(-(u' - u)/R); a sampled
  *     one stays sampled (sample_keep).

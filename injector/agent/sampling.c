@@ -77,7 +77,7 @@ static void poll_control(int calls_out)
 	else if (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) & YM_FLAG_PAUSED)
 		__atomic_fetch_and(&hdr->flags, ~YM_FLAG_PAUSED, __ATOMIC_RELAXED);
 	uint32_t reset = __atomic_load_n(&ctl->reset_seq, __ATOMIC_ACQUIRE);
-	if (reset != seen_reset && table_lock(100000)) {
+	if (reset != seen_reset && table_lock(AGENT_SPINS)) {
 		if (table_reset_counters())
 			seen_reset = reset;
 		table_unlock();
@@ -88,9 +88,9 @@ static void poll_control(int calls_out)
  * more after its previous look: a request (rate, pause, reset; heap
  * statistics also through fast_limit, heapstats.h) is taken within a
  * millisecond by a busy thread, at a later sample by a quiet one.
- * Reading it at every sample cost 0.02-0.06x of mixed2 (BENCHMARKS.md,
- * issue 18): its lines, shared with the readers, had been evicted by the
- * program's own memory traffic between two samples. */
+ * Reading it at every sample costs 0.02-0.06x of mixed2 (BENCHMARKS.md):
+ * its lines, shared with the readers, are evicted by the program's own
+ * memory traffic between two samples. */
 #define POLL_INTERVAL_NS 1000000ULL
 
 static inline __attribute__((always_inline)) uint64_t
@@ -160,7 +160,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
 	struct ym_live e;
 	if (!take(t, p, n, charged, YM_KIND_MALLOC, 1, &e))
 		goto out;
-	int ok = live_insert(&e, t->tid, 100000);
+	int ok = live_insert(&e, t->tid, AGENT_SPINS);
 	if (ok > 0) {
 		table_count_alloc(&e, table_own_counts(&t->plane, e.stack));
 	} else if (ok < 0) {
@@ -213,7 +213,8 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	struct ym_live e;
 	/* Must not give up easily: a missed removal leaves a stale entry
 	 * (repaired when the address is sampled again). */
-	int found = live_remove((uint64_t)(uintptr_t)p, t->tid, &e, 1000000);
+	int found = live_remove((uint64_t)(uintptr_t)p, t->tid, &e,
+				AGENT_SPINS_LONG);
 	if (found)
 		table_count_free(&e, agent_now_ns(),
 				 table_own_counts(&t->plane, e.stack));
@@ -228,7 +229,8 @@ int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)
 		return 0;
 	int found = 0;
 	agent_guard_enter(t);
-	found = live_remove((uint64_t)(uintptr_t)p, t->tid, e, 1000000);
+	found = live_remove((uint64_t)(uintptr_t)p, t->tid, e,
+			    AGENT_SPINS_LONG);
 	agent_guard_leave(t);
 	return found;
 }
@@ -256,7 +258,7 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 	e->addr = (uint64_t)(uintptr_t)q;
 	e->size = n;
 	e->weight_bytes = w;
-	int ok = live_insert(e, t->tid, 1000000);
+	int ok = live_insert(e, t->tid, AGENT_SPINS_LONG);
 	if (ok <= 0) {   /* cannot track it any more: count it gone */
 		table_count_free(e, agent_now_ns(), own);
 		__atomic_fetch_add(&hdr->drop_live, 1, __ATOMIC_RELAXED);

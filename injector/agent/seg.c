@@ -82,7 +82,9 @@ static void read_exe(char *buf, size_t len)
 }
 
 /* Field 22 of /proc/<pid>/stat (pid 0: self): the start time in clock
- * ticks, which tells a reused pid apart; 0 when unreadable. */
+ * ticks, which tells a reused pid apart; 0 when unreadable.  The agent's
+ * own parser: guest code links nothing of ymtop's (tui/proc.c has the
+ * other), and reads without stdio or allocation. */
 static uint64_t read_start_ticks(pid_t pid)
 {
 	char buf[1024], path[40] = "/proc/self/stat";

@@ -248,7 +248,7 @@ void *sym_global(const char *name)
 	if (!h.found || h.defines)
 		return f;
 	/* A canonical PLT entry: its object has the name only as undefined.
-	 * An IFUNC there (SYM_OTHER) is left to the stub, as before. */
+	 * An IFUNC there (SYM_OTHER) is left to the stub: f, dlsym's answer. */
 	struct first_q q = { .name = name, .hash = gnu_hash(name) };
 	loader_iterate(first_cb, &q);
 	return q.out && q.out != SYM_OTHER ? q.out : f;

@@ -222,7 +222,7 @@ uint32_t table_intern_kind(const uint64_t *f, uint32_t depth, uint32_t tid,
 	if (found != UINT32_MAX)
 		return found;
 
-	if (!table_lock(20000)) {
+	if (!table_lock(AGENT_SPINS_SHORT)) {
 		__atomic_fetch_add(&hdr->drop_busy, 1, __ATOMIC_RELAXED);
 		return UINT32_MAX;
 	}

@@ -136,7 +136,7 @@ static struct ym_thread *slot_claim(uint32_t tid)
 {
 	struct ym_header *h = hdr;
 	struct ym_thread *s = NULL;
-	if (!table_lock(100000))
+	if (!table_lock(AGENT_SPINS))
 		return NULL;
 	uint64_t used = h->threads_used;
 	if (used < max_threads) {
@@ -191,7 +191,7 @@ static void thread_exit(void *arg)
 		__atomic_store_n(&t->slot->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
 	}
 	t->slot = NULL;
-	t->fast = NULL;
+	thread_fast_set(t, NULL);
 	t->pre = 0;
 	t->state = TLS_DEAD;
 	agent_guard_leave(t);
@@ -223,7 +223,7 @@ static void pre_adopt(struct agent_tls *t)
 	struct pre *e = &pre[t->pre - 1];
 	struct ym_thread *s = __atomic_load_n(&e->handoff, __ATOMIC_ACQUIRE);
 	t->pre = 0;
-	t->fast = NULL;
+	thread_fast_set(t, NULL);
 	if (s == PRE_DROPPED) {
 		t->slot = NULL;
 		t->state = TLS_NEW;
@@ -247,7 +247,7 @@ void threads_pre_sync(struct agent_tls *t)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_RELAXED))
-		__atomic_store_n(&t->fast, NULL, __ATOMIC_RELAXED);
+		thread_fast_set(t, NULL);
 }
 
 /* A pre-slot for t: 1 taken (first: it was the first), 0 none left. */
@@ -319,16 +319,22 @@ void threads_drop_pre(void)
 	pre_give_lock();
 }
 
+/* t as a thread of this epoch that has not registered: what a thread
+ * of the parent becomes in a fork child. */
+static void tls_reset(struct agent_tls *t)
+{
+	t->slot = NULL;
+	thread_fast_set(t, NULL);
+	t->pre = 0;
+	t->state = TLS_NEW;
+	t->plane.plane = 0;
+	t->epoch = epoch;
+}
+
 int threads_enter(struct agent_tls *t)
 {
-	if (t->epoch != epoch) {   /* TLS of a pre-fork thread */
-		t->slot = NULL;
-		t->fast = NULL;
-		t->pre = 0;
-		t->state = TLS_NEW;
-		t->plane.plane = 0;
-		t->epoch = epoch;
-	}
+	if (t->epoch != epoch)   /* TLS of a pre-fork thread */
+		tls_reset(t);
 	if (unlikely(t->pre) &&
 	    __atomic_load_n(&pre[t->pre - 1].handoff, __ATOMIC_ACQUIRE)) {
 		pre_adopt(t);
@@ -371,12 +377,7 @@ void threads_fork_child(struct agent_tls *t)
 	t->polled_ns = 0;   /* the child's control block: read it first */
 	t->paused = 0;
 	t->forking = 0;
-	t->slot = NULL;
-	t->fast = NULL;
-	t->pre = 0;
-	t->state = TLS_NEW;
-	t->plane.plane = 0;
-	t->epoch = epoch;
+	tls_reset(t);
 	/* The parent's pre-slot and stand-in are the parent's. */
 	memset(pre, 0, sizeof pre);
 	memset(&pre_shared, 0, sizeof pre_shared);

@@ -34,7 +34,13 @@ struct agent_tls {
 	 * may take them (registered, guard 0, not forking), else NULL.
 	 * Invariant: fast == (guard == 0 && state == TLS_OWN && !forking ?
 	 * slot : NULL); only agent_guard_enter/leave, registration, thread
-	 * exit and fork change it. */
+	 * exit and fork change it, and the thread that makes the segment,
+	 * which clears a pre-slot owner's (threads_publish_pre,
+	 * threads_drop_pre: the owner then takes a slow path and adopts its
+	 * slot; threads_pre_sync closes the race with the owner's own store).
+	 * Written by another thread, so every access is a relaxed atomic
+	 * (thread_fast, thread_fast_set): a plain mov on x86-64, the fast
+	 * paths' instructions are a plain load's. */
 	struct ym_thread *fast;
 	int64_t countdown;          /* bytes to the next sample; < 0: due */
 	struct ym_thread *slot;     /* own slot (TLS_OWN) */
@@ -73,6 +79,17 @@ struct agent_tls {
 extern __thread struct agent_tls agent_tls
 	__attribute__((tls_model("initial-exec"))) AGENT_HIDDEN;
 
+/* The fast word (the invariant above), read and written by its thread. */
+static inline struct ym_thread *thread_fast(const struct agent_tls *t)
+{
+	return __atomic_load_n(&t->fast, __ATOMIC_RELAXED);
+}
+
+static inline void thread_fast_set(struct agent_tls *t, struct ym_thread *s)
+{
+	__atomic_store_n(&t->fast, s, __ATOMIC_RELAXED);
+}
+
 /* The thread's own slot when it may count there: fast's, but also while
  * it forks (the slow paths count then). */
 static inline struct ym_thread *thread_own_slot(const struct agent_tls *t)
@@ -86,7 +103,7 @@ void threads_pre_sync(struct agent_tls *t) AGENT_HIDDEN;
 
 static inline void thread_fast_sync(struct agent_tls *t)
 {
-	t->fast = t->forking ? NULL : thread_own_slot(t);
+	thread_fast_set(t, t->forking ? NULL : thread_own_slot(t));
 	if (unlikely(t->pre))
 		threads_pre_sync(t);
 }
@@ -96,7 +113,7 @@ static inline void thread_fast_sync(struct agent_tls *t)
 static inline void agent_guard_enter(struct agent_tls *t)
 {
 	t->guard++;
-	t->fast = NULL;
+	thread_fast_set(t, NULL);
 }
 
 static inline void agent_guard_leave(struct agent_tls *t)

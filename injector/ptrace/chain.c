@@ -6,7 +6,7 @@
  * unwinder.  Words that merely lie on its stack prove nothing: a dead
  * slot of a live frame keeps a stale "_int_malloc+2861" for as long as
  * the thread sleeps, and a scan of the stack refused idle bash and nginx
- * for good (issue 16, item 5).
+ * for good.
  *
  * libdw gets the thread through our own callbacks rather than
  * dwfl_linux_proc_attach: the registers are the ones we already read at

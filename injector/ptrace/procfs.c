@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "ptrace/procfs.h"
 
 /* -errno of a failed call, never 0 (which callers take for success). */
@@ -156,14 +157,12 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 	return n;
 }
 
+/* ymtop's stat parser (tui/proc.h): the injector is linked into ymtop
+ * only. */
 static char task_state(pid_t pid, pid_t tid)
 {
-	char path[96], buf[512];
-	snprintf(path, sizeof path, "/proc/%ld/task/%ld/stat", (long)pid, (long)tid);
-	if (read_small(path, buf, sizeof buf) <= 0)
-		return '?';
-	char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : '?';
+	struct proc_stat st;
+	return proc_stat_read(pid, tid, &st) == 0 && st.state ? st.state : '?';
 }
 
 int inject_list_tids(pid_t pid, pid_t *tids, int max)

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "ptrace/util.h"
+#include "util/clock.h"
 
 void inject_fail(char *err, size_t len, const char *fmt, ...)
 {
@@ -15,9 +16,7 @@ void inject_fail(char *err, size_t len, const char *fmt, ...)
 
 double inject_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return clock_mono_s() * 1e3;
 }
 
 void inject_nap_us(long us)

@@ -12,7 +12,7 @@
 void inject_fail(char *err, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Milliseconds on CLOCK_MONOTONIC. */
+/* Milliseconds on CLOCK_MONOTONIC (ymtop's clock, tui/util/clock.h). */
 double inject_now_ms(void);
 
 /* Sleep us microseconds (an interrupted sleep is not resumed). */

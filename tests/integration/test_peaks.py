@@ -45,8 +45,9 @@ def command(t, line):
 
 
 def control_reset(pid):
-    """What a reader's reset request is (segment.h, Control): bump
-    control.reset_seq; the agent carries it out on its next sample."""
+    """What a reader's reset request is (segment.h, Control; in C,
+    shm_control_reset, tests/unit/test_shm.c): bump control.reset_seq;
+    the agent carries it out on its next sample."""
     with open("/dev/shm/ymtop-%d" % pid, "r+b") as f:
         m = mmap.mmap(f.fileno(), 4096 * 4)
         # header: sections[] after the fixed fields and exe[512] (offset

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -299,6 +301,40 @@ static void planes_summed_until_a_reset(void **state)
 	assert_int_equal(st->life[2].bytes, 0);
 	assert_int_equal(st->alloc_samples, 4);
 	shm_snapshot_free(&snap);
+	seg_free(&s);
+}
+
+/* A reader's requests land in the control block (segment.h, Control):
+ * a reset bumps reset_seq, pause sets pause; a read-only reader may ask
+ * neither. */
+static void control_requests_reach_the_control_block(void **state)
+{
+	(void)state;
+	struct seg s;
+	char err[256] = "", path[64];
+	seg_make(&s, 8);
+	struct ym_control *c = (struct ym_control *)
+		(s.map + s.h->sections[YM_SEC_CONTROL].offset);
+	c->reset_seq = 41;
+	struct shm_reader r;
+	int fd = dup(s.fd);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err), 0);
+	assert_int_equal(shm_control_reset(&r), 0);
+	assert_int_equal(c->reset_seq, 42);
+	assert_int_equal(shm_control_reset(&r), 0);
+	assert_int_equal(c->reset_seq, 43);
+	assert_int_equal(shm_control_pause(&r, 1), 0);
+	assert_int_equal(c->pause, 1);
+	assert_int_equal(shm_control_pause(&r, 0), 0);
+	assert_int_equal(c->pause, 0);
+	shm_reader_close(&r);
+	snprintf(path, sizeof path, "/proc/self/fd/%d", s.fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err), 0);
+	assert_int_equal(shm_control_reset(&r), -EPERM);
+	assert_int_equal(c->reset_seq, 43);
+	shm_reader_close(&r);
 	seg_free(&s);
 }
 
@@ -629,6 +665,7 @@ int main(void)
 		cmocka_unit_test(valid_segment_snapshots),
 		cmocka_unit_test(live_copy_follows_the_stripes_in_use),
 		cmocka_unit_test(planes_summed_until_a_reset),
+		cmocka_unit_test(control_requests_reach_the_control_block),
 		cmocka_unit_test(corrupted_headers_rejected),
 		cmocka_unit_test(held_stripe_does_not_block),
 		cmocka_unit_test(forged_alarm_skipped),

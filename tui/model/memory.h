@@ -27,7 +27,7 @@ struct model_memory {
 	const char *rss_source;  /* "smaps_rollup" or "status" */
 	double rss, anon, file, shmem, swap;
 	double pss;              /* < 0: unknown (no smaps_rollup) */
-	int have_heap;           /* the allocator's statistics (issue 18) */
+	int have_heap;           /* heap_*: the allocator's statistics came */
 	double heap_in_use, heap_free;
 	double heap_age;         /* seconds, at the snapshot; 0: current */
 	int heap_old;            /* not current (model_heap_current): not used

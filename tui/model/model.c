@@ -1,3 +1,7 @@
+/*
+ * model: ymtop's data from a validated snapshot: estimates, rates,
+ * growth against a mark, the sorted and filtered view; no curses (see model.h).
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

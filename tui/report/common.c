@@ -1,3 +1,7 @@
+/*
+ * common: what every report writer shares: weights, sort keys and their
+ * names, the order of stacks, writers' times as wall-clock (see common.h).
+ */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,3 +1,7 @@
+/*
+ * flame: the stacks of a model merged into a call tree, root first, for
+ * flame graphs and folded stacks (see flame.h).
+ */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,3 +1,6 @@
+/*
+ * folded: the folded-stacks report, flamegraph.pl's input (see folded.h).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

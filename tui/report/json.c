@@ -1,3 +1,6 @@
+/*
+ * json: the report for programs, one JSON object (see json.h).
+ */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -73,7 +76,7 @@ static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
 			fprintf(f, ",\"line\":%d,\"inlined\":%s}", x->line,
 				x->inlined ? "true" : "false");
 		}
-		/* Display frame (issue 3): index into frames, after them. */
+		/* Display frame: index into frames, after them. */
 		fprintf(f, "],\"display_frame\":%u", v.n ? v.display : 0);
 		frames_view_free(&v);
 		return;
@@ -178,7 +181,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	} else {
 		fputs("null,", f);
 	}
-	/* The final report of a process that has exited (issue 20): what
+	/* The final report of a process that has exited: what
 	 * its stacks retain is what it still held at exit. */
 	if (model_exited(m)) {
 		fprintf(f, "\"leaked_at_exit\":true,\"leaked_bytes\":%.0f,"
@@ -251,7 +254,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		errno = ENOMEM;
 		return -1;
 	}
-	/* Symbolization warnings (issue 3): files changed since loaded. */
+	/* Symbolization warnings: files changed since loaded. */
 	fputs("\"warnings\":[", f);
 	for (uint32_t it = 0, k = 0; sym_next_warning(s, &it) != NULL; k++)
 		fputs(k ? "," : "", f), fmt_json_string(f, sym_module_warning(s, it - 1));

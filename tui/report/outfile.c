@@ -1,3 +1,7 @@
+/*
+ * outfile: report files that are never half-written and never overwrite
+ * (see outfile.h).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

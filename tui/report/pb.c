@@ -1,3 +1,7 @@
+/*
+ * pb: the little of Protocol Buffers' wire format that pprof needs, into a
+ * growing buffer with sticky errors (see pb.h).
+ */
 #include <stdlib.h>
 #include <string.h>
 

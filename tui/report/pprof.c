@@ -1,3 +1,6 @@
+/*
+ * pprof: the model as a gzip-compressed profile.proto (see pprof.h).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

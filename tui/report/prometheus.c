@@ -1,3 +1,7 @@
+/*
+ * prometheus: the model in the Prometheus text exposition format, for
+ * -f prometheus and --serve (see prometheus.h).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

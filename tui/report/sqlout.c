@@ -1,3 +1,6 @@
+/*
+ * sqlout: the model as an SQLite database (see sqlout.h for the schema).
+ */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>

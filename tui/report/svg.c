@@ -1,3 +1,7 @@
+/*
+ * svg: a flame graph of the model in one self-contained SVG file
+ * (see svg.h).
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

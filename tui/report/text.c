@@ -1,3 +1,6 @@
+/*
+ * text: the report for people (see text.h).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -266,7 +269,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	if (h->alarms_written)
 		fprintf(f, "giant allocations: %llu (see below)\n",
 			(unsigned long long)h->alarms_written);
-	/* Symbolization (issue 3): files changed since the process loaded them. */
+	/* Symbolization: files changed since the process loaded them. */
 	for (uint32_t it = 0; sym_next_warning(s, &it) != NULL;) {
 		fputs("warning: ", f);
 		fmt_vis_fputs(f, sym_module_warning(s, it - 1));
@@ -283,7 +286,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		return -1;
 	}
 	if (model_exited(m)) {
-		/* The final report (issue 20): heaptrack's leak summary. */
+		/* The final report: what the process still held at exit, as
+		 * heaptrack's leak summary says it. */
 		char how[64];
 		fprintf(f, "\nStill held at exit (%s): %s in %.0f objects "
 			"(%s), by stack below\n",

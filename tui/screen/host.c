@@ -1,3 +1,7 @@
+/*
+ * host: the host list's data and keys, no curses; host_ui.c draws it
+ * (see host.h).
+ */
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>

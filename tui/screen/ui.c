@@ -1,3 +1,7 @@
+/*
+ * ui: the live screen's terminal, keys (mapped to VK_* codes for view.c),
+ * prompts and main loop; one of the three files that touch curses (see ui.h).
+ */
 #include <curses.h>
 #include <malloc.h>
 #include <locale.h>

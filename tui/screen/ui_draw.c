@@ -157,7 +157,7 @@ static int draw_header(struct view *v)
 	ui_put(y, x, bad ? attr(C_ALARM, A_REVERSE) | A_BOLD : A_BOLD, "%s%s",
 	    state, v->frozen ? " (frozen)" : "");
 	x = getcurx(stdscr);
-	if (model_exited(m)) {   /* how it ended (issue 20) */
+	if (model_exited(m)) {   /* how it ended */
 		char how[64];
 		ui_put(y, x, A_BOLD, " (%s)", model_exit_text(m, how, sizeof how));
 		x = getcurx(stdscr);

@@ -12,14 +12,13 @@
 #include "fmt.h"
 #include "report/outfile.h"
 #include "report/report.h"
+#include "util/clock.h"
 #include "view.h"
 #include "view_rows.h"
 
 uint64_t view_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 void view_set_status(struct view *v, const char *fmt, ...)

@@ -1,3 +1,7 @@
+/*
+ * serve: `ymtop --serve`, the HTTP exporter of /metrics and
+ * /debug/pprof/heap; reads segments, never writes them (see serve.h).
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

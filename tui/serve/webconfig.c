@@ -1,3 +1,7 @@
+/*
+ * webconfig: the exporter's TLS and basic authentication from
+ * node_exporter's web configuration file (see webconfig.h).
+ */
 #include <arpa/inet.h>
 #include <crypt.h>
 #include <errno.h>
@@ -15,6 +19,7 @@
 #include <gnutls/x509.h>
 #include <yaml.h>
 
+#include "util/clock.h"
 #include "webconfig.h"
 
 /* ---- reading ---- */
@@ -657,9 +662,7 @@ struct webconfig *webconfig_load(const char *path, char *err, size_t len)
 		return NULL;
 	}
 	wc->budget.tokens = WC_BCRYPT_BURST;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	wc->budget.last = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	wc->budget.last = clock_mono_s();
 	return wc;
 }
 
@@ -690,10 +693,11 @@ void webconfig_free(struct webconfig *wc)
 
 /* ---- basic auth ---- */
 
-static double clock_s(clockid_t id)
+/* This thread's CPU time, in seconds: what bcrypt costs. */
+static double thread_cpu_s(void)
 {
 	struct timespec ts;
-	clock_gettime(id, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -789,13 +793,13 @@ enum wc_verdict webconfig_check(struct webconfig *wc, const char *user,
 	if (u && keyed && cache_has(wc, key)) {
 		wc->cache_hits++;
 		v = WC_ALLOW;
-	} else if (!wc_budget_allows(&wc->budget, clock_s(CLOCK_MONOTONIC))) {
+	} else if (!wc_budget_allows(&wc->budget, clock_mono_s())) {
 		v = WC_BUSY;
 	} else {
-		double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+		double t0 = thread_cpu_s();
 		const char *out = crypt_rn(password, hash, wc->crypt_data,
 					   (int)sizeof(struct crypt_data));
-		wc_budget_spend(&wc->budget, clock_s(CLOCK_THREAD_CPUTIME_ID) - t0);
+		wc_budget_spend(&wc->budget, thread_cpu_s() - t0);
 		wc->bcrypt_runs++;
 		if (out && ct_equal(out, hash) && u) {
 			v = WC_ALLOW;

@@ -1,3 +1,7 @@
+/*
+ * demangle: names as people read them, through libiberty's demangler
+ * (see demangle.h).
+ */
 #include <stdlib.h>
 
 #include <libiberty/demangle.h>

@@ -1,3 +1,7 @@
+/*
+ * search: binary search in arrays of records sorted by a 64-bit key
+ * (see search.h).
+ */
 #include <string.h>
 
 #include "search.h"

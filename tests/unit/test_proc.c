@@ -1,0 +1,128 @@
+/*
+ * Unit tests for ymtop's one /proc/PID/stat parser (tui/proc.c:
+ * proc_stat_parse, proc_stat_read), which proc_read, fleet_ppid and the
+ * injector's choice of a thread share: hostile command names, truncated
+ * lines, kernels without field 52, and this process read for real.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fleet.h"
+#include "proc.h"
+
+/* 52 fields as Linux 6.1 writes them: fields 5.. are 5, 6, 7... but for
+ * flags (9), starttime (22), rss (24) and exit_code (52). */
+static void line(char *buf, size_t len, const char *comm, int with52)
+{
+	int n = snprintf(buf, len, "4242 (%s) S 77", comm);
+	for (int f = 5; f <= (with52 ? 52 : 51); f++) {
+		unsigned long long v = (unsigned long long)f;
+		if (f == 9)
+			v = 0x00200000 | 0x40;   /* PF_KTHREAD and another */
+		else if (f == 22)
+			v = 123456789ULL;
+		else if (f == 24)
+			v = 2048;
+		else if (f == 52)
+			v = 256;
+		n += snprintf(buf + n, len - (size_t)n, " %llu", v);
+	}
+	snprintf(buf + n, len - (size_t)n, "\n");
+}
+
+static void fields_are_read_by_number(void **state)
+{
+	(void)state;
+	char buf[1024];
+	struct proc_stat st;
+	line(buf, sizeof buf, "redis-server", 1);
+	assert_int_equal(proc_stat_parse(buf, &st), 0);
+	assert_string_equal(st.comm, "redis-server");
+	assert_int_equal(st.state, 'S');
+	assert_int_equal(st.ppid, 77);
+	assert_int_equal(st.kthread, 1);
+	assert_int_equal(st.start_ticks, 123456789);
+	assert_int_equal(st.rss_pages, 2048);
+	assert_int_equal(st.exit_code, 256);
+}
+
+static void comm_may_hold_parentheses_and_spaces(void **state)
+{
+	(void)state;
+	char buf[1024];
+	struct proc_stat st;
+	line(buf, sizeof buf, ") Z 1 (x y", 1);
+	assert_int_equal(proc_stat_parse(buf, &st), 0);
+	assert_string_equal(st.comm, ") Z 1 (x y");
+	assert_int_equal(st.state, 'S');
+	assert_int_equal(st.ppid, 77);
+	assert_int_equal(st.start_ticks, 123456789);
+}
+
+static void missing_fields_read_as_unknown(void **state)
+{
+	(void)state;
+	char buf[1024];
+	struct proc_stat st;
+	line(buf, sizeof buf, "old", 0);   /* a kernel before 3.5 */
+	assert_int_equal(proc_stat_parse(buf, &st), 0);
+	assert_int_equal(st.exit_code, -1);
+	assert_int_equal(proc_stat_parse("1 (cut)", &st), 0);
+	assert_int_equal(st.state, 0);
+	assert_int_equal(st.ppid, 0);
+	assert_int_equal(st.exit_code, -1);
+	assert_int_equal(proc_stat_parse("1 no parentheses S 0", &st), -EPROTO);
+	assert_int_equal(proc_stat_parse("1 )backwards( S 0", &st), -EPROTO);
+	assert_int_equal(proc_stat_parse("", &st), -EPROTO);
+}
+
+static void a_long_comm_is_cut_to_fit(void **state)
+{
+	(void)state;
+	char buf[2048], comm[200];
+	struct proc_stat st;
+	memset(comm, 'c', sizeof comm - 1);
+	comm[sizeof comm - 1] = '\0';
+	line(buf, sizeof buf, comm, 1);
+	assert_int_equal(proc_stat_parse(buf, &st), 0);
+	assert_int_equal(strlen(st.comm), sizeof st.comm - 1);
+	assert_int_equal(st.ppid, 77);
+}
+
+static void this_process_and_thread_read_for_real(void **state)
+{
+	(void)state;
+	struct proc_stat st;
+	assert_int_equal(proc_stat_read(getpid(), 0, &st), 0);
+	assert_int_equal(st.state, 'R');
+	assert_int_equal(st.ppid, getppid());
+	assert_int_equal(st.kthread, 0);
+	assert_true(st.start_ticks > 0);
+	assert_int_equal(fleet_ppid(getpid()), getppid());
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	assert_int_equal(proc_stat_read(getpid(), tid, &st), 0);
+	assert_int_equal(st.state, 'R');
+	assert_int_equal(proc_stat_read(getpid(), 0x7ffffff0, &st), -ENOENT);
+	assert_int_equal(fleet_ppid(0x7ffffff0), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fields_are_read_by_number),
+		cmocka_unit_test(comm_may_hold_parentheses_and_spaces),
+		cmocka_unit_test(missing_fields_read_as_unknown),
+		cmocka_unit_test(a_long_comm_is_cut_to_fit),
+		cmocka_unit_test(this_process_and_thread_read_for_real),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
