@@ -72,6 +72,9 @@ CHECK_PKGS += openssl curl
 # A library that keeps malloc in its own data (xmlMalloc), used from
 # python3 after ymtop -p (tests/integration/test_takeover.py).
 CHECK_PKGS += libxml2
+# The stacks of a torture program that did not finish in time
+# (tests/stress/test_stress.py prints them).
+CHECK_PKGS += gdb
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit progs \
         stress fuzz-smoke soak analyze

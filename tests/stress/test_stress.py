@@ -64,6 +64,25 @@ def check_reader(rd):
             assert r.stdout.startswith("{"), r.stdout[:200]
 
 
+def session_stacks(sid):
+    """Every thread's stack of every process in session sid (gdb, when
+    installed): what a hung run was waiting for."""
+    import shutil
+    if not shutil.which("gdb"):
+        return "(no gdb: no stacks)"
+    out = []
+    pids = subprocess.run(["pgrep", "-s", str(sid)], capture_output=True,
+                          text=True).stdout.split()
+    for q in pids[:8]:
+        r = subprocess.run(["gdb", "-p", q, "-batch", "-nx", "-ex",
+                            "thread apply all bt 24"], capture_output=True,
+                           text=True, timeout=60)
+        out.append("== pid %s\n%s" % (q, "\n".join(
+            l for l in r.stdout.splitlines()
+            if l.startswith(("#", "Thread")))[-6000:]))
+    return "\n".join(out)
+
+
 def run(argv, env, stdin=None, shell=False):
     # A session of its own: a deadlocked run is killed with all its
     # children (a child stuck after fork outlives its parent otherwise).
@@ -78,10 +97,11 @@ def run(argv, env, stdin=None, shell=False):
     try:
         out, err = p.communicate(stdin, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
+        stacks = session_stacks(p.pid)
         os.killpg(p.pid, 9)
         p.communicate()
-        raise AssertionError("%s did not finish within %d s (deadlock?)" %
-                             (argv, TIMEOUT))
+        raise AssertionError("%s did not finish within %d s (deadlock?)\n%s" %
+                             (argv, TIMEOUT, stacks))
     finally:
         done.set()
     if rd:
