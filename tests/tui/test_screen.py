@@ -17,8 +17,15 @@ SOCK = "ymtop-test-%d" % os.getpid()
 
 
 def tmux(*args, check=True):
-    r = subprocess.run(["tmux", "-L", SOCK] + list(args), capture_output=True,
-                       text=True)
+    for _ in range(10):
+        r = subprocess.run(["tmux", "-L", SOCK] + list(args),
+                           capture_output=True, text=True)
+        # The server of the socket exits when its last session is killed:
+        # a new session asked for meanwhile meets the one going away.
+        if args[0] != "new-session" or \
+                "server exited unexpectedly" not in r.stderr:
+            break
+        time.sleep(0.2)
     if check and r.returncode != 0:
         raise AssertionError("tmux %s: %s" % (args, r.stderr))
     return r.stdout
