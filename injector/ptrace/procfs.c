@@ -51,6 +51,21 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
+/* A regular file of the target's, read only; -1 for anything else.  The
+ * path is the target's to choose: a FIFO planted there must not block
+ * ymtop (O_NONBLOCK), nor a device be read. */
+static int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 /* Open the file mapped at lo in pid: through /proc/PID/map_files (the
  * very file, whatever namespace or chroot it lives in; needs root), else
  * through /proc/PID/root (the path as maps shows it is relative to the
@@ -70,14 +85,14 @@ int inject_open_mapped(pid_t pid, uintptr_t lo, const char *path)
 			if (!strncmp(e->d_name, want, (size_t)wl)) {
 				snprintf(p, sizeof p, "/proc/%ld/map_files/%s", (long)pid,
 					 e->d_name);
-				fd = open(p, O_RDONLY | O_CLOEXEC);
+				fd = open_regular(p);
 			}
 		closedir(d);
 		if (fd >= 0)
 			return fd;
 	}
 	snprintf(p, sizeof p, "/proc/%ld/root%s", (long)pid, path);
-	return open(p, O_RDONLY | O_CLOEXEC);
+	return open_regular(p);
 }
 
 int inject_read_maps(pid_t pid, struct tmaps *m)

@@ -350,6 +350,29 @@ static void fails_cleanly_on_a_truncated_forged_or_non_elf_libc(void **state)
 	assert_non_null(strstr(err, "cannot read the target's C library"));
 }
 
+/* A path the target chooses that names a FIFO (or any file that is not a
+ * regular one) is refused at once, never waited on. */
+static void a_planted_fifo_is_not_opened(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ymtop-fifo-XXXXXX", fifo[64], reg[64];
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof fifo, "%s/libc.so.6", dir);
+	snprintf(reg, sizeof reg, "%s/plain", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	int fd = open(reg, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	/* No mapping of ours starts at 1: the path through /proc/self/root. */
+	assert_int_equal(inject_open_mapped(getpid(), 1, fifo), -1);
+	fd = inject_open_mapped(getpid(), 1, reg);
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(fifo);
+	unlink(reg);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +384,7 @@ int main(void)
 		cmocka_unit_test(finds_what_it_calls_in_this_libc),
 		cmocka_unit_test(fails_cleanly_on_a_truncated_forged_or_non_elf_libc),
 		cmocka_unit_test(tells_this_glibc_program_apart),
+		cmocka_unit_test(a_planted_fifo_is_not_opened),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
