@@ -36,17 +36,14 @@ static int read_agent_maps(pid_t pid, struct agent_maps *a)
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
+	struct maps_line ml;
 	while (fgets(line, sizeof line, f)) {
-		unsigned long lo, hi, off;
-		char perms[8];
-		int n = 0;
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off,
-			   &n) < 4 || n == 0)
+		if (!inject_maps_line(line, &ml) || ml.path[0] != '/' ||
+		    !is_agent(ml.path))
 			continue;
-		char *p = line + n;
-		p[strcspn(p, "\n")] = '\0';
-		if (*p != '/' || !is_agent(p))
-			continue;
+		unsigned long lo = ml.lo, hi = ml.hi, off = ml.off;
+		const char *perms = ml.perms;
+		const char *p = ml.path;
 		if (!a->path[0]) {
 			if (off != 0)
 				continue;   /* its first mapping starts at offset 0 */

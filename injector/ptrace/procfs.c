@@ -95,6 +95,17 @@ int inject_open_mapped(pid_t pid, uintptr_t lo, const char *path)
 	return open_regular(p);
 }
 
+int inject_maps_line(char *line, struct maps_line *ml)
+{
+	int n = 0;
+	if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &ml->lo, &ml->hi,
+		   ml->perms, &ml->off, &n) < 4 || n == 0)
+		return 0;
+	ml->path = line + n;
+	ml->path[strcspn(ml->path, "\n")] = '\0';
+	return 1;
+}
+
 int inject_read_maps(pid_t pid, struct tmaps *m)
 {
 	char path[64], line[PATH_MAX + 128];
@@ -104,17 +115,13 @@ int inject_read_maps(pid_t pid, struct tmaps *m)
 	if (!f)
 		return neg_errno();
 	m->ldso.lo = UINTPTR_MAX;
+	struct maps_line ml;
 	while (fgets(line, sizeof line, f)) {
-		unsigned long lo, hi, off;
-		char perms[8];
-		int n = 0;
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off,
-			   &n) < 4 || n == 0)
+		if (!inject_maps_line(line, &ml) || ml.path[0] != '/')
 			continue;
-		char *p = line + n;
-		p[strcspn(p, "\n")] = '\0';
-		if (*p != '/')
-			continue;
+		unsigned long lo = ml.lo, hi = ml.hi, off = ml.off;
+		const char *perms = ml.perms;
+		char *p = ml.path;
 		const char *b = base_name(p);
 		if (!strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7)) {
 			if (!m->have_libc && off == 0) {

@@ -40,6 +40,17 @@ int inject_read_status(pid_t pid, struct pstatus *ps);
 /* 0, or -errno; *m zeroed first. */
 int inject_read_maps(pid_t pid, struct tmaps *m);
 
+/* One line of /proc/PID/maps, parsed in place: 1 with its range, the
+ * first three permission letters, its offset and its path (the line's
+ * own text, newline cut; "" for an anonymous mapping); 0 when the line
+ * does not parse. */
+struct maps_line {
+	unsigned long lo, hi, off;
+	char perms[8];
+	char *path;
+};
+int inject_maps_line(char *line, struct maps_line *ml);
+
 /* A read-only descriptor (the caller closes it) of the file mapped at lo
  * in pid, whose path maps shows as path; -1 (errno) when it opens by
  * neither way. */
