@@ -7,6 +7,7 @@
 # The Python tests import their helpers from tests/lib (ymlib.py): this
 # puts it on PYTHONPATH.  One test file by hand:
 #   PYTHONPATH=tests/lib YM_BUILD=build python3 tests/integration/test_x.py
+# Each file's wall time is printed as "time FILE Ns" (CI has a time budget).
 set -u
 B=${YM_BUILD:-build}
 export YM_BUILD=$B
@@ -27,8 +28,10 @@ count_cmocka() {   # $1 name, $2 output
 
 for t in "$B"/unit/test_*; do
 	[ -x "$t" ] || continue
+	t0=$SECONDS
 	out=$(timeout 300 "$t" 2>&1)
 	rc=$?
+	printf 'time %s %ss\n' "$t" $((SECONDS - t0))
 	printf '%s\n' "$out" | grep -E '\[ *(OK|FAILED|ERROR) *\]' | sed "s|^|$(basename "$t"): |"
 	count_cmocka "$t" "$out"
 	if [ $rc -ne 0 ] && ! grep -q '\[  FAILED  \]' <<<"$out"; then
@@ -40,9 +43,11 @@ done
 
 for t in tests/integration/test_*.py tests/tui/test_*.py tests/stress/test_*.py; do
 	[ -f "$t" ] || continue
+	t0=$SECONDS
 	out=$(timeout 900 python3 "$t" 2>&1)
 	rc=$?
 	printf '%s\n' "$out"
+	printf 'time %s %ss\n' "$t" $((SECONDS - t0))
 	p=$(grep -c '^ok ' <<<"$out")
 	f=$(grep -c '^FAIL ' <<<"$out")
 	pass=$((pass + p))
