@@ -147,16 +147,23 @@ static int runs_agent_unstarted(pid_t pid)
 	return maps > 0 && (maps & PROC_HAS_AGENT) && !runs_agent(pid);
 }
 
+/* Which processes find_agents lists. */
+enum find_which {
+	FIND_STARTED,     /* a live agent with its segment */
+	FIND_ALL,         /* and those not started yet (ymtop -p starts them) */
+	FIND_UNSTARTED,   /* only those not started yet */
+};
+
 /* Processes running a live agent: those named by the segments in our
  * /dev/shm, and (where /proc lets us look) processes in other pid
- * namespaces, whose segments are in their own /dev/shm.  unstarted: also
- * those of our namespace that have not made their segment yet (ymtop -p
- * starts it). */
-static int find_agents(pid_t *pids, int max, int unstarted)
+ * namespaces, whose segments are in their own /dev/shm; and as `which`
+ * says, those of our namespace that have not made their segment yet. */
+static int find_agents(pid_t *pids, int max, enum find_which which)
 {
+	int unstarted = which != FIND_STARTED;
 	int n = 0;
 	uint32_t own_ns = proc_pidns(0);
-	DIR *d = opendir(YM_SHM_DIR);
+	DIR *d = which == FIND_UNSTARTED ? NULL : opendir(YM_SHM_DIR);
 	if (d) {
 		struct dirent *e;
 		while ((e = readdir(d)) != NULL) {
@@ -185,7 +192,7 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 			continue;
 		uint32_t ns = proc_pidns((pid_t)v);
 		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
-				 : !runs_agent((pid_t)v)))
+				 : which == FIND_UNSTARTED || !runs_agent((pid_t)v)))
 			continue;
 		if (n < max)
 			pids[n] = (pid_t)v;
@@ -197,7 +204,12 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 
 int target_list(pid_t *pids, int max)
 {
-	return find_agents(pids, max, 0);
+	return find_agents(pids, max, FIND_STARTED);
+}
+
+int target_list_unstarted(pid_t *pids, int max)
+{
+	return find_agents(pids, max, FIND_UNSTARTED);
 }
 
 /* Segments in our /dev/shm of live processes of other users: those a
@@ -260,7 +272,7 @@ pid_t target_choose(pid_t pid)
 		return pid;
 	stale_sweep();   /* gone processes' segments: a report each, removed */
 	pid_t pids[64];
-	int n = find_agents(pids, 64, 1);
+	int n = find_agents(pids, 64, FIND_ALL);
 	if (n == 1)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);
