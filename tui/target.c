@@ -147,6 +147,50 @@ static int runs_agent_unstarted(pid_t pid)
 	return maps > 0 && (maps & PROC_HAS_AGENT) && !runs_agent(pid);
 }
 
+static int pid_cmp(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The pids that segments in our /dev/shm name for our pid namespace,
+ * sorted, into *out (to free): how many, or -1 without memory.  Names
+ * only: a process named here has made its segment (or its pid's earlier
+ * process left one), so it is not unstarted, and its environment and
+ * maps need not be read. */
+static int named_pids(uint32_t own_ns, pid_t **out)
+{
+	int n = 0, cap = 0;
+	*out = NULL;
+	DIR *d = opendir(YM_SHM_DIR);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		pid_t v;
+		uint32_t ns;
+		if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
+		    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			pid_t *p = realloc(*out, (size_t)cap * sizeof *p);
+			if (!p) {
+				closedir(d);
+				free(*out);
+				*out = NULL;
+				return -1;
+			}
+			*out = p;
+		}
+		(*out)[n++] = v;
+	}
+	closedir(d);
+	if (n)
+		qsort(*out, (size_t)n, sizeof **out, pid_cmp);
+	return n;
+}
+
 /* Which processes find_agents lists. */
 enum find_which {
 	FIND_STARTED,     /* a live agent with its segment */
@@ -180,15 +224,22 @@ static int find_agents(pid_t *pids, int max, enum find_which which)
 		}
 		closedir(d);
 	}
-	d = opendir("/proc");
-	if (!d)
+	pid_t *named = NULL;
+	int nnamed = which == FIND_UNSTARTED ? named_pids(own_ns, &named) : 0;
+	d = nnamed < 0 ? NULL : opendir("/proc");
+	if (!d) {
+		free(named);
 		return n;
+	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		char *end;
 		errno = 0;
 		long v = strtol(e->d_name, &end, 10);
 		if (errno || *end || v <= 0 || v > 0x3fffffff)
+			continue;
+		pid_t key = (pid_t)v;
+		if (nnamed && bsearch(&key, named, (size_t)nnamed, sizeof *named, pid_cmp))
 			continue;
 		uint32_t ns = proc_pidns((pid_t)v);
 		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
@@ -199,6 +250,7 @@ static int find_agents(pid_t *pids, int max, enum find_which which)
 		n++;
 	}
 	closedir(d);
+	free(named);
 	return n;
 }
 
