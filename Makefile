@@ -507,6 +507,9 @@ demo: deps
 # tmux for ymtop's own cost on screen, libunwind for unwind_bench.
 BENCH_DEB_PKGS := libjemalloc2 heaptrack valgrind sqlite3 g++ time tmux python3 \
                   libunwind-dev curl util-linux
+# The field trial (tests/bench/pg_fleet.py): PostgreSQL and pgbench, a
+# self-signed certificate, Debian's prometheus scraping over https.
+BENCH_DEB_PKGS += postgresql postgresql-contrib prometheus openssl
 
 bench-deps:
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS) $(BENCH_DEB_PKGS)"
@@ -532,6 +535,7 @@ bench: bench-deps all
 	@tests/bench/scrape.sh $(B) 10 14 9
 	@tests/bench/scrape.sh $(B) 10 11 9
 	@YM_BUILD=$(B) python3 tests/bench/fleet_scale.py 10 100 300
+	@YM_BUILD=$(B) python3 tests/bench/pg_fleet.py -R 1000 10 50 100 200
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \

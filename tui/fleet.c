@@ -144,11 +144,11 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Every agent process we may read into f->pids: how many, or -1. */
-static int list(struct fleet *f)
+/* The processes `lister` lists (target.h) into f->pids: how many, or -1. */
+static int list(struct fleet *f, int (*lister)(pid_t *, int))
 {
 	for (;;) {
-		int n = target_list(f->pids, f->npids);
+		int n = lister(f->pids, f->npids);
 		if (n <= f->npids)
 			return n;
 		int cap = n + n / 4 + 16;
@@ -160,9 +160,20 @@ static int list(struct fleet *f)
 	}
 }
 
+/* The agent processes not started yet (of the tree, with a root) into
+ * f->unstarted. */
+static void count_unstarted(struct fleet *f)
+{
+	int n = f->fixed ? 0 : list(f, target_list_unstarted);
+	f->unstarted = 0;
+	for (int i = 0; i < n; i++)
+		f->unstarted += !f->root || in_tree(f->root, f->pids[i]);
+}
+
 void fleet_update(struct fleet *f)
 {
-	int n = f->fixed ? 0 : list(f);
+	count_unstarted(f);
+	int n = f->fixed ? 0 : list(f, target_list);
 	f->skipped = 0;
 	if (n < 0) {
 		n = 0;

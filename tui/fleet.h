@@ -16,6 +16,9 @@
  * A process whose segment cannot be opened for want of descriptors or
  * memory is counted in skipped, with the reason in skip_why, which every
  * caller states (the host list, /metrics: ymtop_processes_skipped).
+ * Processes that run the agent but have sampled nothing yet have no
+ * segment to read: counted in unstarted (/metrics:
+ * ymtop_processes_unstarted), never started by the fleet.
  */
 #ifndef YMTOP_FLEET_H
 #define YMTOP_FLEET_H
@@ -39,6 +42,7 @@ struct fleet {
 	int   n, cap;
 	int   skipped;      /* at the last update: not watched, see skip_why */
 	char  skip_why[96]; /* "out of file descriptors (ulimit -n 1024)" */
+	int   unstarted;    /* at the last update: agent but no segment yet */
 	pid_t *pids;        /* scratch for target_list */
 	int   npids;
 	int   fixed;        /* only what fleet_add added */

@@ -147,16 +147,67 @@ static int runs_agent_unstarted(pid_t pid)
 	return maps > 0 && (maps & PROC_HAS_AGENT) && !runs_agent(pid);
 }
 
+static int pid_cmp(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The pids that segments in our /dev/shm name for our pid namespace,
+ * sorted, into *out (to free): how many, or -1 without memory.  Names
+ * only: a process named here has made its segment (or its pid's earlier
+ * process left one), so it is not unstarted, and its environment and
+ * maps need not be read. */
+static int named_pids(uint32_t own_ns, pid_t **out)
+{
+	int n = 0, cap = 0;
+	*out = NULL;
+	DIR *d = opendir(YM_SHM_DIR);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		pid_t v;
+		uint32_t ns;
+		if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
+		    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			pid_t *p = realloc(*out, (size_t)cap * sizeof *p);
+			if (!p) {
+				closedir(d);
+				free(*out);
+				*out = NULL;
+				return -1;
+			}
+			*out = p;
+		}
+		(*out)[n++] = v;
+	}
+	closedir(d);
+	if (n)
+		qsort(*out, (size_t)n, sizeof **out, pid_cmp);
+	return n;
+}
+
+/* Which processes find_agents lists. */
+enum find_which {
+	FIND_STARTED,     /* a live agent with its segment */
+	FIND_ALL,         /* and those not started yet (ymtop -p starts them) */
+	FIND_UNSTARTED,   /* only those not started yet */
+};
+
 /* Processes running a live agent: those named by the segments in our
  * /dev/shm, and (where /proc lets us look) processes in other pid
- * namespaces, whose segments are in their own /dev/shm.  unstarted: also
- * those of our namespace that have not made their segment yet (ymtop -p
- * starts it). */
-static int find_agents(pid_t *pids, int max, int unstarted)
+ * namespaces, whose segments are in their own /dev/shm; and as `which`
+ * says, those of our namespace that have not made their segment yet. */
+static int find_agents(pid_t *pids, int max, enum find_which which)
 {
+	int unstarted = which != FIND_STARTED;
 	int n = 0;
 	uint32_t own_ns = proc_pidns(0);
-	DIR *d = opendir(YM_SHM_DIR);
+	DIR *d = which == FIND_UNSTARTED ? NULL : opendir(YM_SHM_DIR);
 	if (d) {
 		struct dirent *e;
 		while ((e = readdir(d)) != NULL) {
@@ -173,9 +224,13 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 		}
 		closedir(d);
 	}
-	d = opendir("/proc");
-	if (!d)
+	pid_t *named = NULL;
+	int nnamed = which == FIND_UNSTARTED ? named_pids(own_ns, &named) : 0;
+	d = nnamed < 0 ? NULL : opendir("/proc");
+	if (!d) {
+		free(named);
 		return n;
+	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		char *end;
@@ -183,21 +238,30 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 		long v = strtol(e->d_name, &end, 10);
 		if (errno || *end || v <= 0 || v > 0x3fffffff)
 			continue;
+		pid_t key = (pid_t)v;
+		if (nnamed && bsearch(&key, named, (size_t)nnamed, sizeof *named, pid_cmp))
+			continue;
 		uint32_t ns = proc_pidns((pid_t)v);
 		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
-				 : !runs_agent((pid_t)v)))
+				 : which == FIND_UNSTARTED || !runs_agent((pid_t)v)))
 			continue;
 		if (n < max)
 			pids[n] = (pid_t)v;
 		n++;
 	}
 	closedir(d);
+	free(named);
 	return n;
 }
 
 int target_list(pid_t *pids, int max)
 {
-	return find_agents(pids, max, 0);
+	return find_agents(pids, max, FIND_STARTED);
+}
+
+int target_list_unstarted(pid_t *pids, int max)
+{
+	return find_agents(pids, max, FIND_UNSTARTED);
 }
 
 /* Segments in our /dev/shm of live processes of other users: those a
@@ -260,7 +324,7 @@ pid_t target_choose(pid_t pid)
 		return pid;
 	stale_sweep();   /* gone processes' segments: a report each, removed */
 	pid_t pids[64];
-	int n = find_agents(pids, 64, 1);
+	int n = find_agents(pids, 64, FIND_ALL);
 	if (n == 1)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);

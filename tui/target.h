@@ -18,6 +18,10 @@ pid_t target_choose(pid_t pid);
  * exists), up to max of them into pids; returns how many there are (may
  * be more than max). */
 int target_list(pid_t *pids, int max);
+/* The processes of our pid namespace that run the agent but have made no
+ * segment yet (nothing sampled since they started or forked: ymagent(7)),
+ * as target_list lists them: not readable until started (ymtop -p). */
+int target_list_unstarted(pid_t *pids, int max);
 
 /* Open the segment of pid, a process running the agent, without exiting
  * and without injecting (the exporter, the host view).  0, or a negative

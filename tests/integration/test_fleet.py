@@ -88,7 +88,7 @@ class Server:
 
 # ---- the exposition, parsed as strictly as Prometheus does ----
 
-LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$')
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
 
 
@@ -108,6 +108,7 @@ def parse(text):
         m = LINE.match(line)
         assert m, ("bad line", line)
         name, body, value = m.groups()
+        body = body or ""
         assert name == order[-1], ("family not grouped", name)
         labels, pos = {}, 0
         while pos < len(body):
@@ -273,6 +274,13 @@ def test_node_exporter_textfile_serves_the_file():
 
 
 def test_prometheus_server_scrapes_serve():
+    """Debian's prometheus scrapes --serve every second (its timeout as
+    long): alone in a pid namespace and a /dev/shm of its own, since the
+    other agent processes of a shared machine would be served too and
+    can make a scrape outlast that second."""
+    if rerun_isolated(__file__, "test_prometheus_server_scrapes_serve", pid_ns=True,
+                      timeout=300):
+        return
     exe = shutil.which("prometheus")
     if not exe:
         raise Skip("prometheus is not installed")
@@ -311,8 +319,7 @@ def test_prometheus_server_scrapes_serve():
             assert result[0]["metric"]["exe"] == "reports_prog", result
             assert result[0]["metric"]["job"] == "ymtop", result
             within(float(result[0]["value"][1]), FILL, 0.15, "fill_blocks via PromQL")
-            # Both processes in one scrape (other tests' agent processes on
-            # the machine may be served too).
+            # Both processes in one scrape.
             q = 'count(ymtop_process_retained_bytes{pid=~"%d|%d"})' % (t.pid, other.pid)
             ans = json.load(urllib.request.urlopen(
                 "http://127.0.0.1:%d/api/v1/query?query=%s" % (port, urllib.parse.quote(q)),
@@ -645,6 +652,34 @@ def test_serve_says_what_it_does_not_serve():
         if srv:
             srv.stop()
         end_fleet(procs)
+
+
+def test_serve_counts_processes_that_have_sampled_nothing():
+    """A process under the agent that has sampled nothing has no segment
+    (PostgreSQL's checkpointer, walwriter, autovacuum launcher): /metrics
+    cannot serve it, and says how many such processes there are, also in
+    the aggregate, beside one it serves."""
+    if rerun_isolated(__file__, "test_serve_counts_processes_that_have_sampled_nothing",
+                      pid_ns=True):
+        return
+    from test_lazy import NEVER, Lazy
+    quiet = Lazy([PROG], env={"YM_SAMPLE_RATE": NEVER})
+    busy = start()
+    srv = None
+    try:
+        assert not os.path.exists("/dev/shm/ymtop-%d" % quiet.pid)
+        srv = Server()
+        for q in ("", "?per_pid=1"):
+            fams = parse(srv.get("/metrics" + q)[1].decode())
+            (_, n), = fams["ymtop_processes_unstarted"]
+            assert n == 1, (q, n)
+        assert {int(l["pid"]) for l, _ in
+                served(srv)[0]["ymtop_process_retained_bytes"]} == {busy.pid}
+    finally:
+        if srv:
+            srv.stop()
+        busy.finish()
+        quiet.finish()
 
 
 def test_batch_without_pid_counts_every_process():

@@ -185,6 +185,23 @@ def test_list_says_what_it_does_not_watch():
         h.close()
 
 
+def test_list_counts_processes_that_have_sampled_nothing():
+    """A process under the agent that has sampled nothing has no segment
+    to read: not in the list, counted on the second line."""
+    setup = "\n".join(start_line("%s p%d" % (TUIPROG, i)) for i in range(2))
+    setup += "\n" + start_line("env YM_SAMPLE_RATE=%d %s quiet" % (1 << 40, TUIPROG))
+    h = Host(setup + "\nsleep 2")
+    try:
+        t = h.wait(r"(?m)^ymtop - 2 processes running the agent")
+        assert re.search(r"(?m)^1 process running the agent sampled nothing yet "
+                         r"\(no segment; ymtop -p PID starts it\)", t), t
+        assert len(rows(t)) == 2, t
+        h.keys("q")
+        h.wait(r"(?m)^EXIT=0$")
+    finally:
+        h.close()
+
+
 if __name__ == "__main__":
     try:
         run_tests(globals())

@@ -23,9 +23,19 @@ static void draw(const struct host *h)
 	       h->f.n, h->f.n == 1 ? "" : "es", h->f.root ? " (--children)" : "",
 	       host_sort_name(h->sort), h->asc ? " ascending" : "",
 	       h->merge ? "  merged by executable" : "");
+	/* Processes running the agent that are not in the list, and why. */
+	char note[256] = "";
+	int o = 0;
 	if (h->f.skipped)
-		ui_put(1, 0, A_BOLD, "%d more process%s running the agent not watched: %s",
-		       h->f.skipped, h->f.skipped == 1 ? "" : "es", h->f.skip_why);
+		o = snprintf(note, sizeof note, "%d more process%s running the agent "
+			     "not watched: %s", h->f.skipped,
+			     h->f.skipped == 1 ? "" : "es", h->f.skip_why);
+	if (h->f.unstarted && o >= 0 && (size_t)o < sizeof note)
+		snprintf(note + o, sizeof note - (size_t)o, "%s%d process%s running the "
+			 "agent sampled nothing yet (no segment; ymtop -p PID starts it)",
+			 o ? "; " : "", h->f.unstarted, h->f.unstarted == 1 ? "" : "es");
+	if (note[0])
+		ui_put(1, 0, A_BOLD, "%s", note);
 	attron(A_REVERSE);
 	mvhline(2, 0, ' ', cols);
 	ui_put(2, 0, A_REVERSE, "%7s %-10s %9s %9s %9s %9s %6s %-8s %s", "PID", "USER",

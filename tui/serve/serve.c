@@ -192,6 +192,10 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		"read but does not serve, and why.\n# TYPE ymtop_processes_skipped "
 		"gauge\nymtop_processes_skipped{reason=\"%s\"} %d\n", why,
 		sv->f.skipped);
+	fprintf(b.f, "# HELP ymtop_processes_unstarted Agent processes not served "
+		"because they have sampled nothing yet (no segment; ymagent(7)): "
+		"their counters are not in the sums.\n# TYPE ymtop_processes_unstarted "
+		"gauge\nymtop_processes_unstarted %d\n", sv->f.unstarted);
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
