@@ -193,15 +193,17 @@ $(OLD_GLIBC): $(OLD_GLIBC_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
 
 # The agent for programs linked with musl (Alpine images): the same
 # sources, built by musl-gcc, loading nothing but musl's libc.so.  Its
-# TLS is global-dynamic: musl refuses initial-exec TLS in an object it
-# loads after start-up.  musl-gcc's link drops --eh-frame-hdr, which the
+# TLS is global-dynamic with TLS descriptors (AGENT_TLS_MODEL, base.h):
+# musl refuses initial-exec TLS in an object it loads after start-up
+# (ymtop -p).  musl-gcc's link drops --eh-frame-hdr, which the
 # unwinder needs in every object it walks (musl's own libc has it):
 # given back here.  Built by make check (musl-tools), not by make all.
 MUSL_CC ?= musl-gcc
 MUSL_AGENT := $(B)/libymagent-musl.so
 MUSL_AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/musl/%.o)
-MUSL_CFLAGS := $(filter-out -ftls-model=initial-exec,$(AGENT_CFLAGS)) -ftls-model=global-dynamic
-MUSL_PROGS := $(B)/musl/count
+MUSL_CFLAGS := $(filter-out -ftls-model=initial-exec,$(AGENT_CFLAGS)) \
+	-ftls-model=global-dynamic -mtls-dialect=gnu2
+MUSL_PROGS := $(B)/musl/count $(B)/musl/attach
 
 $(MUSL_AGENT_OBJ): injector/agent/compat.h
 $(B)/musl/%.o: %.c

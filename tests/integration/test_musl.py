@@ -2,9 +2,11 @@
 into a program that musl-gcc linked, needs nothing but musl's libc.so,
 and counts every allocation in exact mode, each at its own stack, also
 in threads and with a fork child (tests/progs/musl/count.c).  ymtop -p
-tells a musl program (and a static one) from a glibc one and says in
-one line what to do, before touching it; make install installs the
-musl agent beside libymagent.so."""
+tells a musl program (and a static one) from a glibc one: into a musl
+program it loads libymagent-musl.so (tests/progs/musl/attach.c), also
+while every thread allocates hard; a static one is refused in one line,
+untouched.  make install installs the musl agent beside libymagent.so."""
+import json
 import os
 import shutil
 import subprocess
@@ -12,20 +14,21 @@ import sys
 import tempfile
 
 from ymlib import (BUILD, Plain, Skip, Target, functions, report,
-                   rerun_isolated, run_tests, site, ymtop)
+                   rerun_isolated, run_tests, site, site_total, within, ymtop)
 
 MUSL_AGENT = os.path.join(BUILD, "libymagent-musl.so")
 # The musl agent as ymtop names it: beside the libymagent.so it found.
 MUSL_NAMED = os.path.join(os.path.dirname(os.path.realpath(
     os.path.join(BUILD, "libymagent.so"))), "libymagent-musl.so")
 COUNT = os.path.join(BUILD, "musl", "count")
+ATTACH = os.path.join(BUILD, "musl", "attach")
 
 
 def needs_musl():
     if not shutil.which("musl-gcc"):
         raise Skip("musl-gcc is not installed (musl-tools)")
-    assert os.path.exists(MUSL_AGENT) and os.path.exists(COUNT), \
-        "make check builds %s and %s" % (MUSL_AGENT, COUNT)
+    for f in (MUSL_AGENT, COUNT, ATTACH):
+        assert os.path.exists(f), "make check builds " + f
 
 
 def test_musl_agent_needs_only_musl_libc():
@@ -95,15 +98,128 @@ def refused_untouched(argv, want):
     return lines[0]
 
 
-def test_attaching_to_a_musl_program_names_the_musl_agent():
-    """libymagent.so cannot go into a musl program (musl's loader fails on
-    glibc's symbols, __register_atfork); ymtop -p says it is a musl program
-    and names the file to preload, before it touches the process."""
+class Attached(Plain):
+    """A musl program started without the agent, then ymtop -p PID: the
+    musl agent must be what went in, by its path."""
+
+    def attach(self):
+        r = ymtop("-b", "-n", "1", "-i", "0.05", "-f", "json", "-p", self.pid,
+                  env=dict(os.environ, YM_INJECT_VERBOSE="1"))
+        assert "loaded " + MUSL_NAMED in r.stderr, r.stderr
+        assert set(l.split()[-1] for l in maps_of(self.pid).splitlines()
+                   if "libymagent" in l) == {MUSL_NAMED}, maps_of(self.pid)
+        assert tracer_of(self.pid) == "0"
+        return json.loads(r.stdout)
+
+    def send(self, text):
+        self.p.stdin.write(text)
+        self.p.stdin.flush()
+
+
+def test_attach_to_a_musl_program_counts_exactly():
+    """ymtop -p loads libymagent-musl.so into a running musl program (musl
+    accepts its TLS descriptors from dlopen; the GOT slots of the program
+    are taken over): in exact mode every allocation after the attach is
+    counted at its own stack, the threads' too."""
     needs_musl()
-    line = refused_untouched([COUNT], [
-        "pid ", "is a musl program", "attaching is not supported yet",
-        "LD_PRELOAD=" + MUSL_NAMED])
-    assert "__register_atfork" not in line, line
+    t = Attached([ATTACH], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        t.attach()
+        t.send("go\n")
+        t.wait_for("done")
+        rep = report(t.pid)
+        rc, out, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0 and out == ["ready", "done"], (rc, out, err)
+    assert "ymagent" not in err, err
+    c = site(rep, "count_site")
+    assert c["allocated_objects"] == 5000 and c["retained_objects"] == 0, c
+    assert c["allocated_bytes"] == 5000 * 48, c
+    h = site(rep, "hold_site")
+    assert h["allocated_objects"] == 1000 and h["retained_bytes"] == 1000 * 4096, h
+    assert "main" in functions(h), functions(h)
+    s = site(rep, "thread_site")
+    assert s["allocated_objects"] == 4 * 256 and \
+        s["retained_bytes"] == 4 * 256 * 1024, s
+    assert rep["totals"]["allocated_objects"] == 5000 + 1000 + 1024, rep["totals"]
+
+
+def test_attach_to_a_musl_program_sampled_within_tolerance():
+    """The same at a sampling rate of 4096 bytes: hold_site's 4000 KiB
+    estimated within 10 % (a 4096-byte block is sampled with p = 0.63)."""
+    needs_musl()
+    t = Attached([ATTACH], env={"YM_SAMPLE_RATE": "4096"})
+    try:
+        t.attach()
+        t.send("go\n")
+        t.wait_for("done")
+        rep = report(t.pid)
+        rc, out, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0 and out == ["ready", "done"], (rc, out, err)
+    within(site(rep, "hold_site")["retained_bytes"], 1000 * 4096, 0.10,
+           "hold_site retained")
+    within(site_total(rep, "thread_site"), 4 * 256 * 1024, 0.20,
+           "thread_site retained")
+
+
+def storm_attach(argv):
+    """Attach three times in a row to the storm program argv while its
+    threads allocate without pause (a stopped thread is often inside
+    musl's malloc, holding its lock): each attach ends, the program's
+    blocks stay intact, and what it allocates after the storm is counted
+    exactly."""
+    t = Attached(argv, env={"YM_SAMPLE_RATE": "1"})
+    try:
+        first = t.attach()
+        assert first["attached"] is True, first
+        for _ in range(2):
+            rep = report(t.pid)
+            assert site(rep, "storm_site")["allocated_objects"] > 0
+        t.send("stop\n")
+        t.wait_for("storm ok")
+        rep = report(t.pid)
+        rc, out, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0, (rc, out, err)
+    a = site(rep, "after_site")
+    assert a["allocated_objects"] == 100 and a["retained_bytes"] == 100 * 8192, a
+
+
+def test_attach_to_musl_threads_that_allocate_hard():
+    needs_musl()
+    storm_attach([ATTACH, "storm"])
+
+
+def test_attach_to_a_musl_program_whose_every_thread_allocates():
+    """No thread waits in a system call: the one borrowed is stopped
+    between two allocations in the program's code."""
+    needs_musl()
+    storm_attach([ATTACH, "storm", "all"])
+
+
+def test_a_musl_program_offered_the_glibc_agent_is_refused_untouched():
+    """YM_AGENT names a libymagent.so with no libymagent-musl.so beside
+    it: one line naming the musl file that is missing, the program
+    untouched."""
+    needs_musl()
+    d = tempfile.mkdtemp()
+    try:
+        glibc_agent = os.path.join(d, "libymagent.so")
+        shutil.copy(os.path.join(BUILD, "libymagent.so"), glibc_agent)
+        os.environ["YM_AGENT"] = glibc_agent
+        try:
+            refused_untouched([COUNT], [
+                "pid ", "is a musl program",
+                os.path.join(d, "libymagent-musl.so") + ", which is missing",
+                "make build/libymagent-musl.so"])
+        finally:
+            del os.environ["YM_AGENT"]
+    finally:
+        shutil.rmtree(d)
 
 
 def test_attaching_to_a_static_musl_program_says_static():
