@@ -360,7 +360,10 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	if (inject_libc_refusal(pid, cvis, agent, why, sizeof why) != 0)
 		cli_die(1, "%s", why);
 	struct stat st;
-	if (strcmp(agent, glibc_agent) != 0 && stat(agent, &st) != 0)
+	char there[PATH_MAX + 64];
+	snprintf(there, sizeof there, "/proc/%ld/root%s", (long)pid, agent);
+	if (strcmp(agent, glibc_agent) != 0 && stat(agent, &st) != 0 &&
+	    stat(there, &st) != 0)
 		cli_die(1, "pid %ld is a musl program (%s): it takes the musl agent "
 			"%s, which is missing (%s); build it (make "
 			"build/libymagent-musl.so, with musl-tools) or preload it",

@@ -222,6 +222,105 @@ def test_a_musl_program_offered_the_glibc_agent_is_refused_untouched():
         shutil.rmtree(d)
 
 
+def musl_root(agent):
+    """A minimal musl root, as an Alpine-like image holds it: the program
+    (attach.c) as /prog, musl's libc.so as its loader
+    /lib/ld-musl-x86_64.so.1, empty /proc and /dev/shm, and with agent the
+    musl agent as /ymtop/libymagent-musl.so."""
+    root = tempfile.mkdtemp()
+    os.chmod(root, 0o755)
+    for d in ("lib", "proc", "dev/shm", "ymtop"):
+        os.makedirs(os.path.join(root, d))
+    shutil.copy(ATTACH, os.path.join(root, "prog"))
+    shutil.copy(os.path.realpath("/lib/ld-musl-x86_64.so.1"),
+                os.path.join(root, "lib", "ld-musl-x86_64.so.1"))
+    if agent:
+        shutil.copy(MUSL_AGENT, os.path.join(root, "ymtop", "libymagent-musl.so"))
+    return root
+
+
+class MuslContained(Attached):
+    """/prog of root run in new mount and pid namespaces (unshare -m -p),
+    chrooted into root, with its own /proc and /dev/shm mounted there."""
+
+    def __init__(self, root):
+        unshare = shutil.which("unshare")
+        if os.getuid() != 0 or not unshare:
+            raise Skip("needs root and unshare(1)")
+        r = subprocess.run([unshare, "--mount", "--pid", "--fork", "true"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Skip("unshare --mount --pid not permitted here: " +
+                       r.stderr.strip())
+        mounts = ("mount -t tmpfs tmpfs {0}/dev/shm && "
+                  "mount -t proc proc {0}/proc && ").format(root)
+        super().__init__([unshare, "--mount", "--pid", "--fork", "sh", "-c",
+                          mounts + "exec chroot %s /prog" % root],
+                         env={"YM_SAMPLE_RATE": "1"})
+        self.outer = self.pid
+        with open("/proc/%d/task/%d/children" % (self.outer, self.outer)) as f:
+            self.pid = int(f.read().split()[0])   # the program, on the host
+
+
+def contained_counts(root, ymtop_env, want_maps):
+    """ymtop -p from the host into /prog of the musl root: the agent goes
+    in (its mapping named want_maps), makes its segment in the
+    container's /dev/shm, and counts exactly what the program allocates
+    next, symbolized through /proc/PID/root; the root's files unchanged."""
+    before = {(d, f, os.stat(os.path.join(d, f)).st_mtime_ns)
+              for d, _, fs in os.walk(root) for f in fs}
+    t = MuslContained(root)
+    try:
+        r = ymtop("-b", "-n", "1", "-i", "0.05", "-f", "json", "-p", t.pid,
+                  env=dict(os.environ, YM_INJECT_VERBOSE="1", **ymtop_env))
+        rep = json.loads(r.stdout)
+        assert rep["ns_pid"] == 1, rep.get("ns_pid")
+        assert {l.split(None, 5)[-1] for l in maps_of(t.pid).splitlines()
+                if "libymagent" in l} == {want_maps}, maps_of(t.pid)
+        ns = os.stat("/proc/%d/ns/pid" % t.pid).st_ino
+        assert os.path.exists("/proc/%d/root/dev/shm/ymtop-1.%d" % (t.pid, ns))
+        t.send("go\n")
+        t.wait_for("done")
+        rep = report(t.pid)
+        h = site(rep, "hold_site")
+        assert h["allocated_objects"] == 1000 and \
+            h["retained_bytes"] == 1000 * 4096, h
+        assert "main" in functions(h), functions(h)
+        s = site(rep, "thread_site")
+        assert s["allocated_objects"] == 4 * 256, s
+        rc, out, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0 and out == ["ready", "done"], (rc, out, err)
+    after = {(d, f, os.stat(os.path.join(d, f)).st_mtime_ns)
+             for d, _, fs in os.walk(root) for f in fs}
+    assert after == before, "the root's files changed"
+
+
+def test_musl_root_attached_from_the_host_brings_the_agent_in():
+    """The root holds the program and musl only: ymtop on the host brings
+    libymagent-musl.so in through a memfd (/proc/self/fd/N)."""
+    needs_musl()
+    root = musl_root(agent=False)
+    try:
+        contained_counts(root, {}, "/memfd:libymagent.so (deleted)")
+    finally:
+        shutil.rmtree(root)
+
+
+def test_musl_root_with_the_agent_inside_loads_it_by_its_path():
+    """YM_AGENT names libymagent.so where the container keeps it: the
+    musl agent beside it is dlopen'ed by its path there."""
+    needs_musl()
+    root = musl_root(agent=True)
+    try:
+        # maps names it as ymtop sees it: under the root, on the host.
+        contained_counts(root, {"YM_AGENT": "/ymtop/libymagent.so"},
+                         os.path.join(root, "ymtop", "libymagent-musl.so"))
+    finally:
+        shutil.rmtree(root)
+
+
 def test_attaching_to_a_static_musl_program_says_static():
     needs_musl()
     d = tempfile.mkdtemp()
