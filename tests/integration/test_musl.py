@@ -66,6 +66,25 @@ def test_musl_program_exact_mode_counts_each_allocation():
     assert "child_site" not in names, "the fork child wrote into its parent's segment"
 
 
+def test_musl_reports_say_why_there_are_no_heap_figures():
+    """musl's allocator keeps no statistics: where the allocator's figures
+    would be, the text report says so in one line, the RSS explanation
+    too, and JSON names the reason."""
+    needs_musl()
+    t = Target([COUNT], env={"LD_PRELOAD": MUSL_AGENT})
+    try:
+        text = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    lines = [l for l in text.splitlines() if "musl's allocator keeps none" in l]
+    assert len(lines) == 2, text
+    assert lines[0] == "heap: no allocator statistics: musl's allocator keeps none", lines
+    assert "allocator in use" in lines[1], lines
+    assert rep["heap"] is None and rep["heap_missing"]["reason"] == "musl", \
+        (rep["heap"], rep.get("heap_missing"))
+
+
 def maps_of(pid):
     with open("/proc/%d/maps" % pid) as f:
         return f.read()
