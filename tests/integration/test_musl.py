@@ -85,6 +85,23 @@ def test_musl_reports_say_why_there_are_no_heap_figures():
         (rep["heap"], rep.get("heap_missing"))
 
 
+def test_musl_program_without_build_id_is_not_called_changed():
+    """musl-gcc links no build-id, and musl lists the vDSO with an empty
+    name: the agent names it linux-vdso.so.1, not the executable, whose
+    file ymtop would otherwise find "changed since the process loaded
+    it" (the vDSO's build-id against none)."""
+    needs_musl()
+    assert "Build ID" not in subprocess.run(
+        ["readelf", "-n", COUNT], capture_output=True, text=True).stdout
+    t = Target([COUNT], env={"LD_PRELOAD": MUSL_AGENT})
+    try:
+        text = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+    finally:
+        t.finish()
+    assert "changed since" not in text and "warning" not in text, text
+    assert "hold_site" in text, text
+
+
 def maps_of(pid):
     with open("/proc/%d/maps" % pid) as f:
         return f.read()
