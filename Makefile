@@ -534,6 +534,9 @@ bench: bench-deps all
 	@tests/bench/scrape.sh $(B) 10 14 9
 	@tests/bench/scrape.sh $(B) 10 11 9
 	@YM_BUILD=$(B) python3 tests/bench/fleet_scale.py 10 100 300
+	@if command -v $(MUSL_CC) >/dev/null; then \
+	  $(MAKE) --no-print-directory $(MUSL_AGENT) $(MUSL_BENCH) && \
+	  tests/bench/musl.sh $(B); fi
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
@@ -568,6 +571,32 @@ $(SHIM_LIBS): $(B)/bench/lib%.so: tests/bench/shim.c
 	$(CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec -fno-plt \
 	  $(if $(filter shimcount,$*),-DSHIM_COUNT) \
 	  $(if $(filter shimtail,$*),-DSHIM_COUNT -DSHIM_TAIL) -Wl,-z,now -o $@ $<
+
+# The musl agent's fast path (make bench, tests/bench/musl.sh): against
+# a forwarding shim built by musl-gcc (libshim-musl.so, -DSHIM_NEXT) and
+# against the same agent with initial-exec TLS (preloadable only), on
+# allocbench built by musl-gcc.
+MUSL_BENCH := $(B)/bench/musl/allocbench $(B)/bench/musl/libshim-musl.so \
+	$(B)/bench/musl-ie/libymagent-musl.so
+MUSL_IE_OBJ := $(AGENT_SRC:%.c=$(B)/musl-ie/%.o)
+
+$(B)/bench/musl/allocbench: tests/bench/allocbench.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(STD) -O2 -g $(WARN) -o $@ $<
+
+$(B)/bench/musl/libshim-musl.so: tests/bench/shim.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec \
+	  -fno-plt -DSHIM_NEXT -Wl,-z,now -o $@ $<
+
+$(MUSL_IE_OBJ): injector/agent/compat.h
+$(B)/musl-ie/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(CPPFLAGS) -DYM_BENCH_MUSL_IE $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
+
+$(B)/bench/musl-ie/libymagent-musl.so: $(MUSL_IE_OBJ)
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) -shared -Wl,--eh-frame-hdr -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ymtop \

@@ -21,8 +21,10 @@
  * refuses initial-exec TLS in an object it loads after start-up (ymtop
  * -p); its dlopen gives every thread the new object's block before it
  * returns, so its global-dynamic access (TLSDESC, -mtls-dialect=gnu2 in
- * the Makefile: a call that loads two words) never allocates either. */
-#ifdef __GLIBC__
+ * the Makefile: a call that loads two words) never allocates either.
+ * YM_BENCH_MUSL_IE: the musl agent with initial-exec TLS, preloaded only,
+ * which make bench compares it with. */
+#if defined(__GLIBC__) || defined(YM_BENCH_MUSL_IE)
 #define AGENT_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
 #define AGENT_TLS_MODEL __attribute__((tls_model("global-dynamic")))
