@@ -153,6 +153,7 @@ int session_adopt(struct session *s, const struct shm_reader *r)
 	s->sym = sym_new(target_sym_root(&s->reader));
 	if (!s->sym)
 		return -1;
+	sym_set_pid(s->sym, s->reader.pid);
 	model_init(&s->model);
 	s->known_modules = UINT32_MAX;
 	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;

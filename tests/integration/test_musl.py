@@ -102,6 +102,33 @@ def test_musl_program_without_build_id_is_not_called_changed():
     assert "hold_site" in text, text
 
 
+def test_musl_program_rebuilt_while_running_is_called_changed():
+    """Without a build-id, ymtop tells the file the process mapped from the
+    one now at its path by inode, size and modification time: a program
+    replaced while it runs (a rebuild: a new file renamed over it) is said
+    to have changed, and its names are not taken from the new file."""
+    needs_musl()
+    d = tempfile.mkdtemp()
+    try:
+        prog = os.path.join(d, "prog")
+        shutil.copy(COUNT, prog)
+        t = Target([prog], env={"LD_PRELOAD": MUSL_AGENT})
+        try:
+            before = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+            shutil.copy(ATTACH, prog + ".new")
+            os.rename(prog + ".new", prog)
+            after = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+        finally:
+            t.finish()
+        assert "changed since" not in before and "hold_site" in before, before
+        want = "warning: %s: file changed since the process loaded it " \
+            "(another file at its path; it has no build-id)" % prog
+        assert want in after.splitlines(), after
+        assert "hold_site" not in after, after
+    finally:
+        shutil.rmtree(d)
+
+
 def maps_of(pid):
     with open("/proc/%d/maps" % pid) as f:
         return f.read()
