@@ -252,9 +252,9 @@ static int musl_blocked_call(const struct borrow *t)
 /* May the thread run dlopen now?  Not inside the allocator or ld.so: not
  * with its PC there, nor with a return address into them in its call
  * chain (a thread waiting for an arena lock, or running a constructor
- * under dlopen).  When the chain cannot be unwound, fall back to the old
- * conservative test: no word in the top STACK_SCAN bytes of its stack
- * may point into them.  It refuses some idle threads for good (stale
+ * under dlopen).  When the chain cannot be unwound: under musl, the
+ * waits of musl_blocked_call; under glibc, the old conservative test: no
+ * word in the top STACK_SCAN bytes of its stack may point into them.  It refuses some idle threads for good (stale
  * words in dead slots), but a wrong "safe" deadlocks someone's process in
  * dlopen, while a refusal only fails ymtop with a message. */
 int inject_safe_moment(struct borrow *t, struct chain *c)

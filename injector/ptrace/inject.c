@@ -14,7 +14,11 @@
  *   allocator (its text is bounded by the nearest exported functions of
  *   other files) nor inside ld.so, and no return address into either in
  *   its call chain, unwound with libdw (a thread waiting for an arena
- *   lock).  dlopen and the agent's constructor take those locks.
+ *   lock).  dlopen and the agent's constructor take those locks.  musl's
+ *   libc.so is its own ld.so: there the loader's code and the files that
+ *   hold its other locks are bounded the same way (libcsyms.h), and a
+ *   thread inside libc, which Debian's musl gives no CFI to unwind, only
+ *   while it waits in a call none of them makes (chain.c).
  *   Otherwise it is let go at once, another thread is tried, and after a
  *   bounded time we give up with the target untouched.
  * - Registers (with orig_rax: an interrupted system call restarts only

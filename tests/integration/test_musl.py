@@ -228,6 +228,27 @@ def test_attach_to_a_musl_program_sampled_within_tolerance():
            "thread_site retained")
 
 
+def test_preloaded_musl_agent_without_segment_is_started():
+    """A musl program under libymagent-musl.so that has not allocated yet
+    has no segment (it comes with the first sample): ymtop -p starts the
+    agent it already has (ymagent_start), loads nothing more, and the
+    program's allocations after are counted."""
+    needs_musl()
+    t = Attached([ATTACH], env={"LD_PRELOAD": MUSL_AGENT, "YM_SAMPLE_RATE": "1"})
+    try:
+        assert not os.path.exists("/dev/shm/ymtop-%d" % t.pid)
+        t.attach()
+        t.send("go\n")
+        t.wait_for("done")
+        rep = report(t.pid)
+        rc, out, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0 and out == ["ready", "done"], (rc, out, err)
+    h = site(rep, "hold_site")
+    assert h["allocated_objects"] == 1000 and h["retained_bytes"] == 1000 * 4096, h
+
+
 def storm_attach(argv):
     """Attach three times in a row to the storm program argv while its
     threads allocate without pause (a stopped thread is often inside
