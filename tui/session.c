@@ -127,7 +127,9 @@ static void fresh_heap(struct session *s)
 {
 	struct model *m = &s->model;
 	m->heap_why[0] = '\0';
-	if (!m->alive || model_heap_current(m))
+	/* The agent said why it has none (musl, glibc before 2.33, another
+	 * allocator): asking, or borrowing a thread, cannot change that. */
+	if (!m->alive || model_heap_current(m) || model_heap_missing(m, NULL))
 		return;
 	int got;
 	if (s->asked_ahead)
