@@ -285,7 +285,7 @@ def test_attach_to_a_musl_program_whose_every_thread_allocates():
     storm_attach([ATTACH, "storm", "all"])
 
 
-def test_a_musl_program_offered_the_glibc_agent_is_refused_untouched():
+def test_a_missing_musl_agent_is_named_and_the_program_untouched():
     """YM_AGENT names a libymagent.so with no libymagent-musl.so beside
     it: one line naming the musl file that is missing, the program
     untouched."""
