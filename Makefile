@@ -193,15 +193,17 @@ $(OLD_GLIBC): $(OLD_GLIBC_OBJ) $(AGENT_STUBS) tests/check_glibc_versions.sh
 
 # The agent for programs linked with musl (Alpine images): the same
 # sources, built by musl-gcc, loading nothing but musl's libc.so.  Its
-# TLS is global-dynamic: musl refuses initial-exec TLS in an object it
-# loads after start-up.  musl-gcc's link drops --eh-frame-hdr, which the
+# TLS is global-dynamic with TLS descriptors (AGENT_TLS_MODEL, base.h):
+# musl refuses initial-exec TLS in an object it loads after start-up
+# (ymtop -p).  musl-gcc's link drops --eh-frame-hdr, which the
 # unwinder needs in every object it walks (musl's own libc has it):
 # given back here.  Built by make check (musl-tools), not by make all.
 MUSL_CC ?= musl-gcc
 MUSL_AGENT := $(B)/libymagent-musl.so
 MUSL_AGENT_OBJ := $(AGENT_SRC:%.c=$(B)/musl/%.o)
-MUSL_CFLAGS := $(filter-out -ftls-model=initial-exec,$(AGENT_CFLAGS)) -ftls-model=global-dynamic
-MUSL_PROGS := $(B)/musl/count
+MUSL_CFLAGS := $(filter-out -ftls-model=initial-exec,$(AGENT_CFLAGS)) \
+	-ftls-model=global-dynamic -mtls-dialect=gnu2
+MUSL_PROGS := $(B)/musl/count $(B)/musl/attach
 
 $(MUSL_AGENT_OBJ): injector/agent/compat.h
 $(B)/musl/%.o: %.c
@@ -536,6 +538,9 @@ bench: bench-deps all
 	@tests/bench/scrape.sh $(B) 10 11 9
 	@YM_BUILD=$(B) python3 tests/bench/fleet_scale.py 10 100 300
 	@YM_BUILD=$(B) python3 tests/bench/pg_fleet.py -R 1000 10 50 100 200
+	@if command -v $(MUSL_CC) >/dev/null; then \
+	  $(MAKE) --no-print-directory $(MUSL_AGENT) $(MUSL_BENCH) && \
+	  tests/bench/musl.sh $(B); fi
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
 	  python3 tests/bench/inject_timing.py
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH):$(CURDIR)/tests/integration \
@@ -570,6 +575,32 @@ $(SHIM_LIBS): $(B)/bench/lib%.so: tests/bench/shim.c
 	$(CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec -fno-plt \
 	  $(if $(filter shimcount,$*),-DSHIM_COUNT) \
 	  $(if $(filter shimtail,$*),-DSHIM_COUNT -DSHIM_TAIL) -Wl,-z,now -o $@ $<
+
+# The musl agent's fast path (make bench, tests/bench/musl.sh): against
+# a forwarding shim built by musl-gcc (libshim-musl.so, -DSHIM_NEXT) and
+# against the same agent with initial-exec TLS (preloadable only), on
+# allocbench built by musl-gcc.
+MUSL_BENCH := $(B)/bench/musl/allocbench $(B)/bench/musl/libshim-musl.so \
+	$(B)/bench/musl-ie/libymagent-musl.so
+MUSL_IE_OBJ := $(AGENT_SRC:%.c=$(B)/musl-ie/%.o)
+
+$(B)/bench/musl/allocbench: tests/bench/allocbench.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(STD) -O2 -g $(WARN) -o $@ $<
+
+$(B)/bench/musl/libshim-musl.so: tests/bench/shim.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(STD) -O2 -g $(WARN) -shared -fPIC -ftls-model=initial-exec \
+	  -fno-plt -DSHIM_NEXT -Wl,-z,now -o $@ $<
+
+$(MUSL_IE_OBJ): injector/agent/compat.h
+$(B)/musl-ie/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(CPPFLAGS) -DYM_BENCH_MUSL_IE $(AGENT_COMPAT) $(AGENT_CFLAGS) -c $< -o $@
+
+$(B)/bench/musl-ie/libymagent-musl.so: $(MUSL_IE_OBJ)
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) -shared -Wl,--eh-frame-hdr -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ymtop \

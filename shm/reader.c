@@ -569,6 +569,11 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 				(h->abi_version >= 7 ? YM_HEAP_CALLS : 0);
 			if (hs->allocator == YM_HEAP_NONE)
 				hs->present = 0;
+			/* v8: why there are none; not known from a v7
+			 * writer, or a reason this reader does not know. */
+			if (h->abi_version < 8 || hs->allocator != YM_HEAP_NONE ||
+			    hs->none_why > YM_HEAP_WHY_OTHER)
+				hs->none_why = YM_HEAP_WHY_UNKNOWN;
 			return 0;
 		}
 	}

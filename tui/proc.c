@@ -484,6 +484,29 @@ static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
 	return rc;
 }
 
+struct range_at {
+	unsigned long long lo, hi;
+};
+
+static int maps_range_line(char *line, void *ctx)
+{
+	struct range_at *r = ctx;
+	unsigned long long a, b;
+	if (sscanf(line, "%llx-%llx", &a, &b) != 2 || a != r->lo)
+		return 0;
+	r->hi = b;
+	return 1;
+}
+
+int proc_mapping_at(pid_t pid, uint64_t lo, uint64_t *hi)
+{
+	struct range_at r = { lo, 0 };
+	if (maps_each(pid, maps_range_line, &r) != 1)
+		return -1;
+	*hi = r.hi;
+	return 0;
+}
+
 struct file_id {
 	unsigned maj, min;
 	unsigned long long ino;

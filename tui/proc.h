@@ -132,6 +132,10 @@ int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino);
 #define PROC_HAS_LIBC  2
 int proc_maps_agent(pid_t pid);
 
+/* The mapping of pid that starts at lo: 0 and its end in *hi, or -1 when
+ * it has none there (or its maps cannot be read). */
+int proc_mapping_at(pid_t pid, uint64_t lo, uint64_t *hi);
+
 /* 1 when process pid's environment preloads the agent (LD_PRELOAD names
  * libymagent): a fresh image that will load it, 0 when not, -errno.
  * PROC_ENV_GONE when the area does not start with a variable: the

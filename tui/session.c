@@ -127,7 +127,9 @@ static void fresh_heap(struct session *s)
 {
 	struct model *m = &s->model;
 	m->heap_why[0] = '\0';
-	if (!m->alive || model_heap_current(m))
+	/* The agent said why it has none (musl, glibc before 2.33, another
+	 * allocator): asking, or borrowing a thread, cannot change that. */
+	if (!m->alive || model_heap_current(m) || model_heap_missing(m, NULL))
 		return;
 	int got;
 	if (s->asked_ahead)
@@ -153,6 +155,7 @@ int session_adopt(struct session *s, const struct shm_reader *r)
 	s->sym = sym_new(target_sym_root(&s->reader));
 	if (!s->sym)
 		return -1;
+	sym_set_pid(s->sym, s->reader.pid);
 	model_init(&s->model);
 	s->known_modules = UINT32_MAX;
 	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;

@@ -414,12 +414,24 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	char agent[PATH_MAX], why[512];
 	struct inject_result res;
 	target_agent_path(agent, sizeof agent);
-	/* A musl or static program: say so before the agent file is even
-	 * looked for, since libymagent.so is not what it would need. */
+	char glibc_agent[PATH_MAX];
+	snprintf(glibc_agent, sizeof glibc_agent, "%s", agent);
+	inject_agent_for(pid, agent, sizeof agent);   /* musl: its own agent */
+	/* A static program: say so before the agent file is even looked
+	 * for, since no agent can go in. */
 	char cvis[FMT_VIS_SIZE(sizeof pi->comm)];
-	if (inject_libc_refusal(pid, fmt_vis(pi->comm, cvis, sizeof cvis), agent,
-				why, sizeof why) != 0)
+	fmt_vis(pi->comm, cvis, sizeof cvis);
+	if (inject_libc_refusal(pid, cvis, agent, why, sizeof why) != 0)
 		cli_die(1, "%s", why);
+	struct stat st;
+	char there[PATH_MAX + 64];
+	snprintf(there, sizeof there, "/proc/%ld/root%s", (long)pid, agent);
+	if (strcmp(agent, glibc_agent) != 0 && stat(agent, &st) != 0 &&
+	    stat(there, &st) != 0)
+		cli_die(1, "pid %ld is a musl program (%s): it takes the musl agent "
+			"%s, which is missing (%s); build it (make "
+			"build/libymagent-musl.so, with musl-tools) or preload it",
+			(long)pid, cvis, agent, strerror(errno));
 	int bring = check_agent_visible(pid, agent);
 	double t0 = clock_mono_s();
 	int ir = inject_agent(pid, agent, bring, &res, why, sizeof why);

@@ -142,16 +142,18 @@
  * (struct ym_stack_ext.kind: mmap), header.mmap_*: additions only, compat
  * stays 5.
  * v7: additions only, compat stays 5 (each names itself "v7" where it is
+ * declared).
+ * v8: additions only, compat stays 5 (each names itself "v8" where it is
  * declared). */
 #ifndef YM_TEST_ABI_NEWER
-#define YM_ABI_VERSION  7u       /* this file's version */
+#define YM_ABI_VERSION  8u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
 #define YM_HEADER_SIZE  4096u    /* header bytes this writer reserves */
 #else
 /* A test build only (make, test_abi.py): a writer one version ahead that
  * adds without breaking (same compat_version), with a longer header and
  * longer stack and alarm records, all filled with unknown data. */
-#define YM_ABI_VERSION  8u
+#define YM_ABI_VERSION  9u
 #define YM_ABI_COMPAT   5u
 #define YM_HEADER_SIZE  8192u
 #define YM_TEST_RECORD_TAIL 16u  /* bytes after a record's frames */
@@ -298,12 +300,19 @@ struct ym_life_bucket {
  * one thing this misses; that thread's next call moves the sum. */
 #define YM_HEAP_CALLS     0x80u  /* calls */
 #define YM_HEAP_MIN_INTERVAL_NS 100000000ull   /* 100 ms */
+/* v8: none_why, why allocator is YM_HEAP_NONE: the agent found no
+ * statistics to take, and says why (0 from a v7 writer: not known). */
+#define YM_HEAP_WHY_UNKNOWN   0u   /* not known (or statistics present) */
+#define YM_HEAP_WHY_OLD_GLIBC 1u   /* glibc without mallinfo2: before 2.33 */
+#define YM_HEAP_WHY_MUSL      2u   /* musl's allocator: it keeps none */
+#define YM_HEAP_WHY_OTHER     3u   /* an allocator ymtop reads none of
+				    * (mimalloc, the program's own) */
 
 struct ym_heapstats {
 	uint32_t seq;              /* seqcount: odd while written */
 	uint32_t allocator;        /* YM_HEAP_* kind */
 	uint32_t present;          /* YM_HEAP_IN_USE... bits */
-	uint32_t reserved0;
+	uint32_t none_why;         /* v8: YM_HEAP_WHY_* */
 	uint64_t answered;         /* the control.heap_request answered */
 	uint64_t taken_mono_ns;    /* CLOCK_MONOTONIC when taken */
 	uint64_t cost_ns;          /* how long taking them took */

@@ -15,6 +15,21 @@
 
 #define AGENT_HIDDEN __attribute__((visibility("hidden")))
 
+/* The model of the agent's thread-local variables.  glibc: initial-exec,
+ * also when the agent is dlopen'ed (it takes the static TLS surplus), so
+ * touching them is one %fs-relative access and never allocates.  musl
+ * refuses initial-exec TLS in an object it loads after start-up (ymtop
+ * -p); its dlopen gives every thread the new object's block before it
+ * returns, so its global-dynamic access (TLSDESC, -mtls-dialect=gnu2 in
+ * the Makefile: a call that loads two words) never allocates either.
+ * YM_BENCH_MUSL_IE: the musl agent with initial-exec TLS, preloaded only,
+ * which make bench compares it with. */
+#if defined(__GLIBC__) || defined(YM_BENCH_MUSL_IE)
+#define AGENT_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define AGENT_TLS_MODEL __attribute__((tls_model("global-dynamic")))
+#endif
+
 /* An interposed entry point (malloc, mmap, execve...): the agent is built
  * with -fvisibility=hidden, so only these are seen by the dynamic linker. */
 #define EXPORT __attribute__((visibility("default")))

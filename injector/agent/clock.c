@@ -30,7 +30,7 @@ static const char default_source[] =
 static const char *source = default_source;
 
 static __thread struct agent_clock anchor
-	__attribute__((tls_model("initial-exec")));
+	AGENT_TLS_MODEL;
 static int tsc_state;                /* 0 undecided, 1 in use, -1 refused */
 static uint64_t tsc_mult, tsc_span;  /* the current calibration */
 static uint64_t cal_tsc, cal_ns;     /* its start (cal_lock held) */

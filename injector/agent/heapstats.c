@@ -27,6 +27,7 @@ typedef struct mallinfo2 (*mallinfo2_fn)(void);
 static struct {
 	int found;                 /* 1 once looked up (atomic) */
 	uint32_t kind;             /* YM_HEAP_* */
+	uint32_t none_why;         /* YM_HEAP_WHY_*, when kind is NONE */
 	mallctl_fn mallctl;
 	tc_prop_fn tc_prop;
 	mallinfo2_fn mallinfo2;
@@ -100,6 +101,18 @@ static int same_object(void *f, void *malloc_fn)
 	       a.dli_fbase == b.dli_fbase;
 }
 
+/* malloc_fn is musl's own (the musl build, malloc defined in the C
+ * library, the object that defines getpid). */
+static int libc_allocator(void *malloc_fn)
+{
+#ifdef __GLIBC__
+	(void)malloc_fn;
+	return 0;
+#else
+	return same_object((void *)getpid, malloc_fn);
+#endif
+}
+
 /* Which allocator the process runs, and its statistics function.  dlsym
  * may allocate: the caller holds the guard. */
 static void find(void)
@@ -115,9 +128,16 @@ static void find(void)
 		fn.kind = YM_HEAP_TCMALLOC;
 	} else {
 		void *mi = sym_global("mallinfo2");
+#ifdef YM_TEST_OLD_GLIBC
+		mi = NULL;   /* as on glibc before 2.33 (test_compat.py) */
+#endif
 		if (agent_next.glibc_usable || same_object(mi, m)) {
 			fn.mallinfo2 = (mallinfo2_fn)mi;
 			fn.kind = mi ? YM_HEAP_GLIBC : YM_HEAP_NONE;
+			fn.none_why = mi ? YM_HEAP_WHY_UNKNOWN : YM_HEAP_WHY_OLD_GLIBC;
+		} else {
+			fn.none_why = libc_allocator(m) ? YM_HEAP_WHY_MUSL :
+				      YM_HEAP_WHY_OTHER;
 		}
 	}
 	__atomic_store_n(&fn.found, 1, __ATOMIC_RELEASE);
@@ -323,6 +343,7 @@ void heapstats_poll(int force)
 	struct ym_heapstats h;
 	memset(&h, 0, sizeof h);
 	h.allocator = fn.kind;
+	h.none_why = fn.kind == YM_HEAP_NONE ? fn.none_why : YM_HEAP_WHY_UNKNOWN;
 	h.answered = want;
 	/* The calls before the figures (segment.h, YM_HEAP_CALLS): a call
 	 * counted after this read moves the readers' sum past it. */

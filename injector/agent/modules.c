@@ -6,6 +6,7 @@
  */
 #include <elf.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -82,6 +83,18 @@ static void module_extent(const struct dl_phdr_info *info, uintptr_t *lo,
 	}
 }
 
+/* The name of an object the loader lists without one: the main
+ * executable, or the vDSO, which musl lists with an empty name (glibc
+ * names it linux-vdso.so.1): named so, never as the executable, whose
+ * file it is not (its build-id would not match the executable's). */
+static const char *unnamed_object(uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+	if (vdso && vdso >= lo && vdso < hi)
+		return "linux-vdso.so.1";
+	return hdr->exe;
+}
+
 /* Modules seen by the scan in progress (scan lock held). */
 static uint8_t module_seen[YM_MAX_MODULES];
 
@@ -122,7 +135,7 @@ static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	m->hi = hi;
 	const char *path = info->dlpi_name;
 	if (!path || !*path)
-		path = hdr->exe;   /* the main executable */
+		path = unnamed_object(lo, hi);
 	size_t n = strnlen(path, sizeof m->path - 1);
 	memcpy(m->path, path, n);
 	read_build_id(info, m);

@@ -17,7 +17,7 @@
 #include "table.h"
 #include "threads.h"
 
-__thread struct agent_tls agent_tls __attribute__((tls_model("initial-exec")));
+__thread struct agent_tls agent_tls AGENT_TLS_MODEL;
 
 static uint32_t epoch;
 static pthread_key_t thread_key;

@@ -25,8 +25,9 @@
 #include "table.h"
 #include "ymtop/segment.h"
 
-/* Per-thread state.  initial-exec TLS: touching it never allocates, also
- * when the agent is dlopen'ed.  Keep it small (static TLS is scarce). */
+/* Per-thread state.  Touching it never allocates, also when the agent is
+ * dlopen'ed (AGENT_TLS_MODEL, base.h).  Keep it small (static TLS is
+ * scarce). */
 enum { TLS_NEW = 0, TLS_OWN, TLS_SHARED, TLS_DEAD };
 
 struct agent_tls {
@@ -77,7 +78,7 @@ struct agent_tls {
 };
 
 extern __thread struct agent_tls agent_tls
-	__attribute__((tls_model("initial-exec"))) AGENT_HIDDEN;
+	AGENT_TLS_MODEL AGENT_HIDDEN;
 
 /* The fast word (the invariant above), read and written by its thread. */
 static inline struct ym_thread *thread_fast(const struct agent_tls *t)

@@ -23,7 +23,7 @@ static int is_agent(const char *p)
 {
 	const char *b = strrchr(p, '/');
 	b = b ? b + 1 : p;
-	return !strcmp(b, "libymagent.so") || !strncmp(b, "memfd:libymagent.so", 19);
+	return inject_is_agent_file(b);
 }
 
 /* The agent's mappings in pid (the first object of that name): 0, or -1

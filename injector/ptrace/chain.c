@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <elfutils/libdwfl.h>
@@ -39,6 +41,19 @@ static pid_t chain_pid;
 static int in_range(const struct range *r, uint64_t a)
 {
 	return a >= r->lo && a < r->hi;
+}
+
+/* Is a in code that may hold a lock dlopen or the agent takes?  pc: a
+ * is where the thread stopped, not a return address of its chain. */
+static int in_locking(const struct chain *c, uint64_t a, int pc)
+{
+	if (in_range(c->malloc_text, a) || in_range(c->ldso, a))
+		return 1;
+	int n = pc ? c->libc->nlock : c->libc->nlock_any;
+	for (int i = 0; i < n; i++)
+		if (in_range(&c->libc->lock_text[i], a))
+			return 1;
+	return 0;
 }
 
 static int chain_find_elf(Dwfl_Module *mod, void **userdata, const char *name,
@@ -140,6 +155,7 @@ void inject_chain_open(struct chain *c, pid_t pid, const struct libc_syms *s,
 	memset(c, 0, sizeof *c);
 	c->malloc_text = &s->malloc_text;
 	c->ldso = &m->ldso;
+	c->libc = s;
 	chain_pid = pid;
 	Dwfl *d = dwfl_begin(&chain_callbacks);
 	if (!d)
@@ -171,7 +187,7 @@ static int chain_frame(Dwfl_Frame *f, void *arg)
 	if (!activation && pc > 0)
 		pc--;
 	c->depth++;
-	if (in_range(c->malloc_text, pc) || in_range(c->ldso, pc)) {
+	if (in_locking(c, pc, activation)) {
 		c->hit = 1;
 		return DWARF_CB_ABORT;
 	}
@@ -203,26 +219,58 @@ static int chain_clear(struct chain *c, struct borrow *t)
 	return -1;
 }
 
+/* musl without CFI (Debian's libc.so has none): a thread stopped inside
+ * libc cannot be unwound.  It may run dlopen when it waits in a system
+ * call that none of musl's code makes while it holds a lock dlopen or the
+ * agent takes (the allocator's, the loader's, the thread list's,
+ * pthread_create's: they wait in futex, and map and read files): sleeps,
+ * polls, signal and child waits, and reads of a pipe, socket or terminal
+ * (dlopen reads the library's file, a regular one).  What stays unseen:
+ * such a call made by an atfork handler or a library's constructor. */
+static int musl_blocked_call(const struct borrow *t)
+{
+	switch ((long)t->regs.orig_rax) {
+	case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_pause:
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_rt_sigsuspend:
+	case SYS_rt_sigtimedwait: case SYS_wait4: case SYS_waitid:
+	case SYS_accept: case SYS_accept4:
+		return 1;
+	case SYS_read: case SYS_readv: case SYS_recvfrom: case SYS_recvmsg: {
+		char path[64];
+		struct stat st;
+		snprintf(path, sizeof path, "/proc/%ld/fd/%ld", (long)t->pid,
+			 (long)(int)t->regs.rdi);
+		return stat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+		       !S_ISBLK(st.st_mode);
+	}
+	default:
+		return 0;
+	}
+}
+
 /* May the thread run dlopen now?  Not inside the allocator or ld.so: not
  * with its PC there, nor with a return address into them in its call
  * chain (a thread waiting for an arena lock, or running a constructor
- * under dlopen).  When the chain cannot be unwound, fall back to the old
- * conservative test: no word in the top STACK_SCAN bytes of its stack
- * may point into them.  It refuses some idle threads for good (stale
+ * under dlopen).  When the chain cannot be unwound: under musl, the
+ * waits of musl_blocked_call; under glibc, the old conservative test: no
+ * word in the top STACK_SCAN bytes of its stack may point into them.  It refuses some idle threads for good (stale
  * words in dead slots), but a wrong "safe" deadlocks someone's process in
  * dlopen, while a refusal only fails ymtop with a message. */
 int inject_safe_moment(struct borrow *t, struct chain *c)
 {
-	if (in_range(c->malloc_text, t->regs.rip) || in_range(c->ldso, t->regs.rip))
+	if (in_locking(c, t->regs.rip, 1))
 		return 0;
 	int clear = chain_clear(c, t);
 	if (clear >= 0)
 		return clear;
+	if (c->libc->own_loader)
+		return musl_blocked_call(t);
 	uint64_t words[STACK_SCAN / 8];
 	if (inject_mem_read(t, t->regs.rsp, words, sizeof words) != 0)
 		return 1;   /* top of an unreadable stack: nothing to see */
 	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-		if (in_range(c->malloc_text, words[i]) || in_range(c->ldso, words[i]))
+		if (in_locking(c, words[i], 0))
 			return 0;
 	return 1;
 }

@@ -1,8 +1,8 @@
 /*
  * chain: may a stopped thread run dlopen now?  Not with its PC, nor with
  * a return address of its call chain (unwound with libdw), inside libc's
- * allocator or ld.so: dlopen and the agent's constructor take their
- * locks.  Runs in ymtop.
+ * allocator or ld.so (under musl: the code of libc.so that holds a lock
+ * dlopen takes): dlopen and the agent's constructor take their locks.  Runs in ymtop.
  *
  * Ownership: inject_chain_open readies libdw for one target before any
  * thread is stopped; inject_chain_close frees it.  The ranges are
@@ -23,6 +23,7 @@ struct chain {
 	struct Dwfl  *dwfl;      /* NULL: unwinding unavailable, scan instead */
 	struct borrow *t;        /* the thread being unwound */
 	const struct range *malloc_text, *ldso;
+	const struct libc_syms *libc;   /* musl's lock_text (libcsyms.h) */
 	int           depth;     /* frames seen by this walk */
 	int           hit;       /* a frame inside the allocator or ld.so */
 };

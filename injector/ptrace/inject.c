@@ -4,8 +4,8 @@
  * Safety rules, in the order they are applied:
  * - Everything that can refuse does so before the first ptrace call: no
  *   such process, zombie or stopped, already traced, strict seccomp, not
- *   x86-64, statically linked or linked with musl (libckind), no
- *   dlopen in libc.  An agent already
+ *   x86-64, statically linked (libckind), a musl program offered
+ *   another agent than libymagent-musl.so, no dlopen in libc.  An agent already
  *   mapped but without a segment (a daemon that forked away and has not
  *   allocated since) is started, not loaded again (inject_start_agent).
  * - Only the chosen thread is stopped; the others run on and never meet
@@ -14,7 +14,11 @@
  *   allocator (its text is bounded by the nearest exported functions of
  *   other files) nor inside ld.so, and no return address into either in
  *   its call chain, unwound with libdw (a thread waiting for an arena
- *   lock).  dlopen and the agent's constructor take those locks.
+ *   lock).  dlopen and the agent's constructor take those locks.  musl's
+ *   libc.so is its own ld.so: there the loader's code and the files that
+ *   hold its other locks are bounded the same way (libcsyms.h), and a
+ *   thread inside libc, which Debian's musl gives no CFI to unwind, only
+ *   while it waits in a call none of them makes (chain.c).
  *   Otherwise it is let go at once, another thread is tried, and after a
  *   bounded time we give up with the target untouched.
  * - Registers (with orig_rax: an interrupted system call restarts only
@@ -24,7 +28,7 @@
  *
  * This file is the whole operation, in that order; each step is a module:
  *   procfs    what /proc tells before anything is touched
- *   libckind  glibc, musl or static: whether the agent can go in at all
+ *   libckind  glibc, musl or static: which agent can go in, if any
  *   libcsyms  libc's dynamic symbols, from its file (libelf)
  *   chain     the safe moment: the stopped thread's call chain (libdw)
  *   choose    stopping threads until one is at a safe moment
@@ -169,7 +173,8 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 	}
 	if (m->has_agent)
 		return 3;   /* loaded, no segment yet: start it (inject_start_agent) */
-	/* musl, or no libc at all (static): libymagent.so cannot go in. */
+	/* No libc at all (static), or a musl program offered the glibc
+	 * agent: it cannot go in. */
 	if (inject_libc_refusal(pid, ps->name, agent, err, len) != 0)
 		return -1;
 	if (!m->have_libc) {

@@ -136,18 +136,21 @@ int inject_libc_refusal(pid_t pid, const char *name, const char *agent,
 			    "to watch its heap", (long)pid, name);
 		return -1;
 	}
-	if (s.kind != INJECT_LIBC_MUSL)
+	if (s.kind != INJECT_LIBC_MUSL ||
+	    !strcmp(base_name(agent), "libymagent-musl.so"))
 		return 0;
-	const char *slash = strrchr(agent, '/');
-	int dir = slash ? (int)(slash - agent) : 0;
-	if (s.musl_agent)
-		inject_fail(err, len, "pid %ld (%s) is a musl program running "
-			    "libymagent-musl.so, which makes its segment at its first "
-			    "sample; until then there is nothing to show, and ymtop -p "
-			    "cannot start it in a musl program", (long)pid, name);
-	else
-		inject_fail(err, len, "pid %ld is a musl program (%s): attaching is "
-			    "not supported yet; start it with LD_PRELOAD=%.*s%slibymagent-"
-			    "musl.so", (long)pid, name, dir, agent, slash ? "/" : "");
+	inject_fail(err, len, "pid %ld is a musl program (%s): it takes "
+		    "libymagent-musl.so, not %s", (long)pid, name, agent);
 	return -1;
+}
+
+void inject_agent_for(pid_t pid, char *agent, size_t len)
+{
+	struct inject_libc_seen s;
+	if (inject_libc_kind(pid, &s) != 0 || s.kind != INJECT_LIBC_MUSL)
+		return;
+	char *slash = strrchr(agent, '/');
+	size_t dir = slash ? (size_t)(slash - agent) + 1 : 0;
+	if (dir + sizeof "libymagent-musl.so" <= len)
+		memcpy(agent + dir, "libymagent-musl.so", sizeof "libymagent-musl.so");
 }

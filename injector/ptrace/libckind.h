@@ -5,9 +5,9 @@
  * agent into.  Reads only; runs in ymtop.
  *
  * The agent libymagent.so is linked against glibc and loads into glibc
- * programs only; libymagent-musl.so loads into musl programs, by
- * LD_PRELOAD only (the injector calls glibc's loader conventions); a
- * static program has no loader to take either.
+ * programs only; libymagent-musl.so, beside it, loads into musl programs
+ * (preloaded or injected); a static program has no loader to take
+ * either.
  */
 #ifndef YMTOP_INJECT_LIBCKIND_H
 #define YMTOP_INJECT_LIBCKIND_H
@@ -36,11 +36,16 @@ struct inject_libc_seen {
  * neither the executable nor the maps can be read. */
 int inject_libc_kind(pid_t pid, struct inject_libc_seen *out);
 
-/* For a musl or a statically linked pid (name: its comm): one line into
- * err, the reason and the remedy, and -1; 0 otherwise (glibc, or not
- * known: the injector's own checks decide).  agent is the path of
- * libymagent.so; the musl agent named in the remedy is beside it. */
+/* For a statically linked pid (name: its comm), or a musl one offered
+ * an agent that is not libymagent-musl.so: one line into err, the reason
+ * and the remedy, and -1; 0 otherwise (glibc, musl with the musl agent,
+ * or not known: the injector's own checks decide).  agent: the path of
+ * the agent ymtop would load. */
 int inject_libc_refusal(pid_t pid, const char *name, const char *agent,
 			char *err, size_t len);
+
+/* agent (the path of libymagent.so, len bytes of room) becomes the musl
+ * agent beside it when pid is a musl program; unchanged otherwise. */
+void inject_agent_for(pid_t pid, char *agent, size_t len);
 
 #endif

@@ -96,12 +96,88 @@ static int hidden_version(const struct dynsyms *d, int i)
 	return d->ver && gelf_getversym(d->ver, i, &v) && (v & 0x8000);
 }
 
+/* The text of the file that defines the functions member() accepts:
+ * from the end of the nearest exported function of another file below
+ * them to the nearest one above, since their static helpers lie between
+ * (a linker keeps each file's functions together).  0, or -1 when no
+ * function is a member. */
+static int file_text(const struct dynsyms *d, int (*member)(const char *),
+		     struct range *r)
+{
+	GElf_Sym sym;
+	uint64_t mlo = UINT64_MAX, mhi = 0;
+	for (int i = 1; i < d->n; i++) {
+		const char *n = func_sym(d, i, &sym);
+		if (!n || !member(n))
+			continue;
+		if (sym.st_value < mlo)
+			mlo = sym.st_value;
+		if (sym.st_value + sym.st_size > mhi)
+			mhi = sym.st_value + sym.st_size;
+	}
+	if (mlo == UINT64_MAX)
+		return -1;
+	uint64_t lo = 0, hi = UINT64_MAX;
+	for (int i = 1; i < d->n; i++) {
+		const char *n = func_sym(d, i, &sym);
+		if (!n || member(n))
+			continue;
+		uint64_t v = sym.st_value, e = v + sym.st_size;
+		if (e <= mlo && e > lo)
+			lo = e;
+		if (v >= mhi && v < hi)
+			hi = v;
+	}
+	r->lo = lo;
+	r->hi = hi == UINT64_MAX ? mhi : hi;
+	return 0;
+}
+
+/* musl's files whose code holds a lock that its dlopen takes (see
+ * libcsyms.h).  musl links its loader (ldso/dynlink.c) into libc.so and
+ * exports from it _dl_debug_state, __dls2b, __dls3, dlopen, dladdr and
+ * dl_iterate_phdr; its dlsym is an assembly stub that jumps into it. */
+static int musl_dynlink(const char *n)
+{
+	return !strcmp(n, "_dl_debug_state") || !strcmp(n, "__dls2b") ||
+	       !strcmp(n, "__dls3") || !strcmp(n, "dlopen") ||
+	       !strcmp(n, "dladdr") || !strcmp(n, "dl_iterate_phdr");
+}
+
+/* musl's allocator (src/malloc): its valloc is a wrapper of memalign in
+ * a file of its own, far from the others, taking no lock. */
+static int musl_malloc_family(const char *n)
+{
+	return is_malloc_family(n) && strcmp(n, "valloc") != 0;
+}
+
+static int musl_atfork(const char *n)
+{
+	return !strcmp(n, "pthread_atfork");
+}
+
+static int musl_pthread_create(const char *n)
+{
+	return !strcmp(n, "pthread_create") || !strcmp(n, "pthread_exit");
+}
+
+static int musl_fork(const char *n)
+{
+	return !strcmp(n, "fork");
+}
+
+static int musl_fork_syscall(const char *n)
+{
+	return !strcmp(n, "_Fork");
+}
+
 /* Fill s (offsets in the file's addresses) from d; 0, or -1 without
  * dlopen or allocator. */
 static int read_syms(const struct dynsyms *d, struct libc_syms *s)
 {
 	GElf_Sym sym;
-	uint64_t mlo = UINT64_MAX, mhi = 0, compat_dlopen = 0, libc_dlopen = 0;
+	uint64_t compat_dlopen = 0, libc_dlopen = 0;
+	int musl = 0;
 	for (int i = 1; i < d->n; i++) {
 		const char *n = func_sym(d, i, &sym);
 		if (!n)
@@ -124,35 +200,35 @@ static int read_syms(const struct dynsyms *d, struct libc_syms *s)
 			s->open = sym.st_value;
 		} else if (!strcmp(n, "close") && !hidden) {
 			s->close = sym.st_value;
-		}
-		if (is_malloc_family(n)) {
-			if (sym.st_value < mlo)
-				mlo = sym.st_value;
-			if (sym.st_value + sym.st_size > mhi)
-				mhi = sym.st_value + sym.st_size;
+		} else if (!strcmp(n, "__dls3")) {
+			musl = 1;   /* musl's loader's last stage: libc is ld.so */
 		}
 	}
 	if (!s->dlopen)
 		s->dlopen = compat_dlopen ? compat_dlopen : libc_dlopen;
-	if (!s->dlopen || mlo == UINT64_MAX)
+	if (!s->dlopen ||
+	    file_text(d, musl ? musl_malloc_family : is_malloc_family,
+		      &s->malloc_text) != 0)
 		return -1;
-	/* The allocator's static functions lie between its exported ones:
-	 * widen to the nearest exported functions of other files. */
-	uint64_t lo = 0, hi = UINT64_MAX;
-	for (int i = 1; i < d->n; i++) {
-		const char *n = func_sym(d, i, &sym);
-		if (!n || is_malloc_family(n))
-			continue;
-		uint64_t v = sym.st_value, e = v + sym.st_size;
-		if (e <= mlo && e > lo)
-			lo = e;
-		if (v >= mhi && v < hi)
-			hi = v;
+	if (!musl)
+		return 0;
+	/* Without its loader's text the safe moment cannot be told. */
+	s->own_loader = 1;
+	if (file_text(d, musl_dynlink, &s->lock_text[0]) != 0)
+		return -1;
+	s->nlock = 1;
+	int (*const locking[])(const char *) = {
+		musl_atfork,                  /* anywhere in the chain */
+		musl_pthread_create, musl_fork, musl_fork_syscall,
+	};
+	_Static_assert(sizeof locking / sizeof *locking < INJECT_LOCK_TEXT,
+		       "room for each musl file that holds a lock");
+	for (size_t i = 0; i < sizeof locking / sizeof *locking; i++) {
+		if (file_text(d, locking[i], &s->lock_text[s->nlock]) == 0)
+			s->nlock++;
+		if (i == 0)
+			s->nlock_any = s->nlock;
 	}
-	if (hi == UINT64_MAX)
-		hi = mhi;
-	s->malloc_text.lo = lo;
-	s->malloc_text.hi = hi;
 	return 0;
 }
 
@@ -168,6 +244,10 @@ static void relocate(struct libc_syms *s, uintptr_t base)
 			*found[i] += base;
 	s->malloc_text.lo += base;
 	s->malloc_text.hi += base;
+	for (int i = 0; i < s->nlock; i++) {
+		s->lock_text[i].lo += base;
+		s->lock_text[i].hi += base;
+	}
 }
 
 int inject_libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
@@ -200,7 +280,7 @@ int inject_libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 	}
 	if (read_syms(&d, s) != 0 || !eh.e_entry) {
 		inject_fail(err, len, "no dlopen (or no entry point) in the target's C "
-			    "library %s: only glibc is supported", m->libc);
+			    "library %s: only glibc and musl are supported", m->libc);
 		goto out;
 	}
 	s->entry = eh.e_entry;

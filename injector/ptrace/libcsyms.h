@@ -14,11 +14,27 @@
 
 #include "ptrace/procfs.h"
 
+#define INJECT_LOCK_TEXT 5
+
 /* Addresses in the target (the library's base added); 0: not exported. */
 struct libc_syms {
 	uintptr_t dlopen, dlerror, dlsym, entry;
 	uintptr_t memfd_create, open, close;   /* to bring the agent in */
 	struct range malloc_text;   /* libc's allocator, conservatively */
+	/* musl only (its libc is its loader, and Debian's has no CFI to
+	 * unwind it with): the code that holds a lock dlopen or the agent's
+	 * constructor takes, conservatively.  The first nlock_any ranges may
+	 * not be anywhere in the call chain: the dynamic linker (its rwlock;
+	 * it runs constructors) and the file of pthread_atfork (fork runs the
+	 * handlers under its lock, which the agent's pthread_atfork takes).
+	 * The others may not be where the thread stopped, but call the
+	 * program without their locks: the file of pthread_create and
+	 * pthread_exit (the thread list and pthread_create locks, which
+	 * dlopen takes to give every thread the agent's TLS; every thread's
+	 * outermost frame is there), fork and _Fork. */
+	struct range lock_text[INJECT_LOCK_TEXT];
+	int          nlock, nlock_any;
+	int          own_loader;   /* musl: libc is the dynamic linker */
 };
 
 /* Fill *s from the C library m names (mapped at m->libc_base in pid),

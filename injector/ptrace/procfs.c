@@ -123,7 +123,8 @@ int inject_read_maps(pid_t pid, struct tmaps *m)
 		const char *perms = ml.perms;
 		char *p = ml.path;
 		const char *b = base_name(p);
-		if (!strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7)) {
+		if (!strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7) ||
+		    !strncmp(b, "ld-musl-", 8)) {
 			if (!m->have_libc && off == 0) {
 				snprintf(m->libc, sizeof m->libc, "%s", p);
 				m->libc_base = lo;
@@ -136,8 +137,7 @@ int inject_read_maps(pid_t pid, struct tmaps *m)
 				if (hi > m->ldso.hi)
 					m->ldso.hi = hi;
 			}
-		} else if (!strcmp(b, "libymagent.so") ||
-			   !strncmp(b, "memfd:libymagent.so", 19)) {
+		} else if (inject_is_agent_file(b)) {
 			m->has_agent = 1;
 		}
 	}
@@ -145,6 +145,12 @@ int inject_read_maps(pid_t pid, struct tmaps *m)
 	if (m->ldso.lo == UINTPTR_MAX)
 		m->ldso.lo = 0;
 	return 0;
+}
+
+int inject_is_agent_file(const char *b)
+{
+	return !strcmp(b, "libymagent.so") || !strcmp(b, "libymagent-musl.so") ||
+	       !strncmp(b, "memfd:libymagent.so", 19);
 }
 
 int inject_exe_machine(pid_t pid)

@@ -37,7 +37,9 @@ struct tmaps {
 /* 0, or -errno (-ENOENT: no such process); *ps zeroed first. */
 int inject_read_status(pid_t pid, struct pstatus *ps);
 
-/* 0, or -errno; *m zeroed first. */
+/* 0, or -errno; *m zeroed first.  musl's C library is its own loader
+ * (ld-musl-*.so.1, or a libc.so): it is the libc here and ldso stays
+ * empty; libcsyms finds its loader's text inside it. */
 int inject_read_maps(pid_t pid, struct tmaps *m);
 
 /* One line of /proc/PID/maps, parsed in place: 1 with its range, the
@@ -55,6 +57,11 @@ int inject_maps_line(char *line, struct maps_line *ml);
  * in pid, whose path maps shows as path; -1 (errno) when it opens by
  * neither way. */
 int inject_open_mapped(pid_t pid, uintptr_t lo, const char *path);
+
+/* Is b (a mapped file's base name) the agent: libymagent.so, the musl
+ * build libymagent-musl.so, or the memfd the injector brings either in
+ * (load.c names it libymagent.so)? */
+int inject_is_agent_file(const char *b);
 
 /* 0: x86-64 ELF; else the e_machine (or -1 unreadable, -2 32-bit). */
 int inject_exe_machine(pid_t pid);

@@ -40,11 +40,36 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define likely(x)   __builtin_expect(!!(x), 1)
 
+#ifndef SHIM_NEXT
 /* glibc's allocator under its internal names (exported since 2.2.5). */
 extern void *__libc_malloc(size_t n);
 extern void __libc_free(void *p);
 extern void *__libc_calloc(size_t a, size_t b);
 extern void *__libc_realloc(void *p, size_t n);
+#else
+/* musl (libshim-musl.so, -DSHIM_NEXT, built by musl-gcc) exports no
+ * internal names: the next definitions, from dlsym(RTLD_NEXT) at load
+ * (musl's dlsym does not allocate), as the agent forwards when
+ * preloaded.  Nothing allocates before a preloaded library's
+ * constructor in a musl program. */
+#include <dlfcn.h>
+static void *(*next_malloc)(size_t);
+static void (*next_free)(void *);
+static void *(*next_calloc)(size_t, size_t);
+static void *(*next_realloc)(void *, size_t);
+
+__attribute__((constructor)) static void shim_next(void)
+{
+	next_malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+	next_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+	next_calloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
+	next_realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
+}
+#define __libc_malloc(n)     next_malloc(n)
+#define __libc_free(p)       next_free(p)
+#define __libc_calloc(a, b)  next_calloc(a, b)
+#define __libc_realloc(p, n) next_realloc(p, n)
+#endif
 
 #ifndef SHIM_COUNT
 

@@ -14,7 +14,7 @@ import tempfile
 
 import ymlib
 from ymlib import (AGENT, BUILD, MiB, WORKLOAD, Skip, Target, functions,
-                   report, run_tests, site)
+                   report, run_tests, site, ymtop)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECK = os.path.join(ROOT, "tests", "check_glibc_versions.sh")
@@ -155,6 +155,28 @@ def test_without_dl_find_object_python_unchanged():
     b = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
     assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), \
         b.stderr[:300]
+
+
+def test_without_mallinfo2_reports_say_why_there_are_no_heap_figures():
+    """glibc before 2.33 has no mallinfo2 (the old agent finds none): where
+    the allocator's figures would be, the text report says so in one
+    line, the RSS explanation too, and JSON names the reason."""
+    e = {"LD_PRELOAD": OLD, "YM_SEED": "12345"}
+    t = Target([WORKLOAD, "big"], env=e)
+    try:
+        text = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+        rep = report(t.pid)
+    finally:
+        rc, _, _ = t.finish()
+    assert rc == 0, "workload exited %d" % rc
+    why = "glibc before 2.33 has no mallinfo2"
+    lines = [l for l in text.splitlines() if why in l]
+    assert len(lines) == 2, text
+    assert lines[0].startswith("heap: no allocator statistics: "), lines
+    assert "allocator in use" in lines[1], lines
+    assert rep["heap"] is None, rep["heap"]
+    assert rep["heap_missing"]["reason"] == "glibc_before_2_33", rep.get("heap_missing")
+    assert why in rep["heap_missing"]["text"], rep["heap_missing"]
 
 
 def test_without_strerrordesc_np_the_warning_names_the_errno():

@@ -154,6 +154,31 @@ def test_memory_view_explains_rss():
         s.wait(r"EXIT=0")
 
 
+def test_heap_line_says_why_a_musl_program_has_no_allocator_figures():
+    """musl's allocator keeps no statistics: the header says so where the
+    heap figures would be, and the Memory view's allocator row too."""
+    count = os.path.join(BUILD, "musl", "count")
+    agent = os.path.join(BUILD, "libymagent-musl.so")
+    if not shutil.which("musl-gcc"):
+        print("skip: musl-gcc is not installed (musl-tools)")
+        return
+    t = Target([count], env={"LD_PRELOAD": agent})
+    s = Screen(t.pid, cols=160)
+    try:
+        text = s.wait(r"hold_site")
+        assert re.search(r"^RSS .*heap - \(musl's allocator keeps none\)", text,
+                         re.M), text
+        s.keys("BTab")
+        text = s.wait(r"RSS EXPLAINED")
+        assert re.search(r"^allocator in use +- .*musl's allocator keeps none",
+                         text, re.M), text
+        s.keys("q")
+        s.wait(r"EXIT=0")
+    finally:
+        s.close()
+        t.finish()
+
+
 # python3 callocs 256 MiB it never touches (bytes(n): calloc, pages the
 # kernel has not given yet): the allocator and the estimate count it, the
 # RSS does not.

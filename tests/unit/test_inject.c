@@ -11,6 +11,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,9 @@ static void finds_what_it_calls_in_this_libc(void **state)
 	for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
 		assert_true(fns[i] >= s.malloc_text.lo && fns[i] < s.malloc_text.hi);
 	assert_false(s.dlopen >= s.malloc_text.lo && s.dlopen < s.malloc_text.hi);
+	/* glibc's loader is a file of its own: nothing of libc beyond. */
+	assert_int_equal(s.own_loader, 0);
+	assert_int_equal(s.nlock, 0);
 	/* The entry point is code of this libc. */
 	Dl_info info;
 	assert_true(dladdr((void *)s.entry, &info) != 0);
@@ -275,6 +279,85 @@ static void forge_dynsym(const char *path, size_t field, uint64_t v32or64,
 	}
 	close(fd);
 	assert_true(done);
+}
+
+/* The value of the dynamic symbol name in the ELF file at path; 0 when
+ * it has none. */
+static uint64_t file_symbol(const char *path, const char *name)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_true(elf_version(EV_CURRENT) != EV_NONE);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	uint64_t v = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while (!v && (scn = elf_nextscn(elf, scn)) != NULL) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *n;
+			if (gelf_getsym(d, (int)i, &sym) && sym.st_shndx != SHN_UNDEF &&
+			    (n = elf_strptr(elf, sh.sh_link, sym.st_name)) &&
+			    !strcmp(n, name)) {
+				v = sym.st_value;
+				break;
+			}
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return v;
+}
+
+/* Which of the ranges s found holds a: -1 none, -2 the allocator. */
+static int musl_range_of(const struct libc_syms *s, uint64_t a)
+{
+	if (a >= s->malloc_text.lo && a < s->malloc_text.hi)
+		return -2;
+	for (int i = 0; i < s->nlock; i++)
+		if (a >= s->lock_text[i].lo && a < s->lock_text[i].hi)
+			return i;
+	return -1;
+}
+
+/* musl's libc.so is its own loader: the injector finds dlopen there and
+ * bounds the code that holds a lock its dlopen takes: the loader and
+ * pthread_atfork's file anywhere in a call chain, pthread_create's file
+ * and fork where a thread stopped; the system calls a waiting thread sits
+ * in lie outside them all. */
+static void bounds_the_code_of_musl_that_holds_dlopens_locks(void **state)
+{
+	(void)state;
+	const char *path = "/usr/lib/x86_64-linux-musl/libc.so";
+	if (access(path, R_OK) != 0)
+		skip();   /* musl is not installed */
+	struct libc_syms s;
+	char err[512];
+	assert_int_equal(symbols_of(path, &s, err, sizeof err), 0);
+	assert_int_equal(s.own_loader, 1);
+	assert_int_equal(s.dlopen, file_symbol(path, "dlopen"));
+	assert_int_equal(s.dlsym, file_symbol(path, "dlsym"));
+	assert_true(s.nlock_any == 2 && s.nlock == 5);
+	const char *loader[] = { "dlopen", "dl_iterate_phdr", "dladdr", "__dls3" };
+	for (size_t i = 0; i < sizeof loader / sizeof *loader; i++)
+		assert_int_equal(musl_range_of(&s, file_symbol(path, loader[i])), 0);
+	assert_int_equal(musl_range_of(&s, file_symbol(path, "pthread_atfork")), 1);
+	int create = musl_range_of(&s, file_symbol(path, "pthread_create"));
+	assert_true(create >= s.nlock_any);
+	assert_int_equal(musl_range_of(&s, file_symbol(path, "pthread_exit")), create);
+	assert_true(musl_range_of(&s, file_symbol(path, "fork")) >= s.nlock_any);
+	assert_true(musl_range_of(&s, file_symbol(path, "_Fork")) >= s.nlock_any);
+	const char *alloc[] = { "malloc", "free", "realloc", "calloc", "aligned_alloc" };
+	for (size_t i = 0; i < sizeof alloc / sizeof *alloc; i++)
+		assert_int_equal(musl_range_of(&s, file_symbol(path, alloc[i])), -2);
+	const char *outside[] = { "read", "nanosleep", "poll", "epoll_wait",
+				  "pthread_cond_wait", "memcpy", "__libc_start_main" };
+	for (size_t i = 0; i < sizeof outside / sizeof *outside; i++)
+		assert_int_equal(musl_range_of(&s, file_symbol(path, outside[i])), -1);
 }
 
 /* This test program is a glibc one, and a glibc program is never refused
@@ -384,6 +467,7 @@ int main(void)
 		cmocka_unit_test(finds_what_it_calls_in_this_libc),
 		cmocka_unit_test(fails_cleanly_on_a_truncated_forged_or_non_elf_libc),
 		cmocka_unit_test(tells_this_glibc_program_apart),
+		cmocka_unit_test(bounds_the_code_of_musl_that_holds_dlopens_locks),
 		cmocka_unit_test(a_planted_fifo_is_not_opened),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -610,6 +610,37 @@ static void uncounted_samples_told(void **state)
 	model_free(&m);
 }
 
+/* Why the allocator's statistics are missing: the agent's reason (v8)
+ * named, nothing when they are present or the reason is not known (0: a
+ * v7 agent; a value past the known ones: a newer agent's). */
+static void heap_missing_says_the_agents_reason(void **state)
+{
+	(void)state;
+	const double zero[NST] = { 0 };
+	struct model m;
+	model_init(&m);
+	snap_fake(&m.snap, NST, DEPTH, zero, zero, 0);
+	struct ym_heapstats *hs = &m.snap.hdr.heap;
+	const char *key = NULL;
+	hs->allocator = YM_HEAP_NONE;
+	hs->none_why = YM_HEAP_WHY_MUSL;
+	assert_string_equal(model_heap_missing(&m, &key), "musl's allocator keeps none");
+	assert_string_equal(key, "musl");
+	hs->none_why = YM_HEAP_WHY_OLD_GLIBC;
+	assert_non_null(strstr(model_heap_missing(&m, &key), "before 2.33"));
+	assert_string_equal(key, "glibc_before_2_33");
+	hs->none_why = YM_HEAP_WHY_OTHER;
+	assert_non_null(model_heap_missing(&m, NULL));
+	hs->none_why = YM_HEAP_WHY_UNKNOWN;
+	assert_null(model_heap_missing(&m, NULL));
+	hs->none_why = YM_HEAP_WHY_OTHER + 1;
+	assert_null(model_heap_missing(&m, NULL));
+	hs->allocator = YM_HEAP_GLIBC;
+	hs->none_why = YM_HEAP_WHY_MUSL;
+	assert_null(model_heap_missing(&m, NULL));
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -626,6 +657,7 @@ int main(void)
 		cmocka_unit_test(heap_current_by_answer_or_by_calls),
 		cmocka_unit_test(peak_at_least_retained_when_read),
 		cmocka_unit_test(uncounted_samples_told),
+		cmocka_unit_test(heap_missing_says_the_agents_reason),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

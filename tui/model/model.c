@@ -625,6 +625,28 @@ const char *model_heap_allocator(uint32_t kind)
 	return "unknown";
 }
 
+const char *model_heap_missing(const struct model *m, const char **key)
+{
+	const struct ym_heapstats *hs = &m->snap.hdr.heap;
+	static const struct {
+		const char *key, *clause;
+	} why[] = {
+		[YM_HEAP_WHY_OLD_GLIBC] = { "glibc_before_2_33",
+			"glibc before 2.33 has no mallinfo2 (mallinfo's int fields "
+			"wrap at 2 GiB)" },
+		[YM_HEAP_WHY_MUSL] = { "musl", "musl's allocator keeps none" },
+		[YM_HEAP_WHY_OTHER] = { "other_allocator",
+			"the process's allocator is not one ymtop reads (glibc, "
+			"jemalloc, tcmalloc)" },
+	};
+	if (hs->allocator != YM_HEAP_NONE ||
+	    hs->none_why >= sizeof why / sizeof *why || !why[hs->none_why].key)
+		return NULL;
+	if (key)
+		*key = why[hs->none_why].key;
+	return why[hs->none_why].clause;
+}
+
 const char *model_state(const struct model *m)
 {
 	uint32_t f = m->snap.hdr.flags;

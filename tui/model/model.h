@@ -263,6 +263,12 @@ int model_in_use(const struct model *m, double *bytes);
 /* The allocator's name for a YM_HEAP_* kind ("glibc", "jemalloc"...). */
 const char *model_heap_allocator(uint32_t kind);
 
+/* Why the allocator's statistics are missing, as the agent said (v8,
+ * header.heap.none_why): a clause ("musl's allocator keeps none") and,
+ * with key, its JSON word ("musl"); NULL when they are present or the
+ * reason is not known (a v7 agent, or not asked yet). */
+const char *model_heap_missing(const struct model *m, const char **key);
+
 /* The process has exited (or its pid went to another; not when it exec'd
  * a program without the agent): this model holds its final state, what
  * was still held at exit. */

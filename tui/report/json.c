@@ -91,7 +91,14 @@ static void json_heap(FILE *f, const struct model *m)
 	double age;
 	const struct ym_heapstats *hs = model_heap(m, &age);
 	if (!hs) {
+		const char *key;
+		const char *why = model_heap_missing(m, &key);
 		fputs("\"heap\":null,", f);
+		if (why) {
+			fprintf(f, "\"heap_missing\":{\"reason\":\"%s\",\"text\":", key);
+			fmt_json_string(f, why);
+			fputs("},", f);
+		}
 		return;
 	}
 	fprintf(f, "\"heap\":{\"allocator\":\"%s\"", model_heap_allocator(hs->allocator));

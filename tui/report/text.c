@@ -45,8 +45,9 @@ static void text_rss_explained(FILE *f, const struct model *m)
 			"allocator in use", fmt_bytes(mm.heap_in_use, a, sizeof a),
 			fmt_bytes(mm.heap_free, b, sizeof b), old);
 	else
-		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available)\n",
-			"allocator in use", "-");
+		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available%s%s)\n",
+			"allocator in use", "-", model_heap_missing(m, NULL) ? ": " : "",
+			model_heap_missing(m, NULL) ? model_heap_missing(m, NULL) : "");
 	if (mm.have_counted)
 		fprintf(f, "  %-22s %10s  usable bytes, malloc family, the agent's exact counters\n",
 			"counted in use", fmt_sbytes(mm.counted_in_use, a, sizeof a));
@@ -227,6 +228,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		if (hs->present & YM_HEAP_ARENAS)
 			fprintf(f, ", %llu arenas", (unsigned long long)hs->arenas);
 		fputc('\n', f);
+	} else if (model_heap_missing(m, NULL)) {
+		fprintf(f, "heap: no allocator statistics: %s\n",
+			model_heap_missing(m, NULL));
 	}
 	if (m->unseen[0])   /* escaped by the session (tui/unseen.h) */
 		fprintf(f, "ymtop cannot see: %s\n", m->unseen);

@@ -173,12 +173,14 @@ static int draw_header(struct view *v)
 	 * exact in use only where frees count bytes (exact mode). */
 	double age = 0;
 	const struct ym_heapstats *hs = model_heap(m, &age);
-	char heap[96] = "", hu[32], hf[32];
+	char heap[128] = "", hu[32], hf[32];
 	if (hs && (hs->present & YM_HEAP_IN_USE))
 		snprintf(heap, sizeof heap, "  heap %s%s%s%s", fmt_bytes((double)hs->in_use_bytes, hu, sizeof hu),
 		    (hs->present & YM_HEAP_FREE) ? " +free " : "",
 		    (hs->present & YM_HEAP_FREE) ? fmt_bytes((double)hs->free_bytes, hf, sizeof hf) : "",
 		    !model_heap_current(m) ? " (old)" : "");
+	else if (model_heap_missing(m, NULL))
+		snprintf(heap, sizeof heap, "  heap - (%s)", model_heap_missing(m, NULL));
 	char inuse[64] = "";
 	if (model_freed_bytes_counted(m))
 		snprintf(inuse, sizeof inuse, "  in use%s %s",

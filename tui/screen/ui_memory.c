@@ -84,7 +84,9 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 		{ "  shmem", 1, mm.shmem, 1, "shared memory (the ymtop segment too)", 0 },
 		{ "swap", 1, mm.swap, 0, "not in RSS", 0 },
 		{ "allocator in use", mm.have_heap, mm.heap_in_use, 1,
-		  !mm.have_heap ? "the allocator's statistics are not available"
+		  !mm.have_heap ? (model_heap_missing(v->m, NULL) ?
+				   model_heap_missing(v->m, NULL) :
+				   "the allocator's statistics are not available")
 		  : mm.heap_old ? "usable bytes, the allocator's own statistics; old: not below"
 				: "usable bytes, the allocator's own statistics", 0 },
 		{ "allocator free", mm.have_heap, mm.heap_free, 1,

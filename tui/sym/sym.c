@@ -32,10 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fetch.h"
 #include "files.h"
 #include "modules.h"
+#include "proc.h"
 #include "resolve.h"
 #include "store.h"
 #include "sym.h"
@@ -57,6 +59,7 @@ struct sym_cent {
 
 struct sym {
 	char *root;                /* path prefix, or NULL */
+	pid_t pid;                 /* the live process, or 0 (sym_set_pid) */
 
 	struct sym_mod *mods;      /* accepted, sorted by lo */
 	uint32_t nmods;
@@ -149,10 +152,48 @@ void sym_free(struct sym *s)
 	free(s);
 }
 
+void sym_set_pid(struct sym *s, pid_t pid)
+{
+	if (s)
+		s->pid = pid;
+}
+
+/* m has no build-id to tell its file by: is the file its path names now
+ * another than the one the live process mapped at m->lo?  Compared by
+ * inode, size and modification time (not the device: an overlay shows
+ * its own, the mapping the layer's).  0 when the same, or when it cannot
+ * be told (no live process, the mapping gone, map_files unreadable). */
+static int replaced_since_load(const struct sym *s, const struct sym_mod *m)
+{
+	uint64_t hi;
+	if (!s->pid || m->build_id_len || proc_mapping_at(s->pid, m->lo, &hi) != 0)
+		return 0;
+	char mapped[96], named[4096];
+	snprintf(mapped, sizeof mapped, "/proc/%ld/map_files/%llx-%llx",
+		 (long)s->pid, (unsigned long long)m->lo, (unsigned long long)hi);
+	int w = snprintf(named, sizeof named, "%s%s", s->root ? s->root : "",
+			 m->path);
+	struct stat a, b;
+	if (w < 0 || (size_t)w >= sizeof named || stat(mapped, &a) != 0 ||
+	    stat(named, &b) != 0)
+		return 0;
+	return a.st_ino != b.st_ino || a.st_size != b.st_size ||
+	       a.st_mtim.tv_sec != b.st_mtim.tv_sec ||
+	       a.st_mtim.tv_nsec != b.st_mtim.tv_nsec;
+}
+
 /* The file of m, its reference kept in s->held (one per file); NULL when
  * it has no usable symbols (m->warning may say why). */
 static struct sym_file *take_file(struct sym *s, struct sym_mod *m)
 {
+	if (replaced_since_load(s, m)) {
+		char msg[4200];
+		snprintf(msg, sizeof msg, "%s: file changed since the process "
+			 "loaded it (another file at its path; it has no build-id)",
+			 m->path);
+		m->warning = sym_store_intern(&s->store, msg);
+		return NULL;
+	}
 	struct sym_file *f = sym_file_get(s->root, m->path, m->build_id,
 					  m->build_id_len, &s->store,
 					  &m->warning);

@@ -44,6 +44,12 @@ struct sym_frame {
 struct sym *sym_new(const char *root);
 void sym_free(struct sym *s);
 
+/* The live process whose modules these are (0: none, the default): a
+ * module without build-id is then checked against the file the process
+ * mapped (/proc/PID/map_files), and a file at its path that is another
+ * (inode, size or modification time differ: rebuilt since) is not used. */
+void sym_set_pid(struct sym *s, pid_t pid);
+
 /* Replace the module list (call again when the segment publishes more). */
 void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n);
 
