@@ -1,7 +1,7 @@
 /*
  * base: what every file of the agent uses.  Visibility, branch hints, the
  * assertions of check builds, and the few things the guest may say or ask
- * of the system without stdio or allocation (base.c).
+ * of the system without stdio or allocation (base.c; memory: os.h).
  *
  * Guest code (injector/agent/): no stdio, no malloc family, no exit, no
  * output on stdout; every failure degrades to passing calls through.
@@ -82,10 +82,6 @@ void agent_backoff(uint32_t i) AGENT_HIDDEN;
 #define AGENT_SPINS_SHORT 20000u
 #define AGENT_SPINS       100000u
 #define AGENT_SPINS_LONG  1000000u
-
-/* len bytes of private zero-filled memory (never in the segment, never
- * the allocator's), or NULL. */
-void *agent_map_private(size_t len) AGENT_HIDDEN;
 
 /* CLOCK_MONOTONIC in ns: agent_now_ns from the time-stamp counter where
  * the kernel keeps time with it (clock.c), agent_mono_ns always from

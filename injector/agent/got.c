@@ -56,6 +56,7 @@
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "loader.h"
+#include "os.h"
 #include "seg.h"
 #include "symbols.h"
 
@@ -253,13 +254,13 @@ static void write_slot(struct obj *o, void **slot, void *fn, int data)
 	int ro = in_relro(o, page);
 	if (!in_rw(o, (uintptr_t)slot) ||
 	    (data && !ro && !writable_now((uintptr_t)slot)) ||
-	    (ro && mprotect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
+	    (ro && os_protect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
 		seg_note_unseen(YM_UNSEEN_READONLY, o->name);
 		return;
 	}
 	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	if (ro)
-		mprotect((void *)page, pg, PROT_READ);
+		os_protect((void *)page, pg, PROT_READ);
 }
 
 /* A relocation of one of our names: its slot, or its data word (data:

@@ -28,6 +28,7 @@
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
+#include "os.h"
 #include "sampling.h"
 #include "seg.h"
 #include "shm.h"
@@ -214,10 +215,10 @@ full:
 	 * mapped, private, empty and never read again, so that a late read
 	 * or write there harms nothing (it crashed one run in three of
 	 * test_dev_shm_full_agent_passive_with_one_warning).  The file goes. */
-	if (mmap(map, size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
+	if (os_map(map, size, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
 	    MAP_FAILED)
-		munmap(map, size);
+		os_unmap(map, size);
 	shm_unlink_pid(self_pid, pidns);
 	seg_base = NULL;
 	hdr = NULL;
@@ -433,7 +434,7 @@ void seg_fork_child(int follow)
 	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
-		munmap(seg_base, seg_size);
+		os_unmap(seg_base, seg_size);
 	seg_base = NULL;
 	hdr = NULL;
 	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);

@@ -14,6 +14,7 @@
 #include "backing.h"
 #include "hash.h"
 #include "live.h"
+#include "os.h"
 #include "sample.h"
 #include "shm.h"
 #include "table.h"
@@ -90,8 +91,8 @@ int table_init_private(uint32_t max_stacks)
 	/* Mapped once a process (a child keeps its parent's, emptied);
 	 * again only for a table of another size (tests). */
 	if (stack_index && n != stack_index_mask + 1) {
-		munmap(stack_index, stack_index_bytes());
-		munmap(stack_writers, stack_writers_bytes());
+		os_unmap(stack_index, stack_index_bytes());
+		os_unmap(stack_writers, stack_writers_bytes());
 		stack_index = NULL;
 		stack_writers = NULL;
 	}
@@ -99,7 +100,7 @@ int table_init_private(uint32_t max_stacks)
 	if (!stack_index && !(stack_index = agent_map_private(stack_index_bytes())))
 		return -1;
 	if (!stack_writers && !(stack_writers = agent_map_private(stack_writers_bytes()))) {
-		munmap(stack_index, stack_index_bytes());
+		os_unmap(stack_index, stack_index_bytes());
 		stack_index = NULL;
 		return -1;
 	}
@@ -109,9 +110,9 @@ int table_init_private(uint32_t max_stacks)
 void table_reset_private(void)
 {
 	if (stack_index)
-		madvise(stack_index, stack_index_bytes(), MADV_DONTNEED);
+		os_advise(stack_index, stack_index_bytes(), MADV_DONTNEED);
 	if (stack_writers)
-		madvise(stack_writers, stack_writers_bytes(), MADV_DONTNEED);
+		os_advise(stack_writers, stack_writers_bytes(), MADV_DONTNEED);
 	lock.word = 0;
 	plane_next = 0;
 	memset(plane_backed, 0, sizeof plane_backed);
