@@ -20,7 +20,6 @@
 #include "config.h"
 #include "heapstats.h"
 #include "hooks_mmap.h"
-#include "life.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"

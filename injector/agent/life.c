@@ -77,9 +77,6 @@
 #include "table.h"
 #include "threads.h"
 
-int agent_injected;
-int agent_slots;
-
 static void fork_child(void);
 
 /* The process that forks, while its forking thread runs the fork

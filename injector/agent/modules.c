@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "backing.h"
+#include "config.h"
 #include "got.h"
-#include "life.h"
 #include "loader.h"
 #include "modules.h"
 #include "unwind.h"

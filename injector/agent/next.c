@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "compat.h"
-#include "life.h"
+#include "config.h"
 #include "next.h"
 #include "symbols.h"
 

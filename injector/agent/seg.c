@@ -23,7 +23,6 @@
 #include "giant.h"
 #include "heapstats.h"
 #include "hooks_mmap.h"
-#include "life.h"
 #include "live.h"
 #include "loader.h"
 #include "modules.h"

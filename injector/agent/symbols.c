@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "config.h"
 #include "got.h"
-#include "life.h"
 #include "loader.h"
 #include "symbols.h"
 #include "threads.h"
