@@ -20,7 +20,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* HIDDEN_ALIAS(malloc): hook_malloc, a hidden alias of the exported
- * malloc, declared where its callers see it (got.h...): calls and
+ * malloc, declared where its callers see it (hooknames.h): calls and
  * addresses that never go through the agent's own GOT.  gcc warns that
  * the alias lacks the target's attributes (none matters to a caller),
  * hence the pragma. */

@@ -50,6 +50,8 @@
 
 #include "base.h"
 #include "compat.h"
+#include "dynamic.h"
+#include "hooknames.h"
 #include "threads.h"
 #include "got.h"
 #include "hooks_exec.h"

@@ -36,8 +36,8 @@
 
 #include "config.h"
 #include "giant.h"
-#include "got.h"
 #include "heapstats.h"
+#include "hooknames.h"
 #include "life.h"
 #include "live.h"
 #include "next.h"
@@ -549,7 +549,7 @@ EXPORT void *pvalloc(size_t n)
 	return aligned_common(pvalloc_fn, (size_t)sysconf(_SC_PAGESIZE), n);
 }
 
-/* Hidden names of the entry points (got.h).  The prototypes in got.h
+/* Hidden names of the entry points (hooknames.h).  The prototypes in hooks.h
  * lack glibc's malloc attributes on purpose: no optimization may assume
  * anything about the block beyond what the real allocator gives. */
 HIDDEN_ALIAS(malloc);

@@ -16,7 +16,7 @@
 #include "compat.h"
 #include "config.h"
 #include "giant.h"
-#include "got.h"
+#include "hooknames.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "life.h"
@@ -729,7 +729,7 @@ const char *const hooks_cxx_names[HOOKS_CXX_N] = {
 };
 
 /* Hidden names of the operators: their addresses never go through our
- * GOT, which in a dlopen'ed agent binds them to the process's (got.h). */
+ * GOT, which in a dlopen'ed agent binds them to the process's (hooknames.h). */
 #define X(i, name) extern __typeof__(name) cxhook_##name \
 	__attribute__((alias(#name), visibility("hidden")));
 CX_NAMES(X)

@@ -64,6 +64,7 @@
 #include "config.h"
 #include "giant.h"
 #include "got.h"
+#include "hooknames.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "life.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "got.h"
+#include "dynamic.h"
 #include "loader.h"
 #include "symbols.h"
 #include "threads.h"
