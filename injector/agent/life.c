@@ -234,8 +234,9 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
-	/* What this glibc lacks (compat.h); fork children keep the
-	 * answers. */
+	/* Where _r_debug is (loader.h), then what this glibc lacks
+	 * (compat.h); fork children keep the answers. */
+	agent_r_debug();
 	agent_compat_init(compat_lookup);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();

@@ -9,6 +9,7 @@
 
 #include "compat.h"
 #include "config.h"
+#include "loader.h"
 #include "next.h"
 #include "symbols.h"
 
