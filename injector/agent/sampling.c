@@ -78,8 +78,10 @@ static void poll_control(int calls_out)
 		__atomic_fetch_and(&hdr->flags, ~YM_FLAG_PAUSED, __ATOMIC_RELAXED);
 	uint32_t reset = __atomic_load_n(&ctl->reset_seq, __ATOMIC_ACQUIRE);
 	if (reset != seen_reset && table_lock(AGENT_SPINS)) {
-		if (table_reset_counters())
+		if (live_reset()) {
+			table_reset_counters();
 			seen_reset = reset;
+		}
 		table_unlock();
 	}
 }

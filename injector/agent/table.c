@@ -13,7 +13,6 @@
 
 #include "backing.h"
 #include "hash.h"
-#include "live.h"
 #include "os.h"
 #include "sample.h"
 #include "shm.h"
@@ -553,11 +552,9 @@ uint64_t table_reset_count(void)
 	return __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
 }
 
-int table_reset_counters(void)
+void table_reset_counters(void)
 {
 	YM_ASSERT(__atomic_load_n(&lock.word, __ATOMIC_RELAXED) == 1);
-	if (!live_reset())
-		return 0;
 	uint64_t used = hdr->stacks_used;
 	for (uint64_t i = 0; i < used; i++) {
 		struct ym_stack *s = stack_at((uint32_t)i);
@@ -577,5 +574,4 @@ int table_reset_counters(void)
 	__atomic_store_n(&hdr->mmap_peak_retained, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&hdr->mmap_peak_mono_ns, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&hdr->reset_count, 1, __ATOMIC_RELEASE);
-	return 1;
 }
