@@ -35,10 +35,10 @@
 #include <dlfcn.h>
 
 #include "config.h"
+#include "enter.h"
 #include "giant.h"
 #include "heapstats.h"
 #include "hooknames.h"
-#include "life.h"
 #include "live.h"
 #include "next.h"
 #include "sampling.h"
@@ -118,7 +118,7 @@ static inline int charge(struct agent_tls *t, size_t c)
 static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
 				 size_t c)
 {
-	agent_sample(t, p, n, c);
+	agent_take_sample(t, p, n, c);
 	return p;
 }
 
@@ -141,7 +141,7 @@ static void *due_done(struct agent_tls *t, struct ym_thread *s, void *p,
 		return NULL;
 	}
 	thread_count_usable(s, alloc_usable(p));
-	agent_sample(t, p, n, n);
+	agent_take_sample(t, p, n, n);
 	return p;
 }
 
@@ -181,6 +181,7 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 		return PASS;
 	heapstats_poked(t);
 	if (n >= agent_giant_limit) {
+		agent_need_segment(t);
 		agent_giant(t, n, agent_cfg.giant_fail);
 		if (agent_cfg.giant_fail) {
 			errno = ENOMEM;
@@ -197,7 +198,7 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 	size_t u = alloc_usable(p);
 	thread_count_alloc_here(t, u, n);
 	if (charge(t, n))
-		agent_sample(t, p, n, n);
+		agent_take_sample(t, p, n, n);
 }
 
 /* The usable size of a block being freed, read in exact mode only: at
@@ -403,7 +404,7 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	if (sampled)
 		agent_realloc_put(t, &e, q, n, old, u);
 	else if (charge(t, u > old ? u - old : 0))
-		agent_sample(t, q, n, u);
+		agent_take_sample(t, q, n, u);
 	return q;
 }
 
@@ -684,8 +685,8 @@ EXPORT int ymagent_start(void)
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
 	agent_enter(t);
-	seg_start(1);
-	threads_enter(t);   /* the pre-slot's owner adopts its slot */
+	agent_segment_start();
+	agent_thread_enter(t);   /* the pre-slot's owner adopts its slot */
 	agent_guard_leave(t);
 	return agent_active();
 }

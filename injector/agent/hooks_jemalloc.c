@@ -15,11 +15,11 @@
 
 #include "compat.h"
 #include "config.h"
+#include "enter.h"
 #include "giant.h"
 #include "hooknames.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
-#include "life.h"
 #include "live.h"
 #include "loader.h"
 #include "next.h"
@@ -318,7 +318,7 @@ static void je_count_alloc(struct agent_tls *t, void *p, size_t n)
 	size_t u = je_usable(t, p);
 	thread_count_alloc_here(t, u, n);
 	if (unlikely((t->countdown -= (int64_t)u) < 0))
-		agent_sample(t, p, n, u);
+		agent_take_sample(t, p, n, u);
 }
 
 static void je_count_free(struct agent_tls *t, void *p)
@@ -393,6 +393,7 @@ EXPORT void *mallocx(size_t n, int flags)
 	struct agent_tls *t = &agent_tls;
 	int c = je_counting(t);
 	if (c && n >= agent_giant_limit) {
+		agent_need_segment(t);
 		agent_giant(t, n, agent_cfg.giant_fail);
 		if (agent_cfg.giant_fail) {
 			errno = ENOMEM;
@@ -434,7 +435,7 @@ EXPORT void *rallocx(void *p, size_t n, int flags)
 	if (sampled)
 		agent_realloc_put(t, &e, q, n, old, u);
 	else if (unlikely((t->countdown -= (int64_t)(u > old ? u - old : 0)) < 0))
-		agent_sample(t, q, n, u);
+		agent_take_sample(t, q, n, u);
 	return q;
 }
 
@@ -460,7 +461,7 @@ EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 	if (sampled)
 		agent_realloc_put(t, &e, p, u != old ? n : e.size, old, u);
 	else if (u > old && unlikely((t->countdown -= (int64_t)(u - old)) < 0))
-		agent_sample(t, p, n, u);
+		agent_take_sample(t, p, n, u);
 	return u;
 }
 
