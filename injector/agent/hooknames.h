@@ -1,7 +1,7 @@
 /*
- * hooknames: hooks.c's exported entry points under hidden names (header
- * only: the names are hooks.c's HIDDEN_ALIASes; its other prototypes are
- * libc's).
+ * hooknames: the exported entry points of hooks.c and hooks_life.c under
+ * hidden names (header only: the names are their HIDDEN_ALIASes; the
+ * other prototypes are libc's).
  */
 #ifndef YMTOP_AGENT_HOOKNAMES_H
 #define YMTOP_AGENT_HOOKNAMES_H
@@ -11,7 +11,7 @@
 
 #include "base.h"
 
-/* The exported entry points of hooks.c under hidden names: calls and
+/* The exported entry points under hidden names: calls and
  * addresses that never go through our own GOT (which, in a dlopen'ed
  * agent, binds malloc to the process's allocator, not to us). */
 void *hook_malloc(size_t) AGENT_HIDDEN;
