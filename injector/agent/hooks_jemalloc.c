@@ -1,5 +1,7 @@
 /*
- * jemalloc's API, interposed (hooks_jemalloc.h).
+ * jemalloc's API and the allocator's C++ operators, interposed
+ * (hooks_jemalloc.h); where the caller's own scope is searched for their
+ * definitions, scope.h.
  *
  * Not on the malloc family's fast paths: a call here costs one TLS load
  * more than the work it counts.  The accounting is hooks.c's, through the
@@ -23,8 +25,8 @@
 #include "live.h"
 #include "loader.h"
 #include "next.h"
+#include "scope.h"
 #include "sampling.h"
-#include "seg.h"
 #include "symbols.h"
 #include "threads.h"
 
@@ -52,180 +54,11 @@ static struct je_fns je;
 static int je_resolved;            /* atomic: je set */
 static int je_none;                /* atomic: the global scope has none */
 
-/* ---- Definitions in the caller's scope ----
- *
- * RTLD_NEXT (and RTLD_DEFAULT, injected) search the global scope only.
- * An object dlopen'ed RTLD_LOCAL (a Python extension module, a PAM or
- * NSS module) binds its references to the global scope first, where the
- * preloaded agent is, then to its own local scope: its dependencies,
- * libstdc++ or libjemalloc among them.  When the global scope has no
- * definition, the one the caller would have bound to without us is
- * searched in the caller's local scope: it differs from caller to
- * caller, and an object may be unloaded, so the answer is kept for the
- * caller's object only until an object is loaded or unloaded
- * (scope_cached).  The global scope is searched once (dlsym takes the
- * loader's lock; the caller's scope is searched without it). */
-
-/* Changes whenever an object is loaded or unloaded. */
-static unsigned long long dl_gen(void)
-{
-	unsigned long long v[2];
-	loader_counters(v);
-	return v[0] + v[1];
-}
-
-/* Whether f is one of ours (RTLD_DEFAULT, injected, or a scope that
- * holds the agent).  Lock-free where glibc has _dl_find_object. */
-static int ours(void *f)
-{
-	struct agent_object self;
-	return f && agent_find_object((const void *)ours, &self) == 0 &&
-	       (char *)f >= (char *)self.map_start &&
-	       (char *)f < (char *)self.map_end;
-}
-
-/* ---- A symbol lookup that takes no lock of the loader's but
- * dl_iterate_phdr's (held only while the list of objects changes; none in a
- * fork child that must not take it, loader.h):
- * dladdr, dlopen and dlsym take the loader's lock, which a dlopen holds
- * while it runs the constructors; a constructor that starts a thread
- * and joins it would wait forever on a thread calling operator new. */
-
-#define SCOPE_NEEDED 32
-
-struct scope_q {
-	uintptr_t ra;
-	const char *const *names;
-	int n;
-	void **out;
-	int rank[JE_N];              /* where each was found; lower wins */
-	const char *needed[SCOPE_NEEDED];
-	int nneeded;
-	int caller;                  /* found, and not the main program */
-};
-
-static void scope_try(struct scope_q *q, const struct dl_phdr_info *info,
-		      int rank)
-{
-	for (int k = 0; k < q->n; k++) {
-		if (q->out[k] && q->rank[k] <= rank)
-			continue;
-		void *f = sym_lookup(info, q->names[k]);
-		if (f && f != SYM_OTHER && !ours(f)) {
-			q->out[k] = f;
-			q->rank[k] = rank;
-		}
-	}
-}
-
-/* Pass 1: the caller's object: its own definitions, its DT_NEEDED. */
-static int scope_caller(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	struct scope_q *q = arg;
-	if (!sym_holds(info, q->ra))
-		return 0;
-	/* The main program's scope is the global one, already searched. */
-	if (!info->dlpi_name || !info->dlpi_name[0])
-		return 1;
-	q->caller = 1;
-	q->nneeded = sym_needed(info, q->needed, SCOPE_NEEDED);
-	scope_try(q, info, 0);
-	return 1;
-}
-
-/* Pass 2: the caller's direct dependencies, in DT_NEEDED order; then
- * (rank SCOPE_NEEDED + 1) any object but the main program, in load
- * order, for a caller that relies on a library it does not name. */
-static int scope_deps(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	struct scope_q *q = arg;
-	if (!info->dlpi_name || !info->dlpi_name[0])
-		return 0;
-	const char *so = sym_soname(info);
-	int rank = SCOPE_NEEDED + 1;
-	for (int k = 0; k < q->nneeded; k++)
-		if (strcmp(q->needed[k], so) == 0) {
-			rank = k + 1;
-			break;
-		}
-	scope_try(q, info, rank);
-	return 0;
-}
-
-/* names[0..n) as the object holding the code at ra would find them in
- * its own scope, into out; how many were found.  Never allocates, takes
- * no lock but dl_iterate_phdr's.  The object is executing the call, so
- * its dependencies stay loaded while it uses what is returned. */
-static int scope_syms(const void *ra, const char *const *names, int n,
-		      void **out)
-{
-	struct scope_q q = { .ra = (uintptr_t)ra, .names = names, .n = n,
-			     .out = out };
-	memset(out, 0, sizeof *out * (size_t)n);
-	loader_iterate(scope_caller, &q);
-	if (!q.caller)
-		return 0;
-	loader_iterate(scope_deps, &q);
-	int found = 0;
-	for (int k = 0; k < n; k++)
-		found += out[k] != NULL;
-	return found;
-}
-
 /* The global definition of name (dlsym: the loader's lock; the
  * constructor, preloaded, asks sym_next instead): symbols.h. */
 static void *global_sym(const char *name)
 {
 	return sym_forward(name);
-}
-
-/* The last lookup in a caller's scope, for the next call from the same
- * object: valid while no object was loaded or unloaded (the object is
- * the same one, and so is its scope).  A sequence lock: odd while
- * written; a writer that finds it taken leaves the entry alone. */
-struct scope_cache {
-	unsigned seq;
-	void *lm;                   /* the caller's link map */
-	unsigned long long gen;     /* dl_gen() + 1 when found */
-	void *fn[JE_N];
-};
-
-/* scope_syms, through c; g: dl_gen() + 1. */
-static int scope_cached(struct scope_cache *c, unsigned long long g,
-			const void *ra, const char *const *names, int n,
-			void **out)
-{
-	struct agent_object o;   /* never allocates */
-	void *lm = agent_find_object(ra, &o) == 0 ? o.link_map : NULL;
-	unsigned s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
-	int found = 0;
-	if (lm && !(s1 & 1) &&
-	    __atomic_load_n(&c->lm, __ATOMIC_RELAXED) == lm &&
-	    __atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g) {
-		for (int i = 0; i < n; i++) {
-			out[i] = __atomic_load_n(&c->fn[i], __ATOMIC_RELAXED);
-			found += out[i] != NULL;
-		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == s1)
-			return found;
-	}
-	struct agent_tls *t = &agent_tls;
-	agent_guard_enter(t);
-	found = scope_syms(ra, names, n, out);
-	agent_guard_leave(t);
-	if (lm && !(s1 & 1) &&
-	    __atomic_compare_exchange_n(&c->seq, &s1, s1 + 1, 0,
-					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&c->lm, lm, __ATOMIC_RELAXED);
-		__atomic_store_n(&c->gen, g, __ATOMIC_RELAXED);
-		for (int i = 0; i < n; i++)
-			__atomic_store_n(&c->fn[i], out[i], __ATOMIC_RELAXED);
-		__atomic_store_n(&c->seq, s1 + 2, __ATOMIC_RELEASE);
-	}
-	return found;
 }
 
 /* The global definitions f: all or none (a partial set would mix two
@@ -255,7 +88,7 @@ static void je_global(void)
 	void *f[JE_N];
 	for (int i = 0; i < JE_N; i++) {
 		f[i] = global_sym(je_names[i]);
-		if (ours(f[i]))
+		if (scope_ours(f[i]))
 			f[i] = NULL;
 	}
 	je_set(f);
@@ -279,12 +112,13 @@ static const struct je_fns *je_resolve(const void *ra, struct je_fns *local,
 	*counted = 0;
 	static struct scope_cache cache;
 	void *f[JE_N];
-	if (scope_cached(&cache, dl_gen() + 1, ra, je_names, JE_N, f) != JE_N)
+	if (scope_cached(&cache, scope_gen() + 1, ra, je_names, JE_N, f) != JE_N)
 		memset(f, 0, sizeof f);
 	memcpy(local, f, sizeof *local);
 	return local;
 }
 _Static_assert(sizeof(struct je_fns) == JE_N * sizeof(void *), "je_fns");
+_Static_assert(JE_N <= SCOPE_MAX, "a lookup holds them");
 
 /* Whether this call is counted (registering the thread first, as
  * hooks.c's slow path does): in the thread's own slot, else in slot 0's
@@ -555,7 +389,7 @@ static __attribute__((noinline)) int cx_resolve(void)
 		void *f[CX_N];
 		for (int i = 0; i < CX_N; i++) {
 			f[i] = global_sym(hooks_cxx_names[i]);
-			if (ours(f[i]))   /* RTLD_DEFAULT, injected */
+			if (scope_ours(f[i]))   /* RTLD_DEFAULT, injected */
 				f[i] = NULL;
 		}
 		cx_set(f);
@@ -580,7 +414,7 @@ static __attribute__((noinline)) void *cx_local(unsigned i, const void *ra)
 {
 	static struct scope_cache cache[CX_N];
 	void *f;
-	scope_cached(&cache[i], dl_gen() + 1, ra, &hooks_cxx_names[i], 1, &f);
+	scope_cached(&cache[i], scope_gen() + 1, ra, &hooks_cxx_names[i], 1, &f);
 	return f;
 }
 
@@ -710,11 +544,11 @@ void hooks_jemalloc_resolve(void)
 	for (int k = 0; k < JE_N + CX_N; k++) {
 		if (f[k] == SYM_OTHER) {
 			f[k] = global_sym(names[k]);
-			if (ours(f[k]))
+			if (scope_ours(f[k]))
 				f[k] = NULL;
 		}
 		/* Check builds: the walk agrees with the loader. */
-		YM_ASSERT(f[k] == (ours(global_sym(names[k])) ? NULL :
+		YM_ASSERT(f[k] == (scope_ours(global_sym(names[k])) ? NULL :
 				   global_sym(names[k])));
 	}
 	je_set(f);
