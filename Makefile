@@ -222,7 +222,7 @@ $(B)/musl/%: tests/progs/musl/%.c
 # sources (injector/agent/) are never linked into ymtop.
 TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util tui/serve
 TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptrace/*.c) \
-           shm/layout.c shm/reader.c
+           shm/layout.c shm/reader.c shm/control.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)
 TUI_CFLAGS := $(BASE_CFLAGS) $(SAN) -Itui $(shell $(PKG_CONFIG) --cflags $(TUI_PKGS) 2>/dev/null)
 TUI_LIBS := $(shell $(PKG_CONFIG) --libs $(TUI_PKGS) 2>/dev/null) -lelf -liberty -lm
@@ -287,6 +287,13 @@ $(B)/progs/mixedcu: $(MIXEDCU)
 	$(MIXEDCU_CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -c -o $@.o/clang.o tests/progs/mixedcu/clang.c
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -c -o $@.o/last.o tests/progs/mixedcu/last.c
 	$(CC) -o $@ $@.o/first.o $@.o/clang.o $@.o/last.o
+
+# A reader's control requests that ymtop never makes (a reset), through
+# shm/control.c itself (test_peaks.py).
+PROGS += $(B)/progs/ymcontrol
+$(B)/progs/ymcontrol: tests/progs/ctl/ymcontrol.c shm/control.c shm/reader.c shm/layout.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g $(WARN) -Iinclude -Ishm -o $@ $^
 
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))
