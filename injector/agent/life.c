@@ -108,7 +108,7 @@ static int loaded_before_libc(void)
  * make malloc call itself for ever). */
 static int detect_injected(void)
 {
-	void *def = dlsym(RTLD_DEFAULT, "malloc");
+	void *def = sym_dlsym(RTLD_DEFAULT, "malloc");
 	if (!def || def == (void *)hook_malloc)
 		return 0;
 	int before = loaded_before_libc();
