@@ -6,16 +6,25 @@
  * allocator calls.  No stdio, no malloc family, no exit, no output on
  * stdout; every failure makes it passive (calls pass straight through)
  * after at most one line on stderr.  Its files, one subsystem each, each
- * owning its state:
+ * owning its state, each including only files of lower layers
+ * (ARCHITECTURE.md draws them):
  *
+ *   life.c      constructor, destructor: how the agent came in (the top)
+ *   got.c       slots and data words rewritten to the hooks: injected,
+ *               or preloaded behind another object's malloc
  *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
+ *   hooks_life.c      _exit, the setuid family, dlclose, ymagent_start
  *   hooks_jemalloc.c  jemalloc's API (mallocx...) and C++'s operators
+ *   enter.c     the slow paths' entry: thread entry, the segment a slow
+ *               path needs, fork
  *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
  *   hooks_exec.c      the exec family: the segment's name around an exec
- *   life.c      constructor, thread entry, fork, destructor
- *   config.c    YM_* environment, read once
- *   next.c      the next definitions (dlsym), glibc's usable size
  *   seg.c       the segment: creation, activation, exit, setuid
+ *   stale.c     segments of processes that are gone
+ *   config.c    YM_* environment, read once; the mode (injected, slots)
+ *   next.c      the next definitions (dlsym), glibc's usable size
+ *   scope.c     definitions in a caller's own scope (RTLD_LOCAL plugins)
+ *   symbols.c   symbol lookups without the loader's lock
  *   threads.c   TLS, the guard, thread slots and their counters
  *   sampling.c  the sampled slow path; reads CONTROL
  *   heapstats.c the allocator's own statistics, on a reader's request
@@ -23,14 +32,17 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
- *   loader.c    the loader's list, walked without waiting in fork children
+ *   loader.c    the loader's list, walked without waiting in fork
+ *               children; the object holding an address; _r_debug
  *   backing.c   memory behind the segment's pages
- *   got.c       slots and data words rewritten to the hooks: injected,
- *               or preloaded behind another object's malloc
  *   unwind.c    the calling thread's stack, from .eh_frame
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
- *   base.c      assertions, messages, clocks, spin and map helpers
+ *   compat.c    what glibc 2.17 lacks
+ *   os.c        the agent's own memory, by system call
+ *   base.c      assertions, messages, clocks, spin helpers
+ *   segstate.h  the segment's state word
  *   segpriv.h   the agent's private words in segment records
+ *   hooknames.h, dynamic.h  hidden names of the hooks; .dynamic pointers
  *   sample.h    the sampling distribution and estimator (pure)
  *   ../resume.c injected mode: a borrowed thread's way home
  *
