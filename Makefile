@@ -349,7 +349,8 @@ endif
 # The linker takes an archive member for ANY symbol still undefined, libc's
 # too: so the agent's interposers are never in libymagent-test.a (hooks.c
 # defines malloc and free, hooks_life.c _exit and setuid, hooks_mmap.c
-# mmap, hooks_exec.c execve, hooks_jemalloc.c mallocx,
+# mmap, hooks_exec.c execve, hooks_jemalloc.c mallocx, hooks_cxx.c
+# operator new,
 # got.c patches GOTs: a test calling malloc would get the agent in itself),
 # nor life.c, which holds the agent's constructor.
 # UNIT_LIBS_<test> adds a test's own libraries.
@@ -360,6 +361,7 @@ TEST_LIB_SRC := $(wildcard tests/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(B)/tui/%.o)
 AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/hooks_life.c injector/agent/got.c \
                     injector/agent/hooks_mmap.c injector/agent/hooks_jemalloc.c \
+                    injector/agent/hooks_cxx.c \
                     injector/agent/hooks_exec.c \
                     injector/agent/life.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)

@@ -55,6 +55,7 @@
 #include "threads.h"
 #include "got.h"
 #include "hooks_exec.h"
+#include "hooks_cxx.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "loader.h"
@@ -115,7 +116,7 @@ static struct hook hooks[NHOOKS] = {
 	{ "execle", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* NBASE - 2: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* NBASE - 1: real_dlopen */
-	/* [NBASE, NHOOKS): operator new and delete (hooks_jemalloc.h),
+	/* [NBASE, NHOOKS): operator new and delete (hooks_cxx.h),
 	 * named by got_init. */
 };
 

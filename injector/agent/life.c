@@ -14,7 +14,8 @@
  *               or preloaded behind another object's malloc
  *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
  *   hooks_life.c      _exit, the setuid family, dlclose, ymagent_start
- *   hooks_jemalloc.c  jemalloc's API (mallocx...) and C++'s operators
+ *   hooks_cxx.c       the allocator's own C++ operator new and delete
+ *   hooks_jemalloc.c  jemalloc's API (mallocx...)
  *   enter.c     the slow paths' entry: thread entry, the segment a slow
  *               path needs, fork
  *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
@@ -78,7 +79,7 @@
 #include "enter.h"
 #include "got.h"
 #include "hooknames.h"
-#include "hooks_jemalloc.h"
+#include "hooks_cxx.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
@@ -195,7 +196,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Through slots: the real functions are taken before the first
 	 * patch. */
 	if ((!agent_slots || got_init() == 0) && agent_resolve()) {
-		hooks_jemalloc_resolve();
+		hooks_cxx_resolve();
 		agent_atfork();
 		seg_note_owner();
 		/* Preloaded, the segment is made by the first allocation (its
