@@ -8,7 +8,9 @@
  * call, or ymagent_start (ymtop -p), and at once when injected (not in
  * its fork children), in exact
  * mode or with YM_KEEP_SEGMENT: a short process that samples nothing
- * (a shell's) never pays for it.  seg.c writes the header's fields fixed at
+ * (a shell's) never pays for it.  The slow path that needs it makes it
+ * (enter.h); the files below, which write its sections, only read its
+ * state (segstate.h).  seg.c writes the header's fields fixed at
  * creation (magic last), and exit_mono_ns, EXITED, KEPT and uid; each
  * section is then written by its own file (life.c has the map).
  */
