@@ -224,7 +224,7 @@ $(B)/musl/%: tests/progs/musl/%.c
 # sources (injector/agent/) are never linked into ymtop.
 TUI_DIRS := tui tui/screen tui/model tui/sym tui/report tui/util tui/serve
 TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptrace/*.c) \
-           shm/layout.c shm/reader.c
+           shm/layout.c shm/reader.c shm/control.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)
 TUI_CFLAGS := $(BASE_CFLAGS) $(SAN) -Itui $(shell $(PKG_CONFIG) --cflags $(TUI_PKGS) 2>/dev/null)
 TUI_LIBS := $(shell $(PKG_CONFIG) --libs $(TUI_PKGS) 2>/dev/null) -lelf -liberty -lm
@@ -290,6 +290,13 @@ $(B)/progs/mixedcu: $(MIXEDCU)
 	$(CC) $(STD) -O1 -g -fno-omit-frame-pointer $(WARN) -c -o $@.o/last.o tests/progs/mixedcu/last.c
 	$(CC) -o $@ $@.o/first.o $@.o/clang.o $@.o/last.o
 
+# A reader's control requests that ymtop never makes (a reset), through
+# shm/control.c itself (test_peaks.py).
+PROGS += $(B)/progs/ymcontrol
+$(B)/progs/ymcontrol: tests/progs/ctl/ymcontrol.c shm/control.c shm/reader.c shm/layout.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STD) -O1 -g $(WARN) -Iinclude -Ishm -o $@ $^
+
 # Libraries the test programs load with dlopen.
 PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(B)/progs/lib%.so,$(wildcard tests/progs/lib/*.c))
 PROGS     += $(PROG_LIBS)
@@ -343,8 +350,9 @@ endif
 #   $(B)/libymtop.a         ymtop's objects but main.o
 # The linker takes an archive member for ANY symbol still undefined, libc's
 # too: so the agent's interposers are never in libymagent-test.a (hooks.c
-# defines malloc and free, hooks_mmap.c mmap, hooks_exec.c execve,
-# hooks_jemalloc.c mallocx,
+# defines malloc and free, hooks_life.c _exit and setuid, hooks_mmap.c
+# mmap, hooks_exec.c execve, hooks_jemalloc.c mallocx, hooks_cxx.c
+# operator new,
 # got.c patches GOTs: a test calling malloc would get the agent in itself),
 # nor life.c, which holds the agent's constructor.
 # UNIT_LIBS_<test> adds a test's own libraries.
@@ -353,8 +361,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/unit/%)
 TUI_LIB_OBJ := $(filter-out %/tui/main.o,$(TUI_OBJ))
 TEST_LIB_SRC := $(wildcard tests/lib/*.c)
 TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(B)/tui/%.o)
-AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/got.c \
+AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/hooks_life.c injector/agent/got.c \
                     injector/agent/hooks_mmap.c injector/agent/hooks_jemalloc.c \
+                    injector/agent/hooks_cxx.c \
                     injector/agent/hooks_exec.c \
                     injector/agent/life.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
@@ -405,6 +414,7 @@ progs: $(PROGS)
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
 TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/live.c \
+            injector/agent/os.c \
             injector/agent/backing.c injector/agent/base.c injector/agent/clock.c \
             shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/os.h"
 #include "shm.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -21,13 +22,13 @@ static void mark_replaced(int fd, uint64_t size)
 {
 	if (size < YM_HEADER_SIZE)
 		return;
-	struct ym_header *h = mmap(NULL, YM_HEADER_SIZE, PROT_READ | PROT_WRITE,
-				   MAP_SHARED, fd, 0);
+	struct ym_header *h = os_map(NULL, YM_HEADER_SIZE,
+				     PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
 		return;
 	if (h->magic == YM_MAGIC)
 		__atomic_fetch_or(&h->flags, YM_FLAG_EXITED, __ATOMIC_RELEASE);
-	munmap(h, YM_HEADER_SIZE);
+	os_unmap(h, YM_HEADER_SIZE);
 }
 
 /* An existing /ymtop-<pid> can only be ours: no other live process has our
@@ -83,11 +84,11 @@ int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map)
 	void *p = MAP_FAILED;
 	int rc = ftruncate(fd, (off_t)size) != 0 ? -errno : 0;
 	if (rc == 0) {
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		p = os_map(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			rc = -errno;
 	}
-	if (rc == 0 && madvise(p, YM_HEADER_SIZE, MADV_POPULATE_WRITE) != 0) {
+	if (rc == 0 && os_advise(p, YM_HEADER_SIZE, MADV_POPULATE_WRITE) != 0) {
 		if (errno == EFAULT || errno == ENOMEM)
 			rc = -ENOSPC;
 		else if ((rc = -posix_fallocate(fd, 0, (off_t)size)) == 0)
@@ -96,7 +97,7 @@ int shm_create(pid_t pid, uint32_t pidns, uint64_t size, void **map)
 	close(fd);
 	if (rc < 0) {
 		if (p != MAP_FAILED)
-			munmap(p, size);
+			os_unmap(p, size);
 		shm_unlink(name);
 		return rc;
 	}
@@ -135,8 +136,8 @@ int shm_relink(pid_t pid, uint32_t pidns, void *map, uint64_t size, int old)
 		}
 		off = lseek(old, end, SEEK_DATA);
 	}
-	if (rc == 0 && mmap(map, size, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+	if (rc == 0 && os_map(map, size, PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
 		rc = -errno;
 	close(fd);
 	if (rc < 0)

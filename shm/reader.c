@@ -43,7 +43,7 @@ static uint64_t now_ns(clockid_t c)
 
 /* Read exactly len bytes at off, or fail: a short read means the file
  * shrank under us. */
-static int read_at(int fd, void *buf, size_t len, uint64_t off)
+int shm_read_at(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -168,7 +168,7 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 			    "segment size %lld is not plausible",
 			    (long long)st.st_size);
 	struct ym_header h;
-	int rc = read_at(fd, &h, sizeof h, 0);
+	int rc = shm_read_at(fd, &h, sizeof h, 0);
 	if (rc < 0)
 		return fail(err, len, rc, "cannot read segment header");
 	rc = shm_header_check(&h, (uint64_t)st.st_size, err, len);
@@ -251,7 +251,7 @@ static int copy_section(struct shm_reader *r, const struct ym_header *h,
 	void *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 	if (!buf)
 		return -ENOMEM;
-	int rc = read_at(r->fd, buf, bytes, h->sections[sec].offset);
+	int rc = shm_read_at(r->fd, buf, bytes, h->sections[sec].offset);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -268,10 +268,10 @@ static int read_stripes(struct shm_reader *r, const struct ym_header *h,
 {
 	const struct ym_section *sec = &h->sections[YM_SEC_STRIPES];
 	if (sec->stride == sizeof *out)
-		return read_at(r->fd, out, (size_t)sec->capacity * sizeof *out,
+		return shm_read_at(r->fd, out, (size_t)sec->capacity * sizeof *out,
 			       sec->offset);
 	for (uint32_t i = 0; i < sec->capacity; i++) {
-		int rc = read_at(r->fd, &out[i], sizeof *out,
+		int rc = shm_read_at(r->fd, &out[i], sizeof *out,
 				 sec->offset + (uint64_t)i * sec->stride);
 		if (rc < 0)
 			return rc;
@@ -322,11 +322,11 @@ static int read_pool(struct shm_reader *r, uint64_t off, uint32_t nst,
 	if (n && !c->buf)
 		return -ENOMEM;
 	if (c->width == nst)
-		return n ? read_at(r->fd, c->buf, n, off) : 0;
+		return n ? shm_read_at(r->fd, c->buf, n, off) : 0;
 	for (uint32_t b = 0; b < rows; b++) {
 		uint64_t at = off + ((uint64_t)b * nst + c->lo) * YM_LIVE_BLOCK *
 				    c->stride;
-		int rc = read_at(r->fd, c->buf + b * row, row, at);
+		int rc = shm_read_at(r->fd, c->buf + b * row, row, at);
 		if (rc < 0)
 			return rc;
 	}
@@ -450,7 +450,7 @@ static int add_planes(struct shm_reader *r, const struct ym_header *h,
 	for (uint64_t p = 0; p < used && rc == 0; p++) {
 		if (h->plane_epoch[p] != h->reset_count)
 			continue;   /* its owner has not zeroed it since the reset */
-		rc = read_at(r->fd, buf, bytes, sec->offset + (p * cap) * sec->stride);
+		rc = shm_read_at(r->fd, buf, bytes, sec->offset + (p * cap) * sec->stride);
 		for (uint32_t i = 0; rc == 0 && i < s->nstacks; i++) {
 			uint64_t *w = (uint64_t *)(void *)(s->stacks +
 				(size_t)i * s->stack_stride +
@@ -541,7 +541,7 @@ static void sum_totals(struct shm_snapshot *s)
 static int read_again(struct shm_reader *r, void *word, size_t n, size_t off)
 {
 	ym_seq_fence();
-	return read_at(r->fd, word, n, off);
+	return shm_read_at(r->fd, word, n, off);
 }
 
 /* The allocator's statistics (segment.h, struct ym_heapstats): the
@@ -553,7 +553,7 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 	struct ym_heapstats *hs = &h->heap;
 	const size_t off = __builtin_offsetof(struct ym_header, heap);
 	for (int tries = 0; h->abi_version >= 6 && tries < 8; tries++) {
-		int rc = read_at(r->fd, hs, sizeof *hs, off);
+		int rc = shm_read_at(r->fd, hs, sizeof *hs, off);
 		if (rc < 0)
 			return rc;
 		uint32_t seq2;
@@ -607,7 +607,7 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 	 * folded into `retired` is counted exactly once: the seqcount loop
 	 * of segment.h, by reads (the header read holds the first one). */
 	for (int tries = 0;; tries++) {
-		rc = read_at(r->fd, &s->hdr, sizeof s->hdr, 0);
+		rc = shm_read_at(r->fd, &s->hdr, sizeof s->hdr, 0);
 		if (rc < 0)
 			return fail(err, len, rc, "segment truncated while reading");
 		ym_seq_fence();
@@ -639,7 +639,7 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 	s->taken_mono_ns = now_ns(CLOCK_MONOTONIC);
 	s->taken_real_ns = now_ns(CLOCK_REALTIME);
 
-	rc = read_at(r->fd, &s->ctl, sizeof s->ctl,
+	rc = shm_read_at(r->fd, &s->ctl, sizeof s->ctl,
 		     s->hdr.sections[YM_SEC_CONTROL].offset);
 	if (rc < 0)
 		goto out;
@@ -703,95 +703,10 @@ out:
 	return fail(err, len, rc, "segment truncated while reading");
 }
 
-static int control_write(struct shm_reader *r, size_t field, const void *v,
-			 size_t n)
-{
-	int heap = field == __builtin_offsetof(struct ym_control, heap_request) ||
-		   field == __builtin_offsetof(struct ym_control, fast_limit);
-	if (r->fd < 0 || !(r->writable || (heap && r->may_ask)))
-		return -EPERM;
-	struct ym_header h;
-	int rc = read_at(r->fd, &h, sizeof h, 0);
-	if (rc < 0)
-		return rc;
-	if (shm_header_check(&h, r->size, NULL, 0) < 0)
-		return -EPROTO;
-	ssize_t w = pwrite(r->fd, v, n,
-			   (off_t)(h.sections[YM_SEC_CONTROL].offset + field));
-	return w == (ssize_t)n ? 0 : -EIO;
-}
-
-int shm_control_pause(struct shm_reader *r, int pause)
-{
-	uint32_t v = pause ? 1u : 0u;
-	return control_write(r, __builtin_offsetof(struct ym_control, pause),
-			     &v, sizeof v);
-}
-
-int shm_control_reset(struct shm_reader *r)
-{
-	struct ym_header h;
-	struct ym_control c;
-	int rc = shm_control_read(r, &h, &c);
-	if (rc < 0)
-		return rc;
-	uint32_t v = c.reset_seq + 1;
-	return control_write(r, __builtin_offsetof(struct ym_control, reset_seq),
-			     &v, sizeof v);
-}
-
-int shm_control_read(struct shm_reader *r, struct ym_header *h,
-		     struct ym_control *c)
-{
-	memset(c, 0, sizeof *c);
-	int rc = r->fd >= 0 ? read_at(r->fd, h, sizeof *h, 0) : -EBADF;
-	if (rc == 0 && shm_header_check(h, r->size, NULL, 0) < 0)
-		rc = -EPROTO;
-	if (rc == 0)
-		rc = read_at(r->fd, c, sizeof *c, h->sections[YM_SEC_CONTROL].offset);
-	return rc;
-}
-
-int shm_control_heap(struct shm_reader *r, uint64_t *asked)
-{
-	*asked = 0;
-	struct ym_header h;
-	struct ym_control c;
-	int rc = shm_control_read(r, &h, &c);
-	if (rc == 0 && h.abi_version < 6)
-		rc = -EOPNOTSUPP;
-	if (rc < 0)
-		return rc;
-	uint64_t v = c.heap_request + 1, zero = 0;
-	rc = control_write(r, __builtin_offsetof(struct ym_control, heap_request),
-			   &v, sizeof v);
-	/* Then the next allocation of any thread answers (segment.h). */
-	if (rc == 0)
-		rc = control_write(r, __builtin_offsetof(struct ym_control, fast_limit),
-				   &zero, sizeof zero);
-	if (rc == 0)
-		*asked = v;
-	return rc;
-}
-
-int shm_control_rate(struct shm_reader *r, uint64_t rate)
-{
-	if (rate < SHM_RATE_MIN || rate > SHM_RATE_MAX)
-		return -EINVAL;
-	struct ym_header h;
-	int rc = r->fd >= 0 ? read_at(r->fd, &h, sizeof h, 0) : -EBADF;
-	if (rc < 0)
-		return rc;
-	if (h.sample_rate <= 1)   /* exact mode is fixed at start */
-		return -EINVAL;
-	return control_write(r, __builtin_offsetof(struct ym_control, sample_rate),
-			     &rate, sizeof rate);
-}
-
 int shm_header_read(struct shm_reader *r, struct ym_header *h, char *err,
 		    size_t len)
 {
-	int rc = read_at(r->fd, h, sizeof *h, 0);
+	int rc = shm_read_at(r->fd, h, sizeof *h, 0);
 	if (rc < 0)
 		return fail(err, len, rc, "cannot read the segment header");
 	return shm_header_check(h, r->size, err, len);

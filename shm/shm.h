@@ -184,11 +184,16 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *out,
 		      char *err, size_t errlen);
 void shm_snapshot_free(struct shm_snapshot *s);
 
+/* len bytes at off of fd (pread until done): 0, -ENODATA short, or a
+ * negative errno. */
+int shm_read_at(int fd, void *buf, size_t len, uint64_t off);
+
 /* Validate a header copy against the file size it came from. */
 int shm_header_check(const struct ym_header *h, uint64_t file_size,
 		     char *err, size_t errlen);
 
-/* Control: pause (1) or resume (0) sampling; ask for a reset. */
+/* Control (shm/control.c): pause (1) or resume (0) sampling; ask for a
+ * reset. */
 int shm_control_pause(struct shm_reader *r, int pause);
 int shm_control_reset(struct shm_reader *r);
 /* Copies of the (checked) header and the control block now: 0 or a

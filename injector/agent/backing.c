@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backing.h"
+#include "os.h"
 #include "ymtop/segment.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -131,7 +132,7 @@ int backing_get(const void *p, size_t len)
 		uint64_t stop = end << BACKING_CHUNK_LOG;
 		if (stop > seg_size)
 			stop = seg_size;
-		if (madvise(seg_base + off, stop - off, MADV_POPULATE_WRITE) != 0) {
+		if (os_advise(seg_base + off, stop - off, MADV_POPULATE_WRITE) != 0) {
 			if (errno != EINTR) {   /* EINTR: a fatal signal */
 				__atomic_store_n(&skip, RETRY_AFTER, __ATOMIC_RELAXED);
 				warn_full();

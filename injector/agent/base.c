@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,11 +72,4 @@ void agent_backoff(uint32_t i)
 		__builtin_ia32_pause();
 	else
 		sched_yield();
-}
-
-void *agent_map_private(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
 }

@@ -1,7 +1,7 @@
 /*
  * base: what every file of the agent uses.  Visibility, branch hints, the
  * assertions of check builds, and the few things the guest may say or ask
- * of the system without stdio or allocation (base.c).
+ * of the system without stdio or allocation (base.c; memory: os.h).
  *
  * Guest code (injector/agent/): no stdio, no malloc family, no exit, no
  * output on stdout; every failure degrades to passing calls through.
@@ -35,7 +35,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* HIDDEN_ALIAS(malloc): hook_malloc, a hidden alias of the exported
- * malloc, declared where its callers see it (got.h...): calls and
+ * malloc, declared where its callers see it (hooknames.h): calls and
  * addresses that never go through the agent's own GOT.  gcc warns that
  * the alias lacks the target's attributes (none matters to a caller),
  * hence the pragma. */
@@ -97,10 +97,6 @@ void agent_backoff(uint32_t i) AGENT_HIDDEN;
 #define AGENT_SPINS_SHORT 20000u
 #define AGENT_SPINS       100000u
 #define AGENT_SPINS_LONG  1000000u
-
-/* len bytes of private zero-filled memory (never in the segment, never
- * the allocator's), or NULL. */
-void *agent_map_private(size_t len) AGENT_HIDDEN;
 
 /* CLOCK_MONOTONIC in ns: agent_now_ns from the time-stamp counter where
  * the kernel keeps time with it (clock.c), agent_mono_ns always from

@@ -3,8 +3,7 @@
  *
  * State, this file's: the run-time answers to "has this glibc
  * _dl_find_object and strerrordesc_np" (agent_compat_init, from the
- * constructor) and where _r_debug is (its first user); found once a
- * process, kept in fork children.
+ * constructor); found once a process, kept in fork children.
  */
 #include <elf.h>
 #include <errno.h>
@@ -17,7 +16,6 @@
 #include <unistd.h>
 
 #include "compat.h"
-#include "loader.h"
 
 /* The functions the renames in compat.h stand for, called by name here
  * only where no system call does (other targets than x86_64 and
@@ -111,49 +109,9 @@ typedef const char *(*errdesc_fn)(int e);
 
 enum { INIT_NONE, INIT_BUSY, INIT_DONE };
 
-static int r_debug_state;
 static int lookup_state;
 static dlfo_fn dlfo;
 static errdesc_fn errdesc;
-static struct r_debug *r_debug_at;
-
-/* The DT_DEBUG entry of a main program, which ld.so points at its
- * _r_debug before any constructor runs; NULL without one. */
-static struct r_debug *dt_debug(uintptr_t bias, const ElfW(Phdr) *ph, size_t n)
-{
-	struct r_debug *r = NULL;
-	for (size_t i = 0; ph && i < n; i++) {
-		if (ph[i].p_type != PT_DYNAMIC)
-			continue;
-		for (const ElfW(Dyn) *d = (const ElfW(Dyn) *)(bias + ph[i].p_vaddr);
-		     d->d_tag != DT_NULL; d++)
-			if (d->d_tag == DT_DEBUG && d->d_un.d_ptr)
-				r = (struct r_debug *)d->d_un.d_ptr;
-	}
-	return r;
-}
-
-/* The first object dl_iterate_phdr reports is the main program, also
- * when ld.so was run as the program (whose AT_PHDR is ld.so's). */
-static int r_debug_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	*(struct r_debug **)arg = dt_debug(info->dlpi_addr, info->dlpi_phdr,
-					   info->dlpi_phnum);
-	return 1;
-}
-
-/* The main program from the auxiliary vector: no walk (a fork child
- * that must not take the loader's lock needs _r_debug for its walk). */
-static struct r_debug *r_debug_auxv(void)
-{
-	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
-	size_t n = (size_t)getauxval(AT_PHNUM);
-	for (size_t i = 0; ph && i < n; i++)
-		if (ph[i].p_type == PT_PHDR)
-			return dt_debug((uintptr_t)ph - ph[i].p_vaddr, ph, n);
-	return NULL;
-}
 
 /* Once: 1 for the caller that is to do it. */
 static int first(int *state)
@@ -163,23 +121,8 @@ static int first(int *state)
 					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
-/* _r_debug, found by the first caller that needs it (busy meanwhile
- * for the others, which walk without it: NULL). */
-static void init_once(void)
-{
-	if (likely(__atomic_load_n(&r_debug_state, __ATOMIC_ACQUIRE) != INIT_NONE) ||
-	    !first(&r_debug_state))
-		return;
-	struct r_debug *r = r_debug_auxv();
-	if (!r)
-		loader_iterate(r_debug_cb, &r);
-	__atomic_store_n(&r_debug_at, r, __ATOMIC_RELEASE);
-	__atomic_store_n(&r_debug_state, INIT_DONE, __ATOMIC_RELEASE);
-}
-
 void agent_compat_init(agent_lookup_fn lookup)
 {
-	init_once();
 	if (!lookup || !first(&lookup_state))
 		return;
 #ifndef YM_TEST_OLD_GLIBC
@@ -197,72 +140,9 @@ int agent_have_dl_find_object(void)
 	return __atomic_load_n(&dlfo, __ATOMIC_ACQUIRE) != NULL;
 }
 
-struct r_debug *agent_r_debug(void)
-{
-	init_once();
-	return __atomic_load_n(&r_debug_at, __ATOMIC_ACQUIRE);
-}
-
-/* ---- The object holding an address ---- */
-
-struct find_q {
-	uintptr_t pc;
-	struct agent_object *o;
-};
-
-static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	struct find_q *q = arg;
-	uintptr_t lo = UINTPTR_MAX, hi = 0, dyn = 0;
-	const void *eh = NULL;
-	int hit = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD) {
-			hit |= q->pc >= a && q->pc - a < ph->p_memsz;
-			if (a < lo)
-				lo = a;
-			if (a + ph->p_memsz > hi)
-				hi = a + ph->p_memsz;
-		} else if (ph->p_type == PT_GNU_EH_FRAME) {
-			eh = (const void *)a;
-		} else if (ph->p_type == PT_DYNAMIC) {
-			dyn = a;
-		}
-	}
-	if (!hit)
-		return 0;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	q->o->map_start = (void *)(lo & ~(page - 1));
-	q->o->map_end = (void *)hi;
-	q->o->eh_frame = eh;
-	q->o->link_map = NULL;
-	/* The list cannot change meanwhile: the walk holds the lock that
-	 * changes take (or none can, loader.h). */
-	struct r_debug *r = __atomic_load_n(&r_debug_at, __ATOMIC_ACQUIRE);
-	int budget = 8192;
-	for (struct link_map *l = r && dyn ? r->r_map : NULL; l && budget > 0;
-	     l = l->l_next, budget--)
-		if ((uintptr_t)l->l_ld == dyn) {
-			q->o->link_map = l;
-			break;
-		}
-	return 1;
-}
-
-int agent_find_object_phdr(const void *pc, struct agent_object *o)
-{
-	struct find_q q = { .pc = (uintptr_t)pc, .o = o };
-	return loader_iterate(find_cb, &q) == 1 ? 0 : -1;
-}
-
-int agent_find_object(const void *pc, struct agent_object *o)
+int agent_dlfo(const void *pc, struct agent_object *o)
 {
 	dlfo_fn f = __atomic_load_n(&dlfo, __ATOMIC_ACQUIRE);
-	if (unlikely(!f))
-		return agent_find_object_phdr(pc, o);
 	struct compat_dlfo d;
 	if (f((void *)pc, &d) != 0)
 		return -1;

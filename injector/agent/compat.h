@@ -20,7 +20,7 @@
  *   shm_open and shm_unlink (librt.so.1 before 2.34) are open and unlink
  *   under /dev/shm, as glibc's own are; _dl_find_object (2.35) and
  *   strerrordesc_np (2.32) are looked up at run time, with a fallback
- *   (agent_find_object, agent_errno_text in base.h).
+ *   (loader.h's agent_find_object, agent_errno_text in base.h).
  *
  * The build checks the result: tests/check_glibc_versions.sh fails the
  * build of libymagent.so when it asks for a GLIBC_ version above 2.17,
@@ -114,25 +114,12 @@ struct agent_object {
 	const void *eh_frame;          /* PT_GNU_EH_FRAME, or NULL */
 };
 
-/* _dl_find_object(pc) where glibc has it (2.35 on: lock-free, never
- * allocates) and agent_compat_init found it; otherwise
- * agent_find_object_phdr.  0 when found, -1 not. */
-int agent_find_object(const void *pc, struct agent_object *o) AGENT_HIDDEN;
-
-/* The fallback: the object whose PT_LOAD segments hold pc, by a walk of
- * the objects (loader_iterate: dl_iterate_phdr's lock, none in a frozen
- * fork child), its link map from _r_debug's list of the base namespace
- * (matched by l_ld).  Never allocates. */
-int agent_find_object_phdr(const void *pc, struct agent_object *o) AGENT_HIDDEN;
-
 /* Whether _dl_find_object is used (1) or the fallback (0). */
 int agent_have_dl_find_object(void) AGENT_HIDDEN;
 
-/* The loader's struct r_debug (_r_debug), found from the main program's
- * DT_DEBUG entry (which ld.so points at it) so that the agent needs
- * nothing of ld.so's by name; NULL if that entry is missing.  Found at
- * the first call (a walk of the objects), kept in fork children. */
-struct r_debug *agent_r_debug(void) AGENT_HIDDEN;
+/* _dl_find_object(pc) into o (agent_have_dl_find_object() only): 0 when
+ * found, -1 not.  loader.h's agent_find_object chooses. */
+int agent_dlfo(const void *pc, struct agent_object *o) AGENT_HIDDEN;
 
 /* Look up what may be missing (_dl_find_object, strerrordesc_np) with
  * lookup (sym_global, symbols.h: no lock of the loader's but

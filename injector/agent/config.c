@@ -9,6 +9,8 @@
 #include "ymtop/segment.h"
 
 struct agent_config agent_cfg;
+int agent_injected;
+int agent_slots;
 
 /* Strict unsigned parse with an optional k/m/g binary suffix. */
 static int parse_size(const char *s, uint64_t *out)

@@ -1,7 +1,8 @@
 /*
  * config: the agent's configuration, from YM_* environment variables
  * (man/ymagent.7), read once (the constructor, or the first activation)
- * and never changed after: every other file only reads agent_cfg.
+ * and never changed after: every other file only reads agent_cfg; and the
+ * mode the agent runs in (injected, through slots).
  */
 #ifndef YMTOP_AGENT_CONFIG_H
 #define YMTOP_AGENT_CONFIG_H
@@ -25,6 +26,19 @@ struct agent_config {
 };
 
 extern struct agent_config agent_cfg AGENT_HIDDEN;
+
+/* How the agent came into the process, set by the constructor (life.c)
+ * before anything else runs, read everywhere below it:
+ *
+ * agent_injected: loaded by ymtop -p (dlopen through ptrace): hooks
+ * through GOT slots (got.c), the real functions from RTLD_DEFAULT.
+ *
+ * agent_slots: the hooks reach the process through rewritten slots
+ * (got.c), and forward to what those held (symbols.h, sym_global):
+ * injected, or preloaded behind an object that defines malloc first (an
+ * allocator earlier in LD_PRELOAD, or the executable's own). */
+extern int agent_injected AGENT_HIDDEN;
+extern int agent_slots AGENT_HIDDEN;
 
 /* Read the environment, once (later calls return at once). */
 void agent_configure(void) AGENT_HIDDEN;

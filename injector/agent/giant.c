@@ -15,7 +15,7 @@
 #include "giant.h"
 #include "modules.h"
 #include "sampling.h"
-#include "seg.h"
+#include "segstate.h"
 
 size_t agent_giant_limit = SIZE_MAX;
 
@@ -44,8 +44,9 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 {
 	int saved = errno;
 	agent_guard_enter(t);
-	/* The first giant request makes the segment (seg.h). */
-	if (!agent_active() && !seg_start(1))
+	/* The first giant request made the segment (agent_need_segment,
+	 * enter.h), unless it could not. */
+	if (!agent_active())
 		goto out;
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = agent_capture(frames);

@@ -24,7 +24,9 @@ void giant_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN
 void giant_arm(void) AGENT_HIDDEN;
 /* After fork: no segment, no threshold. */
 void giant_fork_child(void) AGENT_HIDDEN;
-/* An alarm for a request of n bytes (failed: it is made to fail). */
+/* An alarm for a request of n bytes (failed: it is made to fail), into
+ * the segment the caller made first where needed (enter.h,
+ * agent_need_segment). */
 void agent_giant(struct agent_tls *t, size_t n, int failed) AGENT_HIDDEN;
 
 #endif

@@ -50,12 +50,16 @@
 
 #include "base.h"
 #include "compat.h"
+#include "dynamic.h"
+#include "hooknames.h"
 #include "threads.h"
 #include "got.h"
 #include "hooks_exec.h"
+#include "hooks_cxx.h"
 #include "hooks_jemalloc.h"
 #include "hooks_mmap.h"
 #include "loader.h"
+#include "os.h"
 #include "seg.h"
 #include "symbols.h"
 
@@ -112,7 +116,7 @@ static struct hook hooks[NHOOKS] = {
 	{ "execle", NULL, NULL },
 	{ "dlmopen", NULL, NULL },  /* NBASE - 2: real_dlmopen */
 	{ "dlopen", NULL, NULL },   /* NBASE - 1: real_dlopen */
-	/* [NBASE, NHOOKS): operator new and delete (hooks_jemalloc.h),
+	/* [NBASE, NHOOKS): operator new and delete (hooks_cxx.h),
 	 * named by got_init. */
 };
 
@@ -253,13 +257,13 @@ static void write_slot(struct obj *o, void **slot, void *fn, int data)
 	int ro = in_relro(o, page);
 	if (!in_rw(o, (uintptr_t)slot) ||
 	    (data && !ro && !writable_now((uintptr_t)slot)) ||
-	    (ro && mprotect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
+	    (ro && os_protect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
 		seg_note_unseen(YM_UNSEEN_READONLY, o->name);
 		return;
 	}
 	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	if (ro)
-		mprotect((void *)page, pg, PROT_READ);
+		os_protect((void *)page, pg, PROT_READ);
 }
 
 /* A relocation of one of our names: its slot, or its data word (data:

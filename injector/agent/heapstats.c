@@ -16,7 +16,7 @@
 
 #include "heapstats.h"
 #include "next.h"
-#include "seg.h"
+#include "segstate.h"
 #include "symbols.h"
 
 

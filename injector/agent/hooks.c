@@ -32,20 +32,17 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <dlfcn.h>
 
 #include "config.h"
+#include "enter.h"
 #include "giant.h"
-#include "got.h"
 #include "heapstats.h"
-#include "life.h"
+#include "hooknames.h"
 #include "live.h"
 #include "next.h"
 #include "sampling.h"
-#include "seg.h"
 #include "symbols.h"
 #include "threads.h"
-#include "unwind.h"
 
 #define NOINLINE __attribute__((noinline))
 
@@ -118,7 +115,7 @@ static inline int charge(struct agent_tls *t, size_t c)
 static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
 				 size_t c)
 {
-	agent_sample(t, p, n, c);
+	agent_take_sample(t, p, n, c);
 	return p;
 }
 
@@ -141,7 +138,7 @@ static void *due_done(struct agent_tls *t, struct ym_thread *s, void *p,
 		return NULL;
 	}
 	thread_count_usable(s, alloc_usable(p));
-	agent_sample(t, p, n, n);
+	agent_take_sample(t, p, n, n);
 	return p;
 }
 
@@ -181,6 +178,7 @@ static NOINLINE int slow_begin(struct agent_tls *t, size_t n)
 		return PASS;
 	heapstats_poked(t);
 	if (n >= agent_giant_limit) {
+		agent_need_segment(t);
 		agent_giant(t, n, agent_cfg.giant_fail);
 		if (agent_cfg.giant_fail) {
 			errno = ENOMEM;
@@ -197,7 +195,7 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 	size_t u = alloc_usable(p);
 	thread_count_alloc_here(t, u, n);
 	if (charge(t, n))
-		agent_sample(t, p, n, n);
+		agent_take_sample(t, p, n, n);
 }
 
 /* The usable size of a block being freed, read in exact mode only: at
@@ -403,7 +401,7 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	if (sampled)
 		agent_realloc_put(t, &e, q, n, old, u);
 	else if (charge(t, u > old ? u - old : 0))
-		agent_sample(t, q, n, u);
+		agent_take_sample(t, q, n, u);
 	return q;
 }
 
@@ -549,7 +547,7 @@ EXPORT void *pvalloc(size_t n)
 	return aligned_common(pvalloc_fn, (size_t)sysconf(_SC_PAGESIZE), n);
 }
 
-/* Hidden names of the entry points (got.h).  The prototypes in got.h
+/* Hidden names of the entry points (hooknames.h).  The prototypes in hooks.h
  * lack glibc's malloc attributes on purpose: no optimization may assume
  * anything about the block beyond what the real allocator gives. */
 HIDDEN_ALIAS(malloc);
@@ -562,130 +560,3 @@ HIDDEN_ALIAS(aligned_alloc);
 HIDDEN_ALIAS(memalign);
 HIDDEN_ALIAS(valloc);
 HIDDEN_ALIAS(pvalloc);
-
-/* ---- _exit: runs no destructors, so retire the segment here ---- */
-
-static void real_exit(const char *name, int status)
-{
-	void (*fn)(int) = (void (*)(int))sym_forward(name);
-	if (fn)
-		fn(status);
-	syscall(SYS_exit_group, status);
-	__builtin_unreachable();
-}
-
-EXPORT void _exit(int status)
-{
-	agent_exiting();
-	real_exit("_exit", status);
-	__builtin_unreachable();
-}
-
-EXPORT void _Exit(int status)
-{
-	agent_exiting();
-	real_exit("_Exit", status);
-	__builtin_unreachable();
-}
-
-HIDDEN_ALIAS(_exit);
-HIDDEN_ALIAS(_Exit);
-
-/* ---- setuid and its kin: the segment follows the process's owner ---- */
-
-/* The definition a rarely called function forwards to (sym_forward),
- * found once. */
-static void *next_def(void **cache, const char *name)
-{
-	void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-	if (!fn) {
-		fn = sym_forward(name);
-		__atomic_store_n(cache, fn, __ATOMIC_RELEASE);
-	}
-	return fn;
-}
-
-typedef int (*id1_fn)(uid_t);
-typedef int (*id2_fn)(uid_t, uid_t);
-typedef int (*id3_fn)(uid_t, uid_t, uid_t);
-
-/* Give the segment to the coming euid, make the call, take it back if the
- * call failed. */
-#define ID_CALL(name, type, euid, args)                                      \
-	do {                                                                  \
-		static void *cache;                                           \
-		type fn = (type)next_def(&cache, #name);                  \
-		if (!fn) {                                                    \
-			errno = ENOSYS;                                       \
-			return -1;                                            \
-		}                                                             \
-		uid_t before = geteuid();                                     \
-		agent_owner_change(euid);                                     \
-		int rc = fn args;                                             \
-		if (rc != 0)                                                  \
-			agent_owner_change(before);                           \
-		return rc;                                                    \
-	} while (0)
-
-EXPORT int setuid(uid_t uid)
-{
-	ID_CALL(setuid, id1_fn, uid, (uid));
-}
-
-EXPORT int seteuid(uid_t euid)
-{
-	ID_CALL(seteuid, id1_fn, euid, (euid));
-}
-
-EXPORT int setreuid(uid_t ruid, uid_t euid)
-{
-	ID_CALL(setreuid, id2_fn, euid, (ruid, euid));
-}
-
-EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
-{
-	ID_CALL(setresuid, id3_fn, euid, (ruid, euid, suid));
-}
-
-HIDDEN_ALIAS(setuid);
-HIDDEN_ALIAS(seteuid);
-HIDDEN_ALIAS(setreuid);
-HIDDEN_ALIAS(setresuid);
-HIDDEN_ALIAS(dlclose);
-
-/* ---- dlclose: the unwinder's cached rules may name its addresses ---- */
-
-typedef int (*dlclose_fn)(void *);
-
-/* A library loaded later at the unloaded one's addresses must not be
- * unwound with the old rules (which could send the unwinder far up the
- * stack): forget them as soon as the unload is done, not at the next
- * module scan. */
-EXPORT int dlclose(void *handle)
-{
-	static void *cache;
-	dlclose_fn fn = (dlclose_fn)next_def(&cache, "dlclose");
-	if (!fn)
-		return -1;
-	int rc = fn(handle);
-	unwind_flush();
-	return rc;
-}
-
-/* ---- ymtop -p on a process that has the agent but no segment ---- */
-
-/* A daemon that forked away from the process the agent started in has no
- * segment until its first allocation, and an idle one may never allocate:
- * ymtop makes one of its threads call this (as it calls dlopen to inject),
- * which creates the segment now.  Returns 1 when the segment exists, 0
- * when the agent is passive (YM_DISABLE, YM_FOLLOW_FORK=0, a failure). */
-EXPORT int ymagent_start(void)
-{
-	struct agent_tls *t = &agent_tls;
-	agent_guard_enter(t);
-	agent_enter(t);
-	seg_start(1);
-	threads_enter(t);   /* the pre-slot's owner adopts its slot */
-	agent_guard_leave(t);
-	return agent_active();
-}

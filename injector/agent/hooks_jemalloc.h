@@ -30,23 +30,19 @@ size_t hook_xallocx(void *p, size_t n, size_t extra, int flags) AGENT_HIDDEN;
 void   hook_sdallocx(void *p, size_t n, int flags) AGENT_HIDDEN;
 void   hook_dallocx(void *p, int flags) AGENT_HIDDEN;
 
-/* Searches the global scope for the definitions these forward to (once:
- * dlsym takes the loader's lock, which a dlopen holds while constructors
- * run, so not from a hook if it can be helped).  Called by the agent's
- * constructor once the malloc family is resolved. */
-void hooks_jemalloc_resolve(void) AGENT_HIDDEN;
-
-/* C++ operator new and delete (every sized, aligned and nothrow form):
- * jemalloc, tcmalloc and mimalloc define their own, which never reach
- * malloc's slot.  Each is forwarded to the next definition, and counted
- * as malloc and free are when that definition lies in the object of the
- * malloc the agent forwards to; otherwise (libstdc++'s, which calls
- * malloc) it is a tail call.  With none in the global scope, the
- * caller's scope's (libstdc++ loaded RTLD_LOCAL under a plugin), a tail
- * call too.  For got.c: their mangled names and our
- * definitions, i < HOOKS_CXX_N. */
-#define HOOKS_CXX_N 20
-extern const char *const hooks_cxx_names[HOOKS_CXX_N] AGENT_HIDDEN;
-void *hooks_cxx_fn(unsigned i) AGENT_HIDDEN;
+/* For hooks_cxx.c, which counts the allocator's operators as these are
+ * counted: jemalloc's names, the global definitions found (all or none),
+ * the search of the global scope (once); whether a call is counted
+ * (registering the thread first), an allocation p of n bytes counted
+ * (and sampled), a free of p counted before the call (0: no jemalloc,
+ * freed here through next). */
+#define HOOKS_JE_N 5
+extern const char *const hooks_je_names[HOOKS_JE_N] AGENT_HIDDEN;
+void hooks_je_set(void *const f[HOOKS_JE_N]) AGENT_HIDDEN;
+void hooks_je_global(void) AGENT_HIDDEN;
+struct agent_tls;
+int  hooks_je_counting(struct agent_tls *t) AGENT_HIDDEN;
+void hooks_je_count_alloc(struct agent_tls *t, void *p, size_t n) AGENT_HIDDEN;
+int  hooks_je_freeing(void *p, void *next, int counted) AGENT_HIDDEN;
 
 #endif

@@ -20,7 +20,6 @@
 #include "config.h"
 #include "heapstats.h"
 #include "hooks_mmap.h"
-#include "life.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
@@ -574,8 +573,8 @@ EXPORT int munmap(void *addr, size_t len)
 		if (!(lo & (page_up(1) - 1)) && hi > lo)
 			unmapped(t, lo, hi);
 	}
-	/* Never resolves here (the agent's own munmaps, at fork and exit,
-	 * stay system calls until an mmap resolved). */
+	/* Never resolves here: a system call until an mmap resolved the
+	 * next definitions (the agent's own unmaps are os.h's). */
 	if (__atomic_load_n(&nx.resolved, __ATOMIC_ACQUIRE) && nx.munmap)
 		return nx.munmap(addr, len);
 	return (int)syscall(SYS_munmap, addr, len);

@@ -53,11 +53,12 @@ void *hook_mremap(void *old, size_t old_len, size_t new_len, int flags, ...) AGE
  * resolved). */
 int   hooks_in_allocator(uintptr_t a) AGENT_HIDDEN;
 
-/* The agent is configured (seg_prepare): the mappings made before are
- * drawn; 1 when a sample of them waits for the segment.  Guard held. */
+/* The agent is configured (seg_prepare; enter.c asks): the mappings made
+ * before are drawn; 1 when a sample of them waits for the segment.  Guard
+ * held. */
 int   mmap_pending_settle(void) AGENT_HIDDEN;
-/* The segment is active (seg_start): the waiting samples join its
- * tables.  Guard held. */
+/* The segment is active (its maker, enter.c, after seg_start): the
+ * waiting samples join its tables.  Guard held. */
 struct agent_tls;
 void  mmap_pending_replay(struct agent_tls *t) AGENT_HIDDEN;
 

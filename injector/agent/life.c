@@ -1,20 +1,31 @@
 /*
- * life: the agent's process life (life.h).
+ * life: the agent's process life: its constructor (preloaded or
+ * injected) and destructor.
  *
  * The agent (libymagent.so) is guest code: it runs inside the target's
  * allocator calls.  No stdio, no malloc family, no exit, no output on
  * stdout; every failure makes it passive (calls pass straight through)
  * after at most one line on stderr.  Its files, one subsystem each, each
- * owning its state:
+ * owning its state, each including only files of lower layers
+ * (ARCHITECTURE.md draws them):
  *
+ *   life.c      constructor, destructor: how the agent came in (the top)
+ *   got.c       slots and data words rewritten to the hooks: injected,
+ *               or preloaded behind another object's malloc
  *   hooks.c     the exported malloc family: fast paths, bootstrap, guard
- *   hooks_jemalloc.c  jemalloc's API (mallocx...) and C++'s operators
+ *   hooks_life.c      _exit, the setuid family, dlclose, ymagent_start
+ *   hooks_cxx.c       the allocator's own C++ operator new and delete
+ *   hooks_jemalloc.c  jemalloc's API (mallocx...)
+ *   enter.c     the slow paths' entry: thread entry, the segment a slow
+ *               path needs, fork
  *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
  *   hooks_exec.c      the exec family: the segment's name around an exec
- *   life.c      constructor, thread entry, fork, destructor
- *   config.c    YM_* environment, read once
- *   next.c      the next definitions (dlsym), glibc's usable size
  *   seg.c       the segment: creation, activation, exit, setuid
+ *   stale.c     segments of processes that are gone
+ *   config.c    YM_* environment, read once; the mode (injected, slots)
+ *   next.c      the next definitions (dlsym), glibc's usable size
+ *   scope.c     definitions in a caller's own scope (RTLD_LOCAL plugins)
+ *   symbols.c   symbol lookups without the loader's lock
  *   threads.c   TLS, the guard, thread slots and their counters
  *   sampling.c  the sampled slow path; reads CONTROL
  *   heapstats.c the allocator's own statistics, on a reader's request
@@ -22,14 +33,17 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
- *   loader.c    the loader's list, walked without waiting in fork children
+ *   loader.c    the loader's list, walked without waiting in fork
+ *               children; the object holding an address; _r_debug
  *   backing.c   memory behind the segment's pages
- *   got.c       slots and data words rewritten to the hooks: injected,
- *               or preloaded behind another object's malloc
  *   unwind.c    the calling thread's stack, from .eh_frame
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
- *   base.c      assertions, messages, clocks, spin and map helpers
+ *   compat.c    what glibc 2.17 lacks
+ *   os.c        the agent's own memory, by system call
+ *   base.c      assertions, messages, clocks, spin helpers
+ *   segstate.h  the segment's state word
  *   segpriv.h   the agent's private words in segment records
+ *   hooknames.h, dynamic.h  hidden names of the hooks; .dynamic pointers
  *   sample.h    the sampling distribution and estimator (pure)
  *   ../resume.c injected mode: a borrowed thread's way home
  *
@@ -62,91 +76,16 @@
 
 #include "compat.h"
 #include "config.h"
-#include "giant.h"
+#include "enter.h"
 #include "got.h"
-#include "hooks_jemalloc.h"
-#include "hooks_mmap.h"
-#include "life.h"
-#include "live.h"
+#include "hooknames.h"
+#include "hooks_cxx.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
-#include "sampling.h"
-#include "symbols.h"
 #include "seg.h"
-#include "table.h"
+#include "symbols.h"
 #include "threads.h"
-
-int agent_injected;
-int agent_slots;
-
-static void fork_child(void);
-
-/* The process that forks, while its forking thread runs the fork
- * handlers (t->forking). */
-static pid_t fork_parent;
-
-/* The host's errno is the host's: a successful malloc leaves it as it was
- * (shm_open, /proc reads and friends would otherwise leak EAGAIN,
- * ENOENT... into it; found by tests/stress, stress_misc edges). */
-void agent_enter(struct agent_tls *t)
-{
-	int saved = errno;
-	/* A child whose own fork handlers run before the agent's (handlers
-	 * registered before the agent: an injected agent's always) and
-	 * allocate: it is the child here, before the agent's handler, and
-	 * would count into its parent's slot and segment. */
-	if (unlikely(t->forking) && getpid() != fork_parent)
-		fork_child();
-	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_NONE)
-		seg_prepare();
-	/* Another thread has the pre-slot, or a mapping's sample waits:
-	 * the segment now (seg.h). */
-	if ((threads_enter(t) || unlikely(seg_wanted())) && seg_start(1))
-		threads_enter(t);
-	errno = saved;
-}
-
-/* Before a fork, in the forking thread.  Until the agent's parent or
- * child handler, this thread's calls take the slow paths (agent_enter
- * tells a child there).  Handlers run in the order glibc gives them:
- * prepare ones last registered first, the others first registered first. */
-static void fork_prepare(void)
-{
-	struct agent_tls *t = &agent_tls;
-	fork_parent = getpid();
-	t->forking = 1;
-	thread_fast_sync(t);
-}
-
-static void fork_parent_done(void)
-{
-	struct agent_tls *t = &agent_tls;
-	t->forking = 0;
-	thread_fast_sync(t);
-}
-
-static void fork_child(void)
-{
-	/* Done already when a fork handler of the host's allocated first
-	 * (agent_enter). */
-	if (!agent_tls.forking)
-		return;
-	/* Only this thread exists now.  First whether the loader's list may
-	 * be walked with its lock (loader.h): every later step may walk it.
-	 * Stop writing into the parent's segment; start a segment of our
-	 * own lazily, on the next call. */
-	agent_configure();   /* a parent that made no call never read it */
-	loader_fork_child();
-	mmap_fork_child();
-	giant_fork_child();
-	table_reset_private();
-	live_reset_private();
-	modules_fork_child();
-	sampling_fork_child();
-	threads_fork_child(&agent_tls);
-	seg_fork_child(agent_cfg.follow_fork && !agent_cfg.disabled);
-}
 
 /* 1 when we were loaded before libc (preloaded, or a dependency the
  * program was linked with), 0 when after it (dlopen'ed), -1 unknown: the
@@ -182,7 +121,7 @@ static int loaded_before_libc(void)
  * make malloc call itself for ever). */
 static int detect_injected(void)
 {
-	void *def = dlsym(RTLD_DEFAULT, "malloc");
+	void *def = sym_dlsym(RTLD_DEFAULT, "malloc");
 	if (!def || def == (void *)hook_malloc)
 		return 0;
 	int before = loaded_before_libc();
@@ -236,11 +175,16 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	struct agent_tls *t = &agent_tls;
 	agent_guard_enter(t);
-	/* What this glibc lacks (compat.h); fork children keep the
-	 * answers. */
+	/* Where _r_debug is (loader.h), then what this glibc lacks
+	 * (compat.h); fork children keep the answers. */
+	agent_r_debug();
 	agent_compat_init(compat_lookup);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();
+	/* Objects loaded behind our dlopen hook get their slots at the
+	 * module scan that finds them. */
+	if (agent_slots)
+		modules_on_change(got_patch_try);
 	/* Injected into an executable that defines malloc: its own calls
 	 * are direct, through no slot. */
 	if (agent_injected && sym_first_definer("malloc") == SYM_DEF_PROGRAM)
@@ -252,8 +196,8 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Through slots: the real functions are taken before the first
 	 * patch. */
 	if ((!agent_slots || got_init() == 0) && agent_resolve()) {
-		hooks_jemalloc_resolve();
-		pthread_atfork(fork_prepare, fork_parent_done, fork_child);
+		hooks_cxx_resolve();
+		agent_atfork();
 		seg_note_owner();
 		/* Preloaded, the segment is made by the first allocation (its
 		 * slow path): a process that never allocates (/bin/true) costs

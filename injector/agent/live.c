@@ -13,6 +13,7 @@
 
 #include "backing.h"
 #include "live.h"
+#include "os.h"
 #include "segpriv.h"
 #include "shm.h"
 #include "table.h"
@@ -143,7 +144,7 @@ int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
 	/* Mapped once a process (a child keeps its parent's, emptied);
 	 * again only for a table of another size (tests). */
 	if (live_heads && cap != live_heads_cap) {
-		munmap(live_heads, heads_bytes());
+		os_unmap(live_heads, heads_bytes());
 		live_heads = NULL;
 	}
 	if (!live_heads) {
@@ -158,7 +159,7 @@ int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
 void live_reset_private(void)
 {
 	if (live_heads)
-		madvise(live_heads, heads_bytes(), MADV_DONTNEED);
+		os_advise(live_heads, heads_bytes(), MADV_DONTNEED);
 	heads_init();
 	filter_clear();
 	memset(region_map, 0, sizeof region_map);

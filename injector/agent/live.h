@@ -97,7 +97,7 @@ int  live_remove(uint64_t addr, uint32_t tid, struct ym_live *out,
  * be (found, or the table changed during the probe). */
 int  live_has(uint64_t addr) AGENT_HIDDEN;
 /* Empty the table, every stripe taken in order: 0 when one stayed busy
- * (nothing was emptied).  Under table_lock (table_reset_counters). */
+ * (nothing was emptied).  Under table_lock, before table_reset_counters. */
 int  live_reset(void) AGENT_HIDDEN;
 /* 2^n parts of the stripes, one per address region: exact mode; n = 0
  * when sampling (tests). */

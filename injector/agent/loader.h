@@ -1,6 +1,6 @@
 /*
  * loader: the loader's list of objects, walked so that no fork child
- * waits for ever.
+ * waits for ever; the object that holds an address; _r_debug.
  *
  * glibc holds a lock of the loader's (dl_load_write_lock) while
  * dl_iterate_phdr runs its callback and while dlopen or dlclose change
@@ -34,6 +34,7 @@
 #include <link.h>
 
 #include "base.h"
+#include "compat.h"
 
 typedef int (*loader_cb)(struct dl_phdr_info *info, size_t size, void *arg);
 
@@ -65,6 +66,23 @@ int loader_blind(void) AGENT_HIDDEN;
  * (process_vm_readv); either must name l_ld as PT_DYNAMIC.  0: skip l. */
 int loader_phdrs_nodlfo(const struct link_map *l, const ElfW(Phdr) **ph,
 			size_t *n) AGENT_HIDDEN;
+
+/* _dl_find_object(pc) where glibc has it (2.35 on: lock-free, never
+ * allocates) and agent_compat_init found it; otherwise
+ * agent_find_object_phdr.  0 when found, -1 not. */
+int agent_find_object(const void *pc, struct agent_object *o) AGENT_HIDDEN;
+
+/* The fallback: the object whose PT_LOAD segments hold pc, by a walk of
+ * the objects (loader_iterate: dl_iterate_phdr's lock, none in a frozen
+ * fork child), its link map from _r_debug's list of the base namespace
+ * (matched by l_ld).  Never allocates. */
+int agent_find_object_phdr(const void *pc, struct agent_object *o) AGENT_HIDDEN;
+
+/* The loader's struct r_debug (_r_debug), found from the main program's
+ * DT_DEBUG entry (which ld.so points at it) so that the agent needs
+ * nothing of ld.so's by name; NULL if that entry is missing.  Found at
+ * the first call (a walk of the objects), kept in fork children. */
+struct r_debug *agent_r_debug(void) AGENT_HIDDEN;
 
 /* For the tests: 1 when the lock was found, and whether it is held now. */
 int loader_lock_found(void) AGENT_HIDDEN;

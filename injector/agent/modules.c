@@ -2,7 +2,8 @@
  * modules: publication of the loaded objects (modules.h).
  *
  * State, this file's: the loader's counters at the last scan, the scan's
- * try-lock, our own text, and the segment's MODULES section.
+ * try-lock, our own text, the segment's MODULES section, and who is told
+ * of new objects.
  */
 #include <elf.h>
 #include <link.h>
@@ -11,8 +12,7 @@
 #include <string.h>
 
 #include "backing.h"
-#include "got.h"
-#include "life.h"
+#include "config.h"
 #include "loader.h"
 #include "modules.h"
 #include "unwind.h"
@@ -25,6 +25,8 @@ static struct ym_module *modules;
 static unsigned long long mod_adds, mod_subs;
 static uint64_t mod_checked_ns;
 static uint32_t mod_scanning;      /* try-lock: one scanner at a time */
+/* Called after a scan that the loader's counters asked for (set once). */
+static void (*on_change)(void);
 
 void modules_map_segment(uint8_t *base, const struct ym_section *sec)
 {
@@ -171,9 +173,16 @@ void modules_scan(int force)
 	__atomic_store_n(&mod_scanning, 0, __ATOMIC_RELEASE);
 	/* Through slots: objects loaded without our dlopen hook (by the C library
 	 * itself: NSS, iconv; or through dlmopen's base namespace) get their
-	 * GOT patched here, at most a millisecond of samples late. */
-	if (agent_slots && !force)
-		got_patch_try();
+	 * GOT patched here (modules_on_change: got_patch_try), at most a
+	 * millisecond of samples late. */
+	void (*fn)(void) = __atomic_load_n(&on_change, __ATOMIC_ACQUIRE);
+	if (agent_slots && !force && fn)
+		fn();
+}
+
+void modules_on_change(void (*fn)(void))
+{
+	__atomic_store_n(&on_change, fn, __ATOMIC_RELEASE);
 }
 
 /* On the sampled path: at most once a millisecond, see whether the loader

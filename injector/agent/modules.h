@@ -27,6 +27,10 @@ void modules_scan(int force) AGENT_HIDDEN;
 /* On the sampled path: at most once a millisecond, a scan if the loader
  * added or removed objects since the last one. */
 void modules_check(uint64_t now) AGENT_HIDDEN;
+/* Through slots (agent_slots): fn runs after each scan not forced, for
+ * the objects it found (life.c: got_patch_try).  Set once, by the
+ * constructor. */
+void modules_on_change(void (*fn)(void)) AGENT_HIDDEN;
 /* After fork: no scan running, none done in the child. */
 void modules_fork_child(void) AGENT_HIDDEN;
 

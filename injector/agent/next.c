@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "compat.h"
-#include "life.h"
+#include "config.h"
+#include "loader.h"
 #include "next.h"
 #include "symbols.h"
 
@@ -42,8 +43,9 @@ int agent_resolve(void)
 	 * slots (injected, or preloaded behind another malloc): the
 	 * process's global definition, what the GOT slots we rewrite were
 	 * bound to (RTLD_NEXT from a dlopen'ed object means our own
-	 * dependencies; behind jemalloc it would mean glibc's).  dlsym may allocate: the caller's guard sends that
-	 * to the bootstrap buffer. */
+	 * dependencies; behind jemalloc it would mean glibc's).  dlsym
+	 * (sym_forward) may allocate: the caller's guard sends that to the
+	 * bootstrap buffer. */
 	void *f[NNAMES];
 	if (!agent_slots)
 		sym_next(names, (int)NNAMES, f);
@@ -53,9 +55,9 @@ int agent_resolve(void)
 			continue;
 		}
 		if (!f[k] || f[k] == SYM_OTHER)
-			f[k] = dlsym(RTLD_NEXT, names[k]);
+			f[k] = sym_forward(names[k]);
 		/* Check builds: the walk agrees with the loader. */
-		YM_ASSERT(f[k] == dlsym(RTLD_NEXT, names[k]));
+		YM_ASSERT(f[k] == sym_forward(names[k]));
 	}
 	struct agent_next r = { 0 };
 	void **slot[NNAMES] = {

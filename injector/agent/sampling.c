@@ -14,7 +14,8 @@
 #include "modules.h"
 #include "sample.h"
 #include "sampling.h"
-#include "seg.h"
+#include "segstate.h"
+#include "stale.h"
 #include "table.h"
 
 static uint64_t rate;             /* atomic: mean bytes between samples */
@@ -78,8 +79,10 @@ static void poll_control(int calls_out)
 		__atomic_fetch_and(&hdr->flags, ~YM_FLAG_PAUSED, __ATOMIC_RELAXED);
 	uint32_t reset = __atomic_load_n(&ctl->reset_seq, __ATOMIC_ACQUIRE);
 	if (reset != seen_reset && table_lock(AGENT_SPINS)) {
-		if (table_reset_counters())
+		if (live_reset()) {
+			table_reset_counters();
 			seen_reset = reset;
+		}
 		table_unlock();
 	}
 }
@@ -110,7 +113,7 @@ sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
 		t->paused = (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) &
 			     YM_FLAG_PAUSED) != 0;
 	}
-	seg_sampled();
+	stale_sampled();
 	if (t->paused)
 		return 0;
 	return drawn;
@@ -123,10 +126,6 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
      int calls_out, struct ym_live *e)
 {
 	uint64_t now = agent_now_ns();
-	/* The first sample makes the segment (seg.h), where that may call
-	 * out. */
-	if (unlikely(!agent_active()))
-		seg_start(calls_out);
 	uint64_t drawn = sampling_start(t, calls_out, now);
 	if (!drawn)
 		return 0;

@@ -49,7 +49,9 @@ int sampling_take(struct agent_tls *t, void *p, size_t n, size_t charged,
  * bound. */
 void sampling_lost(int busy) AGENT_HIDDEN;
 /* Sample the block p of n requested bytes whose charge of `charged` bytes
- * ran the countdown out (sample.h: the weight is n/p(charged)). */
+ * ran the countdown out (sample.h: the weight is n/p(charged)).  The
+ * segment was made first, where needed (enter.h, agent_take_sample):
+ * without one, only the next countdown is drawn. */
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged) AGENT_HIDDEN;
 /* The filter said p may be a live sample: take it out if it is. */
 void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;

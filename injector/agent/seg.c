@@ -6,31 +6,28 @@
  * and pid namespace it is named after, and what the agent cannot see
  * (seg_note_unseen), kept for every segment of the process.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backing.h"
 #include "config.h"
 #include "giant.h"
 #include "heapstats.h"
-#include "hooks_mmap.h"
-#include "life.h"
 #include "live.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
+#include "os.h"
 #include "sampling.h"
 #include "seg.h"
 #include "shm.h"
+#include "stale.h"
 #include "table.h"
 #include "threads.h"
 
@@ -81,48 +78,6 @@ static void read_exe(char *buf, size_t len)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
-/* Field 22 of /proc/<pid>/stat (pid 0: self): the start time in clock
- * ticks, which tells a reused pid apart; 0 when unreadable.  The agent's
- * own parser: guest code links nothing of ymtop's (tui/proc.c has the
- * other), and reads without stdio or allocation. */
-static uint64_t read_start_ticks(pid_t pid)
-{
-	char buf[1024], path[40] = "/proc/self/stat";
-	if (pid > 0) {
-		char num[21];
-		agent_utoa((uint64_t)pid, num);
-		size_t n = 0;
-		for (const char *a = "/proc/"; *a; a++)
-			path[n++] = *a;
-		for (const char *a = num; *a; a++)
-			path[n++] = *a;
-		for (const char *a = "/stat"; *a; a++)
-			path[n++] = *a;
-		path[n] = '\0';
-	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* comm (field 2) may hold spaces and parentheses: fields 3.. start
-	 * after the last ')'.  Skip the 19 separators before field 22. */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	p++;
-	for (int field = 2; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	uint64_t v = 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	return v;
-}
-
 /* The inode of our pid namespace (segment.h, YM_PIDNS_INIT); 0 without
  * /proc, where the plain name is the best we can do. */
 static uint32_t read_pidns(void)
@@ -147,6 +102,7 @@ static int segment_create(void)
 		return -EINVAL;
 	void *map;
 	pidns = read_pidns();
+	stale_owner(self_pid, pidns);
 	int rc = shm_create(self_pid, pidns, size, &map);
 	if (rc < 0)
 		return rc;
@@ -168,7 +124,7 @@ static int segment_create(void)
 	h->total_size = size;
 	h->pid = (uint32_t)self_pid;
 	h->uid = (uint32_t)geteuid();
-	h->start_ticks = read_start_ticks(0);
+	h->start_ticks = stale_start_ticks(0);
 	h->pidns = pidns;
 	h->start_real_ns = agent_real_ns();
 	h->start_mono_ns = agent_now_ns();
@@ -214,81 +170,15 @@ full:
 	 * mapped, private, empty and never read again, so that a late read
 	 * or write there harms nothing (it crashed one run in three of
 	 * test_dev_shm_full_agent_passive_with_one_warning).  The file goes. */
-	if (mmap(map, size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
+	if (os_map(map, size, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
 	    MAP_FAILED)
-		munmap(map, size);
+		os_unmap(map, size);
 	shm_unlink_pid(self_pid, pidns);
 	seg_base = NULL;
 	hdr = NULL;
 	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);
 	return -ENOSPC;
-}
-
-/* Segments of processes that died without exiting (killed, exit_group)
- * stay in /dev/shm.  Remove those of our pid namespace whose writer is
- * provably gone: no process has its pid, or the one that has it started
- * at another time (a reused pid).  Ours only, or any when we are root (a
- * daemon's workers drop privileges); bounded, and never a segment kept on
- * purpose (YM_KEEP_SEGMENT marks it KEPT).  One whose process was killed
- * (not marked EXITED: an OOM kill's) is the only record of what it held:
- * kept for ymtop, which writes its report and removes it (man/ymtop.1),
- * while /dev/shm is at least half free; removed when it is fuller (a
- * container's /dev/shm is small: 64 MiB under Kubernetes).  getdents64 into a buffer on
- * the stack, not opendir: opendir's 32 KiB buffer was often the process's
- * first malloc (heap set-up, getrandom, brk, pages touched) in programs
- * that never allocate, at every start. */
-static void collect_stale(void)
-{
-	int dfd = open(YM_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	uid_t me = geteuid();
-	int removed = 0;
-	struct statvfs vfs;
-	int roomy = fstatvfs(dfd, &vfs) == 0 && vfs.f_bavail >= vfs.f_blocks / 2;
-	_Alignas(8) char buf[2048];
-	ssize_t got;
-	while (removed < 64 && (got = getdents64(dfd, buf, sizeof buf)) > 0) {
-		for (ssize_t off = 0; off < got && removed < 64;) {
-			struct dirent64 *e = (struct dirent64 *)(void *)(buf + off);
-			off += e->d_reclen;
-			pid_t pid;
-			uint32_t ns;
-			if (shm_parse_name(e->d_name, &pid, &ns) != 0 ||
-			    pid == self_pid ||
-			    (ns ? ns : YM_PIDNS_INIT) !=
-			    (pidns ? pidns : YM_PIDNS_INIT))
-				continue;
-			int dead = kill(pid, 0) != 0 && errno == ESRCH;
-			uint64_t ticks = dead ? 0 : read_start_ticks(pid);
-			if (!dead && ticks == 0)
-				continue;   /* alive, or cannot tell */
-			struct stat st;
-			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-			    !S_ISREG(st.st_mode) || (st.st_uid != me && me != 0))
-				continue;
-			int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0)
-				continue;
-			struct ym_header h;
-			ssize_t n = pread(fd, &h, sizeof h, 0);
-			close(fd);
-			if (n != (ssize_t)sizeof h || h.magic != YM_MAGIC)
-				continue;   /* not ours to judge (or being made) */
-			if (!dead && (h.start_ticks == 0 || h.start_ticks == ticks))
-				continue;   /* its writer may be alive */
-			if (h.flags & YM_FLAG_KEPT)
-				continue;   /* left for a post-mortem look */
-			if (!(h.flags & YM_FLAG_EXITED) && roomy)
-				continue;   /* killed: its report is ymtop's to keep */
-			char name[48];
-			shm_name(name, sizeof name, pid, ns);
-			if (shm_unlink(name) == 0)
-				removed++;
-		}
-	}
-	close(dfd);
 }
 
 /* The process the agent's state belongs to: set by the constructor and
@@ -320,18 +210,18 @@ int seg_in_vfork_child(void)
 	return in_vfork_child();
 }
 
-void seg_prepare(void)
+int seg_prepare(void)
 {
 	if (in_vfork_child())
-		return;
+		return -1;
 	int expect = SEG_NONE;
 	if (!__atomic_compare_exchange_n(&agent_seg_state, &expect, SEG_CREATING,
 					 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return;
+		return -1;
 	agent_configure();
 	if (agent_cfg.disabled) {
 		__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
-		return;
+		return -1;
 	}
 	self_pid = getpid();
 	loader_probe();   /* before any fork: for a child's walks (loader.h) */
@@ -345,12 +235,11 @@ void seg_prepare(void)
 	/* Made at once: injected into this process (ymtop -p waits for it;
 	 * not in its fork children, which are mostly a shell's commands
 	 * about to exec: made when first needed, as preloaded), exact mode
-	 * (every call is a sample), kept for a report after exit, asked for,
-	 * or a sample of a mapping made before this first call waits. */
-	if ((agent_injected && !forked) || agent_exact() ||
-	    agent_cfg.keep_segment || agent_cfg.early_segment ||
-	    mmap_pending_settle())
-		seg_start(1);
+	 * (every call is a sample), kept for a report after exit, or asked
+	 * for.  (Or a sample of a mapping made before this first call waits:
+	 * the caller asks hooks_mmap.h.) */
+	return (agent_injected && !forked) || agent_exact() ||
+	       agent_cfg.keep_segment || agent_cfg.early_segment;
 }
 
 /* A sample waits for the segment (seg_want): atomic. */
@@ -397,9 +286,7 @@ int seg_start(int calls_out)
 	heapstats_arm(agent_giant_limit);
 	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&agent_seg_state, SEG_ACTIVE, __ATOMIC_RELEASE);
-	/* Mappings made before (hooks_mmap.h). */
-	mmap_pending_replay(&agent_tls);
-	/* Stale segments are collected at the first sample (seg_sampled):
+	/* Stale segments are collected at the first sample (stale.h):
 	 * a short process that never samples (a shell's /bin/true) pays
 	 * none of those system calls. */
 	/* Attached to a running process: what it allocated before is in the
@@ -408,21 +295,11 @@ int seg_start(int calls_out)
 	 * A preloaded process has nothing yet: its readers ask. */
 	if (agent_injected && !forked)
 		heapstats_poll(1);
-	return 1;
+	return SEG_STARTED;
 passive:
 	threads_drop_pre();   /* every call passes through from now on */
 	__atomic_store_n(&agent_seg_state, SEG_PASSIVE, __ATOMIC_RELEASE);
 	return 0;
-}
-
-static int stale_done;   /* collect_stale ran for this segment (atomic) */
-
-void seg_sampled(void)
-{
-	if (__atomic_load_n(&stale_done, __ATOMIC_RELAXED) ||
-	    __atomic_exchange_n(&stale_done, 1, __ATOMIC_ACQ_REL))
-		return;
-	collect_stale();
 }
 
 void seg_fork_child(int follow)
@@ -430,10 +307,10 @@ void seg_fork_child(int follow)
 	owner_pid = getpid();
 	forked = 1;
 	__atomic_store_n(&wanted, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&stale_done, 0, __ATOMIC_RELAXED);
+	stale_fork_child();
 	heapstats_fork_child();   /* its threshold is in the parent's segment */
 	if (seg_base)
-		munmap(seg_base, seg_size);
+		os_unmap(seg_base, seg_size);
 	seg_base = NULL;
 	hdr = NULL;
 	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);

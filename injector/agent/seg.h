@@ -8,7 +8,9 @@
  * call, or ymagent_start (ymtop -p), and at once when injected (not in
  * its fork children), in exact
  * mode or with YM_KEEP_SEGMENT: a short process that samples nothing
- * (a shell's) never pays for it.  seg.c writes the header's fields fixed at
+ * (a shell's) never pays for it.  The slow path that needs it makes it
+ * (enter.h); the files below, which write its sections, only read its
+ * state (segstate.h).  seg.c writes the header's fields fixed at
  * creation (magic last), and exit_mono_ns, EXITED, KEPT and uid; each
  * section is then written by its own file (life.c has the map).
  */
@@ -19,34 +21,21 @@
 #include <sys/types.h>
 
 #include "base.h"
-
-enum { SEG_NONE = 0, SEG_PRE, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE };
-
-/* SEG_* (atomic): seg.c alone moves it. */
-extern int agent_seg_state AGENT_HIDDEN;
-
-/* 1 while the segment is being written. */
-static inline int agent_active(void)
-{
-	return __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_ACTIVE;
-}
-
-/* Calls are counted: before the segment (the pre-slot, slot 0's
- * stand-in), while it is made, and in it. */
-static inline int agent_counting(void)
-{
-	int s = __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE);
-	return s == SEG_PRE || s == SEG_CREATING || s == SEG_ACTIVE;
-}
+#include "segstate.h"
 
 /* The first slow path of a process: configuration, then SEG_PRE (the
- * segment when first needed), SEG_ACTIVE (made at once: see above) or
- * SEG_PASSIVE.  Guard held. */
-void seg_prepare(void) AGENT_HIDDEN;
+ * segment when first needed) or SEG_PASSIVE.  1: the segment is to be
+ * made at once (see above: seg_start), 0: when first needed, -1: nothing
+ * was prepared here (passive, a vfork child, another thread's).  Guard
+ * held. */
+int seg_prepare(void) AGENT_HIDDEN;
 /* SEG_PRE: make the segment now (the private tables, the segment, the
  * pre-slot moved in: SEG_ACTIVE, or SEG_PASSIVE after one line on
  * stderr).  calls_out 0 (the mmap path, whose caller may hold any lock):
- * not from there.  1 when the segment is active.  Guard held. */
+ * not from there.  SEG_STARTED when this call made it (its caller then
+ * replays what waited for it: enter.c), else 1 when the segment is
+ * active, 0 not.  Guard held. */
+#define SEG_STARTED 2
 int seg_start(int calls_out) AGENT_HIDDEN;
 /* A sample waits for the segment (a mapping made before it,
  * hooks_mmap.h): the next allocation call makes it (seg_wanted, from
@@ -61,9 +50,6 @@ int seg_in_vfork_child(void) AGENT_HIDDEN;
  * handler that records exit()'s status is registered (on_exit: never
  * from a malloc-family call, whose caller may hold its lock). */
 void seg_note_owner(void) AGENT_HIDDEN;
-/* A sample is being taken (guard held, no lock held): the first one of
- * a segment removes the segments of processes that are gone. */
-void seg_sampled(void) AGENT_HIDDEN;
 /* After fork, in the child: stop writing into the parent's segment;
  * start one of our own lazily, on the next call (follow: YM_FOLLOW_FORK
  * and not disabled), or stay passive. */

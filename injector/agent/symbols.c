@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "got.h"
-#include "life.h"
+#include "config.h"
+#include "dynamic.h"
 #include "loader.h"
 #include "symbols.h"
 #include "threads.h"

@@ -64,7 +64,7 @@ void *sym_dlsym(void *handle, const char *name) AGENT_HIDDEN;
 void *sym_global(const char *name) AGENT_HIDDEN;
 
 /* What the agent forwards name to: sym_global's answer when its hooks
- * go through rewritten slots (agent_slots, life.h), the next definition
+ * go through rewritten slots (agent_slots, config.h), the next definition
  * after the agent's (dlsym RTLD_NEXT, allocations in the bootstrap
  * buffer) when the process's calls reach its exported functions. */
 void *sym_forward(const char *name) AGENT_HIDDEN;

@@ -13,7 +13,7 @@
 
 #include "backing.h"
 #include "hash.h"
-#include "live.h"
+#include "os.h"
 #include "sample.h"
 #include "shm.h"
 #include "table.h"
@@ -90,8 +90,8 @@ int table_init_private(uint32_t max_stacks)
 	/* Mapped once a process (a child keeps its parent's, emptied);
 	 * again only for a table of another size (tests). */
 	if (stack_index && n != stack_index_mask + 1) {
-		munmap(stack_index, stack_index_bytes());
-		munmap(stack_writers, stack_writers_bytes());
+		os_unmap(stack_index, stack_index_bytes());
+		os_unmap(stack_writers, stack_writers_bytes());
 		stack_index = NULL;
 		stack_writers = NULL;
 	}
@@ -99,7 +99,7 @@ int table_init_private(uint32_t max_stacks)
 	if (!stack_index && !(stack_index = agent_map_private(stack_index_bytes())))
 		return -1;
 	if (!stack_writers && !(stack_writers = agent_map_private(stack_writers_bytes()))) {
-		munmap(stack_index, stack_index_bytes());
+		os_unmap(stack_index, stack_index_bytes());
 		stack_index = NULL;
 		return -1;
 	}
@@ -109,9 +109,9 @@ int table_init_private(uint32_t max_stacks)
 void table_reset_private(void)
 {
 	if (stack_index)
-		madvise(stack_index, stack_index_bytes(), MADV_DONTNEED);
+		os_advise(stack_index, stack_index_bytes(), MADV_DONTNEED);
 	if (stack_writers)
-		madvise(stack_writers, stack_writers_bytes(), MADV_DONTNEED);
+		os_advise(stack_writers, stack_writers_bytes(), MADV_DONTNEED);
 	lock.word = 0;
 	plane_next = 0;
 	memset(plane_backed, 0, sizeof plane_backed);
@@ -552,11 +552,9 @@ uint64_t table_reset_count(void)
 	return __atomic_load_n(&hdr->reset_count, __ATOMIC_ACQUIRE);
 }
 
-int table_reset_counters(void)
+void table_reset_counters(void)
 {
 	YM_ASSERT(__atomic_load_n(&lock.word, __ATOMIC_RELAXED) == 1);
-	if (!live_reset())
-		return 0;
 	uint64_t used = hdr->stacks_used;
 	for (uint64_t i = 0; i < used; i++) {
 		struct ym_stack *s = stack_at((uint32_t)i);
@@ -576,5 +574,4 @@ int table_reset_counters(void)
 	__atomic_store_n(&hdr->mmap_peak_retained, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&hdr->mmap_peak_mono_ns, 0, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&hdr->reset_count, 1, __ATOMIC_RELEASE);
-	return 1;
 }

@@ -77,9 +77,9 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
  * the live table (hooks_mmap.c) are forgotten when it moved. */
 uint64_t table_reset_count(void) AGENT_HIDDEN;
 
-/* ymtop asked to forget every sample: the live table emptied, the
- * counters zeroed (frames stay, so stacks keep their indexes).  Lock
- * held; 0 when a stripe stayed busy (nothing was reset). */
-int  table_reset_counters(void) AGENT_HIDDEN;
+/* ymtop asked to forget every sample: once the live table is empty
+ * (live_reset, under the same lock), the counters zeroed (frames stay, so
+ * stacks keep their indexes).  Lock held. */
+void table_reset_counters(void) AGENT_HIDDEN;
 
 #endif

@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "backing.h"
-#include "sampling.h"
-#include "seg.h"
+#include "segstate.h"
 #include "table.h"
 #include "threads.h"
 
@@ -270,7 +269,6 @@ static int pre_claim(struct agent_tls *t, int *first)
 	 * segment is made (the main thread's never does). */
 	if (t->tid != (uint32_t)getpid())
 		threads_init();
-	sampling_thread_start(t);
 	t->state = TLS_OWN;
 	t->slot = &pre[i].slot;
 	t->pre = i + 1;
@@ -350,25 +348,25 @@ int threads_enter(struct agent_tls *t)
 		 * keep their own totals meanwhile. */
 		int first = 0;
 		if (!pre_claim(t, &first))
-			return st == SEG_PRE;
-		return st == SEG_PRE && !first;
+			return st == SEG_PRE ? THREADS_SEGMENT : 0;
+		return THREADS_STARTED |
+		       (st == SEG_PRE && !first ? THREADS_SEGMENT : 0);
 	}
 	if (!agent_active())
 		return 0;
 	t->tid = (uint32_t)syscall(SYS_gettid);
-	sampling_thread_start(t);
 	struct ym_thread *s = slot_claim(t->tid);
 	if (!s) {
 		__atomic_fetch_add(&hdr->drop_threads, 1, __ATOMIC_RELAXED);
 		t->state = TLS_SHARED;
-		return 0;
+		return THREADS_STARTED;
 	}
 	t->state = TLS_OWN;
 	t->slot = s;
 	/* For the exit destructor; may allocate (guard held). */
 	if (thread_key_ok())
 		pthread_setspecific(thread_key, (void *)1);
-	return 0;
+	return THREADS_STARTED;
 }
 
 void threads_fork_child(struct agent_tls *t)

@@ -237,8 +237,13 @@ int  threads_map_segment(uint8_t *base, const struct ym_section *sec,
 /* Give the calling thread a slot if it has none yet and the segment is
  * active, or let it share slot 0; TLS of a pre-fork thread is renewed
  * first.  Before the segment (SEG_PRE): the pre-slot, when nobody has it
- * yet; 1 when another thread has it and the caller should make the
- * segment now (seg_start), then call again.  Guard held. */
+ * yet.  Returns THREADS_SEGMENT when another thread has it and the
+ * caller should make the segment now (seg_start), then call again;
+ * THREADS_STARTED when the thread was just registered (a slot, slot 0's
+ * share, or the pre-slot): the caller draws its sampling state
+ * (sampling_thread_start, enter.c).  Guard held. */
+#define THREADS_SEGMENT 1
+#define THREADS_STARTED 2
 int  threads_enter(struct agent_tls *t) AGENT_HIDDEN;
 /* The segment is made (its maker, guard held, before SEG_ACTIVE): the
  * pre-slot into a slot of its own (adopted by its owner: self at once),

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "compat.h"
+#include "loader.h"
 #include "unwind.h"
 
 /* DWARF register numbers on x86_64. */

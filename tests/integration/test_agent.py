@@ -444,5 +444,37 @@ def test_agent_objects_import_no_stdio_and_no_allocator():
     assert not hit, sorted(hit)
 
 
+def exported(path):
+    """The names the library defines with default visibility."""
+    out = subprocess.run(["readelf", "-W", "--dyn-syms", path],
+                         capture_output=True, text=True, check=True).stdout
+    names = set()
+    for line in out.splitlines():
+        f = line.split()
+        if (len(f) >= 8 and f[0].endswith(":") and f[6] != "UND" and
+                f[4] in ("GLOBAL", "WEAK") and f[5] == "DEFAULT"):
+            names.add(f[7].split("@")[0])
+    return names
+
+
+def test_agent_binds_none_of_its_own_exports():
+    """No dynamic relocation of the agent names a symbol the agent itself
+    exports: preloaded, such a reference binds to the agent's own export
+    (its mmap hook for its own mappings, LD_DEBUG=bindings shows it), so
+    the agent's memory would go through its hook.  The agent maps through
+    injector/agent/os.h and calls its hooks by their hidden names."""
+    mine = exported(AGENT)
+    assert {"malloc", "mmap", "munmap"} <= mine, sorted(mine)
+    out = subprocess.run(["readelf", "-W", "-r", AGENT], capture_output=True,
+                         text=True, check=True).stdout
+    bound = set()
+    for line in out.splitlines():
+        f = line.split()
+        if (len(f) >= 5 and all(c in "0123456789abcdef" for c in f[0]) and
+                f[4].split("@")[0] in mine):
+            bound.add("%s %s" % (f[2], f[4]))
+    assert not bound, sorted(bound)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(dict(globals())))

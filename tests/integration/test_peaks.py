@@ -9,11 +9,9 @@ estimate of the whole grown set (the last sampled block of the growth
 raises it to the sum of every sampled block), so Z standard deviations of
 that estimate bound it."""
 import math
-import mmap
 import os
 import re
 import shutil
-import struct
 import subprocess
 import tempfile
 import time
@@ -45,17 +43,11 @@ def command(t, line):
 
 
 def control_reset(pid):
-    """What a reader's reset request is (segment.h, Control; in C,
-    shm_control_reset, tests/unit/test_shm.c): bump control.reset_seq;
-    the agent carries it out on its next sample."""
-    with open("/dev/shm/ymtop-%d" % pid, "r+b") as f:
-        m = mmap.mmap(f.fileno(), 4096 * 4)
-        # header: sections[] after the fixed fields and exe[512] (offset
-        # 600); sections[CONTROL] first; reset_seq at control + 4.
-        ctl = struct.unpack_from("<Q", m, 600)[0]
-        seq = struct.unpack_from("<I", m, ctl + 4)[0]
-        struct.pack_into("<I", m, ctl + 4, seq + 1)
-        m.close()
+    """A reader's reset request (segment.h, Control), made by
+    shm_control_reset (tests/progs/ctl/ymcontrol.c): reset_seq bumped; the
+    agent carries it out on its next sample."""
+    subprocess.run([os.path.join(BUILD, "progs", "ymcontrol"), "reset",
+                    "/dev/shm/ymtop-%d" % pid, str(pid)], check=True)
 
 
 def test_peak_of_a_site_that_gave_it_back():

@@ -81,7 +81,9 @@ static const struct ym_stack *stack_rec(uint32_t i)
 static int reset(void)
 {
 	assert_int_equal(table_lock(10), 1);
-	int r = table_reset_counters();
+	int r = live_reset();
+	if (r)
+		table_reset_counters();
 	table_unlock();
 	return r;
 }
