@@ -73,8 +73,9 @@ static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
 					(sym_fallback(x, fb, sizeof fb), fb));
 			fputs(",\"file\":", f);
 			fmt_json_string(f, x->file);
-			fprintf(f, ",\"line\":%d,\"inlined\":%s}", x->line,
-				x->inlined ? "true" : "false");
+			fprintf(f, ",\"line\":%d,\"inlined\":%s,\"kind\":\"%s\"}",
+				x->line, x->inlined ? "true" : "false",
+				x->python ? "python" : "native");
 		}
 		/* Display frame: index into frames, after them. */
 		fprintf(f, "],\"display_frame\":%u", v.n ? v.display : 0);
