@@ -401,7 +401,8 @@ struct ym_header {
 	 * section like those of sections[] (capacity 0: none), fixed at
 	 * creation; py_codes_used is published with release after the record
 	 * it counts, like stacks_used.  py_version is the interpreter's
-	 * Py_Version (0x030b02f0 is 3.11.2), py_state a YM_PY_* value, both
+	 * Py_Version (0x030b02f0 is 3.11.2; 0 with YM_PY_UNKNOWN: one before
+	 * 3.11, which has no Py_Version), py_state a YM_PY_* value, both
 	 * written once, before py_state with release; py_drop counts Python
 	 * frames left out (code table full, its lock busy, a frame that did
 	 * not look like one). */

@@ -152,11 +152,12 @@ void python_map_segment(uint8_t *base, struct ym_header *h)
 	if (!h->py_codes.capacity)
 		return;
 	loader_iterate(find_cb, &f);
-	/* Py_Version exists from 3.11 on; an older interpreter, or none,
-	 * leaves the section unused and says nothing. */
-	if (!out[0] || out[0] == SYM_OTHER || !out[1] || out[1] == SYM_OTHER)
+	/* No gilstate function: no CPython.  Py_Version exists from 3.11
+	 * on: an interpreter without it is older (version 0: "before
+	 * 3.11"), whose layouts this file does not know. */
+	if (!out[1] || out[1] == SYM_OTHER)
 		return;
-	uint32_t v = load32((uintptr_t)out[0]);
+	uint32_t v = out[0] && out[0] != SYM_OTHER ? load32((uintptr_t)out[0]) : 0;
 	h->py_version = v;
 	uint32_t state = YM_PY_UNKNOWN;
 	const struct pylayout *l = NULL;

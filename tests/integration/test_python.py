@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from ymlib import (Plain, Skip, Target, attach, report, rerun_isolated,  # noqa: E402
-                   run_tests, within)
+                   run_tests, within, ymtop)
 
 KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "py", "keeper.py")
 DEBIAN = "/usr/bin/python3.11"
@@ -229,6 +229,38 @@ def test_attach_to_python_started_without_the_agent():
     line = line_of("KEEP.append(bytearray(65536))")
     assert ("keep_large", line) in sites, sorted(sites)
     within(by_function(sites)["keep_large"], 200 * 65536, 0.15, "keep_large retained")
+
+
+def test_an_unknown_interpreter_version_says_so_in_one_line():
+    old = "/root/.pyenv/versions/3.10.13/bin/python3.10"
+    if not os.path.exists(old):
+        raise Skip("%s is not installed" % old)
+    t = keeper(old, {"PYTHONMALLOC": "malloc"})
+    try:
+        run(t, "large 50")
+        rep = report(t.pid)
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+    finally:
+        t.finish()
+    py = rep["python"]
+    assert py and py["frames"] is False and py["version"] is None, py
+    line = "python before 3.11: native frames only"
+    assert py["text"].startswith(line), py
+    assert sum(line in l for l in text.splitlines()) == 1, text
+    assert not any(f.get("kind") == "python" for s in rep["stacks"]
+                   for f in s["frames"])
+
+
+def test_a_known_interpreter_says_nothing_and_counts_its_code_objects():
+    t = keeper(DEBIAN)
+    try:
+        run(t, "large 50")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    py = rep["python"]
+    assert py["version"].startswith("3.11.") and py["frames"] is True, py
+    assert py["text"] is None and py["code_objects"] > 0, py
 
 
 if __name__ == "__main__":
