@@ -553,6 +553,22 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 		s->hdr.unseen_why = 0;
 		memset(s->hdr.unseen_object, 0, sizeof s->hdr.unseen_object);
 	}
+	/* v8's Python fields: an older writer had reserved zeros there,
+	 * which say nothing (not "no Python"): shm_snapshot_py_known. */
+	if (s->hdr.abi_version < 8 || s->hdr.py_state > YM_PY_MISMATCH) {
+		memset(&s->hdr.py_codes, 0, sizeof s->hdr.py_codes);
+		s->hdr.py_codes_used = 0;
+		s->hdr.py_version = 0;
+		s->hdr.py_state = YM_PY_NONE;
+		s->hdr.py_drop = 0;
+	}
+	if (!s->pycodes)
+		s->npycodes = 0;
+	for (uint32_t i = 0; i < s->npycodes; i++) {
+		struct ym_pycode *c = &s->pycodes[i];
+		c->qualname[sizeof c->qualname - 1] = '\0';
+		c->filename[sizeof c->filename - 1] = '\0';
+	}
 	s->hdr.unseen_object[sizeof s->hdr.unseen_object - 1] = '\0';
 	return 0;
 }
@@ -632,22 +648,6 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 	if (fstat(r->fd, &st) != 0 || (uint64_t)st.st_size != r->size)
 		return fail(err, len, -EPROTO, "segment changed size under us");
 
-	/* v8's Python fields: an older writer had reserved zeros there,
-	 * which say nothing (not "no Python"): shm_snapshot_py_known. */
-	if (s->hdr.abi_version < 8) {
-		memset(&s->hdr.py_codes, 0, sizeof s->hdr.py_codes);
-		s->hdr.py_codes_used = 0;
-		s->hdr.py_version = 0;
-		s->hdr.py_state = YM_PY_NONE;
-		s->hdr.py_drop = 0;
-	}
-	if (!s->pycodes)
-		s->npycodes = 0;
-	for (uint32_t i = 0; i < s->npycodes; i++) {
-		struct ym_pycode *c = &s->pycodes[i];
-		c->qualname[sizeof c->qualname - 1] = '\0';
-		c->filename[sizeof c->filename - 1] = '\0';
-	}
 	int rc = 0;
 	/* Header and thread slots together under retire_seq, so that a slot
 	 * folded into `retired` is counted exactly once: the seqcount loop

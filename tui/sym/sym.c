@@ -396,7 +396,10 @@ int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		*out = &unknown;
 		return 1;
 	}
-	if (addr & YM_PYFRAME)
+	/* A Python frame word of a known code object, or one the agent
+	 * could not copy; any other word with bit 63 is garbage (below). */
+	if ((addr & YM_PYFRAME) && (YM_PYFRAME_CODE(addr) < s->npy ||
+				    YM_PYFRAME_CODE(addr) == YM_PYCODE_UNKNOWN))
 		return python_frame(s, addr, out);
 	uint32_t state = ret ? 2 : 1;
 	uint64_t h = cache_hash(addr, state);
