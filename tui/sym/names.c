@@ -248,6 +248,17 @@ const char *frames_label(const struct sym_frame *f, char *buf, size_t len)
 	return buf;
 }
 
+const char *frames_group_label(const struct sym_frame *f, char *buf, size_t len)
+{
+	if (!f->python || !f->file)
+		return frames_label(f, buf, len);
+	char fb[128];
+	const char *base = strrchr(f->file, '/');
+	snprintf(buf, len, "%s (%s)", frames_name(f, fb, sizeof fb),
+		 base ? base + 1 : f->file);
+	return buf;
+}
+
 /* Screen columns of s: its UTF-8 characters. */
 static int name_cols(const char *s)
 {
