@@ -440,10 +440,17 @@ static void test_python_display_frame(void **state)
 	assert_int_equal(frames_rules_add(&r, "^Loader\\.", err, sizeof err), 0);
 	assert_int_equal(frames_display(&r, &v), 5);
 	frames_rules_free(&r);
-	/* C code of a library an extension called made the allocation. */
+	v.display = 4;
+	assert_string_equal(frames_display_label(&v, buf, sizeof buf),
+			    "Loader.load_users (db.py:92)");
+	/* C code of a library an extension called made the allocation: its
+	 * frame, with the Python line that called it beside it. */
 	f[2].module = sq;
 	f[2].exe = 0;
-	assert_int_equal(frames_display(NULL, &v), 2);
+	f[2].offset = 0xa7504;
+	assert_int_equal(v.display = frames_display(NULL, &v), 2);
+	assert_string_equal(frames_display_label(&v, buf, sizeof buf),
+			    "[libsqlite3.so.0+0xa7504] <- Loader.load_users (db.py:92)");
 }
 
 static void test_library_that_called_the_program(void **state)

@@ -75,7 +75,7 @@ static void cache_fill(struct view *v, uint32_t id)
 		v->group[id] = strdup("?");
 		return;
 	}
-	v->label[id] = strdup(frames_label(&sv.f[sv.display], buf, sizeof buf));
+	v->label[id] = strdup(frames_display_label(&sv, buf, sizeof buf));
 	v->group[id] = strdup(frames_group_label(&sv.f[sv.display], buf, sizeof buf));
 	size_t cap = 256, len = 0;
 	char *t = malloc(cap);

@@ -37,6 +37,7 @@
  * "[module+0x...]" for an unnamed frame).
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -558,6 +559,28 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 	v->n = n;
 	v->display = frames_display(r, v);
 	return 0;
+}
+
+const char *frames_display_label(const struct stack_view *v, char *buf,
+				 size_t len)
+{
+	if (!v->n) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	const struct sym_frame *d = &v->f[v->display];
+	frames_label(d, buf, len);
+	if (d->python)
+		return buf;
+	for (uint32_t i = v->display + 1; i < v->n; i++) {
+		if (!v->f[i].python)
+			continue;
+		char py[512];
+		size_t n = strlen(buf);
+		snprintf(buf + n, len - n, " <- %s", frames_label(&v->f[i], py, sizeof py));
+		break;
+	}
+	return buf;
 }
 
 /* A native frame of the CPython interpreter itself: the executable of a

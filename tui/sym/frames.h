@@ -45,6 +45,12 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 		const uint64_t *addrs, uint32_t depth, struct stack_view *out);
 void frames_view_free(struct stack_view *v);
 
+/* The display frame's label (frames_label), and when it is native code
+ * that Python called (an extension's), the Python frame that called it
+ * beside it: "[libsqlite3.so.0+0xa7504] <- keep_sqlite (db.py:40)". */
+const char *frames_display_label(const struct stack_view *v, char *buf,
+				 size_t len);
+
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 
