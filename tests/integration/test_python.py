@@ -9,6 +9,7 @@ bytes too)."""
 import ast
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -229,6 +230,37 @@ def test_attach_to_python_started_without_the_agent():
     line = line_of("KEEP.append(bytearray(65536))")
     assert ("keep_large", line) in sites, sorted(sites)
     within(by_function(sites)["keep_large"], 200 * 65536, 0.15, "keep_large retained")
+
+
+def test_every_format_names_the_python_function():
+    import shutil
+    import sqlite3
+    import tempfile
+    t = keeper(DEBIAN)
+    d = tempfile.mkdtemp(prefix="ymtop-py-")
+    try:
+        run(t, "large 100")
+        folded = ymtop("-b", "-n", "1", "-f", "folded", "-p", t.pid).stdout
+        prom = ymtop("-b", "-n", "1", "-f", "prometheus", "-p", t.pid).stdout
+        ymtop("-b", "-n", "1", "-f", "sqlite", "-o", d + "/r.db", "-p", t.pid)
+        ymtop("-b", "-n", "1", "-f", "pprof", "-o", d + "/r.pb.gz", "-p", t.pid)
+        line = line_of("KEEP.append(bytearray(65536))")
+        leaf = [l for l in folded.splitlines() if l.rsplit(" ", 1)[0].endswith(";main;keep_large")]
+        assert leaf, folded
+        assert any('function="keep_large"' in l and "keeper.py:%d" % line in l
+                   for l in prom.splitlines()), prom
+        db = sqlite3.connect(d + "/r.db")
+        rows = db.execute("select file, line from frames where function = 'keep_large'").fetchall()
+        assert (KEEPER, line) in rows, rows
+        go = shutil.which("go")
+        if go:
+            r = subprocess.run([go, "tool", "pprof", "-top", "-sample_index=inuse_space",
+                                d + "/r.pb.gz"], capture_output=True, text=True, timeout=120)
+            top = [l for l in r.stdout.splitlines() if l.strip().endswith("keep_large")]
+            assert top and float(top[0].split()[1].rstrip("%")) > 0, r.stdout
+    finally:
+        t.finish()
+        shutil.rmtree(d, True)
 
 
 def test_an_unknown_interpreter_version_says_so_in_one_line():

@@ -223,8 +223,11 @@ static void add_samples(struct builder *b, const uint32_t *order, uint32_t n)
 		uint32_t depth = st->depth < YM_LIMIT_DEPTH ? st->depth : YM_LIMIT_DEPTH;
 		/* Python frames in place of the evaluation loop's (sym.h). */
 		depth = sym_splice(b->sym, st->frames, depth, words);
+		/* A Python display frame is the leaf (as in folded stacks). */
+		uint32_t from = frames_python_leaf(b->sym, b->rules, words, depth);
+		depth -= from;
 		for (uint32_t i = 0; i < depth; i++)
-			locs[i] = location_id(b, words[i]);
+			locs[i] = location_id(b, words[from + i]);
 		if (depth == 0) {
 			locs[0] = overflow_location(b);
 			depth = 1;

@@ -594,6 +594,25 @@ static int interpreter_frame(const struct sym_frame *f)
 	return base && strncmp(base, "libpython", 9) == 0;
 }
 
+uint32_t frames_python_leaf(struct sym *s, const struct frames_rules *r,
+			    const uint64_t *words, uint32_t n)
+{
+	if (r && r->no_skip)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sym_frame *chain;
+		int k = sym_resolve(s, words[i], 1, &chain);
+		if (k == 1 && chain[0].python)
+			return i;
+		for (int j = 0; j < k; j++) {
+			enum tier t = plumbing_tier(r, &chain[j]);
+			if (!(t == T_ENTRY || t == T_LIB || interpreter_frame(&chain[j])))
+				return 0;
+		}
+	}
+	return 0;
+}
+
 /* The display frame of a stack with Python frames, the innermost at p:
  * native code of an extension module (or a library it called) when that
  * allocated, past the allocator's and the interpreter's own frames;

@@ -51,6 +51,14 @@ void frames_view_free(struct stack_view *v);
 const char *frames_display_label(const struct stack_view *v, char *buf,
 				 size_t len);
 
+/* For writers that take spliced words (sym_splice) rather than a view
+ * (pprof): the index of the first word to keep so that the leaf is the
+ * display frame's word when that is a Python frame (the words inner to
+ * it, allocator and interpreter code, are left out, as folded stacks
+ * start at the display frame); 0 otherwise. */
+uint32_t frames_python_leaf(struct sym *s, const struct frames_rules *r,
+			    const uint64_t *words, uint32_t n);
+
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 
