@@ -409,7 +409,7 @@ static void test_python_display_frame(void **state)
 	static const struct { const char *fn, *mod; int py; } st[] = {
 		{ "malloc", libc, 0 }, { "_PyObject_Malloc", exe, 0 },
 		{ NULL, exe, 0 }, { "PyList_New", lib, 0 },
-		{ "Loader.load_users", "app/db.py", 1 }, { "main", "app/main.py", 1 },
+		{ "Loader.load_users", "/srv/app/db.py", 1 }, { "main", "/srv/app/main.py", 1 },
 		{ "PyEval_EvalCode", exe, 0 }, { "__libc_start_main", libc, 0 },
 	};
 	struct sym_frame f[8];
@@ -429,9 +429,9 @@ static void test_python_display_frame(void **state)
 	assert_int_equal(frames_display(NULL, &v), 4);
 	char buf[128];
 	assert_string_equal(frames_label(&f[4], buf, sizeof buf),
-			    "Loader.load_users (db.py:92)");
+			    "Loader.load_users (app/db.py:92)");
 	assert_string_equal(frames_group_label(&f[4], buf, sizeof buf),
-			    "Loader.load_users (db.py)");
+			    "Loader.load_users (app/db.py)");
 	assert_string_equal(frames_group_label(&f[1], buf, sizeof buf),
 			    "_PyObject_Malloc");
 	/* A Python helper the user skips: its caller. */
@@ -442,7 +442,7 @@ static void test_python_display_frame(void **state)
 	frames_rules_free(&r);
 	v.display = 4;
 	assert_string_equal(frames_display_label(&v, buf, sizeof buf),
-			    "Loader.load_users (db.py:92)");
+			    "Loader.load_users (app/db.py:92)");
 	/* C code of a library an extension called made the allocation: its
 	 * frame, with the Python line that called it beside it. */
 	f[2].module = sq;
@@ -450,7 +450,7 @@ static void test_python_display_frame(void **state)
 	f[2].offset = 0xa7504;
 	assert_int_equal(v.display = frames_display(NULL, &v), 2);
 	assert_string_equal(frames_display_label(&v, buf, sizeof buf),
-			    "[libsqlite3.so.0+0xa7504] <- Loader.load_users (db.py:92)");
+			    "[libsqlite3.so.0+0xa7504] <- Loader.load_users (app/db.py:92)");
 }
 
 static void test_library_that_called_the_program(void **state)
