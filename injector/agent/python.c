@@ -73,7 +73,7 @@ static uint32_t codes_cap;
  * (bounded spin: a holder stopped in a fork parent costs a frame). */
 #define INDEX_SLOTS (2u * YM_DEFAULT_MAX_PYCODES)
 struct code_slot {
-	uintptr_t addr, linetable, qualname;
+	uintptr_t addr, linetable, qualname, filename;
 	uint32_t idx, reserved;
 };
 static struct code_slot index_[INDEX_SLOTS];
@@ -306,8 +306,11 @@ static uint32_t slot_of(uintptr_t code)
 }
 
 /* Record index of the code object (checked to be one), CODE_UNKNOWN when
- * it cannot get one. */
-static uint32_t code_index(uintptr_t code, uintptr_t linetable, uintptr_t qualname)
+ * it cannot get one.  Keyed by the object's address and by its line
+ * table, name and file objects: a code object made where a freed one was
+ * has other ones, so it never takes the freed one's record. */
+static uint32_t code_index(uintptr_t code, uintptr_t linetable, uintptr_t qualname,
+			   uintptr_t filename)
 {
 	uint32_t s = slot_of(code);
 	for (uint32_t k = 0; k < INDEX_SLOTS; k++) {
@@ -315,7 +318,8 @@ static uint32_t code_index(uintptr_t code, uintptr_t linetable, uintptr_t qualna
 		uintptr_t a = __atomic_load_n(&e->addr, __ATOMIC_ACQUIRE);
 		if (!a)
 			break;
-		if (a == code && e->linetable == linetable && e->qualname == qualname)
+		if (a == code && e->linetable == linetable && e->qualname == qualname &&
+		    e->filename == filename)
 			return e->idx;
 	}
 	/* Not there: insert under the lock (searching again: another
@@ -338,7 +342,8 @@ static uint32_t code_index(uintptr_t code, uintptr_t linetable, uintptr_t qualna
 		uintptr_t a = e->addr;
 		if (!a)
 			break;
-		if (a == code && e->linetable == linetable && e->qualname == qualname) {
+		if (a == code && e->linetable == linetable && e->qualname == qualname &&
+		    e->filename == filename) {
 			found = e->idx;
 			break;
 		}
@@ -351,10 +356,11 @@ static uint32_t code_index(uintptr_t code, uintptr_t linetable, uintptr_t qualna
 		r->code_addr = code;
 		r->first_line = load32(code + L->code_firstlineno);
 		copy_str(qualname, r->qualname, sizeof r->qualname);
-		copy_str(load(code + L->code_filename), r->filename, sizeof r->filename);
+		copy_str(filename, r->filename, sizeof r->filename);
 		__atomic_store_n(&py_hdr->py_codes_used, used + 1, __ATOMIC_RELEASE);
 		e->linetable = linetable;
 		e->qualname = qualname;
+		e->filename = filename;
 		e->idx = (uint32_t)used;
 		__atomic_store_n(&e->addr, code, __ATOMIC_RELEASE);
 		found = (uint32_t)used;
@@ -385,7 +391,7 @@ static uint64_t frame_word(uintptr_t f, int entry)
 		const uint8_t *p = (const uint8_t *)(lt + BYTES_SVAL);
 		line = table_line(p, p + n, (int32_t)load32(code + L->code_firstlineno), at);
 	}
-	uint32_t idx = code_index(code, lt, qual);
+	uint32_t idx = code_index(code, lt, qual, load(code + L->code_filename));
 	if (idx == CODE_UNKNOWN)
 		__atomic_fetch_add(&py_hdr->py_drop, 1, __ATOMIC_RELAXED);
 	return ym_pyframe(idx, line, entry);

@@ -232,6 +232,25 @@ def test_attach_to_python_started_without_the_agent():
     within(by_function(sites)["keep_large"], 200 * 65536, 0.15, "keep_large retained")
 
 
+def test_a_code_object_made_where_a_freed_one_was_keeps_its_own_name():
+    t = Target([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        run(t, "fresh 300")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    seen = 0
+    for s in rep["stacks"]:
+        d = display(s)
+        if d and d.get("kind") == "python" and d["function"].startswith("f_"):
+            k = int(d["function"][2:])
+            # bytearray(n) asks for n + 1 bytes: exact mode, one object.
+            assert s["retained_bytes"] == 4096 + 8 * k + 1, (d, s["retained_bytes"])
+            seen += 1
+    assert seen == 300, seen
+    assert rep["python"]["code_objects"] >= 300, rep["python"]
+
+
 def test_every_format_names_the_python_function():
     import shutil
     import sqlite3

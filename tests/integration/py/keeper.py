@@ -1,6 +1,6 @@
 """A Python program with known functions that keep known amounts
 (tests/integration/test_python.py).  Commands, one a line on stdin:
-small N, large N, thread N, sqlite N, fork N, json N, trace, quit.
+small N, large N, thread N, sqlite N, fork N, fresh N, trace, quit.
 Each prints "done" when finished; "trace" prints the tracemalloc figures
 of everything kept so far as JSON lines {"file", "line", "size"}."""
 import json
@@ -60,6 +60,16 @@ def keep_in_child(n):
     return pid
 
 
+def keep_from_fresh_code(n):
+    # Each function's code object is freed before the next is made, so
+    # that one is often made at the same address as the one before.
+    for i in range(n):
+        ns = {}
+        exec("def f_%d():\n    return bytearray(%d)\n" % (i, 4096 + 8 * i), ns)
+        KEEP.append(ns["f_%d" % i]())
+        del ns
+
+
 def trace_lines():
     import tracemalloc
     snap = tracemalloc.take_snapshot()
@@ -88,6 +98,8 @@ def main():
             keep_sqlite(n)
         elif cmd == "fork":
             children.append(keep_in_child(n))
+        elif cmd == "fresh":
+            keep_from_fresh_code(n)
         elif cmd == "trace":
             trace_lines()
         elif cmd == "quit":
