@@ -75,6 +75,9 @@ CHECK_PKGS += libxml2
 # The stacks of a torture program that did not finish in time
 # (tests/stress/test_stress.py prints them).
 CHECK_PKGS += gdb
+# Debian's CPython whose Python frames the agent reads
+# (tests/integration/test_python.py; pyenv's 3.11-3.13 when present).
+CHECK_PKGS += python3.11
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit progs \
         stress fuzz-smoke soak analyze

@@ -71,6 +71,17 @@ int shm_layout(struct shm_caps *caps, struct ym_section sec[YM_SEC_COUNT],
 	return 0;
 }
 
+int shm_layout_pycodes(uint32_t cap, struct ym_section *sec, uint64_t *total)
+{
+	if (cap > YM_LIMIT_PYCODES)
+		return -EINVAL;
+	sec->offset = *total;
+	sec->capacity = cap;
+	sec->stride = sizeof(struct ym_pycode);
+	*total = (*total + (uint64_t)cap * sec->stride + 4095u) & ~4095ULL;
+	return 0;
+}
+
 /* Append v in decimal at buf[*n], within len (keeping room for the NUL).
  * No stdio: the agent, which links this file, formats nothing with it. */
 static void put_dec(char *buf, size_t len, size_t *n, uint64_t v)

@@ -139,6 +139,15 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 	    h->modules_used > h->sections[YM_SEC_MODULES].capacity ||
 	    h->planes_used > YM_PLANES)
 		return fail(err, len, -EPROTO, "segment counts exceed capacities");
+	/* v8's Python code table: a section outside sections[]. */
+	const struct ym_section *py = &h->py_codes;
+	if (h->abi_version >= 8 && py->capacity &&
+	    (py->capacity > YM_LIMIT_PYCODES || py->stride < sizeof(struct ym_pycode) ||
+	     py->stride % 8 != 0 || py->offset % 8 != 0 ||
+	     py->offset < h->header_size || py->offset > fsize ||
+	     (uint64_t)py->capacity * py->stride > fsize - py->offset ||
+	     h->py_codes_used > py->capacity))
+		return fail(err, len, -EPROTO, "segment Python code table out of bounds");
 	return 0;
 }
 
@@ -224,6 +233,7 @@ void shm_snapshot_free(struct shm_snapshot *s)
 	free(s->live);
 	free(s->alarms);
 	free(s->modules);
+	free(s->pycodes);
 	memset(s, 0, sizeof *s);
 }
 
@@ -259,6 +269,31 @@ static int copy_section(struct shm_reader *r, const struct ym_header *h,
 	if (size)
 		compact(buf, count, h->sections[sec].stride, size);
 	*out = buf;
+	return 0;
+}
+
+/* v8's Python code records below py_codes_used (checked against the
+ * capacity by shm_header_check), each cut to the prefix known here. */
+static int copy_pycodes(struct shm_reader *r, const struct ym_header *h,
+			struct shm_snapshot *s)
+{
+	const struct ym_section *sec = &h->py_codes;
+	s->pycodes = NULL;
+	s->npycodes = 0;
+	if (h->abi_version < 8 || !sec->capacity || !h->py_codes_used)
+		return 0;
+	size_t bytes = (size_t)h->py_codes_used * sec->stride;
+	void *buf = malloc(bytes);
+	if (!buf)
+		return -ENOMEM;
+	int rc = read_at(r->fd, buf, bytes, sec->offset);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	compact(buf, h->py_codes_used, sec->stride, sizeof(struct ym_pycode));
+	s->pycodes = buf;
+	s->npycodes = (uint32_t)h->py_codes_used;
 	return 0;
 }
 
@@ -518,6 +553,22 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 		s->hdr.unseen_why = 0;
 		memset(s->hdr.unseen_object, 0, sizeof s->hdr.unseen_object);
 	}
+	/* v8's Python fields: an older writer had reserved zeros there,
+	 * which say nothing (not "no Python"): shm_snapshot_py_known. */
+	if (s->hdr.abi_version < 8 || s->hdr.py_state > YM_PY_MISMATCH) {
+		memset(&s->hdr.py_codes, 0, sizeof s->hdr.py_codes);
+		s->hdr.py_codes_used = 0;
+		s->hdr.py_version = 0;
+		s->hdr.py_state = YM_PY_NONE;
+		s->hdr.py_drop = 0;
+	}
+	if (!s->pycodes)
+		s->npycodes = 0;
+	for (uint32_t i = 0; i < s->npycodes; i++) {
+		struct ym_pycode *c = &s->pycodes[i];
+		c->qualname[sizeof c->qualname - 1] = '\0';
+		c->filename[sizeof c->filename - 1] = '\0';
+	}
 	s->hdr.unseen_object[sizeof s->hdr.unseen_object - 1] = '\0';
 	return 0;
 }
@@ -687,6 +738,9 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 	s->nmodules = (uint32_t)s->hdr.modules_used;
 	rc = copy_section(r, &s->hdr, YM_SEC_MODULES, s->nmodules,
 			  sizeof(struct ym_module), (void **)&s->modules);
+	if (rc < 0)
+		goto out;
+	rc = copy_pycodes(r, &s->hdr, s);
 	if (rc < 0)
 		goto out;
 	rc = check_records(s, alarms_after, err, len);

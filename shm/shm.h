@@ -27,6 +27,11 @@ struct shm_caps {
 int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
 	       uint64_t *total);
 
+/* v8's Python code table (segment.h, header.py_codes) of cap records,
+ * placed at *total (a segment size from shm_layout), which grows by it;
+ * cap 0 gives an empty section.  -EINVAL beyond YM_LIMIT_PYCODES. */
+int shm_layout_pycodes(uint32_t cap, struct ym_section *sec, uint64_t *total);
+
 /* The live table's capacity that shm_layout gives max_live: the power of
  * two at least as large. */
 uint32_t shm_live_capacity(uint32_t max_live);
@@ -123,6 +128,7 @@ struct shm_snapshot {
 	uint64_t          live_count;    /* entries the stripes count */
 	uint8_t  *alarms;           uint32_t nalarms;  uint32_t alarm_stride;
 	struct ym_module *modules;  uint32_t nmodules;
+	struct ym_pycode *pycodes;  uint32_t npycodes;  /* v8: Python code objects */
 	struct ym_totals  totals;   /* exact: retired + every slot */
 	/* The heap request (shm_control_heap) this snapshot's reader made
 	 * for it, 0 none: header.heap.answered >= it means the figures were
@@ -152,6 +158,12 @@ static inline int64_t shm_stack_peak_samples(const struct shm_snapshot *s,
 {
 	const struct ym_stack_ext *x = shm_stack_ext(s, i);
 	return x && s->hdr.abi_version >= 7 ? (int64_t)x->peak_samples : -1;
+}
+/* Whether the writer says anything about Python (v8): an older one's
+ * header.py_* fields are unknown, not "no interpreter". */
+static inline int shm_snapshot_py_known(const struct shm_snapshot *s)
+{
+	return s->hdr.abi_version >= 8;
 }
 /* Stack i's kind (YM_KIND_MALLOC before v6). */
 static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)

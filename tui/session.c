@@ -328,6 +328,7 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 		sym_set_modules(s->sym, m->modules, m->nmodules);
 		s->known_modules = m->nmodules;
 	}
+	sym_set_pycodes(s->sym, m->pycodes, m->npycodes);
 	return 0;
 }
 

@@ -405,6 +405,20 @@ struct ym_header {
 	uint32_t unseen_why;
 	uint32_t reserved_v7;
 	char     unseen_object[56];  /* NUL-terminated, possibly truncated */
+	/* v8: Python frames (struct ym_pycode, below).  py_codes is a
+	 * section like those of sections[] (capacity 0: none), fixed at
+	 * creation; py_codes_used is published with release after the record
+	 * it counts, like stacks_used.  py_version is the interpreter's
+	 * Py_Version (0x030b02f0 is 3.11.2; 0 with YM_PY_UNKNOWN: one before
+	 * 3.11, which has no Py_Version), py_state a YM_PY_* value, both
+	 * written once, before py_state with release; py_drop counts Python
+	 * frames left out (code table full, its lock busy, a frame that did
+	 * not look like one). */
+	struct ym_section py_codes;
+	uint64_t py_codes_used;
+	uint32_t py_version;
+	uint32_t py_state;
+	uint64_t py_drop;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */
@@ -583,6 +597,55 @@ struct ym_module {
 	char     path[448];        /* NUL-terminated */
 };
 _Static_assert(sizeof(struct ym_module) == 512, "module size");
+
+/* v8: Python frames.  In a CPython process whose frame layout the agent
+ * knows, each stack's frames[] holds its native return addresses, then
+ * the allocating thread's Python frames, innermost first, each a word
+ * with YM_PYFRAME set: the index of its code object in the py_codes
+ * section and the line.  A return address never has bit 63 set (user
+ * space ends below 2^47).  YM_PYFRAME_ENTRY marks the outermost Python
+ * frame that one native call of the evaluation loop
+ * (_PyEval_EvalFrameDefault) runs: a reader puts the Python frames in
+ * place of each such native frame, innermost first, up to and including
+ * the next frame so marked.  Stacks are keyed by line, never by
+ * instruction. */
+#define YM_PYFRAME        (1ULL << 63)
+#define YM_PYFRAME_ENTRY  (1ULL << 62)
+#define YM_PYFRAME_CODE(w) ((uint32_t)(((w) >> 32) & 0x3fffffffu))
+#define YM_PYFRAME_LINE(w) ((uint32_t)(w))   /* 0: no line */
+/* Code indices that name no record: an evaluation-loop call that runs no
+ * complete frame yet (a reader shows nothing for it), and a frame whose
+ * code object the agent could not copy (table full, lock busy). */
+#define YM_PYCODE_NONE    0x3fffffffu
+#define YM_PYCODE_UNKNOWN 0x3ffffffeu
+static inline uint64_t ym_pyframe(uint32_t code, uint32_t line, int entry)
+{
+	return YM_PYFRAME | (entry ? YM_PYFRAME_ENTRY : 0) |
+	       ((uint64_t)(code & 0x3fffffffu) << 32) | line;
+}
+
+#define YM_PY_NONE     0u  /* no CPython in the process (or not yet seen) */
+#define YM_PY_FRAMES   1u  /* Python frames are recorded */
+#define YM_PY_UNKNOWN  2u  /* an interpreter version whose layout this
+			    * agent does not know: native frames only */
+#define YM_PY_MISMATCH 3u  /* a known version whose objects did not match
+			    * the layout (a patched build): native only */
+
+/* One code object, copied once at the first sample through it.  The
+ * agent keys it by the object's address and by its name, file and line
+ * table objects, so that a code object freed and another made at the
+ * same address gets a record of its own.  Strings are UTF-8,
+ * NUL-terminated, possibly truncated. */
+struct ym_pycode {
+	uint64_t code_addr;        /* the code object in the target */
+	uint32_t first_line;       /* co_firstlineno */
+	uint32_t reserved;
+	char     qualname[176];
+	char     filename[320];
+};
+_Static_assert(sizeof(struct ym_pycode) == 512, "pycode size");
+#define YM_DEFAULT_MAX_PYCODES 4096u
+#define YM_LIMIT_PYCODES       (1u << 20)
 
 /* ---- The reader's side of the protocol, as code ---- */
 

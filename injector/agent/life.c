@@ -37,6 +37,7 @@
  *               children; the object holding an address; _r_debug
  *   backing.c   memory behind the segment's pages
  *   unwind.c    the calling thread's stack, from .eh_frame
+ *   python.c    the calling thread's CPython frames, code object names
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
  *   compat.c    what glibc 2.17 lacks
  *   os.c        the agent's own memory, by system call
@@ -55,7 +56,7 @@
  *               sample_rate sampling.c, drop_* where the drop happens,
  *               heap heapstats.c, retained_est and peaks table.c,
  *               exit_how/exit_status seg.c, UNSEEN and unseen_* seg.c
- *               (for got.c and life.c: seg_note_unseen)
+ *               (for got.c and life.c: seg_note_unseen), py_* python.c
  *   CONTROL     read (sampling.c polls it, heapstats.c heap_request), but
  *               fast_limit, which heapstats.c and readers both write
  *   THREADS     threads.c and threads.h (the fast paths' inline counters)
@@ -65,6 +66,7 @@
  *   LIVE        live.c
  *   ALARMS      giant.c
  *   MODULES     modules.c
+ *   py_codes    python.c (v8: placed by seg.c after the sections)
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -15,6 +15,7 @@
 #include "base.h"
 #include "config.h"
 #include "modules.h"
+#include "python.h"
 #include "threads.h"
 #include "unwind.h"
 #include "ymtop/segment.h"
@@ -79,6 +80,7 @@ agent_capture(uint64_t *out)
 	uint32_t d = 0;
 	for (; i < n && d < agent_cfg.max_depth; i++)
 		out[d++] = buf[i];
+	d = python_append(out, d, agent_cfg.max_depth);
 	YM_ASSERT(d <= YM_LIMIT_DEPTH);
 	return d;
 }

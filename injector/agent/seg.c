@@ -25,6 +25,7 @@
 #include "next.h"
 #include "os.h"
 #include "sampling.h"
+#include "python.h"
 #include "seg.h"
 #include "shm.h"
 #include "stale.h"
@@ -98,7 +99,9 @@ static int segment_create(void)
 	};
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
-	if (shm_layout(&caps, sec, &size) != 0)
+	struct ym_section pysec;
+	if (shm_layout(&caps, sec, &size) != 0 ||
+	    shm_layout_pycodes(YM_DEFAULT_MAX_PYCODES, &pysec, &size) != 0)
 		return -EINVAL;
 	void *map;
 	pidns = read_pidns();
@@ -143,6 +146,7 @@ static int segment_create(void)
 		h->flags |= YM_FLAG_MODULES_AT_FORK;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
+	h->py_codes = pysec;
 
 	seg_base = b;
 	seg_size = size;
@@ -156,6 +160,7 @@ static int segment_create(void)
 	live_map_segment(b, sec);
 	giant_map_segment(b, sec);
 	modules_map_segment(b, sec);
+	python_map_segment(b, h);
 	if (threads_map_segment(b, sec, agent_cfg.max_threads) != 0 ||
 	    table_init_segment() != 0 || live_init_segment() != 0)
 		goto full;

@@ -64,7 +64,8 @@ static uint32_t gnu_hash(const char *s)
  * bloom filter (two bits a name) turns most absent names away at one
  * load, then the bucket's chain, hashes with the low bit marking its
  * end. */
-static void *find(const struct table *t, const char *name, uint32_t h)
+static void *find(const struct table *t, const char *name, uint32_t h,
+		  int any)
 {
 	const uint32_t *gh = t->gh;
 	uint32_t nbuckets = gh[0], symoff = gh[1], nbloom = gh[2], shift = gh[3];
@@ -87,7 +88,9 @@ static void *find(const struct table *t, const char *name, uint32_t h)
 		    e->st_shndx != SHN_UNDEF &&
 		    ELF64_ST_BIND(e->st_info) != STB_LOCAL &&
 		    !(t->versym && (t->versym[i] & 0x8000))) {
-			if (ELF64_ST_TYPE(e->st_info) == STT_FUNC && e->st_value)
+			if ((any || ELF64_ST_TYPE(e->st_info) == STT_FUNC) &&
+			    ELF64_ST_TYPE(e->st_info) != STT_GNU_IFUNC &&
+			    ELF64_ST_TYPE(e->st_info) != STT_TLS && e->st_value)
 				return (void *)(t->base + e->st_value);
 			return SYM_OTHER;
 		}
@@ -99,7 +102,13 @@ static void *find(const struct table *t, const char *name, uint32_t h)
 void *sym_lookup(const struct dl_phdr_info *info, const char *name)
 {
 	struct table t;
-	return table_of(info, &t) == 0 ? find(&t, name, gnu_hash(name)) : NULL;
+	return table_of(info, &t) == 0 ? find(&t, name, gnu_hash(name), 0) : NULL;
+}
+
+void *sym_lookup_any(const struct dl_phdr_info *info, const char *name)
+{
+	struct table t;
+	return table_of(info, &t) == 0 ? find(&t, name, gnu_hash(name), 1) : NULL;
 }
 
 const char *sym_soname(const struct dl_phdr_info *info)
@@ -170,7 +179,7 @@ static int next_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	for (int k = 0; k < q->n; k++)
 		if (!q->out[k] && (q->out[k] = find(&t, q->names[k],
-						    gnu_hash(q->names[k]))))
+						    gnu_hash(q->names[k]), 0)))
 			q->left--;
 	return q->left == 0;
 }
@@ -212,7 +221,7 @@ static int holder_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	struct table t;
 	q->found = 1;
 	q->defines = table_of(info, &t) == 0 &&
-		find(&t, q->name, gnu_hash(q->name)) != NULL;
+		find(&t, q->name, gnu_hash(q->name), 0) != NULL;
 	return 1;
 }
 
@@ -230,7 +239,7 @@ static int first_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	struct table t;
 	if (sym_holds(info, (uintptr_t)(void *)first_cb) || table_of(info, &t) != 0)
 		return 0;
-	q->out = find(&t, q->name, q->hash);
+	q->out = find(&t, q->name, q->hash, 0);
 	return q->out != NULL;
 }
 
@@ -294,7 +303,7 @@ static int definer_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	struct definer_q *q = arg;
 	struct table t;
-	if (table_of(info, &t) != 0 || !find(&t, q->name, q->hash))
+	if (table_of(info, &t) != 0 || !find(&t, q->name, q->hash, 0))
 		return 0;
 	if (sym_holds(info, (uintptr_t)(void *)definer_cb))
 		q->which = SYM_DEF_OURS;

@@ -28,6 +28,10 @@
  * SYM_OTHER when defined as anything else, NULL when not defined there. */
 void *sym_lookup(const struct dl_phdr_info *info, const char *name) AGENT_HIDDEN;
 
+/* The same for data too: name's address when defined there as a
+ * function or an object, SYM_OTHER for an IFUNC or TLS, else NULL. */
+void *sym_lookup_any(const struct dl_phdr_info *info, const char *name) AGENT_HIDDEN;
+
 /* The object's soname, else its file name ("" for the main program). */
 const char *sym_soname(const struct dl_phdr_info *info) AGENT_HIDDEN;
 

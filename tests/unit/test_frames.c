@@ -394,6 +394,65 @@ static void test_stripped_binaries(void **state)
  * program's callback) is never the display frame: the program's unnamed
  * frame inner to it is the allocation site.  The stack is Debian's
  * memcached 1.6 (stripped) storing items through libevent 2.1. */
+/* A stack with Python frames: the innermost Python frame, past the
+ * allocator's and the interpreter's own native frames; native code of
+ * an extension (or a library it called) when that allocated; the
+ * user's rules skip Python helpers too.  Functions group by Python
+ * function, not line. */
+static void test_python_display_frame(void **state)
+{
+	(void)state;
+	static const char *const exe = "/usr/bin/python3.11";
+	static const char *const lib = "/usr/lib/libpython3.12.so.1.0";
+	static const char *const libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	static const char *const sq = "/lib/x86_64-linux-gnu/libsqlite3.so.0";
+	static const struct { const char *fn, *mod; int py; } st[] = {
+		{ "malloc", libc, 0 }, { "_PyObject_Malloc", exe, 0 },
+		{ NULL, exe, 0 }, { "PyList_New", lib, 0 },
+		{ "Loader.load_users", "/srv/app/db.py", 1 }, { "main", "/srv/app/main.py", 1 },
+		{ "PyEval_EvalCode", exe, 0 }, { "__libc_start_main", libc, 0 },
+	};
+	struct sym_frame f[8];
+	memset(f, 0, sizeof f);
+	for (uint32_t i = 0; i < 8; i++) {
+		f[i].function = st[i].fn;
+		f[i].python = st[i].py;
+		if (st[i].py) {
+			f[i].file = st[i].mod;
+			f[i].line = 88 + (int)i;
+		} else {
+			f[i].module = st[i].mod;
+			f[i].exe = st[i].mod == exe;
+		}
+	}
+	struct stack_view v = { .f = f, .n = 8 };
+	assert_int_equal(frames_display(NULL, &v), 4);
+	char buf[128];
+	assert_string_equal(frames_label(&f[4], buf, sizeof buf),
+			    "Loader.load_users (app/db.py:92)");
+	assert_string_equal(frames_group_label(&f[4], buf, sizeof buf),
+			    "Loader.load_users (app/db.py)");
+	assert_string_equal(frames_group_label(&f[1], buf, sizeof buf),
+			    "_PyObject_Malloc");
+	/* A Python helper the user skips: its caller. */
+	struct frames_rules r = { 0 };
+	char err[256];
+	assert_int_equal(frames_rules_add(&r, "^Loader\\.", err, sizeof err), 0);
+	assert_int_equal(frames_display(&r, &v), 5);
+	frames_rules_free(&r);
+	v.display = 4;
+	assert_string_equal(frames_display_label(&v, buf, sizeof buf),
+			    "Loader.load_users (app/db.py:92)");
+	/* C code of a library an extension called made the allocation: its
+	 * frame, with the Python line that called it beside it. */
+	f[2].module = sq;
+	f[2].exe = 0;
+	f[2].offset = 0xa7504;
+	assert_int_equal(v.display = frames_display(NULL, &v), 2);
+	assert_string_equal(frames_display_label(&v, buf, sizeof buf),
+			    "[libsqlite3.so.0+0xa7504] <- Loader.load_users (app/db.py:92)");
+}
+
 static void test_library_that_called_the_program(void **state)
 {
 	(void)state;
@@ -833,6 +892,7 @@ int main(void)
 		cmocka_unit_test(test_wrapper_families),
 		cmocka_unit_test(test_stripped_binaries),
 		cmocka_unit_test(test_library_that_called_the_program),
+		cmocka_unit_test(test_python_display_frame),
 		cmocka_unit_test(test_pprof_drop_frames),
 		cmocka_unit_test(test_cxx_inlined_without_namespace),
 		cmocka_unit_test(test_skip_files),

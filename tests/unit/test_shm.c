@@ -24,11 +24,15 @@ struct seg {
 
 /* A valid segment as the agent lays it out, in a memfd, with a live
  * table of `live` entries that nothing handed out yet. */
+/* Records of the v8 Python code table seg_init lays out (0: none). */
+static uint32_t seg_pycodes;
+
 static void seg_init(struct seg *s, uint32_t depth, uint32_t live)
 {
 	struct shm_caps caps = { depth, 64, live, 16 };
-	struct ym_section sec[YM_SEC_COUNT];
+	struct ym_section sec[YM_SEC_COUNT], py;
 	assert_int_equal(shm_layout(&caps, sec, &s->size), 0);
+	assert_int_equal(shm_layout_pycodes(seg_pycodes, &py, &s->size), 0);
 	s->fd = memfd_create("seg", MFD_CLOEXEC);
 	assert_true(s->fd >= 0);
 	assert_int_equal(fchmod(s->fd, 0600), 0);   /* memfds start 0777 */
@@ -45,6 +49,7 @@ static void seg_init(struct seg *s, uint32_t depth, uint32_t live)
 	s->h->sample_rate = 1;
 	s->h->max_depth = depth;
 	memcpy(s->h->sections, sec, sizeof sec);
+	s->h->py_codes = py;
 	s->h->threads_used = 2;
 	s->h->stacks_used = 2;
 	s->h->modules_used = 1;
@@ -451,6 +456,65 @@ static void unseen_only_from_v7_with_a_known_reason(void **state)
 	}
 }
 
+/* v8's Python code table: records below py_codes_used are copied with
+ * their strings cut to length; a count or section out of bounds refuses
+ * the segment; an older writer's py_* words (reserved then) mean nothing. */
+static void python_code_table(void **state)
+{
+	(void)state;
+	for (int c = 0; c < 5; c++) {
+		struct seg s;
+		struct shm_snapshot snap;
+		char err[256] = "";
+		seg_pycodes = 4;
+		seg_make(&s, 8);
+		seg_pycodes = 0;
+		struct ym_pycode *pc = (struct ym_pycode *)(void *)
+			(s.map + s.h->py_codes.offset);
+		strcpy(pc[0].qualname, "Loader.load_users");
+		strcpy(pc[0].filename, "app/db.py");
+		memset(pc[1].qualname, 'x', sizeof pc[1].qualname);   /* no NUL */
+		memset(pc[1].filename, 'y', sizeof pc[1].filename);
+		s.h->py_codes_used = 2;
+		s.h->py_state = YM_PY_FRAMES;
+		s.h->py_version = 0x030b02f0;
+		int rc_want = 0;
+		if (c == 1) {
+			s.h->py_codes_used = 5;            /* beyond capacity */
+			rc_want = -EPROTO;
+		} else if (c == 2) {
+			s.h->py_codes.offset = s.size;     /* past the file */
+			rc_want = -EPROTO;
+		} else if (c == 3) {
+			s.h->py_codes.stride = 8;          /* shorter than a record */
+			rc_want = -EPROTO;
+		} else if (c == 4) {
+			s.h->abi_version = 7;              /* reserved words then */
+		}
+		assert_int_equal(open_snap(&s, &snap, err), rc_want);
+		if (c == 0) {
+			assert_true(shm_snapshot_py_known(&snap));
+			assert_int_equal(snap.npycodes, 2);
+			assert_string_equal(snap.pycodes[0].qualname, "Loader.load_users");
+			assert_string_equal(snap.pycodes[0].filename, "app/db.py");
+			assert_int_equal(strlen(snap.pycodes[1].qualname),
+					 sizeof pc[1].qualname - 1);
+			assert_int_equal(strlen(snap.pycodes[1].filename),
+					 sizeof pc[1].filename - 1);
+			assert_int_equal(snap.hdr.py_state, YM_PY_FRAMES);
+		} else if (c == 4) {
+			assert_false(shm_snapshot_py_known(&snap));
+			assert_int_equal(snap.npycodes, 0);
+			assert_null(snap.pycodes);
+			assert_int_equal(snap.hdr.py_state, YM_PY_NONE);
+			assert_int_equal(snap.hdr.py_version, 0);
+		}
+		if (rc_want == 0)
+			shm_snapshot_free(&snap);
+		seg_free(&s);
+	}
+}
+
 /* dst: src as a newer writer would lay it out, that appends to everything
  * (segment.h, Versions and sizes): a header of 8 KiB, every record `extra`
  * bytes longer, and the bytes this reader does not know all non-zero. */
@@ -661,6 +725,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(layout_is_sane),
+		cmocka_unit_test(python_code_table),
 		cmocka_unit_test(names_round_trip),
 		cmocka_unit_test(valid_segment_snapshots),
 		cmocka_unit_test(live_copy_follows_the_stripes_in_use),

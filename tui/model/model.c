@@ -586,6 +586,26 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 	return buf;
 }
 
+const char *model_python_note(const struct model *m, char *buf, size_t len)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	if (!shm_snapshot_py_known(&m->snap) ||
+	    (h->py_state != YM_PY_UNKNOWN && h->py_state != YM_PY_MISMATCH))
+		return NULL;
+	char ver[32];
+	uint32_t v = h->py_version;
+	if (v)
+		snprintf(ver, sizeof ver, "%u.%u.%u", v >> 24, (v >> 16) & 0xff,
+			 (v >> 8) & 0xff);
+	else
+		snprintf(ver, sizeof ver, "before 3.11");
+	snprintf(buf, len, h->py_state == YM_PY_UNKNOWN ?
+		 "python %s: native frames only (this agent knows the frame layouts of CPython 3.11 to 3.13)" :
+		 "python %s: native frames only (the interpreter's objects do not match the layout of its version)",
+		 ver);
+	return buf;
+}
+
 const char *model_uncounted(const struct model *m, char *buf, size_t len,
 			    uint64_t *live, uint64_t *busy)
 {

@@ -288,6 +288,14 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 			 const char **object, const char **why);
 #define MODEL_UNSEEN_LEN 768   /* the line with the longest exe path */
 
+/* Python frames (v8): the one line that says the stacks of a CPython
+ * process have native frames only, and why (an interpreter version whose
+ * layout the agent does not know, or whose objects did not match it),
+ * into buf, returned; NULL when Python frames are recorded, when the
+ * process runs no CPython, or when its agent is older than v8. */
+const char *model_python_note(const struct model *m, char *buf, size_t len);
+#define MODEL_PYTHON_LEN 160
+
 /* Samples the agent took and could not count (drop_live: the live
  * table was full; drop_busy: its lock was taken): the retained figures,
  * the process's and the stacks', are short of their bytes.  The one line

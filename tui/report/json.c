@@ -73,8 +73,9 @@ static void json_frames(FILE *f, struct sym *s, const struct frames_rules *r,
 					(sym_fallback(x, fb, sizeof fb), fb));
 			fputs(",\"file\":", f);
 			fmt_json_string(f, x->file);
-			fprintf(f, ",\"line\":%d,\"inlined\":%s}", x->line,
-				x->inlined ? "true" : "false");
+			fprintf(f, ",\"line\":%d,\"inlined\":%s,\"kind\":\"%s\"}",
+				x->line, x->inlined ? "true" : "false",
+				x->python ? "python" : "native");
 		}
 		/* Display frame: index into frames, after them. */
 		fprintf(f, "],\"display_frame\":%u", v.n ? v.display : 0);
@@ -184,6 +185,26 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		fprintf(f, "{\"live_table_full\":%llu,\"busy\":%llu,\"text\":",
 			(unsigned long long)ulive, (unsigned long long)ubusy);
 		fmt_json_string(f, uncounted);
+		fputs("},", f);
+	} else {
+		fputs("null,", f);
+	}
+	/* CPython in the process (v8): null when none was seen or the
+	 * agent is older; frames false with the reason in text. */
+	const struct ym_header *ph = &m->snap.hdr;
+	fputs("\"python\":", f);
+	if (shm_snapshot_py_known(&m->snap) && ph->py_state != YM_PY_NONE) {
+		char pynote[MODEL_PYTHON_LEN];
+		uint32_t pv = ph->py_version;
+		if (pv)
+			fprintf(f, "{\"version\":\"%u.%u.%u\"", pv >> 24,
+				(pv >> 16) & 0xff, (pv >> 8) & 0xff);
+		else
+			fputs("{\"version\":null", f);
+		fprintf(f, ",\"frames\":%s,\"code_objects\":%u,\"dropped_frames\":%llu,\"text\":",
+			ph->py_state == YM_PY_FRAMES ? "true" : "false",
+			m->snap.npycodes, (unsigned long long)ph->py_drop);
+		fmt_json_string(f, model_python_note(m, pynote, sizeof pynote));
 		fputs("},", f);
 	} else {
 		fputs("null,", f);

@@ -160,7 +160,8 @@ static uint64_t location_id(struct builder *b, uint64_t addr)
 	uint64_t map = mapping_of(b->m, addr);
 	if (map)
 		pb_uint(l, LOCATION_MAPPING_ID, map);
-	pb_uint(l, LOCATION_ADDRESS, addr);
+	if (!(addr & YM_PYFRAME))   /* a Python frame has a line, no address */
+		pb_uint(l, LOCATION_ADDRESS, addr);
 	for (int j = 0; j < n; j++) {
 		size_t lm = pb_open(l, LOCATION_LINE);
 		pb_uint(l, LINE_FUNCTION_ID, fids[j]);
@@ -210,15 +211,23 @@ static int64_t whole(double v)
 static void add_samples(struct builder *b, const uint32_t *order, uint32_t n)
 {
 	uint64_t *locs = malloc((YM_LIMIT_DEPTH + 1) * sizeof *locs);
-	if (!locs) {
+	uint64_t *words = malloc((YM_LIMIT_DEPTH + 1) * sizeof *words);
+	if (!locs || !words) {
+		free(locs);
+		free(words);
 		b->oom = 1;
 		return;
 	}
 	for (uint32_t k = 0; k < n && !b->oom; k++) {
 		const struct model_stack *st = &b->m->stacks[order[k]];
 		uint32_t depth = st->depth < YM_LIMIT_DEPTH ? st->depth : YM_LIMIT_DEPTH;
+		/* Python frames in place of the evaluation loop's (sym.h). */
+		depth = sym_splice(b->sym, st->frames, depth, words);
+		/* A Python display frame is the leaf (as in folded stacks). */
+		uint32_t from = frames_python_leaf(b->sym, b->rules, words, depth);
+		depth -= from;
 		for (uint32_t i = 0; i < depth; i++)
-			locs[i] = location_id(b, st->frames[i]);
+			locs[i] = location_id(b, words[from + i]);
 		if (depth == 0) {
 			locs[0] = overflow_location(b);
 			depth = 1;
@@ -238,6 +247,7 @@ static void add_samples(struct builder *b, const uint32_t *order, uint32_t n)
 		pb_close(&b->samples, mk);
 	}
 	free(locs);
+	free(words);
 }
 
 static void hex(char *out, const uint8_t *p, uint32_t n)

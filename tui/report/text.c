@@ -240,6 +240,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	char uncounted[MODEL_UNCOUNTED_LEN];
 	if (model_uncounted(m, uncounted, sizeof uncounted, NULL, NULL))
 		fprintf(f, "%s\n", uncounted);
+	char pynote[MODEL_PYTHON_LEN];
+	if (model_python_note(m, pynote, sizeof pynote))
+		fprintf(f, "%s\n", pynote);
 	/* Units: one per figure (model/memory.h). */
 	fprintf(f, "units: estimates (retained, mmap, stacks) in %s, in use in %s"
 		" (the allocator's size classes)\n", MODEL_UNIT_REQUESTED,

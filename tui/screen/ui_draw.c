@@ -228,6 +228,11 @@ static int draw_header(struct view *v)
 		ui_put(y, 0, attr(C_ALARM, 0), "%s", uncounted);
 		y++;
 	}
+	char pynote[MODEL_PYTHON_LEN];
+	if (model_python_note(m, pynote, sizeof pynote)) {
+		ui_put(y, 0, attr(C_ALARM, 0), "%s", pynote);
+		y++;
+	}
 	const struct ym_alarm *al = view_alarm(v);
 	if (al) {
 		char lab[256] = "?";

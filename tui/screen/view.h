@@ -107,9 +107,11 @@ struct view {
 	float   *stack_hist;         /* nstack_hist * VIEW_HISTORY */
 	uint32_t nstack_hist;
 
-	/* Per-stack display label and search text, cached by stack id. */
+	/* Per-stack display label, search text and Functions-view group
+	 * (frames_group_label), cached by stack id. */
 	char   **label;
 	char   **search;
+	char   **group;
 	uint32_t ncache;
 	uint32_t cache_modules;
 

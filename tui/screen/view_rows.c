@@ -17,10 +17,12 @@ static void cache_clear(struct view *v)
 	for (uint32_t i = 0; i < v->ncache; i++) {
 		free(v->label[i]);
 		free(v->search[i]);
+		free(v->group[i]);
 	}
 	free(v->label);
 	free(v->search);
-	v->label = v->search = NULL;
+	free(v->group);
+	v->label = v->search = v->group = NULL;
 	v->ncache = 0;
 }
 
@@ -47,7 +49,12 @@ static void cache_fill(struct view *v, uint32_t id)
 		if (!s)
 			return;
 		v->search = s;
+		char **g = realloc(v->group, n * sizeof *g);
+		if (!g)
+			return;
+		v->group = g;
 		memset(l + v->ncache, 0, (n - v->ncache) * sizeof *l);
+		memset(g + v->ncache, 0, (n - v->ncache) * sizeof *g);
 		memset(s + v->ncache, 0, (n - v->ncache) * sizeof *s);
 		v->ncache = n;
 	}
@@ -59,14 +66,17 @@ static void cache_fill(struct view *v, uint32_t id)
 	if (st->depth == 0) {
 		v->label[id] = strdup("[stack table full: overflow]");
 		v->search[id] = strdup("overflow");
+		v->group[id] = strdup(v->label[id] ? v->label[id] : "?");
 		return;
 	}
 	if (frames_view(v->sym, v->rules, st->frames, st->depth, &sv) != 0 || sv.n == 0) {
 		v->label[id] = strdup("?");
 		v->search[id] = strdup("");
+		v->group[id] = strdup("?");
 		return;
 	}
-	v->label[id] = strdup(frames_label(&sv.f[sv.display], buf, sizeof buf));
+	v->label[id] = strdup(frames_display_label(&sv, buf, sizeof buf));
+	v->group[id] = strdup(frames_group_label(&sv.f[sv.display], buf, sizeof buf));
 	size_t cap = 256, len = 0;
 	char *t = malloc(cap);
 	for (uint32_t i = 0; t && i < sv.n; i++) {
@@ -96,6 +106,14 @@ static void cache_fill(struct view *v, uint32_t id)
 		t[len] = '\0';
 	v->search[id] = t ? t : strdup("");
 	frames_view_free(&sv);
+}
+
+/* The Functions view's group of a stack: its label, but one group a
+ * Python function (frames_group_label). */
+static const char *view_group(struct view *v, uint32_t id)
+{
+	view_label(v, id);
+	return id < v->ncache && v->group && v->group[id] ? v->group[id] : "?";
 }
 
 const char *view_label(struct view *v, uint32_t id)
@@ -180,7 +198,7 @@ static void build_fns(struct view *v)
 	/* Group by label pointer order: sort a copy of the order by label. */
 	for (uint32_t k = 0; k < m->norder; k++) {
 		const struct model_stack *s = &m->stacks[m->order[k]];
-		const char *label = view_label(v, s->id);
+		const char *label = view_group(v, s->id);
 		uint32_t j;
 		uint32_t kind = s->kind == YM_KIND_MMAP ? YM_KIND_MMAP : YM_KIND_MALLOC;
 		for (j = 0; j < n; j++)

@@ -37,6 +37,7 @@
  * "[module+0x...]" for an unnamed frame).
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -527,8 +528,15 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 	memset(v, 0, sizeof *v);
 	uint32_t cap = depth * 2 + 1, n = 0;
 	struct sym_frame *f = malloc(cap * sizeof *f);
-	if (!f)
+	uint64_t *spliced = malloc((depth + 1) * sizeof *spliced);
+	if (!f || !spliced) {
+		free(f);
+		free(spliced);
 		return -1;
+	}
+	/* Python frames in place of the evaluation loop's (sym.h). */
+	depth = sym_splice(s, addrs, depth, spliced);
+	addrs = spliced;
 	for (uint32_t i = 0; i < depth; i++) {
 		const struct sym_frame *chain;
 		int k = sym_resolve(s, addrs[i], 1, &chain);
@@ -538,6 +546,7 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 				struct sym_frame *g = realloc(f, cap * sizeof *f);
 				if (!g) {
 					free(f);
+					free(spliced);
 					return -1;
 				}
 				f = g;
@@ -545,10 +554,83 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 			f[n++] = chain[j];
 		}
 	}
+	free(spliced);
 	v->f = f;
 	v->n = n;
 	v->display = frames_display(r, v);
 	return 0;
+}
+
+const char *frames_display_label(const struct stack_view *v, char *buf,
+				 size_t len)
+{
+	if (!v->n) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	const struct sym_frame *d = &v->f[v->display];
+	frames_label(d, buf, len);
+	if (d->python)
+		return buf;
+	for (uint32_t i = v->display + 1; i < v->n; i++) {
+		if (!v->f[i].python)
+			continue;
+		char py[512];
+		size_t n = strlen(buf);
+		snprintf(buf + n, len - n, " <- %s", frames_label(&v->f[i], py, sizeof py));
+		break;
+	}
+	return buf;
+}
+
+/* A native frame of the CPython interpreter itself: the executable of a
+ * process that runs Python frames, or libpython. */
+static int interpreter_frame(const struct sym_frame *f)
+{
+	if (f->exe)
+		return 1;
+	const char *base = f->module ? strrchr(f->module, '/') : NULL;
+	base = base ? base + 1 : f->module;
+	return base && strncmp(base, "libpython", 9) == 0;
+}
+
+uint32_t frames_python_leaf(struct sym *s, const struct frames_rules *r,
+			    const uint64_t *words, uint32_t n)
+{
+	if (r && r->no_skip)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sym_frame *chain;
+		int k = sym_resolve(s, words[i], 1, &chain);
+		if (k == 1 && chain[0].python)
+			return i;
+		for (int j = 0; j < k; j++) {
+			enum tier t = plumbing_tier(r, &chain[j]);
+			if (!(t == T_ENTRY || t == T_LIB || interpreter_frame(&chain[j])))
+				return 0;
+		}
+	}
+	return 0;
+}
+
+/* The display frame of a stack with Python frames, the innermost at p:
+ * native code of an extension module (or a library it called) when that
+ * allocated, past the allocator's and the interpreter's own frames;
+ * else the innermost Python frame the user's rules do not skip. */
+static uint32_t python_display(const struct frames_rules *r,
+			       const struct stack_view *v, uint32_t p)
+{
+	for (uint32_t i = 0; i < p; i++) {
+		const struct sym_frame *f = &v->f[i];
+		enum tier t = plumbing_tier(r, f);
+		if (t == T_ENTRY || t == T_LIB || interpreter_frame(f))
+			continue;
+		return i;
+	}
+	for (uint32_t i = p; i < v->n; i++)
+		if (v->f[i].python && !frames_rules_match(r, &v->f[i]))
+			return i;
+	return p;
 }
 
 /* A frame of a shared library (not the executable, not unknown). */
@@ -577,6 +659,10 @@ uint32_t frames_display(const struct frames_rules *r,
 	const uint32_t none = UINT32_MAX;
 	uint32_t past_entry = none, unnamed = none;
 	int in_program = 0;     /* a frame of the executable is inner to i */
+	if (!(r && r->no_skip))
+		for (uint32_t i = 0; i < v->n; i++)
+			if (v->f[i].python)
+				return python_display(r, v, i);
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct sym_frame *f = &v->f[i];
 		enum tier t = plumbing_tier(r, f);

@@ -45,6 +45,20 @@ int frames_view(struct sym *s, const struct frames_rules *r,
 		const uint64_t *addrs, uint32_t depth, struct stack_view *out);
 void frames_view_free(struct stack_view *v);
 
+/* The display frame's label (frames_label), and when it is native code
+ * that Python called (an extension's), the Python frame that called it
+ * beside it: "[libsqlite3.so.0+0xa7504] <- keep_sqlite (db.py:40)". */
+const char *frames_display_label(const struct stack_view *v, char *buf,
+				 size_t len);
+
+/* For writers that take spliced words (sym_splice) rather than a view
+ * (pprof): the index of the first word to keep so that the leaf is the
+ * display frame's word when that is a Python frame (the words inner to
+ * it, allocator and interpreter code, are left out, as folded stacks
+ * start at the display frame); 0 otherwise. */
+uint32_t frames_python_leaf(struct sym *s, const struct frames_rules *r,
+			    const uint64_t *words, uint32_t n);
+
 /* Is this frame allocator plumbing under the rules? */
 int frames_is_plumbing(const struct frames_rules *r, const struct sym_frame *f);
 

@@ -234,17 +234,44 @@ const char *frames_name(const struct sym_frame *f, char *buf, size_t len)
 	return buf;
 }
 
+/* A Python file as its label shows it: its directory and name
+ * ("app/db.py"), which tell apart the many __init__.py and main.py of a
+ * program; a native file by its name alone. */
+static const char *label_file(const struct sym_frame *f)
+{
+	const char *base = strrchr(f->file, '/');
+	if (!base)
+		return f->file;
+	if (!f->python)
+		return base + 1;
+	const char *dir = base;
+	while (dir > f->file && dir[-1] != '/')
+		dir--;
+	return dir;
+}
+
 const char *frames_label(const struct sym_frame *f, char *buf, size_t len)
 {
 	char fb[128];
 	const char *name = frames_name(f, fb, sizeof fb);
-	if (f->file && f->line > 0) {
+	if (f->file && f->line > 0 && f->python) {
+		snprintf(buf, len, "%s (%s:%d)", name, label_file(f), f->line);
+	} else if (f->file && f->line > 0) {
 		const char *base = strrchr(f->file, '/');
 		snprintf(buf, len, "%s (%s:%d)", name, base ? base + 1 : f->file,
 			 f->line);
 	} else {
 		snprintf(buf, len, "%s", name);
 	}
+	return buf;
+}
+
+const char *frames_group_label(const struct sym_frame *f, char *buf, size_t len)
+{
+	if (!f->python || !f->file)
+		return frames_label(f, buf, len);
+	char fb[128];
+	snprintf(buf, len, "%s (%s)", frames_name(f, fb, sizeof fb), label_file(f));
 	return buf;
 }
 

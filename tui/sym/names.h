@@ -41,6 +41,10 @@ const char *frames_name(const struct sym_frame *f, char *buf, size_t len);
 
 /* "function (file:line)" or the fallback "[module+0x...]" into buf. */
 const char *frames_label(const struct sym_frame *f, char *buf, size_t len);
+/* The Functions view's group of a display frame: frames_label, but a
+ * Python frame's without its line ("load_users (db.py)"), so that the
+ * lines of one Python function make one group. */
+const char *frames_group_label(const struct sym_frame *f, char *buf, size_t len);
 
 /* The name for folded stacks: frames_name without Rust closure
  * components ("app::serve::{{closure}}" -> "app::serve").  Returns buf

@@ -76,6 +76,9 @@ struct sym {
 
 	struct sym_store store;
 	struct sym_frame scratch;  /* last resort when memory runs out */
+	/* Python code objects (sym_set_pycodes), interned names by index. */
+	const char **pyname, **pyfile;
+	uint32_t npy;
 	unsigned gen;              /* sym_files_poll's generation taken in */
 };
 
@@ -146,6 +149,8 @@ void sym_free(struct sym *s)
 	free(s->mods);
 	free(s->warn);
 	free(s->cent);
+	free(s->pyname);
+	free(s->pyfile);
 	hmap_free(&s->cache);
 	sym_store_free(&s->store);
 	free(s->root);
@@ -320,6 +325,107 @@ const char *sym_next_warning(struct sym *s, uint32_t *it)
 	return NULL;
 }
 
+void sym_set_pycodes(struct sym *s, const struct ym_pycode *codes, uint32_t n)
+{
+	if (!s || n <= s->npy || n > YM_LIMIT_PYCODES)
+		return;
+	const char **a = realloc(s->pyname, (size_t)n * sizeof *a);
+	if (!a)
+		return;
+	s->pyname = a;
+	const char **b = realloc(s->pyfile, (size_t)n * sizeof *b);
+	if (!b)
+		return;
+	s->pyfile = b;
+	for (uint32_t i = s->npy; i < n; i++) {
+		a[i] = sym_store_intern(&s->store, codes[i].qualname[0] ?
+					codes[i].qualname : "[python]");
+		b[i] = codes[i].filename[0] ?
+			sym_store_intern(&s->store, codes[i].filename) : NULL;
+	}
+	s->npy = n;
+}
+
+/* A Python frame word: its code's names (cached once known). */
+static int python_frame(struct sym *s, uint64_t w, const struct sym_frame **out)
+{
+	uint32_t state = 3;
+	uint64_t h = cache_hash(w, state);
+	struct cache_key key = { s, w, state };
+	uint32_t hit = hmap_find(&s->cache, h, cache_eq, &key);
+	if (hit != HMAP_NONE) {
+		*out = s->cent[hit].frames;
+		return 1;
+	}
+	uint32_t c = YM_PYFRAME_CODE(w);
+	int known = c < s->npy;
+	struct sym_frame f = {
+		.addr = w,
+		.function = known ? s->pyname[c] : "[python]",
+		.file = known ? s->pyfile[c] : NULL,
+		.line = known ? (int)YM_PYFRAME_LINE(w) : 0,
+		.python = 1,
+	};
+	struct sym_frame *fr = known ? sym_store_alloc(&s->store, sizeof *fr) : NULL;
+	if (!fr) {
+		s->scratch = f;
+		*out = &s->scratch;
+		return 1;
+	}
+	*fr = f;
+	*out = fr;
+	if (s->ncent == s->capcent) {
+		uint32_t cap = s->capcent ? s->capcent * 2 : 4096;
+		struct sym_cent *ce = cap <= HMAP_MAX_ENTRIES ?
+			realloc(s->cent, (size_t)cap * sizeof *ce) : NULL;
+		if (!ce)
+			return 1;
+		s->cent = ce;
+		s->capcent = cap;
+	}
+	if (hmap_add(&s->cache, h, s->ncent) == 0)
+		s->cent[s->ncent++] = (struct sym_cent){
+			.addr = w, .state = state, .n = 1, .frames = fr,
+		};
+	return 1;
+}
+
+/* Is the native frame at return address a the evaluation loop's? */
+static int eval_loop(struct sym *s, uint64_t a)
+{
+	const struct sym_frame *f;
+	int n = sym_resolve(s, a, 1, &f);
+	const char *fn = n > 0 ? f[n - 1].function : NULL;
+	return fn && strcmp(fn, "_PyEval_EvalFrameDefault") == 0;
+}
+
+uint32_t sym_splice(struct sym *s, const uint64_t *addrs, uint32_t depth,
+		    uint64_t *out)
+{
+	uint32_t native = 0;
+	while (native < depth && !(addrs[native] & YM_PYFRAME))
+		native++;
+	uint32_t py = native, n = 0;
+	for (uint32_t i = 0; i < native; i++) {
+		if (py < depth && eval_loop(s, addrs[i])) {
+			/* This call's frames: up to the next entry frame. */
+			while (py < depth) {
+				uint64_t w = addrs[py++];
+				if (YM_PYFRAME_CODE(w) != YM_PYCODE_NONE)
+					out[n++] = w;
+				if (w & YM_PYFRAME_ENTRY)
+					break;
+			}
+			continue;
+		}
+		out[n++] = addrs[i];
+	}
+	for (; py < depth; py++)
+		if (YM_PYFRAME_CODE(addrs[py]) != YM_PYCODE_NONE)
+			out[n++] = addrs[py];
+	return n;
+}
+
 int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		const struct sym_frame **out)
 {
@@ -331,6 +437,11 @@ int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		*out = &unknown;
 		return 1;
 	}
+	/* A Python frame word of a known code object, or one the agent
+	 * could not copy; any other word with bit 63 is garbage (below). */
+	if ((addr & YM_PYFRAME) && (YM_PYFRAME_CODE(addr) < s->npy ||
+				    YM_PYFRAME_CODE(addr) == YM_PYCODE_UNKNOWN))
+		return python_frame(s, addr, out);
 	uint32_t state = ret ? 2 : 1;
 	uint64_t h = cache_hash(addr, state);
 	struct cache_key key = { s, addr, state };

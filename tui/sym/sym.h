@@ -37,6 +37,9 @@ struct sym_frame {
 	int         inlined;    /* 1: this function was inlined into the next */
 	int         exe;        /* 1: module is the program's executable (the
 				 * first module of the segment's list) */
+	int         python;     /* 1: a Python frame (segment.h YM_PYFRAME):
+				 * function is its qualified name, file and
+				 * line its source; module NULL */
 };
 
 /* root: prefix for module paths (e.g. "/proc/<pid>/root" for a target in
@@ -63,6 +66,23 @@ void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n);
  * out may be NULL.  Not thread-safe, see above.) */
 int sym_resolve(struct sym *s, uint64_t addr, int ret,
 		const struct sym_frame **out);
+
+/* Take in the segment's Python code objects (v8, segment.h struct
+ * ym_pycode): records 0..n-1, the first ones as given before (records
+ * never change once published).  Python frame words (YM_PYFRAME) then
+ * resolve to one frame each, python set; a word whose code is not known
+ * yet resolves to "[python]". */
+void sym_set_pycodes(struct sym *s, const struct ym_pycode *codes, uint32_t n);
+
+/* A stack as the program ran it: addrs (depth words from the segment:
+ * native return addresses, then the Python frames, segment.h) with each
+ * native frame of the evaluation loop (_PyEval_EvalFrameDefault) replaced
+ * by the Python frames it runs, innermost first, up to and including the
+ * next entry frame.  Python frames left over (the loop's frame unnamed or
+ * cut off) go at the outer end.  At most depth words into out; returns
+ * how many.  A stack without Python frames comes out unchanged. */
+uint32_t sym_splice(struct sym *s, const uint64_t *addrs, uint32_t depth,
+		    uint64_t *out);
 
 /* Module-relative fallback name "[module+0x1234]" into buf. */
 void sym_fallback(const struct sym_frame *f, char *buf, size_t len);

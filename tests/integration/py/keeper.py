@@ -1,0 +1,113 @@
+"""A Python program with known functions that keep known amounts
+(tests/integration/test_python.py).  Commands, one a line on stdin:
+small N, large N, thread N, sqlite N, fork N, fresh N, trace, quit.
+Each prints "done" when finished; "trace" prints the tracemalloc figures
+of everything kept so far as JSON lines {"file", "line", "size"}."""
+import json
+import os
+import sys
+import threading
+import time
+import signal
+
+KEEP = []
+
+
+def keep_small(n):
+    for i in range(n):
+        KEEP.append((i, str(i) * 3))
+
+
+def keep_large(n):
+    for i in range(n):
+        KEEP.append(bytearray(65536))
+
+
+def thread_worker(n):
+    for i in range(n):
+        KEEP.append(bytearray(32768))
+
+
+def keep_in_thread(n):
+    t = threading.Thread(target=thread_worker, args=(n,))
+    t.start()
+    t.join()
+
+
+def keep_sqlite(n):
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    db.execute("create table t (a integer, b text)")
+    db.executemany("insert into t values (?, ?)",
+                   ((i, "x" * 200) for i in range(n)))
+    db.commit()
+    KEEP.append(db)
+
+
+def child_work(n):
+    for i in range(n):
+        KEEP.append(bytearray(49152))
+
+
+def keep_in_child(n):
+    pid = os.fork()
+    if pid == 0:
+        child_work(n)
+        print("child-ready", flush=True)
+        time.sleep(120)
+        os._exit(0)
+    print("child %d" % pid, flush=True)
+    return pid
+
+
+def keep_from_fresh_code(n):
+    # Each function's code object is freed before the next is made, so
+    # that one is often made at the same address as the one before.
+    for i in range(n):
+        ns = {}
+        exec("def f_%d():\n    return bytearray(%d)\n" % (i, 4096 + 8 * i), ns)
+        KEEP.append(ns["f_%d" % i]())
+        del ns
+
+
+def trace_lines():
+    import tracemalloc
+    snap = tracemalloc.take_snapshot()
+    for st in snap.statistics("lineno"):
+        fr = st.traceback[0]
+        print(json.dumps({"file": fr.filename, "line": fr.lineno,
+                          "size": st.size}))
+
+
+def main():
+    if os.environ.get("KEEPER_TRACE") == "1":
+        import tracemalloc
+        tracemalloc.start(1)
+    print("ready", flush=True)
+    children = []
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        n = int(arg) if arg else 0
+        if cmd == "small":
+            keep_small(n)
+        elif cmd == "large":
+            keep_large(n)
+        elif cmd == "thread":
+            keep_in_thread(n)
+        elif cmd == "sqlite":
+            keep_sqlite(n)
+        elif cmd == "fork":
+            children.append(keep_in_child(n))
+        elif cmd == "fresh":
+            keep_from_fresh_code(n)
+        elif cmd == "trace":
+            trace_lines()
+        elif cmd == "quit":
+            break
+        print("done", flush=True)
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+main()

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Python frames (segment.h v8, injector/agent/python.h): CPython programs
+show the Python function, file and line that allocated, spliced into the
+native stack, and the retained bytes per Python function agree with
+tracemalloc's figures for the same program run separately (tracemalloc
+counts requested bytes of Python-domain allocations: with
+PYTHONMALLOC=malloc they all reach malloc, which ymtop counts in requested
+bytes too)."""
+import ast
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from ymlib import (Plain, Skip, Target, attach, report, rerun_isolated,  # noqa: E402
+                   run_tests, within, ymtop)
+
+KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "py", "keeper.py")
+DEBIAN = "/usr/bin/python3.11"
+PYENV = {m: "/root/.pyenv/versions/%s/bin/python%s" % (v, m)
+         for m, v in (("3.11", "3.11.7"), ("3.12", "3.12.1"), ("3.13", "3.13.0"))}
+RATE = "8192"
+
+
+def functions_of_lines():
+    """keeper.py's line -> the function it is in."""
+    tree = ast.parse(open(KEEPER).read())
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for ln in range(node.lineno, node.end_lineno + 1):
+                out[ln] = node.name
+    return out
+
+
+def line_of(text):
+    """The line of keeper.py that holds text (once)."""
+    lines = [i + 1 for i, l in enumerate(open(KEEPER).read().splitlines())
+             if text in l]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]
+
+
+def display(stack):
+    return stack["frames"][stack["display_frame"]] if stack["frames"] else None
+
+
+def python_sites(rep):
+    """Retained bytes by (function, line) of display frames from Python."""
+    out = {}
+    for s in rep["stacks"]:
+        d = display(s)
+        if d and d.get("kind") == "python" and d["file"] == KEEPER:
+            k = (d["function"], d["line"])
+            out[k] = out.get(k, 0) + s["retained_bytes"]
+    return out
+
+
+def by_function(sites):
+    f = {}
+    for (fn, _), v in sites.items():
+        f[fn] = f.get(fn, 0) + v
+    return f
+
+
+def run(t, cmd):
+    t.p.stdin.write(cmd + "\n")
+    t.p.stdin.flush()
+    t.wait_for("done")
+
+
+def tracemalloc_figures(python, commands, env=None):
+    """Retained bytes by keeper.py function, as tracemalloc counts them in
+    a run of its own."""
+    t = Plain([python, KEEPER], env=dict(env or {}, KEEPER_TRACE="1"))
+    try:
+        for c in commands:
+            run(t, c)
+        t.lines = []
+        run(t, "trace")
+        fol = functions_of_lines()
+        out = {}
+        for l in t.lines:
+            if not l.startswith("{"):
+                continue
+            r = json.loads(l)
+            if r["file"] == KEEPER and r["line"] in fol:
+                fn = fol[r["line"]]
+                out[fn] = out.get(fn, 0) + r["size"]
+        return out
+    finally:
+        t.finish()
+
+
+def keeper(python, env=None):
+    return Target([python, KEEPER],
+                  env=dict({"YM_SAMPLE_RATE": RATE}, **(env or {})))
+
+
+def check_version(python, env, commands, expect):
+    """Run commands under the agent; each function in expect shows as a
+    display frame from Python with its file and the line that allocated,
+    and keeps what tracemalloc says within tol."""
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    t = keeper(python, env)
+    try:
+        for c in commands:
+            run(t, c)
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    sites = python_sites(rep)
+    for fn, line in expect:
+        assert (fn, line) in sites, "no display frame %s (keeper.py:%d) in %s" % (
+            fn, line, sorted(sites))
+    truth = tracemalloc_figures(python, commands, env)
+    got = by_function(sites)
+    if os.environ.get("YM_VERBOSE"):
+        print("ymtop %s, tracemalloc %s" % (got, truth))
+    for fn, _ in expect:
+        within(got.get(fn, 0), truth[fn], 0.15, "%s retained, %s" % (fn, python))
+    return rep
+
+
+def test_debian_python_malloc_shows_functions_and_lines_as_tracemalloc_counts():
+    check_version(DEBIAN, {"PYTHONMALLOC": "malloc"},
+                  ["small 60000", "large 200"],
+                  [("keep_small", line_of("KEEP.append((i, str(i) * 3))")),
+                   ("keep_large", line_of("KEEP.append(bytearray(65536))"))])
+
+
+def test_debian_python_default_allocator_shows_large_buffers_by_line():
+    # pymalloc serves objects up to 512 bytes from its arenas (not seen
+    # per object by the agent); larger ones reach malloc.
+    check_version(DEBIAN, {}, ["large 200"],
+                  [("keep_large", line_of("KEEP.append(bytearray(65536))"))])
+
+
+def check_pyenv(minor):
+    check_version(PYENV[minor], {"PYTHONMALLOC": "malloc"},
+                  ["small 60000", "large 200"],
+                  [("keep_small", line_of("KEEP.append((i, str(i) * 3))")),
+                   ("keep_large", line_of("KEEP.append(bytearray(65536))"))])
+
+
+def test_pyenv_python_3_11():
+    check_pyenv("3.11")
+
+
+def test_pyenv_python_3_12():
+    check_pyenv("3.12")
+
+
+def test_pyenv_python_3_13():
+    check_pyenv("3.13")
+
+
+def test_a_thread_shows_its_own_frames():
+    t = keeper(DEBIAN)
+    try:
+        run(t, "thread 200")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    line = line_of("KEEP.append(bytearray(32768))")
+    s = max((s for s in rep["stacks"] if display(s) and
+             display(s)["function"] == "thread_worker"),
+            key=lambda s: s["retained_bytes"], default=None)
+    assert s, "no thread_worker display frame"
+    d = display(s)
+    assert d["kind"] == "python" and d["line"] == line, d
+    # The thread's chain, not the main thread's (which waits in join).
+    names = [f["function"] for f in s["frames"] if f.get("kind") == "python"]
+    assert "keep_in_thread" not in names and "main" not in names, names
+    within(s["retained_bytes"], 200 * 32768, 0.15, "thread_worker retained")
+
+
+def test_a_c_extension_shows_its_native_frame_with_the_python_caller():
+    t = keeper(DEBIAN)
+    try:
+        run(t, "sqlite 20000")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    line = line_of("db.executemany(")
+    found = []
+    for s in rep["stacks"]:
+        d = display(s)
+        py = [f for f in s["frames"] if f.get("kind") == "python"]
+        if py and py[0]["function"] == "keep_sqlite":
+            found.append((s["retained_bytes"], d, py[0]))
+    assert found, "no stack through keep_sqlite"
+    retained, d, caller = max(found, key=lambda x: x[0])
+    assert d["kind"] == "native" and "sqlite3" in (d["module"] or ""), d
+    assert caller["line"] == line, caller
+
+
+def test_a_forked_worker_shows_its_frames_in_its_own_segment():
+    t = keeper(DEBIAN)
+    try:
+        t.p.stdin.write("fork 100\n")
+        t.p.stdin.flush()
+        t.wait_for("child-ready")
+        child = [int(l.split()[1]) for l in t.lines if l.startswith("child ")]
+        if not child:
+            t.wait_for("done")
+            child = [int(l.split()[1]) for l in t.lines if l.startswith("child ")]
+        rep = report(child[0])
+    finally:
+        t.finish()
+    sites = python_sites(rep)
+    line = line_of("KEEP.append(bytearray(49152))")
+    assert ("child_work", line) in sites, sorted(sites)
+    within(sites[("child_work", line)], 100 * 49152, 0.15, "child_work retained")
+
+
+def test_attach_to_python_started_without_the_agent():
+    if rerun_isolated(__file__, "test_attach_to_python_started_without_the_agent"):
+        return
+    t = Plain([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": RATE})
+    try:
+        attach(t.pid)
+        run(t, "large 200")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    sites = python_sites(rep)
+    line = line_of("KEEP.append(bytearray(65536))")
+    assert ("keep_large", line) in sites, sorted(sites)
+    within(by_function(sites)["keep_large"], 200 * 65536, 0.15, "keep_large retained")
+
+
+def test_a_code_object_made_where_a_freed_one_was_keeps_its_own_name():
+    t = Target([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        run(t, "fresh 300")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    seen = 0
+    for s in rep["stacks"]:
+        d = display(s)
+        if d and d.get("kind") == "python" and d["function"].startswith("f_"):
+            k = int(d["function"][2:])
+            # bytearray(n) asks for n + 1 bytes: exact mode, one object.
+            assert s["retained_bytes"] == 4096 + 8 * k + 1, (d, s["retained_bytes"])
+            seen += 1
+    assert seen == 300, seen
+    assert rep["python"]["code_objects"] >= 300, rep["python"]
+
+
+def test_every_format_names_the_python_function():
+    import shutil
+    import sqlite3
+    import tempfile
+    t = keeper(DEBIAN)
+    d = tempfile.mkdtemp(prefix="ymtop-py-")
+    try:
+        run(t, "large 100")
+        folded = ymtop("-b", "-n", "1", "-f", "folded", "-p", t.pid).stdout
+        prom = ymtop("-b", "-n", "1", "-f", "prometheus", "-p", t.pid).stdout
+        ymtop("-b", "-n", "1", "-f", "sqlite", "-o", d + "/r.db", "-p", t.pid)
+        ymtop("-b", "-n", "1", "-f", "pprof", "-o", d + "/r.pb.gz", "-p", t.pid)
+        line = line_of("KEEP.append(bytearray(65536))")
+        leaf = [l for l in folded.splitlines() if l.rsplit(" ", 1)[0].endswith(";main;keep_large")]
+        assert leaf, folded
+        assert any('function="keep_large"' in l and "keeper.py:%d" % line in l
+                   for l in prom.splitlines()), prom
+        db = sqlite3.connect(d + "/r.db")
+        rows = db.execute("select file, line from frames where function = 'keep_large'").fetchall()
+        assert (KEEPER, line) in rows, rows
+        go = shutil.which("go")
+        if go:
+            r = subprocess.run([go, "tool", "pprof", "-top", "-sample_index=inuse_space",
+                                d + "/r.pb.gz"], capture_output=True, text=True, timeout=120)
+            top = [l for l in r.stdout.splitlines() if l.strip().endswith("keep_large")]
+            assert top and float(top[0].split()[1].rstrip("%")) > 0, r.stdout
+    finally:
+        t.finish()
+        shutil.rmtree(d, True)
+
+
+def test_an_unknown_interpreter_version_says_so_in_one_line():
+    old = "/root/.pyenv/versions/3.10.13/bin/python3.10"
+    if not os.path.exists(old):
+        raise Skip("%s is not installed" % old)
+    t = keeper(old, {"PYTHONMALLOC": "malloc"})
+    try:
+        run(t, "large 50")
+        rep = report(t.pid)
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+    finally:
+        t.finish()
+    py = rep["python"]
+    assert py and py["frames"] is False and py["version"] is None, py
+    line = "python before 3.11: native frames only"
+    assert py["text"].startswith(line), py
+    assert sum(line in l for l in text.splitlines()) == 1, text
+    assert not any(f.get("kind") == "python" for s in rep["stacks"]
+                   for f in s["frames"])
+
+
+def test_a_known_interpreter_says_nothing_and_counts_its_code_objects():
+    t = keeper(DEBIAN)
+    try:
+        run(t, "large 50")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    py = rep["python"]
+    assert py["version"].startswith("3.11.") and py["frames"] is True, py
+    assert py["text"] is None and py["code_objects"] > 0, py
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests(globals()))
