@@ -286,7 +286,7 @@ static int copy_pycodes(struct shm_reader *r, const struct ym_header *h,
 	void *buf = malloc(bytes);
 	if (!buf)
 		return -ENOMEM;
-	int rc = read_at(r->fd, buf, bytes, sec->offset);
+	int rc = shm_read_at(r->fd, buf, bytes, sec->offset);
 	if (rc < 0) {
 		free(buf);
 		return rc;
