@@ -24,7 +24,7 @@ B        := build$(if $(SANITIZER),-$(SANITIZER))
 VERSION  := 0.1.0
 
 PKG_CONFIG ?= pkg-config
-TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd yaml-0.1 gnutls libcrypt
+TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd yaml-0.1 gnutls libcrypt jansson
 
 ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -44,7 +44,8 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # libc).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-              procps libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
+              procps libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev \
+              libjansson-dev
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
               postgresql util-linux nginx-light libunwind-dev

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diff.h"
 #include "fmt.h"
 #include "json.h"
 #include "model/memory.h"
@@ -139,7 +140,9 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 {
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
-	fprintf(f, "{\"pid\":%ld,", (long)model_pid(m));
+	/* report_version: what `ymtop diff` checks before it reads (diff.h). */
+	fprintf(f, "{\"report_version\":%d,\"pid\":%ld,", DIFF_REPORT_VERSION,
+		(long)model_pid(m));
 	if ((uint32_t)model_pid(m) != h->pid)
 		fprintf(f, "\"ns_pid\":%u,", h->pid);
 	fprintf(f, "\"exe\":");
