@@ -11,6 +11,7 @@
 
 #include "model/memory.h"
 #include "model/model.h"
+#include "model/shortlived.h"
 
 #define NST 4
 
@@ -610,9 +611,39 @@ static void uncounted_samples_told(void **state)
 	model_free(&m);
 }
 
+/* Blocks freed within MODEL_SHORT_LIVED_NS (buckets up to 10 ms): their
+ * share of the allocated objects, bytes, and the allocation rate times
+ * their share of the allocated bytes; no share for a stack that allocated
+ * nothing. */
+static void short_lived_share_and_rate(void **state)
+{
+	(void)state;
+	struct model_stack s;
+	struct model_short sh;
+	memset(&s, 0, sizeof s);
+	model_short_lived(&s, &sh);
+	assert_true(sh.fraction < 0 && sh.bytes == 0 && sh.rate == 0);
+	s.alloc_objects = 100;
+	s.alloc_bytes = 6400;
+	s.alloc_rate = 2000;
+	s.life[0].objects = 30, s.life[0].bytes = 1920;   /* < 1 us */
+	s.life[4].objects = 50, s.life[4].bytes = 1280;   /* < 10 ms */
+	s.life[5].objects = 20, s.life[5].bytes = 3200;   /* < 100 ms: not */
+	model_short_lived(&s, &sh);
+	assert_true(fabs(sh.fraction - 0.8) < 1e-12);
+	assert_true(sh.objects == 80 && sh.bytes == 3200);
+	assert_true(fabs(sh.rate - 1000) < 1e-9);
+	assert_true(model_short_rate(&s) == sh.rate);
+	s.life[11].objects = 1e9;   /* never above 1 */
+	s.life[3].objects = 1e9;
+	model_short_lived(&s, &sh);
+	assert_true(sh.fraction == 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(short_lived_share_and_rate),
 		cmocka_unit_test(estimates_and_order),
 		cmocka_unit_test(rates_mark_growth_filter),
 		cmocka_unit_test(rates_of_requested_bytes_when_sampling),

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "shortlived.h"
 
 void model_init(struct model *m)
 {
@@ -423,6 +424,8 @@ double model_key(const struct model *m, const struct model_stack *s,
 		return (double)model_oldest_age(m, s);
 	case SORT_PEAK:
 		return model_peak(m, s);
+	case SORT_SHORT:
+		return model_short_rate(s);
 	default:
 		return 0;
 	}

@@ -29,6 +29,8 @@ enum model_sort {
 	SORT_AVG,            /* average allocation size */
 	SORT_AGE,            /* age of the oldest live sample */
 	SORT_PEAK,           /* peak retained (since the mark when marked) */
+	SORT_SHORT,          /* bytes/s allocated in short-lived blocks
+				(model/shortlived.h) */
 	SORT_FUNCTION,       /* display frame name (needs a key callback) */
 	SORT_COUNT
 };

@@ -10,6 +10,7 @@
 #include "fmt.h"
 #include "json.h"
 #include "model/memory.h"
+#include "model/shortlived.h"
 
 /* "key":value, or "key":null when absent. */
 static void json_opt(FILE *f, const char *key, int have, double v, int comma)
@@ -281,12 +282,24 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			fputs("null", f);
 		fputs(",\"peak_time\":", f);
 		json_time(f, m, st->peak_mono_ns);
+		/* Blocks freed within short_lived_threshold_ns: their share of
+		 * the allocated objects (null: none allocated), bytes, rate. */
+		struct model_short sh;
+		model_short_lived(st, &sh);
+		fputs(",\"short_lived_fraction\":", f);
+		if (sh.fraction >= 0)
+			fprintf(f, "%.4f", sh.fraction);
+		else
+			fputs("null", f);
+		fprintf(f, ",\"short_lived_bytes\":%.0f,\"short_lived_bytes_per_s\":%.0f",
+			sh.bytes, sh.rate);
 		fputs(",\"frames\":", f);
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);
 	}
 	free(order);
-	fputs("],\"lifetimes\":[", f);
+	fprintf(f, "],\"short_lived_threshold_ns\":%llu,\"lifetimes\":[",
+		(unsigned long long)MODEL_SHORT_LIVED_NS);
 	static const uint64_t upto[YM_LIFE_BUCKETS] = YM_LIFE_UPTO_NS_INIT;
 	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
 		fprintf(f, "%s{\"upto_ns\":", b ? "," : "");

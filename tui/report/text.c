@@ -9,6 +9,7 @@
 
 #include "fmt.h"
 #include "model/memory.h"
+#include "model/shortlived.h"
 #include "text.h"
 
 /* RSS explained (model/memory.h): one line per figure, "-" for what is
@@ -120,6 +121,65 @@ static void text_lifetimes(FILE *f, const struct model *m)
 			100.0 * m->life[b].bytes / total, bar,
 			"##############################");
 	}
+}
+
+/* The stack's display frame, one line. */
+static void text_display_frame(FILE *f, struct sym *s, const struct frames_rules *r,
+			       const struct model_stack *st)
+{
+	struct stack_view v;
+	if (!st->depth || frames_view(s, r, st->frames, st->depth, &v) != 0) {
+		fputs("(no frames)", f);
+		return;
+	}
+	char buf[1024], vis[FMT_VIS_SIZE(sizeof buf)];
+	if (v.n)
+		fputs(fmt_vis(frames_label(&v.f[v.display], buf, sizeof buf), vis,
+			      sizeof vis), f);
+	frames_view_free(&v);
+}
+
+static int by_short_bytes(const void *a, const void *b, void *arg)
+{
+	const struct model *m = arg;
+	struct model_short x, y;
+	model_short_lived(&m->stacks[*(const uint32_t *)a], &x);
+	model_short_lived(&m->stacks[*(const uint32_t *)b], &y);
+	return (x.bytes < y.bytes) - (x.bytes > y.bytes);
+}
+
+/* The stacks that allocate most in blocks freed within
+ * MODEL_SHORT_LIVED_NS (model/shortlived.h), by those blocks' bytes. */
+static void text_short_lived(FILE *f, struct model *m, struct sym *s,
+			     const struct report_opts *o)
+{
+	uint32_t n = 0;
+	uint32_t *order = report_order_by(m, SORT_RETAINED, &n);
+	if (!order)
+		return;
+	qsort_r(order, n, sizeof *order, by_short_bytes, m);
+	char a[32], b[32];
+	fprintf(f, "\nShort-lived allocations (freed within %s, %s):\n",
+		fmt_duration((double)MODEL_SHORT_LIVED_NS / 1e9, a, sizeof a),
+		samples_word(m));
+	int shown = 0, top = o->top > 0 && o->top < 10 ? o->top : 10;
+	for (uint32_t k = 0; k < n && shown < top; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
+		struct model_short sh;
+		model_short_lived(st, &sh);
+		if (sh.bytes <= 0)
+			break;
+		fprintf(f, "  %10s in %3.0f%% of its allocations, %10s/s  ",
+			fmt_bytes(sh.bytes, a, sizeof a),
+			100.0 * (sh.fraction > 0 ? sh.fraction : 0),
+			fmt_bytes(sh.rate, b, sizeof b));
+		text_display_frame(f, s, o->rules, st);
+		fputc('\n', f);
+		shown++;
+	}
+	if (!shown)
+		fprintf(f, "  (no sampled block was freed that soon)\n");
+	free(order);
 }
 
 static void text_threads(FILE *f, const struct model *m)
@@ -334,6 +394,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	free(order);
 
 	text_lifetimes(f, m);
+	text_short_lived(f, m, s, o);
 	text_threads(f, m);
 
 	uint32_t na = m->snap.nalarms;
