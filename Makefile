@@ -521,8 +521,10 @@ bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
 	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench \
-	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs
+	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs \
+	  $(B)/bench/resident_bench
 	@tests/bench/run.sh $(B)
+	@$(B)/bench/resident_bench
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/samplecost.sh $(B)
@@ -545,6 +547,11 @@ $(B)/bench/unwind_bench: tests/bench/unwind_bench.c $(UNWIND_BENCH_SRC) injector
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -Iinjector -o $@ tests/bench/unwind_bench.c \
 	  $(UNWIND_BENCH_SRC) -lunwind
+
+# The resident figures' cost per refresh, on ymtop's own code.
+$(B)/bench/resident_bench: tests/bench/resident_bench.c $(B)/libymtop.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TUI_CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libymtop.a $(TUI_LIBS)
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

@@ -154,6 +154,7 @@ int session_adopt(struct session *s, const struct shm_reader *r)
 	if (!s->sym)
 		return -1;
 	model_init(&s->model);
+	resident_init(&s->resident);
 	s->known_modules = UINT32_MAX;
 	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;
 	return 0;
@@ -320,6 +321,7 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	fresh_heap(s);
 	s->asked_ahead = 0;
 	watch_unseen(s);
+	resident_update(&s->resident, &s->model);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);
@@ -358,6 +360,7 @@ void session_wait(struct session *s, double secs)
 
 void session_close(struct session *s)
 {
+	resident_free(&s->resident);
 	model_free(&s->model);
 	sym_free(s->sym);
 	shm_reader_close(&s->reader);

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
+#include "resident.h"
 #include "unseen.h"
 
 struct session {
@@ -43,6 +44,7 @@ struct session {
 	int      no_borrow;         /* this refresh borrows no thread */
 	char     borrow_err[256];
 	struct unseen unseen;       /* allocators the agent cannot see */
+	struct resident resident;   /* the live samples' pages */
 };
 
 /* How long a refresh waits for the agent's answer to its request for the

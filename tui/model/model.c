@@ -426,6 +426,8 @@ double model_key(const struct model *m, const struct model_stack *s,
 		return model_peak(m, s);
 	case SORT_SHORT:
 		return model_short_rate(s);
+	case SORT_RESIDENT:
+		return m->resident_known ? s->resident_bytes : 0;
 	default:
 		return 0;
 	}

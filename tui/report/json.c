@@ -45,6 +45,20 @@ static void json_rss_explained(FILE *f, const struct model *m)
 	json_opt(f, "counted_in_use_bytes", mm.have_counted, mm.counted_in_use, 1);
 	json_opt(f, "retained_bytes", 1, mm.retained, 1);
 	json_opt(f, "mmap_retained_bytes", mm.have_mmap, mm.mmap_retained, 1);
+	/* Of retained and tracked mmap: in RAM, swapped, never touched
+	 * (the live samples' pages); null when not read, and why. */
+	json_opt(f, "retained_resident_bytes", mm.have_resident, mm.retained_resident, 1);
+	json_opt(f, "retained_swapped_bytes", mm.have_resident, mm.retained_swapped, 1);
+	json_opt(f, "retained_untouched_bytes", mm.have_resident, mm.retained_untouched, 1);
+	json_opt(f, "mmap_resident_bytes", mm.have_resident && mm.have_mmap,
+		 mm.mmap_resident, 1);
+	json_opt(f, "mmap_swapped_bytes", mm.have_resident && mm.have_mmap,
+		 mm.mmap_swapped, 1);
+	json_opt(f, "mmap_untouched_bytes", mm.have_resident && mm.have_mmap,
+		 mm.mmap_untouched, 1);
+	fputs("\"resident_why\":", f);
+	fmt_json_string(f, mm.have_resident ? NULL : mm.resident_why);
+	fputc(',', f);
 	json_opt(f, "unexplained_anon_bytes", mm.have_rss, mm.unexplained, 1);
 	json_opt(f, "in_use_minus_retained_bytes", mm.have_gap, mm.gap, 1);
 	/* Units (model/memory.h) and what the differences are made of. */
@@ -293,6 +307,10 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			fputs("null", f);
 		fprintf(f, ",\"short_lived_bytes\":%.0f,\"short_lived_bytes_per_s\":%.0f",
 			sh.bytes, sh.rate);
+		/* Of retained_bytes, in RAM and in swap (null: not read). */
+		fputc(',', f);
+		json_opt(f, "resident_bytes", m->resident_known, st->resident_bytes, 1);
+		json_opt(f, "swapped_bytes", m->resident_known, st->swapped_bytes, 0);
 		fputs(",\"frames\":", f);
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);

@@ -58,6 +58,14 @@ static void text_rss_explained(FILE *f, const struct model *m)
 	snprintf(label, sizeof label, "retained (%s)", samples_word(m));
 	fprintf(f, "  %-22s %10s  requested bytes, from samples: the stacks below\n",
 		label, fmt_bytes(mm.retained, a, sizeof a));
+	if (mm.have_resident)
+		fprintf(f, "  %-22s %10s  of retained in RAM; %s never touched (no page "
+			"yet), %s swapped (pagemap of the live samples)\n", "  resident",
+			fmt_bytes(mm.retained_resident, a, sizeof a),
+			fmt_bytes(mm.retained_untouched, b, sizeof b),
+			fmt_bytes(mm.retained_swapped, c, sizeof c));
+	else
+		fprintf(f, "  %-22s %10s  (%s)\n", "  resident", "-", mm.resident_why);
 	if (mm.have_gap)
 		fprintf(f, "  %-22s %10s  %s\n", "in use - retained",
 			fmt_sbytes(mm.gap, a, sizeof a), mm.gap_why);
@@ -382,6 +390,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		if (st->peak_bytes > 0)
 			fprintf(f, "; peak %s%s", pfew ? MODEL_FEW_MARK : "",
 				fmt_bytes(st->peak_bytes, c, sizeof c));
+		if (m->resident_known && st->retained_bytes > 0)
+			fprintf(f, "; resident %s", fmt_bytes(st->resident_bytes, c, sizeof c));
 		fputc('\n', f);
 		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
 	}

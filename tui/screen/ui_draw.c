@@ -266,6 +266,7 @@ static const struct col stack_cols[] = {
 	{ "%", 5, SORT_PERCENT, 0 },
 	{ "GROWTH", 9, SORT_GROWTH, 0 },
 	{ "PEAK", 9, SORT_PEAK, 110 },
+	{ "RES", 9, SORT_RESIDENT, 120 },
 	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
 	{ "RATE/s", 9, SORT_RATE, 90 },
 	{ "LIVE", 7, SORT_LIVE, 0 },
@@ -311,7 +312,7 @@ static void few_bytes(double bytes, int few, char *buf, size_t len)
 static void stack_cells(struct view *v, const struct model_stack *s, int few,
 			double growth, double retained, double objects, double alloc,
 			double rate, double avg, uint64_t age, double short_rate,
-			int y, attr_t base)
+			double resident, int y, attr_t base)
 {
 	struct model *m = v->m;
 	char buf[32];
@@ -351,6 +352,12 @@ static void stack_cells(struct view *v, const struct model_stack *s, int few,
 		case SORT_ALLOCATED: fmt_bytes(alloc, buf, sizeof buf); break;
 		case SORT_RATE: fmt_bytes(rate, buf, sizeof buf); break;
 		case SORT_SHORT: fmt_bytes(short_rate, buf, sizeof buf); break;
+		case SORT_RESIDENT:   /* "-": pagemap not read (Memory view: why) */
+			if (m->resident_known)
+				fmt_bytes(resident, buf, sizeof buf);
+			else
+				snprintf(buf, sizeof buf, "-");
+			break;
 		case SORT_LIVE: fmt_count(objects, buf, sizeof buf); break;
 		case SORT_AVG: fmt_bytes(avg, buf, sizeof buf); break;
 		case SORT_AGE:
@@ -421,7 +428,7 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		stack_cells(v, s, model_retained_few(m, s), s->growth,
 			    s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
-			    model_short_rate(s), y0 + 1 + r, base);
+			    model_short_rate(s), s->resident_bytes, y0 + 1 + r, base);
 		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)];
 		/* Memory the program mapped itself: tagged, its own kind. */
 		const char *tag = s->kind == YM_KIND_MMAP ? "[mmap] " : "";
@@ -448,7 +455,7 @@ static void draw_functions(struct view *v, int y0, int rows)
 		attr_t base = row_attr(v, row, y0 + 1 + r);
 		stack_cells(v, NULL, f->few, f->growth, f->retained, f->retained_objects,
 			    f->alloc, f->rate, view_fn_avg(f), view_fn_age(v, f),
-			    f->short_rate, y0 + 1 + r, base);
+			    f->short_rate, f->resident, y0 + 1 + r, base);
 		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)], count[16];
 		const char *kind = f->kind == YM_KIND_MMAP ? "[mmap] " : "";
 		int cl = snprintf(count, sizeof count, "  [%u]", f->nstacks);

@@ -94,11 +94,21 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 				  : "sampling: frees count objects, not bytes", 0 },
 		{ "retained~", 1, mm.retained, 1,
 		  "requested bytes, estimated from samples (Stacks view)", 0 },
+		{ "  resident", mm.have_resident, mm.retained_resident, 1,
+		  mm.have_resident ? "of retained: pages in RAM (pagemap of the live samples)"
+				   : mm.resident_why, !mm.have_resident },
+		{ "  never touched", mm.have_resident, mm.retained_untouched, 0,
+		  "of retained: allocated, no page yet (not in RSS)", 0 },
+		{ "  swapped", mm.have_resident, mm.retained_swapped, 0,
+		  "of retained: in swap (not in RSS)", 0 },
 		{ "  in use - retained", mm.have_gap, mm.gap, 0,
 		  mm.have_gap ? mm.gap_why : "usable minus requested bytes", mm.have_gap },
 		{ "tracked mmap", mm.have_mmap, mm.mmap_retained, 1,
 		  mm.have_mmap ? "requested bytes, anonymous mmap by the program"
 			       : "not tracked", 0 },
+		{ "  mmap not resident", mm.have_mmap && mm.have_resident,
+		  mm.mmap_untouched + mm.mmap_swapped, 0,
+		  "of tracked mmap: never touched or swapped (not in RSS)", 0 },
 		{ "anonymous unexplained", 1, mm.unexplained, mm.unexplained >= 0,
 		  mm.unexplained_why, mm.unexplained < 0 },
 	};

@@ -55,7 +55,7 @@ const char *view_sort_name(enum model_sort k)
 {
 	static const char *const n[SORT_COUNT] = {
 		"retained", "%", "growth", "total", "rate", "live", "avg size",
-		"age", "peak", "short-lived/s", "function"
+		"age", "peak", "short-lived/s", "resident", "function"
 	};
 	return k < SORT_COUNT ? n[k] : "?";
 }

@@ -61,6 +61,7 @@ struct view_fn {
 				    stacks are two rows, as in the reports */
 	double retained, retained_objects, alloc, alloc_objects, rate, growth;
 	double short_rate;       /* model_short_rate summed */
+	double resident;         /* the stacks' resident_bytes summed */
 	uint64_t oldest_birth_ns;  /* CLOCK_MONOTONIC; 0 when none live */
 	uint32_t nstacks;
 	uint32_t top_stack;      /* the stack retaining most */
