@@ -322,6 +322,10 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	s->asked_ahead = 0;
 	watch_unseen(s);
 	resident_update(&s->resident, &s->model);
+	/* The cgroup while the process runs; its last picture once it has
+	 * exited (a zombie's file names the root cgroup). */
+	if (!s->no_cgroup && s->model.alive)
+		cgmem_read(model_pid(&s->model), "/sys/fs/cgroup", &s->model.cgroup);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
+#include "cgmem.h"
 #include "resident.h"
 #include "unseen.h"
 
@@ -45,6 +46,8 @@ struct session {
 	char     borrow_err[256];
 	struct unseen unseen;       /* allocators the agent cannot see */
 	struct resident resident;   /* the live samples' pages */
+	int      no_cgroup;         /* refreshes leave the cgroup unread (the
+				       fleet: one cgroup, many processes) */
 };
 
 /* How long a refresh waits for the agent's answer to its request for the

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "model/cgroup.h"
 #include "proc.h"
 #include "shm.h"
 
@@ -163,6 +164,9 @@ struct model {
 	int      resident_known;
 	char     resident_why[160];
 	double   resident_sum[2], swapped_sum[2];
+	/* The process's cgroup (model/cgroup.h), set by the session after
+	 * each update while the process runs; kept once it has exited. */
+	struct model_cgroup cgroup;
 
 
 	/* Previous snapshot and mark, indexed by stack id. */

@@ -150,6 +150,55 @@ static void json_time(FILE *f, const struct model *m, uint64_t mono_ns)
 		fprintf(f, "%.3f", report_mono_time(m, mono_ns));
 }
 
+/* "cgroup": the process's cgroup's memory (model/cgroup.h): null when not
+ * read; a figure null when its file is missing (with "why" when none
+ * was). */
+static void json_cgroup(FILE *f, const struct model *m)
+{
+	const struct model_cgroup *c = &m->cgroup;
+	if (!c->known && !c->why[0]) {
+		fputs("\"cgroup\":null,", f);
+		return;
+	}
+	fputs("\"cgroup\":{\"path\":", f);
+	fmt_json_string(f, c->path[0] ? c->path : NULL);
+	fprintf(f, ",\"version\":%d,", c->v1 ? 1 : 2);
+	json_opt(f, "memory_current_bytes", c->have_current, (double)c->current, 1);
+	json_opt(f, "memory_max_bytes", c->have_max && !c->max_unlimited, (double)c->max, 1);
+	fprintf(f, "\"memory_max_unlimited\":%s,",
+		c->have_max && c->max_unlimited ? "true" : "false");
+	json_opt(f, "memory_high_bytes", c->have_high && !c->high_unlimited,
+		 (double)c->high, 1);
+	if (c->have_events) {
+		fputs("\"events\":{", f);
+		json_opt(f, "high", !c->v1, (double)c->ev_high, 1);
+		json_opt(f, "max", 1, (double)c->ev_max, 1);
+		json_opt(f, "oom", c->have_oom, (double)c->ev_oom, 1);
+		json_opt(f, "oom_kill", 1, (double)c->ev_oom_kill, 0);
+		fputs("},", f);
+	} else {
+		fputs("\"events\":null,", f);
+	}
+	if (c->have_psi)
+		fprintf(f, "\"pressure\":{\"some_avg10\":%.2f,\"some_avg60\":%.2f,"
+			"\"some_avg300\":%.2f,\"full_avg10\":%.2f,\"full_avg60\":%.2f,"
+			"\"full_avg300\":%.2f},", c->some10, c->some60, c->some300,
+			c->full10, c->full60, c->full300);
+	else
+		fputs("\"pressure\":null,", f);
+	json_opt(f, "anon_bytes", c->have_stat, (double)c->anon, 1);
+	json_opt(f, "file_bytes", c->have_stat, (double)c->file, 1);
+	json_opt(f, "kernel_bytes", c->have_kernel, (double)c->kernel, 1);
+	fprintf(f, "\"processes\":%u,\"processes_cut\":%s,", c->nprocs,
+		c->procs_cut ? "true" : "false");
+	json_opt(f, "processes_rss_bytes", c->known, (double)c->procs_rss, 1);
+	json_opt(f, "process_rss_bytes", c->known && m->alive,
+		 (double)m->proc.rss_bytes, 1);
+	fputs("\"why\":", f);
+	fmt_json_string(f, c->known ? NULL : c->why);
+	fputs("},", f);
+}
+
 int json_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
@@ -265,6 +314,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)h->drop_modules);
 
 	json_rss_explained(f, m);
+	json_cgroup(f, m);
 
 	uint32_t norder;
 	uint32_t *order = report_order_by(m, o->sort, &norder);

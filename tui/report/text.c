@@ -78,6 +78,56 @@ static void text_rss_explained(FILE *f, const struct model *m)
 		fmt_sbytes(mm.unexplained, a, sizeof a), mm.unexplained_why);
 }
 
+/* The process's cgroup (model/cgroup.h): two lines, or one saying why
+ * not; nothing when it was not read. */
+static void text_cgroup(FILE *f, const struct model *m)
+{
+	const struct model_cgroup *c = &m->cgroup;
+	char a[32], b[32], d[32], e[32], g[32];
+	if (!c->known && !c->why[0])
+		return;
+	char vis[FMT_VIS_SIZE(MODEL_CGROUP_PATH)];
+	fprintf(f, "\nCgroup %s (v%d):\n", c->path[0] ? fmt_vis(c->path, vis, sizeof vis) : "?",
+		c->v1 ? 1 : 2);
+	if (!c->known) {
+		fprintf(f, "  not read: %s\n", c->why);
+		return;
+	}
+	fprintf(f, "  %-22s %10s  of max %s", "memory.current",
+		fmt_bytes((double)c->current, a, sizeof a),
+		!c->have_max ? "-" : c->max_unlimited ? "unlimited" :
+		fmt_bytes((double)c->max, b, sizeof b));
+	if (c->have_high && !c->high_unlimited)
+		fprintf(f, ", high %s", fmt_bytes((double)c->high, d, sizeof d));
+	if (c->have_stat)
+		fprintf(f, "; anon %s, file %s", fmt_bytes((double)c->anon, d, sizeof d),
+			fmt_bytes((double)c->file, e, sizeof e));
+	if (c->have_kernel)
+		fprintf(f, ", kernel %s", fmt_bytes((double)c->kernel, g, sizeof g));
+	fputc('\n', f);
+	fprintf(f, "  %-22s %10s  RSS of its %u%s processes; this one's %s\n", "processes",
+		fmt_bytes((double)c->procs_rss, a, sizeof a), c->nprocs,
+		c->procs_cut ? "+" : "",
+		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-");
+	if (c->have_events) {
+		fprintf(f, "  %-22s ", "memory.events");
+		if (!c->v1)
+			fprintf(f, "high %llu, ", (unsigned long long)c->ev_high);
+		fprintf(f, "max %llu, ", (unsigned long long)c->ev_max);
+		if (c->have_oom)
+			fprintf(f, "oom %llu, ", (unsigned long long)c->ev_oom);
+		fprintf(f, "oom_kill %llu%s\n", (unsigned long long)c->ev_oom_kill,
+			c->v1 ? " (v1: max is memory.failcnt)" : "");
+	}
+	if (c->have_psi)
+		fprintf(f, "  %-22s some %.2f%% %.2f%% %.2f%%, full %.2f%% %.2f%% %.2f%% "
+			"(10 s, 60 s, 300 s)\n", "memory.pressure", c->some10, c->some60,
+			c->some300, c->full10, c->full60, c->full300);
+	else
+		fprintf(f, "  %-22s %10s  %s\n", "memory.pressure", "-",
+			c->v1 ? "(cgroup v1 has no pressure per cgroup)" : "(not available)");
+}
+
 static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
 		       const uint64_t *frames, uint32_t depth, const char *indent)
 {
@@ -345,6 +395,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	}
 
 	text_rss_explained(f, m);
+	text_cgroup(f, m);
 
 	int top = o->top > 0 ? o->top : 20;
 	uint32_t norder;
