@@ -206,6 +206,43 @@ static void read_v1(const char *dir, struct model_cgroup *o, char *buf)
 	o->kernel = o->have_kernel ? kmem : 0;
 }
 
+/* The directory of the cgroup at path (v1: the memory controller's);
+ * 0, or -1 when it does not fit. */
+static int cg_dir(const char *root, const char *path, int v1, char *dir, size_t len)
+{
+	int n;
+	if (v1) {
+		n = snprintf(dir, len, "%s/memory%s", root, path);
+	} else {
+		char probe[420];
+		snprintf(probe, sizeof probe, "%s/cgroup.controllers", root);
+		int unified = access(probe, F_OK) == 0;
+		n = snprintf(dir, len, "%s%s%s", root, unified ? "" : "/unified", path);
+	}
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+void cgmem_oom_killed(const char *root, struct model_cgroup *c)
+{
+	char dir[384], path[420], buf[1024];
+	uint64_t n;
+	if (!c->known || !c->have_events)
+		return;
+	if (c->oom_kill_moved) {
+		c->oom_killed = 1;
+		return;
+	}
+	if (cg_dir(root, c->path, c->v1, dir, sizeof dir) != 0)
+		return;
+	snprintf(path, sizeof path, "%s/%s", dir,
+		 c->v1 ? "memory.oom_control" : "memory.events");
+	if (read_file(path, buf, sizeof buf) > 0 &&
+	    cgmem_parse_key(buf, "oom_kill", &n) == 0 && n > c->ev_oom_kill) {
+		c->oom_killed = 1;
+		c->ev_oom_kill = n;
+	}
+}
+
 void cgmem_read(pid_t pid, const char *root, struct model_cgroup *o)
 {
 	memset(o, 0, sizeof *o);
@@ -221,17 +258,9 @@ void cgmem_read(pid_t pid, const char *root, struct model_cgroup *o)
 		snprintf(o->why, sizeof o->why, "a cgroup path ymtop does not follow");
 		return;
 	}
-	char dir[384], probe[420];
-	int n;
-	if (o->v1) {
-		n = snprintf(dir, sizeof dir, "%s/memory%s", root, o->path);
-	} else {
-		snprintf(probe, sizeof probe, "%s/cgroup.controllers", root);
-		int unified = access(probe, F_OK) == 0;
-		n = snprintf(dir, sizeof dir, "%s%s%s", root, unified ? "" : "/unified",
-			     o->path);
-	}
-	if (n < 0 || (size_t)n >= sizeof dir) {   /* never a cut path: a parent's */
+	char dir[384];
+	if (cg_dir(root, o->path, o->v1, dir, sizeof dir) != 0) {   /* never a cut
+								       path: a parent's */
 		snprintf(o->why, sizeof o->why, "a cgroup path longer than ymtop reads");
 		return;
 	}

@@ -21,6 +21,12 @@
  * out->known 0 and out->why say what could not be read. */
 void cgmem_read(pid_t pid, const char *root, struct model_cgroup *out);
 
+/* After the process died by SIGKILL: read its cgroup's oom_kill count
+ * again (the directory c->path named while it ran) and set c->oom_killed
+ * when it is above the last one read.  A count moved by another process
+ * of the cgroup killed at the same time is not told apart. */
+void cgmem_oom_killed(const char *root, struct model_cgroup *c);
+
 /* Parsers, for tests: "max" or a number (0 and *v, *unlimited), -1
  * otherwise; a "key value" file's key (0 and *v); a PSI file's line. */
 int cgmem_parse_limit(const char *s, uint64_t *v, int *unlimited);

@@ -3,6 +3,7 @@
  * snapshot -> facts -> model sequence (see session.h).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +236,17 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	f->execed = have_proc && w == WRITER_EXECED &&
 		    !(snap->hdr.flags & YM_FLAG_EXITED);
 	if (!f->alive) {
+		/* Between giving its memory back (its mappings gone: not
+		 * live) and becoming a zombie a process is still exiting,
+		 * for long after a SIGKILL while the kernel reclaims; how it
+		 * ended is the zombie's word: wait for it, bounded. */
+		for (int i = 0; have_proc && !f->execed && f->proc.state != 'Z' &&
+		     f->proc.start_ticks == snap->hdr.start_ticks &&
+		     i < SESSION_ZOMBIE_TRIES; i++) {
+			struct timespec ts = { 0, SESSION_ZOMBIE_STEP_NS };
+			nanosleep(&ts, NULL);
+			have_proc = proc_read(pid, &f->proc) == 0;
+		}
 		read_exit(snap, have_proc ? &f->proc : NULL, f);
 		return 0;
 	}
@@ -324,8 +336,22 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	resident_update(&s->resident, &s->model);
 	/* The cgroup while the process runs; its last picture once it has
 	 * exited (a zombie's file names the root cgroup). */
-	if (!s->no_cgroup && s->model.alive)
-		cgmem_read(model_pid(&s->model), "/sys/fs/cgroup", &s->model.cgroup);
+	struct model *md = &s->model;
+	if (!s->no_cgroup && md->alive) {
+		/* A process already exiting names no cgroup any more: its
+		 * last picture stays. */
+		struct model_cgroup cg;
+		cgmem_read(model_pid(md), "/sys/fs/cgroup", &cg);
+		if (cg.known || !md->cgroup.known) {
+			int had = md->cgroup.known && md->cgroup.have_events;
+			cg.oom_kill_moved = had && cg.have_events &&
+					    cg.ev_oom_kill > md->cgroup.ev_oom_kill;
+			md->cgroup = cg;
+		}
+	}
+	else if (!s->no_cgroup && !md->cgroup.oom_killed &&
+		 md->exit_how == PROC_EXIT_SIGNAL && md->exit_value == SIGKILL)
+		cgmem_oom_killed("/sys/fs/cgroup", &md->cgroup);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);

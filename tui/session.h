@@ -55,6 +55,10 @@ struct session {
  * call), and how often a process that makes no call at all may have one
  * of its threads borrowed to take them (inject_heapstats). */
 #define SESSION_HEAP_WAIT_S    0.05
+/* How long a refresh waits for a process whose memory is gone to be a
+ * zombie, whose exit status says how it ended: 100 steps of 5 ms. */
+#define SESSION_ZOMBIE_TRIES   100
+#define SESSION_ZOMBIE_STEP_NS 5000000L
 #define SESSION_BORROW_MIN_S   1.0
 #define SESSION_BORROW_RETRY_S 30.0
 

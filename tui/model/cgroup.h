@@ -41,6 +41,14 @@ struct model_cgroup {
 	uint32_t nprocs;
 	int      procs_cut;          /* more than MODEL_CGROUP_PROCS */
 	uint64_t procs_rss;
+	/* The last read while the process ran saw oom_kill move from the
+	 * read before (the OOM killer's SIGKILL lands while the process
+	 * still looks alive); kept by the session across reads. */
+	int      oom_kill_moved;
+	/* The process died by SIGKILL while its cgroup's oom_kill count
+	 * moved: since the last value read while it ran, or in the last
+	 * refresh before (cgmem_oom_killed). */
+	int      oom_killed;
 };
 #define MODEL_CGROUP_PROCS 4096
 

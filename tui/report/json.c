@@ -257,7 +257,8 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		if (m->exit_how == PROC_EXIT_STATUS)
 			fprintf(f, "\"status\",\"status\":%d},", m->exit_value);
 		else if (m->exit_how == PROC_EXIT_SIGNAL)
-			fprintf(f, "\"signal\",\"signal\":%d},", m->exit_value);
+			fprintf(f, "\"signal\",\"signal\":%d%s},", m->exit_value,
+				m->cgroup.oom_killed ? ",\"oom_killed\":true" : "");
 		else
 			fputs("\"unknown\"},", f);
 	}
