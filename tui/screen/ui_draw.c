@@ -266,13 +266,13 @@ static const struct col stack_cols[] = {
 	{ "%", 5, SORT_PERCENT, 0 },
 	{ "GROWTH", 9, SORT_GROWTH, 0 },
 	{ "PEAK", 9, SORT_PEAK, 110 },
-	{ "RES", 9, SORT_RESIDENT, 120 },
+	{ "RES", 9, SORT_RESIDENT, 150 },
 	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
 	{ "RATE/s", 9, SORT_RATE, 90 },
 	{ "LIVE", 7, SORT_LIVE, 0 },
 	{ "AVG", 8, SORT_AVG, 110 },
 	{ "AGE", 7, SORT_AGE, 100 },
-	{ "SHORT/s", 9, SORT_SHORT, 130 },
+	{ "SHORT/s", 9, SORT_SHORT, 170 },
 };
 #define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
 
