@@ -33,7 +33,7 @@
 #define DIFF_MAX_FILE   (256u << 20)   /* bytes of one report */
 #define DIFF_MAX_STACKS (1u << 22)     /* YM_LIMIT_STACKS */
 #define DIFF_MAX_FRAMES 4096u          /* frames with inlined ones */
-#define DIFF_MAX_KEY    (1u << 20)     /* bytes of one stack's key */
+#define DIFF_MAX_KEY    (8u << 20)     /* bytes of one stack's key: 4096 frames of long C++ names */
 
 /* One stack of one report, or two merged. */
 struct dstack {
