@@ -24,7 +24,7 @@ B        := build$(if $(SANITIZER),-$(SANITIZER))
 VERSION  := 0.1.0
 
 PKG_CONFIG ?= pkg-config
-TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd yaml-0.1 gnutls libcrypt
+TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd yaml-0.1 gnutls libcrypt jansson
 
 ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -44,7 +44,8 @@ BASE_CFLAGS := $(STD) $(OPT) $(WARN)
 # libc).
 DEB_PKGS   := gcc make pkg-config libncurses-dev libdw-dev \
               libelf-dev libbsd-dev libiberty-dev zlib1g-dev libsqlite3-dev \
-              procps libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev
+              procps libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev \
+              libjansson-dev
 CHECK_PKGS := libcmocka-dev tmux sqlite3 python3 golang-go clang \
               libclang-rt-14-dev chromium git redis-server redis-tools \
               postgresql util-linux nginx-light libunwind-dev
@@ -461,7 +462,8 @@ stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 # $(B)/fuzz/corpus, crashes to $(B)/fuzz/crash-*.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
-FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c shm/layout.c shm/reader.c
+FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c tui/model/shortlived.c \
+                shm/layout.c shm/reader.c
 FUZZ_BIN     := $(B)/fuzz/fuzz_segment
 FUZZ_SEEDS   := $(B)/fuzz/seeds
 FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
@@ -538,8 +540,10 @@ bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
 	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench \
-	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs
+	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs \
+	  $(B)/bench/resident_bench
 	@tests/bench/run.sh $(B)
+	@$(B)/bench/resident_bench
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/samplecost.sh $(B)
@@ -566,6 +570,11 @@ $(B)/bench/unwind_bench: tests/bench/unwind_bench.c $(UNWIND_BENCH_SRC) injector
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O2 -g $(WARN) -Iinjector -o $@ tests/bench/unwind_bench.c \
 	  $(UNWIND_BENCH_SRC) -lunwind
+
+# The resident figures' cost per refresh, on ymtop's own code.
+$(B)/bench/resident_bench: tests/bench/resident_bench.c $(B)/libymtop.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TUI_CFLAGS) $(CPPFLAGS) -o $@ $< $(B)/libymtop.a $(TUI_LIBS)
 
 $(B)/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)

@@ -84,6 +84,38 @@ static int changed(double last, double now, double pct)
 	return d * 100.0 >= pct * last;
 }
 
+/* --snapshot-on: what the last refreshes saw.  A new peak counts when it
+ * is at least the threshold and 1 % above the peak of the last report
+ * written for it (a peak growing by a few bytes a refresh is one event,
+ * not a report each); cgroup events when high, max or oom_kill moved
+ * since the refresh before (the first refresh sets the baseline). */
+struct snap_state {
+	double   peak;
+	uint64_t ev[3];
+	int      have_ev;
+};
+
+static int snapshot_due(const struct options *o, const struct model *m,
+			struct snap_state *st)
+{
+	int due = 0;
+	if ((o->snap_on & CLI_SNAP_PEAK) &&
+	    m->peak_retained_bytes >= (double)o->snap_peak &&
+	    m->peak_retained_bytes > st->peak * 1.01) {
+		due = 1;
+		st->peak = m->peak_retained_bytes;
+	}
+	const struct model_cgroup *c = &m->cgroup;
+	if ((o->snap_on & CLI_SNAP_PRESSURE) && c->known && c->have_events) {
+		uint64_t ev[3] = { c->ev_high, c->ev_max, c->ev_oom_kill };
+		if (st->have_ev && memcmp(ev, st->ev, sizeof ev) != 0)
+			due = 1;
+		memcpy(st->ev, ev, sizeof ev);
+		st->have_ev = 1;
+	}
+	return due;
+}
+
 double batch_settle(const struct options *o, const struct ym_header *h,
 		    uint64_t now_mono_ns)
 {
@@ -138,13 +170,17 @@ int batch_run(const struct options *o, pid_t pid)
 	 * differ with --on-change. */
 	unsigned written = 0;
 	double last_retained = 0;
+	struct snap_state snap = { 0 };
 	for (unsigned iter = 1;; iter++) {
 		refresh(&ss, pid);
 		int last = (limit && (long)iter >= limit) || !m->alive || cli_stop;
 		/* The first report, the final one (the target exited), and
-		 * with --on-change those in between that moved enough. */
-		if (o->on_change < 0 || written == 0 || !m->alive ||
-		    changed(last_retained, m->retained_bytes, o->on_change)) {
+		 * with --on-change those in between that moved enough; with
+		 * --snapshot-on those its events call for, and the final. */
+		int due = o->snap_on ? snapshot_due(o, m, &snap) || !m->alive :
+			  o->on_change < 0 || written == 0 || !m->alive ||
+			  changed(last_retained, m->retained_bytes, o->on_change);
+		if (due) {
 			session_symbols(&ss, 1);
 			write_one(o, &ss, ++written);
 			last_retained = m->retained_bytes;

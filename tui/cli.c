@@ -53,6 +53,7 @@ static void help(void)
 {
 	printf(
 "usage: ymtop [-p PID] [-d SECS] [-b [-i SECS] [-n N]] [-f FORMAT] [-o PATH]\n"
+"       ymtop diff [-f text|json] [--top N] OLD.json NEW.json\n"
 "\n"
 "top for the heap of a running process.  The process runs the agent:\n"
 "  LD_PRELOAD=%s/libymagent.so ./app\n"
@@ -72,6 +73,9 @@ static void help(void)
 "      --weight WHAT      folded and svg: retained (default), allocated, objects\n"
 "      --on-change PCT    batch: write only when retained bytes moved PCT%%\n"
 "                         since the last report written\n"
+"      --snapshot-on WHEN batch: write only when the process reaches a new\n"
+"                         peak above SIZE (peak:SIZE) or its cgroup's memory\n"
+"                         events move (pressure); repeatable\n"
 "      --sort KEY         stack order: retained (default), allocated, rate, peak\n"
 "      --rate BYTES       ask the agent to sample every BYTES on average\n"
 "                         (2 to 1T; k, M, G suffixes: KiB, MiB, GiB)\n"
@@ -129,7 +133,23 @@ static double parse_percent(const char *s)
 }
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
-       OPT_RATE, OPT_SERVE, OPT_CHILDREN, OPT_WEB_CONFIG };
+       OPT_RATE, OPT_SERVE, OPT_CHILDREN, OPT_WEB_CONFIG, OPT_SNAPSHOT_ON };
+
+/* --snapshot-on peak:SIZE or pressure, into o (repeatable). */
+static void parse_snapshot_on(const char *s, struct options *o)
+{
+	if (!strcmp(s, "pressure")) {
+		o->snap_on |= CLI_SNAP_PRESSURE;
+		return;
+	}
+	if (!strncmp(s, "peak:", 5) &&
+	    fmt_parse_bytes(s + 5, 1, 1ULL << 50, &o->snap_peak) == 0) {
+		o->snap_on |= CLI_SNAP_PEAK;
+		return;
+	}
+	usage_error("--snapshot-on must be peak:SIZE (e.g. peak:512M) or pressure, not '%s'",
+		    s);
+}
 
 void cli_parse(int argc, char **argv, struct options *o)
 {
@@ -151,6 +171,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "serve", required_argument, NULL, OPT_SERVE },
 		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ "children", no_argument, NULL, OPT_CHILDREN },
+		{ "snapshot-on", required_argument, NULL, OPT_SNAPSHOT_ON },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -213,6 +234,9 @@ void cli_parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_ON_CHANGE:
 			o->on_change = parse_percent(optarg);
+			break;
+		case OPT_SNAPSHOT_ON:
+			parse_snapshot_on(optarg, o);
 			break;
 		case OPT_SORT:
 			if (report_sort_parse(optarg, &o->sort) != 0)
@@ -279,6 +303,10 @@ void cli_parse(int argc, char **argv, struct options *o)
 			    report_format_name(o->format));
 	if (o->on_change >= 0 && !o->batch)
 		usage_error("--on-change needs batch mode (-b)");
+	if (o->snap_on && !o->batch)
+		usage_error("--snapshot-on needs batch mode (-b)");
+	if (o->snap_on && o->on_change >= 0)
+		usage_error("--snapshot-on and --on-change are two rules for one thing: give one");
 }
 
 void cli_free(struct options *o)

@@ -25,6 +25,12 @@ struct options {
 	enum report_format format;
 	enum report_weight weight; /* --weight: folded and svg */
 	double   on_change;      /* --on-change PCT; < 0 when not given */
+	/* --snapshot-on (batch): write a report only when the process
+	 * reaches a new peak of at least snap_peak bytes (peak:SIZE), or
+	 * when its cgroup's memory.events high, max or oom_kill move
+	 * (pressure); and the final one. */
+	int      snap_on;        /* CLI_SNAP_* bits; 0 not given */
+	uint64_t snap_peak;
 	enum model_sort sort;    /* --sort: reports and the screen's first */
 	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
 	const char *output;      /* -o pattern, or NULL */
@@ -33,6 +39,9 @@ struct options {
 	int      children;       /* --children: -p PID and its forked children */
 	struct frames_rules rules;
 };
+
+#define CLI_SNAP_PEAK     1u
+#define CLI_SNAP_PRESSURE 2u
 
 /* Set by SIGINT, SIGTERM and SIGHUP: loops finish their step and return. */
 extern volatile sig_atomic_t cli_stop;

@@ -69,6 +69,7 @@ void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
 	if (room(f) != 0)
 		cli_die(1, "%s", f->skip_why);
 	session_open(&p->s, o, pid);
+	p->s.no_cgroup = 1;   /* one cgroup, many processes: not per process */
 	/* shm_control_* refuse from now on, but heap requests (may_ask) */
 	p->s.reader.writable = 0;
 	p->pid = pid;
@@ -220,6 +221,7 @@ void fleet_update(struct fleet *f)
 			f->skipped++;
 			continue;
 		}
+		p->s.no_cgroup = 1;
 		p->pid = pids[j];
 		p->s.symbol_wait_s = 0;
 		f->p[f->n++] = p;

@@ -7,6 +7,7 @@
 
 #include "batch.h"
 #include "cli.h"
+#include "diff.h"
 #include "session.h"
 #include "target.h"
 #include "screen/ui.h"
@@ -20,6 +21,9 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
+	/* `ymtop diff OLD NEW` reads two files and nothing else. */
+	if (argc >= 2 && !strcmp(argv[1], "diff"))
+		return diff_main(argc - 1, argv + 1);
 	struct options o;
 	cli_parse(argc, argv, &o);
 	struct sigaction sa;

@@ -257,6 +257,11 @@ int proc_gone(const struct proc_info *pi)
 
 int proc_cgroup(pid_t pid, char *buf, size_t len)
 {
+	return proc_cgroup_memory(pid, buf, len, NULL);
+}
+
+int proc_cgroup_memory(pid_t pid, char *buf, size_t len, int *v1)
+{
 	char path[64], data[PROC_CGROUP_READ + 1];
 	if (!len)
 		return -1;
@@ -300,12 +305,19 @@ int proc_cgroup(pid_t pid, char *buf, size_t len)
 	}
 	if (!p || (strtoul(p, NULL, 10) & 0x4))
 		return -1;
-	proc_cgroup_parse(data, buf, len);
+	proc_cgroup_parse_memory(data, buf, len, v1);
 	return 0;
 }
 
 void proc_cgroup_parse(const char *data, char *buf, size_t len)
 {
+	proc_cgroup_parse_memory(data, buf, len, NULL);
+}
+
+void proc_cgroup_parse_memory(const char *data, char *buf, size_t len, int *isv1)
+{
+	if (isv1)
+		*isv1 = 0;
 	if (!len)
 		return;
 	buf[0] = '\0';
@@ -338,6 +350,8 @@ void proc_cgroup_parse(const char *data, char *buf, size_t len)
 		}
 		line = next;
 	}
+	if (isv1)
+		*isv1 = v1 != NULL;
 	if (v1)
 		snprintf(buf, len, "%.*s", (int)(v1end - v1), v1);
 	else if (v2)

@@ -99,6 +99,10 @@ int proc_exit(const struct proc_info *pi, int *value);
 int proc_cgroup(pid_t pid, char *buf, size_t len);
 /* The same from the text of a /proc/PID/cgroup (NUL-terminated). */
 void proc_cgroup_parse(const char *data, char *buf, size_t len);
+/* proc_cgroup and proc_cgroup_parse, and *v1 (when not NULL): 1 when the
+ * path is the cgroup v1 memory controller's, 0 the unified hierarchy's. */
+int proc_cgroup_memory(pid_t pid, char *buf, size_t len, int *v1);
+void proc_cgroup_parse_memory(const char *data, char *buf, size_t len, int *v1);
 
 /* 1 when pid is alive and started at start_ticks (not a reused pid). */
 int proc_same(pid_t pid, uint64_t start_ticks);

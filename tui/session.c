@@ -3,6 +3,7 @@
  * snapshot -> facts -> model sequence (see session.h).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,7 @@ int session_adopt(struct session *s, const struct shm_reader *r)
 		return -1;
 	sym_set_pid(s->sym, s->reader.pid);
 	model_init(&s->model);
+	resident_init(&s->resident);
 	s->known_modules = UINT32_MAX;
 	s->symbol_wait_s = SESSION_SYMBOL_WAIT_S;
 	return 0;
@@ -237,6 +239,17 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	f->execed = have_proc && w == WRITER_EXECED &&
 		    !(snap->hdr.flags & YM_FLAG_EXITED);
 	if (!f->alive) {
+		/* Between giving its memory back (its mappings gone: not
+		 * live) and becoming a zombie a process is still exiting,
+		 * for long after a SIGKILL while the kernel reclaims; how it
+		 * ended is the zombie's word: wait for it, bounded. */
+		for (int i = 0; have_proc && !f->execed && f->proc.state != 'Z' &&
+		     f->proc.start_ticks == snap->hdr.start_ticks &&
+		     i < SESSION_ZOMBIE_TRIES; i++) {
+			struct timespec ts = { 0, SESSION_ZOMBIE_STEP_NS };
+			nanosleep(&ts, NULL);
+			have_proc = proc_read(pid, &f->proc) == 0;
+		}
 		read_exit(snap, have_proc ? &f->proc : NULL, f);
 		return 0;
 	}
@@ -323,6 +336,25 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	fresh_heap(s);
 	s->asked_ahead = 0;
 	watch_unseen(s);
+	resident_update(&s->resident, &s->model);
+	/* The cgroup while the process runs; its last picture once it has
+	 * exited (a zombie's file names the root cgroup). */
+	struct model *md = &s->model;
+	if (!s->no_cgroup && md->alive) {
+		/* A process already exiting names no cgroup any more: its
+		 * last picture stays. */
+		struct model_cgroup cg;
+		cgmem_read(model_pid(md), "/sys/fs/cgroup", &cg);
+		if (cg.known || !md->cgroup.known) {
+			int had = md->cgroup.known && md->cgroup.have_events;
+			cg.oom_kill_moved = had && cg.have_events &&
+					    cg.ev_oom_kill > md->cgroup.ev_oom_kill;
+			md->cgroup = cg;
+		}
+	}
+	else if (!s->no_cgroup && !md->cgroup.oom_killed &&
+		 md->exit_how == PROC_EXIT_SIGNAL && md->exit_value == SIGKILL)
+		cgmem_oom_killed("/sys/fs/cgroup", &md->cgroup);
 	const struct shm_snapshot *m = &s->model.snap;
 	if (m->nmodules != s->known_modules) {
 		sym_set_modules(s->sym, m->modules, m->nmodules);
@@ -362,6 +394,7 @@ void session_wait(struct session *s, double secs)
 
 void session_close(struct session *s)
 {
+	resident_free(&s->resident);
 	model_free(&s->model);
 	sym_free(s->sym);
 	shm_reader_close(&s->reader);

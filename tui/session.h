@@ -21,6 +21,8 @@
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
+#include "cgmem.h"
+#include "resident.h"
 #include "unseen.h"
 
 struct session {
@@ -43,6 +45,9 @@ struct session {
 	int      no_borrow;         /* this refresh borrows no thread */
 	char     borrow_err[256];
 	struct unseen unseen;       /* allocators the agent cannot see */
+	struct resident resident;   /* the live samples' pages */
+	int      no_cgroup;         /* refreshes leave the cgroup unread (the
+				       fleet: one cgroup, many processes) */
 };
 
 /* How long a refresh waits for the agent's answer to its request for the
@@ -50,6 +55,10 @@ struct session {
  * call), and how often a process that makes no call at all may have one
  * of its threads borrowed to take them (inject_heapstats). */
 #define SESSION_HEAP_WAIT_S    0.05
+/* How long a refresh waits for a process whose memory is gone to be a
+ * zombie, whose exit status says how it ended: 100 steps of 5 ms. */
+#define SESSION_ZOMBIE_TRIES   100
+#define SESSION_ZOMBIE_STEP_NS 5000000L
 #define SESSION_BORROW_MIN_S   1.0
 #define SESSION_BORROW_RETRY_S 30.0
 

@@ -8,9 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/memory.h"
 #include "model/model.h"
+#include "model/shortlived.h"
+#include "resident.h"
 
 #define NST 4
 
@@ -641,9 +645,92 @@ static void heap_missing_says_the_agents_reason(void **state)
 	model_free(&m);
 }
 
+/* Blocks freed within MODEL_SHORT_LIVED_NS (buckets up to 10 ms): their
+ * share of the allocated objects, bytes, and the allocation rate times
+ * their share of the allocated bytes; no share for a stack that allocated
+ * nothing. */
+static void short_lived_share_and_rate(void **state)
+{
+	(void)state;
+	struct model_stack s;
+	struct model_short sh;
+	memset(&s, 0, sizeof s);
+	model_short_lived(&s, &sh);
+	assert_true(sh.fraction < 0 && sh.bytes == 0 && sh.rate == 0);
+	s.alloc_objects = 100;
+	s.alloc_bytes = 6400;
+	s.alloc_rate = 2000;
+	s.life[0].objects = 30, s.life[0].bytes = 1920;   /* < 1 us */
+	s.life[4].objects = 50, s.life[4].bytes = 1280;   /* < 10 ms */
+	s.life[5].objects = 20, s.life[5].bytes = 3200;   /* < 100 ms: not */
+	model_short_lived(&s, &sh);
+	assert_true(fabs(sh.fraction - 0.8) < 1e-12);
+	assert_true(sh.objects == 80 && sh.bytes == 3200);
+	assert_true(fabs(sh.rate - 1000) < 1e-9);
+	assert_true(model_short_rate(&s) == sh.rate);
+	s.life[11].objects = 1e9;   /* never above 1 */
+	s.life[3].objects = 1e9;
+	model_short_lived(&s, &sh);
+	assert_true(sh.fraction == 1);
+}
+
+/* Resident per stack (tui/resident.c) on this process's own pages: a
+ * sample's weight scaled by its share of present pages; samples whose
+ * range is no user-space range (a hostile segment) count nothing; an
+ * exited process is "not known" with its reason, never 0. */
+static void resident_of_own_pages(void **state)
+{
+	(void)state;
+	long ps = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, (size_t)ps * 8, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	memset(p, 1, (size_t)ps * 2);              /* pages 0-1 written */
+	struct model m;
+	memset(&m, 0, sizeof m);
+	m.alive = 1;
+	m.snap.pid = getpid();
+	m.nstacks = 2;
+	struct model_stack st[2];
+	memset(st, 0, sizeof st);
+	st[0].retained_bytes = st[1].retained_bytes = 1e12;
+	m.stacks = st;
+	struct ym_live lv[5];
+	memset(lv, 0, sizeof lv);
+	lv[0] = (struct ym_live){ .addr = (uint64_t)(uintptr_t)p,
+		.size = (uint64_t)ps * 4, .weight_bytes = 4000, .stack = 0 };
+	lv[1] = (struct ym_live){ .addr = (uint64_t)(uintptr_t)(p + ps * 4),
+		.size = (uint64_t)ps * 4, .weight_bytes = 1000, .stack = 1 };
+	lv[2] = (struct ym_live){ .addr = UINT64_MAX - 10, .size = 100,
+		.weight_bytes = 1 << 30, .stack = 1 };    /* wraps */
+	lv[3] = (struct ym_live){ .addr = 1ULL << 60, .size = 1,
+		.weight_bytes = 1 << 30, .stack = 1 };    /* kernel space */
+	lv[4] = (struct ym_live){ .addr = (uint64_t)(uintptr_t)p, .size = 1,
+		.weight_bytes = 1 << 30, .stack = 7 };    /* no such stack */
+	m.snap.live = lv;
+	m.snap.nlive = 5;
+	struct resident r;
+	resident_init(&r);
+	resident_update(&r, &m);
+	assert_true(m.resident_known);
+	assert_true(fabs(st[0].resident_bytes - 2000) < 1e-6);   /* 2 of 4 pages */
+	assert_true(st[1].resident_bytes == 0);
+	assert_true(m.resident_sum[YM_KIND_MALLOC] == st[0].resident_bytes);
+	m.alive = 0;
+	resident_update(&r, &m);
+	assert_false(m.resident_known);
+	assert_true(strstr(m.resident_why, "not running") != NULL);
+	resident_free(&r);
+	m.stacks = NULL;
+	m.snap.live = NULL;
+	munmap(p, (size_t)ps * 8);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(short_lived_share_and_rate),
+		cmocka_unit_test(resident_of_own_pages),
 		cmocka_unit_test(estimates_and_order),
 		cmocka_unit_test(rates_mark_growth_filter),
 		cmocka_unit_test(rates_of_requested_bytes_when_sampling),

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgmem.h"
 #include "proc.h"
 #include "report/prometheus.h"
 
@@ -93,6 +94,40 @@ static void cgroup_path(void **state)
 	assert_true(b[0] == '/' || b[0] == '\0');
 }
 
+/* The memory files of a cgroup (tui/cgmem.c): limits ("max", v1's
+ * "no limit" number), keyed counters, PSI lines; anything else refused. */
+static void cgroup_memory_files(void **state)
+{
+	(void)state;
+	uint64_t v;
+	int unl;
+	assert_int_equal(cgmem_parse_limit("max\n", &v, &unl), 0);
+	assert_true(unl);
+	assert_int_equal(cgmem_parse_limit("100663296\n", &v, &unl), 0);
+	assert_true(!unl && v == 100663296);
+	assert_int_equal(cgmem_parse_limit("9223372036854771712\n", &v, &unl), 0);
+	assert_true(unl);
+	assert_int_equal(cgmem_parse_limit("-1\n", &v, &unl), -1);
+	assert_int_equal(cgmem_parse_limit("maxi", &v, &unl), -1);
+	const char *ev = "low 0\nhigh 12\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n";
+	assert_int_equal(cgmem_parse_key(ev, "high", &v), 0);
+	assert_true(v == 12);
+	assert_int_equal(cgmem_parse_key(ev, "oom_kill", &v), 0);
+	assert_true(v == 1);
+	assert_int_equal(cgmem_parse_key(ev, "oom", &v), 0);
+	assert_true(v == 1);
+	assert_int_equal(cgmem_parse_key(ev, "missing", &v), -1);
+	assert_int_equal(cgmem_parse_key("max x\n", "max", &v), -1);
+	struct model_cgroup c;
+	memset(&c, 0, sizeof c);
+	assert_int_equal(cgmem_parse_psi("some avg10=1.50 avg60=0.25 avg300=0.00 total=123\n"
+					 "full avg10=0.75 avg60=0.00 avg300=0.00 total=45\n", &c), 0);
+	assert_true(c.some10 == 1.5 && c.some60 == 0.25 && c.full10 == 0.75);
+	assert_int_equal(cgmem_parse_psi("some avg10=1.50 avg60=0.25 avg300=0.00 total=1\n", &c), -1);
+	assert_int_equal(cgmem_parse_psi("some avg10=500 avg60=0 avg300=0 total=1\n"
+					 "full avg10=0 avg60=0 avg300=0 total=1\n", &c), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -100,6 +135,7 @@ int main(void)
 		cmocka_unit_test(utf8),
 		cmocka_unit_test(bounded),
 		cmocka_unit_test(cgroup_path),
+		cmocka_unit_test(cgroup_memory_files),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,6 +118,31 @@ static void sorting(void **state)
 	assert_int_equal(v->sort, SORT_RETAINED);
 }
 
+/* S sorts by bytes a second allocated in blocks freed within 10 ms
+ * (model/shortlived.h): the stack whose every byte is short-lived first,
+ * whatever it retains. */
+static void short_lived_sort_key(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	struct model *m = &f->m;
+	for (uint32_t i = 1; i < NST; i++)
+		m->stacks[i].alloc_rate = 1000;
+	m->stacks[4].life[0].bytes = 50;      /* all of its 50 allocated bytes */
+	m->stacks[4].life[0].objects = 1;
+	m->stacks[1].life[4].bytes = 100;     /* 100 of 1000, under 10 ms */
+	m->stacks[1].life[4].objects = 1;
+	m->stacks[3].life[5].bytes = 900;     /* under 100 ms: not short */
+	m->stacks[3].life[5].objects = 1;
+	view_key(v, 'S');
+	assert_int_equal(v->sort, SORT_SHORT);
+	assert_int_equal(view_row_stack(v, 0), 4);
+	assert_int_equal(view_row_stack(v, 1), 1);
+	assert_true(model_key(m, &m->stacks[4], SORT_SHORT) == 1000);
+	assert_true(model_key(m, &m->stacks[1], SORT_SHORT) == 100);
+	assert_true(model_key(m, &m->stacks[3], SORT_SHORT) == 0);
+}
+
 static void filter_and_escape(void **state)
 {
 	struct fixture *f = *state;
@@ -407,6 +432,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(navigation_and_scroll, setup, teardown),
 		cmocka_unit_test_setup_teardown(views_cycle_and_keys_react, setup, teardown),
 		cmocka_unit_test_setup_teardown(sorting, setup, teardown),
+		cmocka_unit_test_setup_teardown(short_lived_sort_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(filter_and_escape, setup, teardown),
 		cmocka_unit_test_setup_teardown(mark_growth_freeze_detail, setup, teardown),
 		cmocka_unit_test_setup_teardown(functions_view_groups, setup, teardown),

@@ -48,10 +48,35 @@ void model_memory(const struct model *m, struct model_memory *o)
 	 * answer: "+113 MiB unexplained"). */
 	double heap = o->have_heap && !o->heap_old ? o->heap_in_use + o->heap_free :
 		      o->have_counted ? o->counted_in_use : o->retained;
-	o->unexplained = o->anon - heap - (o->have_mmap ? o->mmap_retained : 0);
-	o->unexplained_why = o->unexplained >= 0 ?
+	o->have_resident = m->resident_known;
+	o->resident_why = m->resident_known ? NULL : m->resident_why;
+	double away = 0;   /* heap and mmap bytes that are no anonymous RSS */
+	if (o->have_resident) {
+		o->retained_resident = m->resident_sum[YM_KIND_MALLOC];
+		o->retained_swapped = m->swapped_sum[YM_KIND_MALLOC];
+		o->retained_untouched = o->retained - o->retained_resident -
+					o->retained_swapped;
+		if (o->retained_untouched < 0)
+			o->retained_untouched = 0;
+		o->mmap_resident = m->resident_sum[YM_KIND_MMAP];
+		o->mmap_swapped = m->swapped_sum[YM_KIND_MMAP];
+		o->mmap_untouched = o->mmap_retained - o->mmap_resident - o->mmap_swapped;
+		if (o->mmap_untouched < 0)
+			o->mmap_untouched = 0;
+		away = o->retained_swapped + o->retained_untouched +
+		       (o->have_mmap ? o->mmap_swapped + o->mmap_untouched : 0);
+	}
+	o->unexplained = o->anon - heap - (o->have_mmap ? o->mmap_retained : 0) + away;
+	o->unexplained_why = o->unexplained >= 0 && o->have_resident ?
+		"anonymous RSS minus the resident heap and tracked mmap (the retained "
+		"bytes never touched or swapped taken out): thread stacks, allocator "
+		"overhead, other mappings" :
+		o->unexplained >= 0 ?
 		"anonymous RSS minus heap and tracked mmap: thread stacks, allocator "
 		"overhead, other mappings" :
+		o->have_resident ?
+		"negative: the allocator's free space or size-class slack is not "
+		"resident (the retained bytes never touched or swapped are taken out)" :
 		"negative: the heap counts memory that is not resident: allocated but "
 		"never touched (no page yet), size-class slack never written, or "
 		"swapped out";

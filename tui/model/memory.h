@@ -44,13 +44,23 @@ struct model_memory {
 	int have_gap;
 	double gap;
 	const char *gap_why;     /* what makes up gap, in words */
+	/* Of the retained estimate and of tracked mmap, what the live
+	 * samples' pages say is in RAM, in swap, and neither (allocated but
+	 * never written: no page yet); valid when have_resident (the
+	 * model's resident_known), else resident_why says why not. */
+	int have_resident;
+	double retained_resident, retained_swapped, retained_untouched;
+	double mmap_resident, mmap_swapped, mmap_untouched;
+	const char *resident_why;
 	/* Anonymous RSS minus the heap (the allocator's in use + free when
 	 * known and not old, else the counted in use, else the retained
 	 * estimate) and
 	 * tracked mmap: thread stacks,
 	 * allocator overhead, untracked mappings, memory from before an
-	 * attach; negative when parts of the heap are not resident.  Valid
-	 * when have_rss. */
+	 * attach; negative when parts of the heap are not resident.  With
+	 * have_resident the retained and mmap bytes that are untouched or
+	 * swapped are taken out of the heap and tracked mmap first: they
+	 * are no anonymous RSS.  Valid when have_rss. */
 	double unexplained;
 	/* What unexplained is, in words; when it is negative, why the heap
 	 * can be more than what is resident (never a share of RSS). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "shortlived.h"
 
 void model_init(struct model *m)
 {
@@ -423,6 +424,10 @@ double model_key(const struct model *m, const struct model_stack *s,
 		return (double)model_oldest_age(m, s);
 	case SORT_PEAK:
 		return model_peak(m, s);
+	case SORT_SHORT:
+		return model_short_rate(s);
+	case SORT_RESIDENT:
+		return m->resident_known ? s->resident_bytes : 0;
 	default:
 		return 0;
 	}
@@ -502,11 +507,14 @@ const char *model_exit_text(const struct model *m, char *buf, size_t len)
 		snprintf(buf, len, "exit status %d", m->exit_value);
 	else if (m->exit_how == PROC_EXIT_SIGNAL) {
 		const char *ab = sigabbrev_np(m->exit_value);
+		/* The OOM killer's SIGKILL: the session saw the cgroup's
+		 * oom_kill count move as the process died. */
+		const char *oom = m->cgroup.oom_killed ? " by the OOM killer" : "";
 		if (ab)
-			snprintf(buf, len, "killed by signal %d (SIG%s)",
-				 m->exit_value, ab);
+			snprintf(buf, len, "killed by signal %d (SIG%s)%s",
+				 m->exit_value, ab, oom);
 		else
-			snprintf(buf, len, "killed by signal %d", m->exit_value);
+			snprintf(buf, len, "killed by signal %d%s", m->exit_value, oom);
 	} else
 		snprintf(buf, len, "unknown");
 	return buf;

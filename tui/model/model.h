@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "model/cgroup.h"
 #include "proc.h"
 #include "shm.h"
 
@@ -29,6 +30,9 @@ enum model_sort {
 	SORT_AVG,            /* average allocation size */
 	SORT_AGE,            /* age of the oldest live sample */
 	SORT_PEAK,           /* peak retained (since the mark when marked) */
+	SORT_SHORT,          /* bytes/s allocated in short-lived blocks
+				(model/shortlived.h) */
+	SORT_RESIDENT,       /* retained bytes in RAM (tui/resident.h) */
 	SORT_FUNCTION,       /* display frame name (needs a key callback) */
 	SORT_COUNT
 };
@@ -101,6 +105,11 @@ struct model_stack {
 	 * agent's peak moved is not seen: the agent keeps one peak only. */
 	double   peak_since_mark;
 	int64_t  peak_since_mark_samples;
+	/* Of retained_bytes, what is in RAM and in swap, from the live
+	 * samples' pages (tui/resident.h: each sample's weight_bytes times
+	 * the share of its pages present, or swapped); valid when the
+	 * model's resident_known. */
+	double   resident_bytes, swapped_bytes;
 };
 
 struct model {
@@ -148,6 +157,16 @@ struct model {
 	 * set by the session: the process answered no request and no thread
 	 * could be borrowed, and why ("" when current or not known). */
 	char     heap_why[320];
+	/* Resident per stack (tui/resident.h), set by the session after each
+	 * update: 1 when the stacks' resident_bytes and swapped_bytes, and
+	 * the sums below (per kind: [YM_KIND_MALLOC], [YM_KIND_MMAP]), were
+	 * read from /proc/PID/pagemap; 0 with the reason in resident_why. */
+	int      resident_known;
+	char     resident_why[160];
+	double   resident_sum[2], swapped_sum[2];
+	/* The process's cgroup (model/cgroup.h), set by the session after
+	 * each update while the process runs; kept once it has exited. */
+	struct model_cgroup cgroup;
 
 
 	/* Previous snapshot and mark, indexed by stack id. */

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diff.h"
 #include "fmt.h"
 #include "json.h"
 #include "model/memory.h"
+#include "model/shortlived.h"
 
 /* "key":value, or "key":null when absent. */
 static void json_opt(FILE *f, const char *key, int have, double v, int comma)
@@ -43,6 +45,20 @@ static void json_rss_explained(FILE *f, const struct model *m)
 	json_opt(f, "counted_in_use_bytes", mm.have_counted, mm.counted_in_use, 1);
 	json_opt(f, "retained_bytes", 1, mm.retained, 1);
 	json_opt(f, "mmap_retained_bytes", mm.have_mmap, mm.mmap_retained, 1);
+	/* Of retained and tracked mmap: in RAM, swapped, never touched
+	 * (the live samples' pages); null when not read, and why. */
+	json_opt(f, "retained_resident_bytes", mm.have_resident, mm.retained_resident, 1);
+	json_opt(f, "retained_swapped_bytes", mm.have_resident, mm.retained_swapped, 1);
+	json_opt(f, "retained_untouched_bytes", mm.have_resident, mm.retained_untouched, 1);
+	json_opt(f, "mmap_resident_bytes", mm.have_resident && mm.have_mmap,
+		 mm.mmap_resident, 1);
+	json_opt(f, "mmap_swapped_bytes", mm.have_resident && mm.have_mmap,
+		 mm.mmap_swapped, 1);
+	json_opt(f, "mmap_untouched_bytes", mm.have_resident && mm.have_mmap,
+		 mm.mmap_untouched, 1);
+	fputs("\"resident_why\":", f);
+	fmt_json_string(f, mm.have_resident ? NULL : mm.resident_why);
+	fputc(',', f);
 	json_opt(f, "unexplained_anon_bytes", mm.have_rss, mm.unexplained, 1);
 	json_opt(f, "in_use_minus_retained_bytes", mm.have_gap, mm.gap, 1);
 	/* Units (model/memory.h) and what the differences are made of. */
@@ -142,12 +158,63 @@ static void json_time(FILE *f, const struct model *m, uint64_t mono_ns)
 		fprintf(f, "%.3f", report_mono_time(m, mono_ns));
 }
 
+/* "cgroup": the process's cgroup's memory (model/cgroup.h): null when not
+ * read; a figure null when its file is missing (with "why" when none
+ * was). */
+static void json_cgroup(FILE *f, const struct model *m)
+{
+	const struct model_cgroup *c = &m->cgroup;
+	if (!c->known && !c->why[0]) {
+		fputs("\"cgroup\":null,", f);
+		return;
+	}
+	fputs("\"cgroup\":{\"path\":", f);
+	fmt_json_string(f, c->path[0] ? c->path : NULL);
+	fprintf(f, ",\"version\":%d,", c->v1 ? 1 : 2);
+	json_opt(f, "memory_current_bytes", c->have_current, (double)c->current, 1);
+	json_opt(f, "memory_max_bytes", c->have_max && !c->max_unlimited, (double)c->max, 1);
+	fprintf(f, "\"memory_max_unlimited\":%s,",
+		c->have_max && c->max_unlimited ? "true" : "false");
+	json_opt(f, "memory_high_bytes", c->have_high && !c->high_unlimited,
+		 (double)c->high, 1);
+	if (c->have_events) {
+		fputs("\"events\":{", f);
+		json_opt(f, "high", !c->v1, (double)c->ev_high, 1);
+		json_opt(f, "max", 1, (double)c->ev_max, 1);
+		json_opt(f, "oom", c->have_oom, (double)c->ev_oom, 1);
+		json_opt(f, "oom_kill", 1, (double)c->ev_oom_kill, 0);
+		fputs("},", f);
+	} else {
+		fputs("\"events\":null,", f);
+	}
+	if (c->have_psi)
+		fprintf(f, "\"pressure\":{\"some_avg10\":%.2f,\"some_avg60\":%.2f,"
+			"\"some_avg300\":%.2f,\"full_avg10\":%.2f,\"full_avg60\":%.2f,"
+			"\"full_avg300\":%.2f},", c->some10, c->some60, c->some300,
+			c->full10, c->full60, c->full300);
+	else
+		fputs("\"pressure\":null,", f);
+	json_opt(f, "anon_bytes", c->have_stat, (double)c->anon, 1);
+	json_opt(f, "file_bytes", c->have_stat, (double)c->file, 1);
+	json_opt(f, "kernel_bytes", c->have_kernel, (double)c->kernel, 1);
+	fprintf(f, "\"processes\":%u,\"processes_cut\":%s,", c->nprocs,
+		c->procs_cut ? "true" : "false");
+	json_opt(f, "processes_rss_bytes", c->known, (double)c->procs_rss, 1);
+	json_opt(f, "process_rss_bytes", c->known && m->alive,
+		 (double)m->proc.rss_bytes, 1);
+	fputs("\"why\":", f);
+	fmt_json_string(f, c->known ? NULL : c->why);
+	fputs("},", f);
+}
+
 int json_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
 	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
-	fprintf(f, "{\"pid\":%ld,", (long)model_pid(m));
+	/* report_version: what `ymtop diff` checks before it reads (diff.h). */
+	fprintf(f, "{\"report_version\":%d,\"pid\":%ld,", DIFF_REPORT_VERSION,
+		(long)model_pid(m));
 	if ((uint32_t)model_pid(m) != h->pid)
 		fprintf(f, "\"ns_pid\":%u,", h->pid);
 	fprintf(f, "\"exe\":");
@@ -218,7 +285,8 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		if (m->exit_how == PROC_EXIT_STATUS)
 			fprintf(f, "\"status\",\"status\":%d},", m->exit_value);
 		else if (m->exit_how == PROC_EXIT_SIGNAL)
-			fprintf(f, "\"signal\",\"signal\":%d},", m->exit_value);
+			fprintf(f, "\"signal\",\"signal\":%d%s},", m->exit_value,
+				m->cgroup.oom_killed ? ",\"oom_killed\":true" : "");
 		else
 			fputs("\"unknown\"},", f);
 	}
@@ -275,6 +343,7 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		(unsigned long long)h->drop_modules);
 
 	json_rss_explained(f, m);
+	json_cgroup(f, m);
 
 	uint32_t norder;
 	uint32_t *order = report_order_by(m, o->sort, &norder);
@@ -306,12 +375,28 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			fputs("null", f);
 		fputs(",\"peak_time\":", f);
 		json_time(f, m, st->peak_mono_ns);
+		/* Blocks freed within short_lived_threshold_ns: their share of
+		 * the allocated objects (null: none allocated), bytes, rate. */
+		struct model_short sh;
+		model_short_lived(st, &sh);
+		fputs(",\"short_lived_fraction\":", f);
+		if (sh.fraction >= 0)
+			fprintf(f, "%.4f", sh.fraction);
+		else
+			fputs("null", f);
+		fprintf(f, ",\"short_lived_bytes\":%.0f,\"short_lived_bytes_per_s\":%.0f",
+			sh.bytes, sh.rate);
+		/* Of retained_bytes, in RAM and in swap (null: not read). */
+		fputc(',', f);
+		json_opt(f, "resident_bytes", m->resident_known, st->resident_bytes, 1);
+		json_opt(f, "swapped_bytes", m->resident_known, st->swapped_bytes, 0);
 		fputs(",\"frames\":", f);
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);
 	}
 	free(order);
-	fputs("],\"lifetimes\":[", f);
+	fprintf(f, "],\"short_lived_threshold_ns\":%llu,\"lifetimes\":[",
+		(unsigned long long)MODEL_SHORT_LIVED_NS);
 	static const uint64_t upto[YM_LIFE_BUCKETS] = YM_LIFE_UPTO_NS_INIT;
 	for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
 		fprintf(f, "%s{\"upto_ns\":", b ? "," : "");

@@ -9,6 +9,7 @@
 
 #include "fmt.h"
 #include "model/memory.h"
+#include "model/shortlived.h"
 #include "text.h"
 
 /* RSS explained (model/memory.h): one line per figure, "-" for what is
@@ -58,6 +59,14 @@ static void text_rss_explained(FILE *f, const struct model *m)
 	snprintf(label, sizeof label, "retained (%s)", samples_word(m));
 	fprintf(f, "  %-22s %10s  requested bytes, from samples: the stacks below\n",
 		label, fmt_bytes(mm.retained, a, sizeof a));
+	if (mm.have_resident)
+		fprintf(f, "  %-22s %10s  of retained in RAM; %s never touched (no page "
+			"yet), %s swapped (pagemap of the live samples)\n", "  resident",
+			fmt_bytes(mm.retained_resident, a, sizeof a),
+			fmt_bytes(mm.retained_untouched, b, sizeof b),
+			fmt_bytes(mm.retained_swapped, c, sizeof c));
+	else
+		fprintf(f, "  %-22s %10s  (%s)\n", "  resident", "-", mm.resident_why);
 	if (mm.have_gap)
 		fprintf(f, "  %-22s %10s  %s\n", "in use - retained",
 			fmt_sbytes(mm.gap, a, sizeof a), mm.gap_why);
@@ -68,6 +77,56 @@ static void text_rss_explained(FILE *f, const struct model *m)
 		fprintf(f, "  %-22s %10s  (not tracked)\n", "tracked mmap", "-");
 	fprintf(f, "  %-22s %10s  %s\n", "anonymous unexplained",
 		fmt_sbytes(mm.unexplained, a, sizeof a), mm.unexplained_why);
+}
+
+/* The process's cgroup (model/cgroup.h): two lines, or one saying why
+ * not; nothing when it was not read. */
+static void text_cgroup(FILE *f, const struct model *m)
+{
+	const struct model_cgroup *c = &m->cgroup;
+	char a[32], b[32], d[32], e[32], g[32];
+	if (!c->known && !c->why[0])
+		return;
+	char vis[FMT_VIS_SIZE(MODEL_CGROUP_PATH)];
+	fprintf(f, "\nCgroup %s (v%d):\n", c->path[0] ? fmt_vis(c->path, vis, sizeof vis) : "?",
+		c->v1 ? 1 : 2);
+	if (!c->known) {
+		fprintf(f, "  not read: %s\n", c->why);
+		return;
+	}
+	fprintf(f, "  %-22s %10s  of max %s", "memory.current",
+		fmt_bytes((double)c->current, a, sizeof a),
+		!c->have_max ? "-" : c->max_unlimited ? "unlimited" :
+		fmt_bytes((double)c->max, b, sizeof b));
+	if (c->have_high && !c->high_unlimited)
+		fprintf(f, ", high %s", fmt_bytes((double)c->high, d, sizeof d));
+	if (c->have_stat)
+		fprintf(f, "; anon %s, file %s", fmt_bytes((double)c->anon, d, sizeof d),
+			fmt_bytes((double)c->file, e, sizeof e));
+	if (c->have_kernel)
+		fprintf(f, ", kernel %s", fmt_bytes((double)c->kernel, g, sizeof g));
+	fputc('\n', f);
+	fprintf(f, "  %-22s %10s  RSS of its %u%s processes; this one's %s\n", "processes",
+		fmt_bytes((double)c->procs_rss, a, sizeof a), c->nprocs,
+		c->procs_cut ? "+" : "",
+		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-");
+	if (c->have_events) {
+		fprintf(f, "  %-22s ", "memory.events");
+		if (!c->v1)
+			fprintf(f, "high %llu, ", (unsigned long long)c->ev_high);
+		fprintf(f, "max %llu, ", (unsigned long long)c->ev_max);
+		if (c->have_oom)
+			fprintf(f, "oom %llu, ", (unsigned long long)c->ev_oom);
+		fprintf(f, "oom_kill %llu%s\n", (unsigned long long)c->ev_oom_kill,
+			c->v1 ? " (v1: max is memory.failcnt)" : "");
+	}
+	if (c->have_psi)
+		fprintf(f, "  %-22s some %.2f%% %.2f%% %.2f%%, full %.2f%% %.2f%% %.2f%% "
+			"(10 s, 60 s, 300 s)\n", "memory.pressure", c->some10, c->some60,
+			c->some300, c->full10, c->full60, c->full300);
+	else
+		fprintf(f, "  %-22s %10s  %s\n", "memory.pressure", "-",
+			c->v1 ? "(cgroup v1 has no pressure per cgroup)" : "(not available)");
 }
 
 static void text_stack(FILE *f, struct sym *s, const struct frames_rules *r,
@@ -121,6 +180,65 @@ static void text_lifetimes(FILE *f, const struct model *m)
 			100.0 * m->life[b].bytes / total, bar,
 			"##############################");
 	}
+}
+
+/* The stack's display frame, one line. */
+static void text_display_frame(FILE *f, struct sym *s, const struct frames_rules *r,
+			       const struct model_stack *st)
+{
+	struct stack_view v;
+	if (!st->depth || frames_view(s, r, st->frames, st->depth, &v) != 0) {
+		fputs("(no frames)", f);
+		return;
+	}
+	char buf[1024], vis[FMT_VIS_SIZE(sizeof buf)];
+	if (v.n)
+		fputs(fmt_vis(frames_label(&v.f[v.display], buf, sizeof buf), vis,
+			      sizeof vis), f);
+	frames_view_free(&v);
+}
+
+static int by_short_bytes(const void *a, const void *b, void *arg)
+{
+	const struct model *m = arg;
+	struct model_short x, y;
+	model_short_lived(&m->stacks[*(const uint32_t *)a], &x);
+	model_short_lived(&m->stacks[*(const uint32_t *)b], &y);
+	return (x.bytes < y.bytes) - (x.bytes > y.bytes);
+}
+
+/* The stacks that allocate most in blocks freed within
+ * MODEL_SHORT_LIVED_NS (model/shortlived.h), by those blocks' bytes. */
+static void text_short_lived(FILE *f, struct model *m, struct sym *s,
+			     const struct report_opts *o)
+{
+	uint32_t n = 0;
+	uint32_t *order = report_order_by(m, SORT_RETAINED, &n);
+	if (!order)
+		return;
+	qsort_r(order, n, sizeof *order, by_short_bytes, m);
+	char a[32], b[32];
+	fprintf(f, "\nShort-lived allocations (freed within %s, %s):\n",
+		fmt_duration((double)MODEL_SHORT_LIVED_NS / 1e9, a, sizeof a),
+		samples_word(m));
+	int shown = 0, top = o->top > 0 && o->top < 10 ? o->top : 10;
+	for (uint32_t k = 0; k < n && shown < top; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
+		struct model_short sh;
+		model_short_lived(st, &sh);
+		if (sh.bytes <= 0)
+			break;
+		fprintf(f, "  %10s in %3.0f%% of its allocations, %10s/s  ",
+			fmt_bytes(sh.bytes, a, sizeof a),
+			100.0 * (sh.fraction > 0 ? sh.fraction : 0),
+			fmt_bytes(sh.rate, b, sizeof b));
+		text_display_frame(f, s, o->rules, st);
+		fputc('\n', f);
+		shown++;
+	}
+	if (!shown)
+		fprintf(f, "  (no sampled block was freed that soon)\n");
+	free(order);
 }
 
 static void text_threads(FILE *f, const struct model *m)
@@ -284,6 +402,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	}
 
 	text_rss_explained(f, m);
+	text_cgroup(f, m);
 
 	int top = o->top > 0 ? o->top : 20;
 	uint32_t norder;
@@ -329,6 +448,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		if (st->peak_bytes > 0)
 			fprintf(f, "; peak %s%s", pfew ? MODEL_FEW_MARK : "",
 				fmt_bytes(st->peak_bytes, c, sizeof c));
+		if (m->resident_known && st->retained_bytes > 0)
+			fprintf(f, "; resident %s", fmt_bytes(st->resident_bytes, c, sizeof c));
 		fputc('\n', f);
 		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
 	}
@@ -341,6 +462,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	free(order);
 
 	text_lifetimes(f, m);
+	text_short_lived(f, m, s, o);
 	text_threads(f, m);
 
 	uint32_t na = m->snap.nalarms;

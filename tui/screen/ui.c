@@ -134,7 +134,7 @@ static void prompt_rate(struct view *v)
 static void sort_menu(struct view *v)
 {
 	static const enum model_sort keys[] = { SORT_RETAINED, SORT_GROWTH, SORT_ALLOCATED,
-		SORT_RATE, SORT_LIVE, SORT_AVG, SORT_AGE, SORT_PEAK, SORT_FUNCTION };
+		SORT_RATE, SORT_LIVE, SORT_AVG, SORT_AGE, SORT_PEAK, SORT_SHORT, SORT_RESIDENT, SORT_FUNCTION };
 	int n = (int)(sizeof keys / sizeof *keys), sel = 0;
 	for (int i = 0; i < n; i++)
 		if (keys[i] == v->sort)

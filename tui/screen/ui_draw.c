@@ -19,6 +19,7 @@
 #include "fmt.h"
 #include "ui_draw.h"
 #include "ui_memory.h"
+#include "model/shortlived.h"
 
 /* ---- drawing helpers ---- */
 
@@ -272,11 +273,13 @@ static const struct col stack_cols[] = {
 	{ "%", 5, SORT_PERCENT, 0 },
 	{ "GROWTH", 9, SORT_GROWTH, 0 },
 	{ "PEAK", 9, SORT_PEAK, 110 },
+	{ "RES", 9, SORT_RESIDENT, 150 },
 	{ "TOTAL", 9, SORT_ALLOCATED, 0 },
 	{ "RATE/s", 9, SORT_RATE, 90 },
 	{ "LIVE", 7, SORT_LIVE, 0 },
 	{ "AVG", 8, SORT_AVG, 110 },
 	{ "AGE", 7, SORT_AGE, 100 },
+	{ "SHORT/s", 9, SORT_SHORT, 170 },
 };
 #define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
 
@@ -315,7 +318,8 @@ static void few_bytes(double bytes, int few, char *buf, size_t len)
  * retained bytes are carried by one or two samples (model_few). */
 static void stack_cells(struct view *v, const struct model_stack *s, int few,
 			double growth, double retained, double objects, double alloc,
-			double rate, double avg, uint64_t age, int y, attr_t base)
+			double rate, double avg, uint64_t age, double short_rate,
+			double resident, int y, attr_t base)
 {
 	struct model *m = v->m;
 	char buf[32];
@@ -354,6 +358,13 @@ static void stack_cells(struct view *v, const struct model_stack *s, int few,
 			break;
 		case SORT_ALLOCATED: fmt_bytes(alloc, buf, sizeof buf); break;
 		case SORT_RATE: fmt_bytes(rate, buf, sizeof buf); break;
+		case SORT_SHORT: fmt_bytes(short_rate, buf, sizeof buf); break;
+		case SORT_RESIDENT:   /* "-": pagemap not read (Memory view: why) */
+			if (m->resident_known)
+				fmt_bytes(resident, buf, sizeof buf);
+			else
+				snprintf(buf, sizeof buf, "-");
+			break;
 		case SORT_LIVE: fmt_count(objects, buf, sizeof buf); break;
 		case SORT_AVG: fmt_bytes(avg, buf, sizeof buf); break;
 		case SORT_AGE:
@@ -424,7 +435,7 @@ static void draw_stacks(struct view *v, int y0, int rows)
 		stack_cells(v, s, model_retained_few(m, s), s->growth,
 			    s->retained_bytes, s->retained_objects,
 			    s->alloc_bytes, s->alloc_rate, avg, model_oldest_age(m, s),
-			    y0 + 1 + r, base);
+			    model_short_rate(s), s->resident_bytes, y0 + 1 + r, base);
 		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)];
 		/* Memory the program mapped itself: tagged, its own kind. */
 		const char *tag = s->kind == YM_KIND_MMAP ? "[mmap] " : "";
@@ -450,8 +461,8 @@ static void draw_functions(struct view *v, int y0, int rows)
 		const struct view_fn *f = &v->fns[row];
 		attr_t base = row_attr(v, row, y0 + 1 + r);
 		stack_cells(v, NULL, f->few, f->growth, f->retained, f->retained_objects,
-			    f->alloc, f->rate, view_fn_avg(f), view_fn_age(v, f), y0 + 1 + r,
-			    base);
+			    f->alloc, f->rate, view_fn_avg(f), view_fn_age(v, f),
+			    f->short_rate, f->resident, y0 + 1 + r, base);
 		char nb[FMT_VIS_SIZE(FRAMES_NAME_MAX)], count[16];
 		const char *kind = f->kind == YM_KIND_MMAP ? "[mmap] " : "";
 		int cl = snprintf(count, sizeof count, "  [%u]", f->nstacks);
@@ -703,7 +714,8 @@ static const char *const help_text[] = {
 	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms,",
 	"                Memory (RSS explained)",
 	"  < >  F6       sort column (again: reverse)",
-	"  R T A L G P N sort: retained, total, rate, live, growth, peak, name",
+	"  R T A L G P S N  sort: retained, total, rate, live, growth, peak,",
+	"                short-lived bytes/s, name",
 	"  /             filter by function, file or module (Esc clears)",
 	"  m             set the mark: GROWTH and PEAK are measured from now",
 	"  space         freeze the display",

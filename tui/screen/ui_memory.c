@@ -73,6 +73,33 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 		    fmt_bytes(mm.retained, (char[32]){0}, 32));
 		return;
 	}
+	/* The cgroup beside the process (model/cgroup.h): its charge, limit
+	 * and split, then its events and pressure, in the notes. */
+	const struct model_cgroup *c = &v->m->cgroup;
+	char cg1[192], cg2[192], b1[32], b2[32], b3[32], b4[32];
+	if (c->known) {
+		snprintf(cg1, sizeof cg1, "cgroup v%d: of max %s; anon %s, file %s; "
+			 "%u processes, RSS %s", c->v1 ? 1 : 2,
+			 !c->have_max ? "-" : c->max_unlimited ? "unlimited" :
+			 fmt_bytes((double)c->max, b1, sizeof b1),
+			 c->have_stat ? fmt_bytes((double)c->anon, b2, sizeof b2) : "-",
+			 c->have_stat ? fmt_bytes((double)c->file, b3, sizeof b3) : "-",
+			 c->nprocs, fmt_bytes((double)c->procs_rss, b4, sizeof b4));
+		int k = !c->have_events ? snprintf(cg2, sizeof cg2, "events: -") :
+			c->v1 ? snprintf(cg2, sizeof cg2, "events: max (failcnt) %llu, "
+					 "oom_kill %llu", (unsigned long long)c->ev_max,
+					 (unsigned long long)c->ev_oom_kill) :
+			snprintf(cg2, sizeof cg2, "events: high %llu, max %llu, oom_kill %llu",
+				 (unsigned long long)c->ev_high, (unsigned long long)c->ev_max,
+				 (unsigned long long)c->ev_oom_kill);
+		if (k > 0 && (size_t)k < sizeof cg2)
+			snprintf(cg2 + k, sizeof cg2 - (size_t)k, c->have_psi ?
+				 "; pressure some %.2f%%, full %.2f%% (10 s)" :
+				 "; pressure: -", c->some10, c->full10);
+	} else {
+		snprintf(cg1, sizeof cg1, "cgroup: %s", c->why[0] ? c->why : "not read");
+		cg2[0] = '\0';
+	}
 	/* Each figure's unit in its note: in use counts usable bytes,
 	 * estimates requested bytes; the row after them says what the gap
 	 * is made of.  A negative unexplained is explained in words, never
@@ -96,13 +123,25 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 				  : "sampling: frees count objects, not bytes", 0 },
 		{ "retained~", 1, mm.retained, 1,
 		  "requested bytes, estimated from samples (Stacks view)", 0 },
+		{ "  resident", mm.have_resident, mm.retained_resident, 1,
+		  mm.have_resident ? "of retained: pages in RAM (pagemap of the live samples)"
+				   : mm.resident_why, !mm.have_resident },
+		{ "  never touched", mm.have_resident, mm.retained_untouched, 0,
+		  "of retained: allocated, no page yet (not in RSS)", 0 },
+		{ "  swapped", mm.have_resident, mm.retained_swapped, 0,
+		  "of retained: in swap (not in RSS)", 0 },
 		{ "  in use - retained", mm.have_gap, mm.gap, 0,
 		  mm.have_gap ? mm.gap_why : "usable minus requested bytes", mm.have_gap },
 		{ "tracked mmap", mm.have_mmap, mm.mmap_retained, 1,
 		  mm.have_mmap ? "requested bytes, anonymous mmap by the program"
 			       : "not tracked", 0 },
+		{ "  mmap not resident", mm.have_mmap && mm.have_resident,
+		  mm.mmap_untouched + mm.mmap_swapped, 0,
+		  "of tracked mmap: never touched or swapped (not in RSS)", 0 },
 		{ "anonymous unexplained", 1, mm.unexplained, mm.unexplained >= 0,
 		  mm.unexplained_why, mm.unexplained < 0 },
+		{ "cgroup memory", c->known, (double)c->current, 0, cg1, 1 },
+		{ "  cgroup events", 0, 0, 0, cg2, 1 },
 	};
 	int n = (int)(sizeof r / sizeof *r);
 	int y = y0 + 1;

@@ -60,6 +60,8 @@ struct view_fn {
 	uint32_t kind;           /* YM_KIND_*: a function's mmap and malloc
 				    stacks are two rows, as in the reports */
 	double retained, retained_objects, alloc, alloc_objects, rate, growth;
+	double short_rate;       /* model_short_rate summed */
+	double resident;         /* the stacks' resident_bytes summed */
 	uint64_t oldest_birth_ns;  /* CLOCK_MONOTONIC; 0 when none live */
 	uint32_t nstacks;
 	uint32_t top_stack;      /* the stack retaining most */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "view_rows.h"
+#include "model/shortlived.h"
 
 static void cache_clear(struct view *v)
 {
@@ -171,6 +172,8 @@ static int cmp_fn(const void *a, const void *b, void *arg)
 		break;
 	case SORT_ALLOCATED: vx = x->alloc; vy = y->alloc; break;
 	case SORT_RATE:      vx = x->rate; vy = y->rate; break;
+	case SORT_SHORT:     vx = x->short_rate; vy = y->short_rate; break;
+	case SORT_RESIDENT:  vx = x->resident; vy = y->resident; break;
 	case SORT_LIVE:      vx = x->retained_objects; vy = y->retained_objects; break;
 	case SORT_GROWTH:    vx = x->growth; vy = y->growth; break;
 	case SORT_FUNCTION:  return strcmp(x->name, y->name) * (v->asc ? 1 : -1);
@@ -221,6 +224,8 @@ static void build_fns(struct view *v)
 					   s->oldest_birth_ns < x->oldest_birth_ns))
 			x->oldest_birth_ns = s->oldest_birth_ns;
 		x->rate += s->alloc_rate;
+		x->short_rate += model_short_rate(s);
+		x->resident += s->resident_bytes;
 		x->growth += s->growth;
 		x->live_samples += s->live_samples;
 		x->nstacks++;
