@@ -446,7 +446,7 @@ stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 # $(B)/fuzz/corpus, crashes to $(B)/fuzz/crash-*.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
-FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c shm/layout.c shm/reader.c
+FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c tui/model/trend.c shm/layout.c shm/reader.c
 FUZZ_BIN     := $(B)/fuzz/fuzz_segment
 FUZZ_SEEDS   := $(B)/fuzz/seeds
 FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \

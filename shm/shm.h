@@ -27,6 +27,18 @@ struct shm_caps {
 int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
 	       uint64_t *total);
 
+/* v8: the trend section (segment.h, Trend) of `slots` records of
+ * `stacks` points each, appended at *total (a whole number of pages, as
+ * shm_layout leaves it), which grows by its size.  slots or stacks 0, or
+ * beyond the limits: no section (capacity 0, *total unchanged). */
+static inline uint32_t shm_trend_stride(uint32_t stacks)
+{
+	return (uint32_t)(sizeof(struct ym_trend_slot) +
+			  stacks * sizeof(struct ym_trend_point) + 7u) & ~7u;
+}
+void shm_layout_trend(uint64_t *total, uint32_t slots, uint32_t stacks,
+		      struct ym_section *trend);
+
 /* The live table's capacity that shm_layout gives max_live: the power of
  * two at least as large. */
 uint32_t shm_live_capacity(uint32_t max_live);
@@ -124,6 +136,13 @@ struct shm_snapshot {
 	uint8_t  *alarms;           uint32_t nalarms;  uint32_t alarm_stride;
 	struct ym_module *modules;  uint32_t nmodules;
 	struct ym_totals  totals;   /* exact: retired + every slot */
+	/* v8: the trend slots (segment.h, Trend) that were complete and
+	 * stable, trend_stride bytes each (struct ym_trend_slot), in ring
+	 * order, their points checked (stacks < nstacks, count <=
+	 * hdr.trend_stacks).  trend_kept: the writer keeps a trend (v8 and
+	 * not turned off); 0: what ymtop knows of the past is its own. */
+	uint8_t  *trend;            uint32_t ntrend;   uint32_t trend_stride;
+	int       trend_kept;
 	/* The heap request (shm_control_heap) this snapshot's reader made
 	 * for it, 0 none: header.heap.answered >= it means the figures were
 	 * taken after the reader asked.  Set by the reader's owner. */
@@ -158,6 +177,12 @@ static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)
 {
 	const struct ym_stack_ext *x = shm_stack_ext(s, i);
 	return x ? x->kind : YM_KIND_MALLOC;
+}
+static inline const struct ym_trend_slot *shm_trend_slot(const struct shm_snapshot *s,
+							 uint32_t i)
+{
+	return (const struct ym_trend_slot *)(const void *)(s->trend +
+							    (size_t)i * s->trend_stride);
 }
 static inline const struct ym_alarm *shm_alarm(const struct shm_snapshot *s,
 						uint32_t i)

@@ -33,6 +33,7 @@
 #include "shm.h"
 #include "table.h"
 #include "threads.h"
+#include "trend.h"
 
 int agent_seg_state;
 
@@ -145,6 +146,9 @@ static int segment_create(void)
 	uint64_t size;
 	if (shm_layout(&caps, sec, &size) != 0)
 		return -EINVAL;
+	struct ym_section trend;
+	shm_layout_trend(&size, agent_cfg.trend_slot_ms ? YM_TREND_SLOTS : 0,
+			 YM_TREND_STACKS, &trend);
 	void *map;
 	pidns = read_pidns();
 	int rc = shm_create(self_pid, pidns, size, &map);
@@ -187,6 +191,9 @@ static int segment_create(void)
 		h->flags |= YM_FLAG_MODULES_AT_FORK;
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
+	h->trend = trend;
+	h->trend_slot_ns = agent_cfg.trend_slot_ms * 1000000u;
+	h->trend_stacks = trend.capacity ? YM_TREND_STACKS : 0;
 
 	seg_base = b;
 	seg_size = size;
@@ -200,6 +207,7 @@ static int segment_create(void)
 	live_map_segment(b, sec);
 	giant_map_segment(b, sec);
 	modules_map_segment(b, sec);
+	trend_map_segment(b);
 	if (threads_map_segment(b, sec, agent_cfg.max_threads) != 0 ||
 	    table_init_segment() != 0 || live_init_segment() != 0)
 		goto full;

@@ -55,7 +55,7 @@ const char *view_sort_name(enum model_sort k)
 {
 	static const char *const n[SORT_COUNT] = {
 		"retained", "%", "growth", "total", "rate", "live", "avg size",
-		"age", "peak", "function"
+		"age", "peak", "function", "trend"
 	};
 	return k < SORT_COUNT ? n[k] : "?";
 }
