@@ -76,7 +76,7 @@ static struct line fit_line(const double *t, const double *y, uint32_t n)
 		ssr = 0;
 	l.r2 = syy > 0 ? 1 - ssr / syy : 0;
 	double se = sqrt(ssr / (n - 2) / sxx);
-	l.t = se > 0 ? l.slope / se : l.slope != 0 ? INFINITY : 0;
+	l.t = se > 0 ? l.slope / se : l.slope != 0 ? copysign(INFINITY, l.slope) : 0;
 	return l;
 }
 
@@ -140,12 +140,17 @@ void trend_fit(const double *t, const double *y, uint32_t n, double rate,
 	double floor_y = first_y < last_y ? first_y : last_y;
 	if (floor_y < 0)
 		floor_y = 0;
+	/* Stopped: the last third grew less than half what the overall
+	 * rate gives it, by more than 2 x the noise of that growth. */
+	double span3 = t[n - 1] - t[k], want3 = all.slope * span3;
+	double got3 = last.slope * span3;
+	int stopped = got3 < 0.5 * want3 &&
+		      want3 - got3 > 2 * noise(want3, 0, rate);
 	out->bytes_per_s = all.slope;
 	if (growth > TREND_SIGMA * noise(growth, floor_y, rate) && all.t > TREND_T &&
-	    all.r2 >= TREND_R2 && last.slope >= 0.5 * all.slope) {
+	    all.r2 >= TREND_R2 && !stopped) {
 		out->verdict = TREND_GROWING;
-	} else if (rise > TREND_SIGMA * noise(rise, floor_y, rate) &&
-		   last.slope < 0.5 * all.slope) {
+	} else if (rise > TREND_SIGMA * noise(rise, floor_y, rate) && stopped) {
 		out->verdict = TREND_PLATEAU;
 		out->bytes_per_s = last.slope;
 	} else if (growth < -TREND_SIGMA * noise(growth, floor_y, rate) &&
