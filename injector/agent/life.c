@@ -22,6 +22,7 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
+ *   trend.c     the trend history: a slot of the largest stacks' estimates
  *   loader.c    the loader's list, walked without waiting in fork children
  *   backing.c   memory behind the segment's pages
  *   got.c       slots and data words rewritten to the hooks: injected,
@@ -51,6 +52,7 @@
  *   LIVE        live.c
  *   ALARMS      giant.c
  *   MODULES     modules.c
+ *   trend       trend.c (v8: header.trend locates it)
  */
 #include <dlfcn.h>
 #include <errno.h>
