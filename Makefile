@@ -520,11 +520,14 @@ bench: bench-deps all
 	@$(MAKE) --no-print-directory $(B)/bench/allocbench $(B)/bench/manystacks \
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
 	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench \
-	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs
+	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs \
+	  $(B)/bench/trendwrite $(B)/progs/trendprog
 	@tests/bench/run.sh $(B)
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/samplecost.sh $(B)
+	@tests/bench/trendcost.sh $(B)
+	@tests/bench/trend_quality.sh $(B)
 	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \
 	  [ -z "$$l" ] || [ -e "$$l" ] || continue; \
 	  LD_PRELOAD=$$l $(B)/bench/heapstats_bench 4 1024; done
