@@ -403,6 +403,7 @@ progs: $(PROGS)
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
 TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/live.c \
+            injector/agent/trend.c \
             injector/agent/backing.c injector/agent/base.c injector/agent/clock.c \
             shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
