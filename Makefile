@@ -455,11 +455,11 @@ FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
                 $(B)/fuzz/corpus $(FUZZ_SEEDS)
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
 
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/proc.h include/ymtop/*.h)
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/model/trend.h tui/proc.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -Iinclude -Ishm -Itui $(STD) -O1 -g $(WARN) \
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  -o $@ $(FUZZ_SRC)
+	  -o $@ $(FUZZ_SRC) -lm
 
 $(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(ABI_NEWER) $(B)/progs/workload $(B)/progs/libplugin.so
 	rm -rf $(FUZZ_SEEDS)
