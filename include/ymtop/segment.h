@@ -588,9 +588,12 @@ _Static_assert(sizeof(struct ym_module) == 512, "module size");
 /* v8: Trend.  A ring of header.trend.capacity slots (YM_TREND_SLOTS by
  * default): slot n (n = (now - start_mono_ns) / trend_slot_ns, the
  * agent's clock) goes to record n % capacity and holds the retained
- * estimate (record plus planes, as a reader sums them) of the
- * header.trend_stacks stacks (YM_TREND_STACKS) with the largest
- * estimates at that moment, ties to the lower index, in that order.  A
+ * estimate (record plus planes, as a reader sums them) of at most
+ * header.trend_stacks stacks (K, YM_TREND_STACKS): the K - K/4 (K/4 at
+ * most 16) with the largest estimates at that moment, in that order
+ * (ties to the lower index), then up to K/4 others whose peak
+ * (ym_stack_ext.peak_mono_ns) rose since the previous slot was due, the
+ * largest first, then the next largest for what is left.  A
  * slot is written by the first thread that takes or frees a sample once
  * the slot is due; a slot in which no sample was taken or freed is not
  * written (a reader takes a stack's estimate as unchanged across it); a

@@ -22,7 +22,7 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
- *   trend.c     the trend history: a slot of the largest stacks' estimates
+ *   trend.c     the trend history: a slot of the largest and rising stacks' estimates
  *   loader.c    the loader's list, walked without waiting in fork children
  *   backing.c   memory behind the segment's pages
  *   got.c       slots and data words rewritten to the hooks: injected,

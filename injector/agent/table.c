@@ -341,6 +341,11 @@ int64_t table_stack_retained(uint32_t stack, int64_t *samples)
 	return stack_retained(stack, samples);
 }
 
+uint64_t table_stack_peak_ns(uint32_t stack)
+{
+	return __atomic_load_n(&stack_ext(stack)->peak_mono_ns, __ATOMIC_RELAXED);
+}
+
 uint32_t table_stacks_used(void)
 {
 	return (uint32_t)__atomic_load_n(&hdr->stacks_used, __ATOMIC_ACQUIRE);

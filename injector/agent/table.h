@@ -77,6 +77,8 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
  * the current reset, as a reader sums them) and its live samples
  * (*samples); no lock, any thread (trend.c). */
 int64_t table_stack_retained(uint32_t stack, int64_t *samples) AGENT_HIDDEN;
+/* When a published stack's peak was last raised (0: never). */
+uint64_t table_stack_peak_ns(uint32_t stack) AGENT_HIDDEN;
 /* Stack records published so far (header.stacks_used). */
 uint32_t table_stacks_used(void) AGENT_HIDDEN;
 

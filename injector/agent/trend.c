@@ -57,6 +57,10 @@ static void top_insert(struct ym_trend_point *top, uint32_t *len, uint32_t k,
 	};
 }
 
+/* Of the points a slot holds, the ones kept for stacks that are rising:
+ * so that a leak too small to be among the largest yet is followed. */
+#define TREND_RISING 16u
+
 void trend_write(uint64_t now)
 {
 	uint64_t due = __atomic_load_n(&trend_due, __ATOMIC_RELAXED);
@@ -77,15 +81,45 @@ void trend_write(uint64_t now)
 						      __ATOMIC_RELAXED))
 		return;
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	/* Built in place: the record is the writer's while seq is odd. */
-	uint32_t len = 0, used = table_stacks_used();
+	/* The largest estimates, built in place (the record is the
+	 * writer's while seq is odd); beside them, on the stack, the largest
+	 * of the stacks whose peak rose since the previous slot was due
+	 * (rising: a growing stack raises its peak with its samples). */
+	struct ym_trend_point rising[TREND_RISING];
+	uint32_t len = 0, nr = 0, kr = kstacks / 4 < TREND_RISING ? kstacks / 4 : TREND_RISING;
+	uint32_t used = table_stacks_used();
+	uint64_t since = due - slot_ns;
 	for (uint32_t s = 0; s < used; s++) {
 		int64_t k;
 		int64_t b = table_stack_retained(s, &k);
-		if (b > 0)
-			top_insert(rec->points, &len, kstacks, s, b, k);
+		if (b <= 0)
+			continue;
+		top_insert(rec->points, &len, kstacks, s, b, k);
+		if (kr && table_stack_peak_ns(s) >= since)
+			top_insert(rising, &nr, kr, s, b, k);
+	}
+	/* The first kstacks - kr largest stay; the rising ones not among
+	 * them follow, largest first; the next largest fill what is left. */
+	uint32_t keep = len < kstacks - kr ? len : kstacks - kr, out = keep;
+	struct ym_trend_point spare[TREND_RISING];
+	uint32_t nspare = 0;
+	for (uint32_t i = keep; i < len && nspare < kr; i++)
+		spare[nspare++] = rec->points[i];
+	for (uint32_t i = 0; i < nr && out < kstacks; i++) {
+		int dup = 0;
+		for (uint32_t j = 0; j < keep && !dup; j++)
+			dup = rec->points[j].stack == rising[i].stack;
+		if (!dup)
+			rec->points[out++] = rising[i];
+	}
+	for (uint32_t i = 0; i < nspare && out < kstacks; i++) {
+		int dup = 0;
+		for (uint32_t j = keep; j < out && !dup; j++)
+			dup = rec->points[j].stack == spare[i].stack;
+		if (!dup)
+			rec->points[out++] = spare[i];
 	}
 	__atomic_store_n(&rec->mono_ns, now, __ATOMIC_RELAXED);
-	__atomic_store_n(&rec->count, len, __ATOMIC_RELAXED);
+	__atomic_store_n(&rec->count, out, __ATOMIC_RELAXED);
 	__atomic_store_n(&rec->seq, 2 * (n + 1), __ATOMIC_RELEASE);
 }

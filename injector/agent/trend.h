@@ -1,8 +1,9 @@
 /*
  * trend: the segment's trend section (segment.h, Trend): once a slot
- * (YM_TREND_SLOT_MS, 10 s by default) the retained estimates of the
- * YM_TREND_STACKS largest stacks, so that a ymtop started late sees the
- * last YM_TREND_SLOTS slots.  trend.c is its only writer.
+ * (YM_TREND_SLOT_MS, 10 s by default) the retained estimates of
+ * YM_TREND_STACKS stacks, the largest and the rising, so that a ymtop
+ * started late sees the last YM_TREND_SLOTS slots.  trend.c is its only
+ * writer.
  *
  * No thread and nothing on the fast paths: the thread that takes or
  * frees a sample compares the time it already has with the next slot's
@@ -25,8 +26,8 @@ extern uint64_t trend_due AGENT_HIDDEN;
 void trend_map_segment(uint8_t *base) AGENT_HIDDEN;
 
 /* Write the slot due at now (the first thread there), reading every
- * published stack's counters once: about 2 ns a stack and plane
- * (BENCHMARKS.md).  Guard held, no lock held. */
+ * published stack's counters once: 5 to 15 ns a stack (BENCHMARKS.md).
+ * Guard held, no lock held. */
 void trend_write(uint64_t now) AGENT_HIDDEN;
 
 /* A sample was taken or freed at now: the slot, when it is due. */

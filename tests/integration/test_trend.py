@@ -90,5 +90,26 @@ def test_agent_without_trend_ymtop_keeps_its_own():
         t.kill()
 
 
+def test_a_small_leak_among_many_larger_stacks_is_followed():
+    """More stacks larger than the leak than a slot keeps largest (100
+    of 4 MiB, the trend's 48): the leak is kept among the rising stacks
+    (its peak rises with its samples), so it has points and grows."""
+    t = Target([PROG, "128", "0", "0", "0", "0", "100"],
+               env={"YM_TREND_SLOT_MS": "250", "YM_SAMPLE_RATE": "16384",
+                    "YM_SEED": "3"})
+    try:
+        time.sleep(60 * 0.25)
+        rep = report(t.pid)
+        held = [s for s in rep["stacks"] if "held_site" in functions(s)]
+        leak = site(rep, "leak_site")
+        print("leak", leak["retained_bytes"], leak["trend"], "held", len(held))
+        assert len(held) >= 64, len(held)
+        assert all(s["retained_bytes"] > leak["retained_bytes"] for s in held), leak
+        assert leak["trend"]["verdict"] == "growing", leak["trend"]
+        within(leak["trend"]["bytes_per_s"], 128 * 1024, 0.25, "leak rate")
+    finally:
+        t.kill()
+
+
 if __name__ == "__main__":
     run_tests(globals())

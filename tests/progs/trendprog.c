@@ -2,7 +2,7 @@
  * trendprog: three sites whose retained bytes move differently, for the
  * trend verdicts (tests/integration/test_trend.py, tests/bench/trend.sh).
  *
- *   trendprog LEAK_KIB_S CACHE_MIB FILL_S CHURN_MIB [SECONDS]
+ *   trendprog LEAK_KIB_S CACHE_MIB FILL_S CHURN_MIB [SECONDS [SITES]]
  *
  *   leak_site   keeps LEAK_KIB_S KiB a second, paced by the clock (so its
  *               rate is exact however the machine is loaded), in 16 KiB
@@ -12,6 +12,10 @@
  *               same size: grows, then levels off
  *   churn_site  keeps about CHURN_MIB MiB in 1-64 KiB blocks, replacing
  *               one at random all the time: flat
+ *
+ *   held_site   SITES stacks (recursion depths 1 to SITES) holding 4 MiB
+ *               each from the start, never touched again: more stacks
+ *               larger than a small leak than the trend keeps largest
  *
  * Prints "ready" once running; runs SECONDS (0, the default: until
  * killed).
@@ -49,6 +53,18 @@ static NOINLINE void *cache_site(void)
 	return p;
 }
 
+/* depth calls deep, then 4 MiB in 64 KiB blocks: a stack a depth. */
+static NOINLINE void held_site(int depth)
+{
+	if (depth > 1) {
+		held_site(depth - 1);
+		__asm__ volatile("" ::: "memory");   /* keep the frame */
+		return;
+	}
+	for (int i = 0; i < 64; i++)
+		sink = malloc(64 * 1024);
+}
+
 static NOINLINE void *churn_site(size_t n)
 {
 	void *p = malloc(n);
@@ -67,6 +83,9 @@ int main(int argc, char **argv)
 	double fill_s = atof(argv[3]);
 	double churn_bytes = atof(argv[4]) * 1024 * 1024;
 	double run_s = argc > 5 ? atof(argv[5]) : 0;
+	int sites = argc > 6 ? atoi(argv[6]) : 0;
+	for (int d = 1; d <= sites && d <= 1000; d++)
+		held_site(d);
 	void **cache = calloc(ncache ? ncache : 1, sizeof *cache);
 	size_t nchurn = (size_t)(churn_bytes / (33 * 1024)) + 1;
 	void **churn = calloc(nchurn, sizeof *churn);

@@ -226,8 +226,9 @@ static void check_snapshot(const struct shm_snapshot *s)
 	CHECK(s->nlive <= 1024);
 	for (uint32_t i = 0; i < s->nlive; i++)
 		CHECK(s->live[i].stack < s->nstacks);
-	/* Trend slots kept are whole: the writer's order (largest first),
-	 * positive estimates, known stacks (a torn one is left out). */
+	/* Trend slots kept are whole: the writer's order (the largest
+	 * first: all but the last 8 / 4 points), positive estimates, known
+	 * stacks, each once (a torn one is left out). */
 	CHECK(s->trend_kept && s->ntrend <= 16);
 	for (uint32_t i = 0; i < s->ntrend; i++) {
 		const struct ym_trend_slot *t = shm_trend_slot(s, i);
@@ -235,8 +236,10 @@ static void check_snapshot(const struct shm_snapshot *s)
 		for (uint32_t j = 0; j < t->count; j++) {
 			CHECK(t->points[j].stack < s->nstacks);
 			CHECK(t->points[j].retained > 0);
-			if (j > 0)
+			if (j > 0 && j < 8 - 8 / 4)
 				CHECK(t->points[j].retained <= t->points[j - 1].retained);
+			for (uint32_t k = 0; k < j; k++)
+				CHECK(t->points[k].stack != t->points[j].stack);
 		}
 	}
 }
