@@ -187,6 +187,30 @@ static void no_slot_means_unchanged(void **state)
 	model_free(&m);
 }
 
+static void hostile_slot_length(void **state)
+{
+	(void)state;
+	/* A slot length near 2^64 (the header is the writer's word): the
+	 * grid stays within its bounds. */
+	double y[8];
+	int w[8];
+	for (int i = 0; i < 8; i++) {
+		y[i] = i * MiB;
+		w[i] = 1;
+	}
+	const uint64_t steps[] = { 1, 3, 1ull << 63, UINT64_MAX };
+	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+		struct model m;
+		struct shm_snapshot s;
+		model_init(&m);
+		snap_slots(&s, 3600, 8 * MiB, y, w, 8);
+		s.hdr.trend_slot_ns = steps[k];
+		assert_int_equal(model_update(&m, &s), 0);
+		assert_true(m.stacks[1].trend.window_s <= 3601);
+		model_free(&m);
+	}
+}
+
 static void own_history_without_agent_slots(void **state)
 {
 	(void)state;
@@ -222,6 +246,7 @@ int main(void)
 		cmocka_unit_test(plateau_shrinking_unknown),
 		cmocka_unit_test(absent_from_a_slot_is_unknown_not_zero),
 		cmocka_unit_test(no_slot_means_unchanged),
+		cmocka_unit_test(hostile_slot_length),
 		cmocka_unit_test(own_history_without_agent_slots),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -269,10 +269,15 @@ static uint32_t series(const struct slot_ref *sl, uint32_t ns,
 	uint64_t start = sl[pts[0].slot].mono_ns;
 	if (now <= start)
 		return 0;
-	if ((now - start) / step >= TREND_GRID)
-		step = (now - start) / (TREND_GRID - 1);
+	/* Grid times start + k x step, k < ng, then now: no sum overflows
+	 * (k x step <= span), at most TREND_GRID + 2 points. */
+	uint64_t span = now - start;
+	if (span / step >= TREND_GRID)
+		step = span / (TREND_GRID - 1);
+	uint64_t ng = span / step + 1;
 	uint32_t n = 0, si = pts[0].slot, pi = 0;
-	for (uint64_t g = start;; g += step) {
+	for (uint64_t k = 0; k <= ng; k++) {
+		uint64_t g = k < ng ? start + k * step : now;
 		if (g > now)
 			g = now;
 		while (si + 1 < ns && sl[si + 1].mono_ns <= g)
