@@ -165,11 +165,11 @@ static void text_growing(FILE *f, const struct model *m, struct sym *s,
 	uint32_t *order = report_order_by(m, SORT_TREND, &norder);
 	if (!order)
 		return;
-	for (uint32_t k = 0; k < norder; k++) {
+	for (uint32_t k = 0, shown = 0; k < norder; k++) {
 		const struct model_stack *st = &m->stacks[order[k]];
 		if (st->trend.verdict != TREND_GROWING)
 			continue;
-		fprintf(f, "\n#%u growing %s/s over %s; retained %s\n", k + 1,
+		fprintf(f, "\n#%u growing %s/s over %s; retained %s\n", ++shown,
 			fmt_bytes(st->trend.bytes_per_s, a, sizeof a),
 			fmt_duration(st->trend.window_s, b, sizeof b),
 			fmt_bytes(st->retained_bytes, c, sizeof c));
