@@ -305,6 +305,10 @@ static int copy_trend(struct shm_reader *r, struct shm_snapshot *s)
 	if (h->abi_version < 8 || h->trend.capacity == 0)
 		return 0;
 	s->trend_kept = 1;
+	if (r->skip_trend) {
+		s->trend_skipped = 1;
+		return 0;
+	}
 	s->trend_stride = h->trend.stride;
 	uint32_t cap = h->trend.capacity;
 	int rc = copy_section_at(r, h->trend.offset, cap, h->trend.stride,

@@ -116,6 +116,7 @@ struct shm_reader {
 	uint64_t dev, ino;      /* the segment file: the writer maps it */
 	uint64_t size;
 	int      skip_live;     /* next snapshots leave the live table out */
+	int      skip_trend;    /* ... and the trend section (trend_skipped) */
 };
 
 /* A validated copy of the segment at one moment.  Every count below is
@@ -143,6 +144,7 @@ struct shm_snapshot {
 	 * not turned off); 0: what ymtop knows of the past is its own. */
 	uint8_t  *trend;            uint32_t ntrend;   uint32_t trend_stride;
 	int       trend_kept;
+	int       trend_skipped;    /* kept, not copied: the reader asked */
 	/* The heap request (shm_control_heap) this snapshot's reader made
 	 * for it, 0 none: header.heap.answered >= it means the figures were
 	 * taken after the reader asked.  Set by the reader's owner. */

@@ -305,6 +305,11 @@ int model_trend_update(struct model *m)
 	const uint8_t *ring;
 	uint32_t nrec, stride;
 	uint64_t slot_ns;
+	if (s->trend_skipped) {   /* a reader that shows no trend */
+		m->trend_source = MODEL_TREND_AGENT;
+		unknown_all(m);
+		return 0;
+	}
 	if (s->trend_kept) {
 		m->trend_source = MODEL_TREND_AGENT;
 		ring = s->trend;
