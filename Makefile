@@ -418,7 +418,7 @@ progs: $(PROGS)
 # TSan, whose runtime owns malloc).  Always built with -fsanitize=thread,
 # whatever SANITIZER says; tests/run.sh runs it with the unit tests.
 TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/live.c \
-            injector/agent/os.c \
+            injector/agent/os.c injector/agent/trend.c \
             injector/agent/backing.c injector/agent/base.c injector/agent/clock.c \
             shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
@@ -463,7 +463,7 @@ stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c tui/model/shortlived.c \
-                shm/layout.c shm/reader.c
+                tui/model/trend.c shm/layout.c shm/reader.c
 FUZZ_BIN     := $(B)/fuzz/fuzz_segment
 FUZZ_SEEDS   := $(B)/fuzz/seeds
 FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
@@ -471,11 +471,11 @@ FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
                 $(B)/fuzz/corpus $(FUZZ_SEEDS)
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
 
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/proc.h include/ymtop/*.h)
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/model/trend.h tui/proc.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -Iinclude -Ishm -Itui $(STD) -O1 -g $(WARN) \
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  -o $@ $(FUZZ_SRC)
+	  -o $@ $(FUZZ_SRC) -lm
 
 $(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(ABI_NEWER) $(B)/progs/workload $(B)/progs/libplugin.so
 	rm -rf $(FUZZ_SEEDS)
@@ -541,12 +541,14 @@ bench: bench-deps all
 	  $(SHIM_LIBS) $(B)/progs/inject_read $(B)/progs/inject_threads $(B)/progs/manysites \
 	  $(B)/bench/unwind_bench $(B)/bench/samplecost $(B)/bench/heapstats_bench \
 	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs \
-	  $(B)/bench/resident_bench
+	  $(B)/bench/resident_bench $(B)/bench/trendwrite $(B)/progs/trendprog
 	@tests/bench/run.sh $(B)
 	@$(B)/bench/resident_bench
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/samplecost.sh $(B)
+	@tests/bench/trendcost.sh $(B)
+	@tests/bench/trend_quality.sh $(B)
 	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \
 	  [ -z "$$l" ] || [ -e "$$l" ] || continue; \
 	  LD_PRELOAD=$$l $(B)/bench/heapstats_bench 4 1024; done

@@ -82,6 +82,19 @@ int shm_layout_pycodes(uint32_t cap, struct ym_section *sec, uint64_t *total)
 	return 0;
 }
 
+void shm_layout_trend(uint64_t *total, uint32_t slots, uint32_t stacks,
+		      struct ym_section *trend)
+{
+	*trend = (struct ym_section){ 0, 0, 0 };
+	if (slots == 0 || stacks == 0 || slots > YM_LIMIT_TREND_SLOTS ||
+	    stacks > YM_LIMIT_TREND_STACKS)
+		return;
+	trend->offset = *total;
+	trend->capacity = slots;
+	trend->stride = shm_trend_stride(stacks);
+	*total = (*total + (uint64_t)slots * trend->stride + 4095u) & ~4095ULL;
+}
+
 /* Append v in decimal at buf[*n], within len (keeping room for the NUL).
  * No stdio: the agent, which links this file, formats nothing with it. */
 static void put_dec(char *buf, size_t len, size_t *n, uint64_t v)

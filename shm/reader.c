@@ -132,6 +132,17 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		return fail(err, len, -EPROTO, "bad counter planes (%u)",
 			    h->sections[YM_SEC_PLANES].capacity);
 
+	/* v8: the trend section, when the writer keeps one. */
+	const struct ym_section *t = &h->trend;
+	if (h->abi_version >= 8 && t->capacity != 0 &&
+	    (t->capacity > YM_LIMIT_TREND_SLOTS || h->trend_stacks == 0 ||
+	     h->trend_stacks > YM_LIMIT_TREND_STACKS || h->trend_slot_ns == 0 ||
+	     t->stride < shm_trend_stride(h->trend_stacks) || t->stride % 8 != 0 ||
+	     t->offset % 8 != 0 || t->offset < h->header_size ||
+	     t->offset > fsize ||
+	     (uint64_t)t->capacity * t->stride > fsize - t->offset))
+		return fail(err, len, -EPROTO, "trend section out of bounds");
+
 	/* h is the caller's copy: plain loads (the copy was read from the
 	 * segment before this check; see ym_seq_fence in segment.h). */
 	if (h->threads_used > h->sections[YM_SEC_THREADS].capacity ||
@@ -228,6 +239,7 @@ void shm_reader_close(struct shm_reader *r)
 
 void shm_snapshot_free(struct shm_snapshot *s)
 {
+	free(s->trend);
 	free(s->threads);
 	free(s->stacks);
 	free(s->live);
@@ -245,6 +257,26 @@ static void compact(void *buf, uint64_t count, uint32_t stride, size_t size)
 		return;
 	for (uint64_t i = 1; i < count; i++)
 		memmove((char *)buf + i * size, (char *)buf + i * stride, size);
+}
+
+/* Copy count records of stride bytes at off into a new buffer. */
+static int copy_section_at(struct shm_reader *r, uint64_t off, uint64_t count,
+			   uint32_t stride, void **out)
+{
+	size_t bytes = (size_t)count * stride;
+	*out = NULL;
+	if (bytes == 0)
+		return 0;
+	void *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+	if (!buf)
+		return -ENOMEM;
+	int rc = shm_read_at(r->fd, buf, bytes, off);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	return 0;
 }
 
 /* Copy count records of section sec; with size non-zero, compacted to
@@ -294,6 +326,54 @@ static int copy_pycodes(struct shm_reader *r, const struct ym_header *h,
 	compact(buf, h->py_codes_used, sec->stride, sizeof(struct ym_pycode));
 	s->pycodes = buf;
 	s->npycodes = (uint32_t)h->py_codes_used;
+	return 0;
+}
+
+/* v8: the trend section (segment.h, Trend): the ring copied, then each
+ * record's seq read again; a record is kept when its seq was even,
+ * non-zero, of its position and unchanged, and its points are checked
+ * against the stacks copied before (a point of a later stack is dropped).
+ * Kept records are moved to the front. */
+static int copy_trend(struct shm_reader *r, struct shm_snapshot *s)
+{
+	const struct ym_header *h = &s->hdr;
+	if (h->abi_version < 8 || h->trend.capacity == 0)
+		return 0;
+	s->trend_kept = 1;
+	if (r->skip_trend) {
+		s->trend_skipped = 1;
+		return 0;
+	}
+	s->trend_stride = h->trend.stride;
+	uint32_t cap = h->trend.capacity;
+	int rc = copy_section_at(r, h->trend.offset, cap, h->trend.stride,
+				 (void **)&s->trend);
+	if (rc < 0)
+		return rc;
+	ym_seq_fence();
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < cap; i++) {
+		struct ym_trend_slot *t = (struct ym_trend_slot *)(void *)(s->trend +
+			(size_t)i * s->trend_stride);
+		uint64_t again;
+		rc = shm_read_at(r->fd, &again, sizeof again,
+			     h->trend.offset + (uint64_t)i * h->trend.stride);
+		if (rc < 0)
+			return rc;
+		if (!ym_seq_stable(t->seq, again) || t->seq == 0 ||
+		    (t->seq / 2 - 1) % cap != i || t->count > h->trend_stacks)
+			continue;
+		uint32_t n = 0;
+		for (uint32_t j = 0; j < t->count; j++)
+			if (t->points[j].stack < s->nstacks)
+				t->points[n++] = t->points[j];
+		t->count = n;
+		if (kept != i)
+			memcpy(s->trend + (size_t)kept * s->trend_stride, t,
+			       s->trend_stride);
+		kept++;
+	}
+	s->ntrend = kept;
 	return 0;
 }
 
@@ -708,6 +788,9 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 			break;
 		}
 	rc = add_planes(r, &s->hdr, s);
+	if (rc < 0)
+		goto out;
+	rc = copy_trend(r, s);
 	if (rc < 0)
 		goto out;
 	if (r->skip_live) {

@@ -31,6 +31,17 @@ int shm_layout(struct shm_caps *caps, struct ym_section sections[YM_SEC_COUNT],
  * placed at *total (a segment size from shm_layout), which grows by it;
  * cap 0 gives an empty section.  -EINVAL beyond YM_LIMIT_PYCODES. */
 int shm_layout_pycodes(uint32_t cap, struct ym_section *sec, uint64_t *total);
+/* v8: the trend section (segment.h, Trend) of `slots` records of
+ * `stacks` points each, appended at *total (a whole number of pages, as
+ * shm_layout leaves it), which grows by its size.  slots or stacks 0, or
+ * beyond the limits: no section (capacity 0, *total unchanged). */
+static inline uint32_t shm_trend_stride(uint32_t stacks)
+{
+	return (uint32_t)(sizeof(struct ym_trend_slot) +
+			  stacks * sizeof(struct ym_trend_point) + 7u) & ~7u;
+}
+void shm_layout_trend(uint64_t *total, uint32_t slots, uint32_t stacks,
+		      struct ym_section *trend);
 
 /* The live table's capacity that shm_layout gives max_live: the power of
  * two at least as large. */
@@ -109,6 +120,7 @@ struct shm_reader {
 	uint64_t dev, ino;      /* the segment file: the writer maps it */
 	uint64_t size;
 	int      skip_live;     /* next snapshots leave the live table out */
+	int      skip_trend;    /* ... and the trend section (trend_skipped) */
 };
 
 /* A validated copy of the segment at one moment.  Every count below is
@@ -130,6 +142,14 @@ struct shm_snapshot {
 	struct ym_module *modules;  uint32_t nmodules;
 	struct ym_pycode *pycodes;  uint32_t npycodes;  /* v8: Python code objects */
 	struct ym_totals  totals;   /* exact: retired + every slot */
+	/* v8: the trend slots (segment.h, Trend) that were complete and
+	 * stable, trend_stride bytes each (struct ym_trend_slot), in ring
+	 * order, their points checked (stacks < nstacks, count <=
+	 * hdr.trend_stacks).  trend_kept: the writer keeps a trend (v8 and
+	 * not turned off); 0: what ymtop knows of the past is its own. */
+	uint8_t  *trend;            uint32_t ntrend;   uint32_t trend_stride;
+	int       trend_kept;
+	int       trend_skipped;    /* kept, not copied: the reader asked */
 	/* The heap request (shm_control_heap) this snapshot's reader made
 	 * for it, 0 none: header.heap.answered >= it means the figures were
 	 * taken after the reader asked.  Set by the reader's owner. */
@@ -170,6 +190,12 @@ static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)
 {
 	const struct ym_stack_ext *x = shm_stack_ext(s, i);
 	return x ? x->kind : YM_KIND_MALLOC;
+}
+static inline const struct ym_trend_slot *shm_trend_slot(const struct shm_snapshot *s,
+							 uint32_t i)
+{
+	return (const struct ym_trend_slot *)(const void *)(s->trend +
+							    (size_t)i * s->trend_stride);
 }
 static inline const struct ym_alarm *shm_alarm(const struct shm_snapshot *s,
 						uint32_t i)

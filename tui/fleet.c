@@ -111,6 +111,9 @@ static int fresh(struct fleet_proc *p, int borrow)
 {
 	char err[256];
 	p->s.no_borrow = !borrow;
+	/* The host list and the exporter show no trends: the agent's
+	 * history (a few hundred KiB a process) is not copied. */
+	p->s.reader.skip_trend = 1;
 	int ok = session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
 	p->s.no_borrow = 0;
 	if (ok)

@@ -419,6 +419,14 @@ struct ym_header {
 	uint32_t py_version;
 	uint32_t py_state;
 	uint64_t py_drop;
+	/* v8: the trend section (struct ym_trend_slot, Trend below): where
+	 * it is (trend.capacity slots of trend.stride bytes; capacity 0:
+	 * none), the slot length and the points a slot holds at most.
+	 * Fixed at creation. */
+	struct ym_section trend;
+	uint64_t trend_slot_ns;
+	uint32_t trend_stacks;
+	uint32_t reserved_v8;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */
@@ -646,6 +654,46 @@ struct ym_pycode {
 _Static_assert(sizeof(struct ym_pycode) == 512, "pycode size");
 #define YM_DEFAULT_MAX_PYCODES 4096u
 #define YM_LIMIT_PYCODES       (1u << 20)
+/* v8: Trend.  A ring of header.trend.capacity slots (YM_TREND_SLOTS by
+ * default): slot n (n = (now - start_mono_ns) / trend_slot_ns, the
+ * agent's clock) goes to record n % capacity and holds the retained
+ * estimate (record plus planes, as a reader sums them) of at most
+ * header.trend_stacks stacks (K, YM_TREND_STACKS): the K - K/4 (K/4 at
+ * most 16) with the largest estimates at that moment, in that order
+ * (ties to the lower index), then up to K/4 others whose peak
+ * (ym_stack_ext.peak_mono_ns) rose since the previous slot was due, the
+ * largest first, then the next largest for what is left.  A
+ * slot is written by the first thread that takes or frees a sample once
+ * the slot is due; a slot in which no sample was taken or freed is not
+ * written (a reader takes a stack's estimate as unchanged across it); a
+ * stack not among a slot's points is not known at that slot, never 0.
+ * Protocol: the writer makes seq odd (compare-and-swap from even: one
+ * writer a record), fills the record, and stores seq = 2 * (n + 1) with
+ * release.  A reader copies the record in the seqcount loop over seq and
+ * keeps it when seq is even, non-zero, stable and (seq / 2 - 1) %
+ * capacity is the record's position; count <= trend_stacks, and each
+ * point's stack is checked against stacks_used. */
+#define YM_TREND_SLOTS        360u    /* an hour of 10-s slots */
+#define YM_TREND_STACKS       64u
+#define YM_TREND_SLOT_NS      10000000000ull
+#define YM_LIMIT_TREND_SLOTS  65536u
+#define YM_LIMIT_TREND_STACKS 1024u
+
+struct ym_trend_point {
+	uint32_t stack;
+	uint32_t samples;          /* live samples behind it, at most 2^32-1 */
+	int64_t  retained;         /* estimated retained bytes (may dip < 0) */
+};
+_Static_assert(sizeof(struct ym_trend_point) == 16, "trend point size");
+
+struct ym_trend_slot {
+	uint64_t seq;              /* 2 * (slot + 1) when complete; odd: busy */
+	uint64_t mono_ns;          /* CLOCK_MONOTONIC when taken */
+	uint32_t count;            /* points used */
+	uint32_t reserved;
+	struct ym_trend_point points[];   /* trend_stacks; stride from header */
+};
+_Static_assert(sizeof(struct ym_trend_slot) == 24, "trend slot size");
 
 /* ---- The reader's side of the protocol, as code ---- */
 

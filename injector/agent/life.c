@@ -33,6 +33,7 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
+ *   trend.c     the trend history: a slot of the largest and rising stacks' estimates
  *   loader.c    the loader's list, walked without waiting in fork
  *               children; the object holding an address; _r_debug
  *   backing.c   memory behind the segment's pages
@@ -67,6 +68,7 @@
  *   ALARMS      giant.c
  *   MODULES     modules.c
  *   py_codes    python.c (v8: placed by seg.c after the sections)
+ *   trend       trend.c (v8: header.trend locates it)
  */
 #include <dlfcn.h>
 #include <errno.h>

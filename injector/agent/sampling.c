@@ -17,6 +17,7 @@
 #include "segstate.h"
 #include "stale.h"
 #include "table.h"
+#include "trend.h"
 
 static uint64_t rate;             /* atomic: mean bytes between samples */
 static uint32_t seen_reset;       /* control.reset_seq carried out */
@@ -116,6 +117,7 @@ sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
 	stale_sampled();
 	if (t->paused)
 		return 0;
+	trend_tick(now);
 	return drawn;
 }
 
@@ -214,9 +216,11 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	 * (repaired when the address is sampled again). */
 	int found = live_remove((uint64_t)(uintptr_t)p, t->tid, &e,
 				AGENT_SPINS_LONG);
-	if (found)
-		table_count_free(&e, agent_now_ns(),
-				 table_own_counts(&t->plane, e.stack));
+	if (found) {
+		uint64_t now = agent_now_ns();
+		table_count_free(&e, now, table_own_counts(&t->plane, e.stack));
+		trend_tick(now);
+	}
 	if (sampling)
 		filter_outcome(t, found);
 	agent_guard_leave(t);

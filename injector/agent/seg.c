@@ -31,6 +31,7 @@
 #include "stale.h"
 #include "table.h"
 #include "threads.h"
+#include "trend.h"
 
 int agent_seg_state;
 
@@ -103,6 +104,9 @@ static int segment_create(void)
 	if (shm_layout(&caps, sec, &size) != 0 ||
 	    shm_layout_pycodes(YM_DEFAULT_MAX_PYCODES, &pysec, &size) != 0)
 		return -EINVAL;
+	struct ym_section trend;
+	shm_layout_trend(&size, agent_cfg.trend_slot_ms ? YM_TREND_SLOTS : 0,
+			 YM_TREND_STACKS, &trend);
 	void *map;
 	pidns = read_pidns();
 	stale_owner(self_pid, pidns);
@@ -147,6 +151,9 @@ static int segment_create(void)
 	read_exe(h->exe, sizeof h->exe);
 	memcpy(h->sections, sec, sizeof sec);
 	h->py_codes = pysec;
+	h->trend = trend;
+	h->trend_slot_ns = agent_cfg.trend_slot_ms * 1000000u;
+	h->trend_stacks = trend.capacity ? YM_TREND_STACKS : 0;
 
 	seg_base = b;
 	seg_size = size;
@@ -161,6 +168,7 @@ static int segment_create(void)
 	giant_map_segment(b, sec);
 	modules_map_segment(b, sec);
 	python_map_segment(b, h);
+	trend_map_segment(b);
 	if (threads_map_segment(b, sec, agent_cfg.max_threads) != 0 ||
 	    table_init_segment() != 0 || live_init_segment() != 0)
 		goto full;

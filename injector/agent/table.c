@@ -336,6 +336,21 @@ static int64_t stack_retained(uint32_t stack, int64_t *n)
 	return (int64_t)(a - f);
 }
 
+int64_t table_stack_retained(uint32_t stack, int64_t *samples)
+{
+	return stack_retained(stack, samples);
+}
+
+uint64_t table_stack_peak_ns(uint32_t stack)
+{
+	return __atomic_load_n(&stack_ext(stack)->peak_mono_ns, __ATOMIC_RELAXED);
+}
+
+uint32_t table_stacks_used(void)
+{
+	return (uint32_t)__atomic_load_n(&hdr->stacks_used, __ATOMIC_ACQUIRE);
+}
+
 /* Peak work in steps of PEAK_STEP bytes.  At the default rates every
  * sample weighs more than a step, so every sample does it; at small rates
  * and in exact mode (every allocation a sample) threads would otherwise

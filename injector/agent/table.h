@@ -73,6 +73,15 @@ void table_count_drop(const struct ym_live *e, struct ym_counts *own) AGENT_HIDD
 void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 			struct ym_counts *own) AGENT_HIDDEN;
 
+/* A published stack's retained estimate now (record plus the planes of
+ * the current reset, as a reader sums them) and its live samples
+ * (*samples); no lock, any thread (trend.c). */
+int64_t table_stack_retained(uint32_t stack, int64_t *samples) AGENT_HIDDEN;
+/* When a published stack's peak was last raised (0: never). */
+uint64_t table_stack_peak_ns(uint32_t stack) AGENT_HIDDEN;
+/* Stack records published so far (header.stacks_used). */
+uint32_t table_stacks_used(void) AGENT_HIDDEN;
+
 /* Resets carried out so far (header.reset_count): samples kept outside
  * the live table (hooks_mmap.c) are forgotten when it moved. */
 uint64_t table_reset_count(void) AGENT_HIDDEN;

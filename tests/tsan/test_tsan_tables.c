@@ -32,6 +32,7 @@
 #include "agent/backing.h"
 #include "agent/live.h"
 #include "agent/table.h"
+#include "agent/trend.h"
 #include "shm.h"
 
 /* The segment, as the agent's seg.c lays it out. */
@@ -66,6 +67,9 @@ static int thread_failures;
 		}                                                          \
 	} while (0)
 
+/* The trend's clock (make_segment). */
+static uint64_t trend_clock;
+
 /* Exact mode: the live table in parts by address region (table.c), each
  * writer's addresses in a 64 MiB region of their own, or (shared) all of
  * them in one region, whose part they race to be given. */
@@ -79,6 +83,11 @@ static void make_segment(void)
 	struct ym_section sec[YM_SEC_COUNT];
 	uint64_t size;
 	assert_int_equal(shm_layout(&caps, sec, &size), 0);
+	/* The trend: a ring of 16 slots of 8 stacks, a slot every tick of
+	 * a shared counter (trend_clock), so that writers lap it and race
+	 * for its records while the reader copies them. */
+	struct ym_section trend;
+	shm_layout_trend(&size, 16, 8, &trend);
 	seg_fd = memfd_create("ymtop-tsan", MFD_CLOEXEC);
 	assert_true(seg_fd >= 0);
 	assert_int_equal(fchmod(seg_fd, 0600), 0);   /* memfds are 0777 */
@@ -94,6 +103,9 @@ static void make_segment(void)
 	h->sample_rate = 4096;
 	h->max_depth = 8;
 	memcpy(h->sections, sec, sizeof sec);
+	h->trend = trend;
+	h->trend_slot_ns = 1;
+	h->trend_stacks = 8;
 	h->threads_used = WRITERS + 1;
 	hdr = h;
 	threads = (struct ym_thread *)(b + sec[YM_SEC_THREADS].offset);
@@ -111,6 +123,8 @@ static void make_segment(void)
 	assert_int_equal(table_init_segment(), 0);
 	assert_int_equal(live_init_segment(), 0);
 	h->planes_used = WRITERS - 1;
+	trend_clock = 0;
+	trend_map_segment(b);
 	__atomic_store_n(&h->magic, YM_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -169,6 +183,8 @@ static void *writer(void *arg)
 		int ok = live_insert(&e, tid, 1000000) > 0;
 		if (ok)
 			table_count_alloc(&e, own(id, e.stack));
+		if (i % 8 == 0)   /* as sampling.c: a sample, a tick */
+			trend_tick(__atomic_add_fetch(&trend_clock, 1, __ATOMIC_RELAXED));
 		if (ok && nheld < HELD) {
 			held[nheld++] = e;
 			continue;
@@ -210,6 +226,22 @@ static void check_snapshot(const struct shm_snapshot *s)
 	CHECK(s->nlive <= 1024);
 	for (uint32_t i = 0; i < s->nlive; i++)
 		CHECK(s->live[i].stack < s->nstacks);
+	/* Trend slots kept are whole: the writer's order (the largest
+	 * first: all but the last 8 / 4 points), positive estimates, known
+	 * stacks, each once (a torn one is left out). */
+	CHECK(s->trend_kept && s->ntrend <= 16);
+	for (uint32_t i = 0; i < s->ntrend; i++) {
+		const struct ym_trend_slot *t = shm_trend_slot(s, i);
+		CHECK(t->count <= 8);
+		for (uint32_t j = 0; j < t->count; j++) {
+			CHECK(t->points[j].stack < s->nstacks);
+			CHECK(t->points[j].retained > 0);
+			if (j > 0 && j < 8 - 8 / 4)
+				CHECK(t->points[j].retained <= t->points[j - 1].retained);
+			for (uint32_t k = 0; k < j; k++)
+				CHECK(t->points[k].stack != t->points[j].stack);
+		}
+	}
 }
 
 static void *reader(void *arg)
@@ -270,6 +302,8 @@ static void writers_and_reader(void **state)
 	/* Overflow record + SITES/2 shared + SITES/2 per writer. */
 	assert_int_equal(s.nstacks, 1 + SITES / 2 + (SITES / 2) * WRITERS);
 	assert_int_equal(s.nlive, 0);
+	/* Quiet now: every trend slot is complete. */
+	assert_int_equal(s.ntrend, 16);
 	uint64_t samples = 0, in_planes = 0;
 	for (uint32_t i = 0; i < s.nstacks; i++) {
 		const struct ym_stack *st = shm_stack(&s, i);

@@ -26,6 +26,7 @@ void model_free(struct model *m)
 	free(m->mark_agent_peak);
 	free(m->mark_peak_seen_samples);
 	free(m->thread_names);
+	model_trend_free(m);
 	memset(m, 0, sizeof *m);
 }
 
@@ -326,6 +327,9 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		if (age && age < m->snap.taken_mono_ns)
 			m->proc_start_mono_ns = m->snap.taken_mono_ns - age;
 	}
+	/* Out of memory here leaves every verdict unknown: the figures
+	 * above stand. */
+	(void)model_trend_update(m);
 	model_sort(m, SORT_RETAINED, 0, NULL, NULL, NULL);
 	return 0;
 }
@@ -428,6 +432,8 @@ double model_key(const struct model *m, const struct model_stack *s,
 		return model_short_rate(s);
 	case SORT_RESIDENT:
 		return m->resident_known ? s->resident_bytes : 0;
+	case SORT_TREND:
+		return s->trend.verdict == TREND_UNKNOWN ? 0 : s->trend.bytes_per_s;
 	default:
 		return 0;
 	}

@@ -19,6 +19,7 @@
 #include "model/cgroup.h"
 #include "proc.h"
 #include "shm.h"
+#include "trend.h"
 
 enum model_sort {
 	SORT_RETAINED = 0,   /* estimated live bytes */
@@ -34,6 +35,7 @@ enum model_sort {
 				(model/shortlived.h) */
 	SORT_RESIDENT,       /* retained bytes in RAM (tui/resident.h) */
 	SORT_FUNCTION,       /* display frame name (needs a key callback) */
+	SORT_TREND,          /* the trend's rate, bytes/s (model/trend.h) */
 	SORT_COUNT
 };
 
@@ -110,7 +112,15 @@ struct model_stack {
 	 * the share of its pages present, or swapped); valid when the
 	 * model's resident_known. */
 	double   resident_bytes, swapped_bytes;
+	struct model_trend trend;    /* over the last hour (model/trend.h) */
 };
+
+/* Where the model's trends come from. */
+enum model_trend_source {
+	MODEL_TREND_AGENT = 0,   /* the agent's trend section (ABI v8) */
+	MODEL_TREND_OWN,         /* this ymtop's snapshots since it started */
+};
+struct trend_own;
 
 struct model {
 	struct shm_snapshot snap;    /* owned */
@@ -179,6 +189,14 @@ struct model {
 	int      marked;
 	uint64_t mark_mono_ns;
 	double   mark_total;
+	/* Trends (model/trend.h): the retained bytes of the stacks whose
+	 * verdict is growing and how many they are; the source; ymtop's own
+	 * history (an agent keeping none) and its slot (0: 10 s). */
+	double   growing_bytes;
+	uint32_t ngrowing;
+	int      trend_source;       /* enum model_trend_source */
+	struct trend_own *trend_own;
+	uint64_t trend_own_slot_ns;
 };
 
 void model_init(struct model *m);

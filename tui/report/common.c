@@ -55,7 +55,7 @@ int report_sort_parse(const char *s, enum model_sort *out)
 {
 	static const struct { const char *name; enum model_sort key; } keys[] = {
 		{ "retained", SORT_RETAINED }, { "allocated", SORT_ALLOCATED },
-		{ "rate", SORT_RATE }, { "peak", SORT_PEAK },
+		{ "rate", SORT_RATE }, { "peak", SORT_PEAK }, { "trend", SORT_TREND },
 	};
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
 		if (!strcmp(s, keys[i].name)) {
@@ -71,6 +71,7 @@ const char *report_sort_name(enum model_sort k)
 	case SORT_ALLOCATED: return "allocated bytes";
 	case SORT_RATE:      return "allocation rate";
 	case SORT_PEAK:      return "peak retained bytes";
+	case SORT_TREND:     return "growth rate (trend)";
 	default:             return "retained bytes";
 	}
 }
@@ -108,7 +109,8 @@ uint32_t *report_order_by(const struct model *m, enum model_sort key, uint32_t *
 	for (uint32_t i = 0; i < m->nstacks; i++)
 		if (m->stacks[i].alloc_samples)
 			o[k++] = i;
-	if (key != SORT_ALLOCATED && key != SORT_RATE && key != SORT_PEAK)
+	if (key != SORT_ALLOCATED && key != SORT_RATE && key != SORT_PEAK &&
+	    key != SORT_TREND)
 		key = SORT_RETAINED;
 	struct order_ctx c = { m, key };
 	qsort_r(o, k, sizeof *o, by_key, &c);

@@ -222,7 +222,8 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	fputs(",\"name\":", f);
 	fmt_json_string(f, model_name(m));
 	fprintf(f, ",\"sort\":\"%s\"", o->sort == SORT_ALLOCATED ? "allocated" :
-		o->sort == SORT_RATE ? "rate" : o->sort == SORT_PEAK ? "peak" : "retained");
+		o->sort == SORT_RATE ? "rate" : o->sort == SORT_PEAK ? "peak" :
+		o->sort == SORT_TREND ? "trend" : "retained");
 	fprintf(f, ",\"time\":%.3f,\"uptime_s\":%.3f,\"state\":\"%s\","
 		"\"attached\":%s,\"modules_complete\":%s,\"sample_rate\":%llu,"
 		"\"rss_bytes\":%llu,",
@@ -344,6 +345,11 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 
 	json_rss_explained(f, m);
 	json_cgroup(f, m);
+	/* Where the verdicts come from (man ymtop(1), TREND). */
+	fprintf(f, "\"trend\":{\"source\":\"%s\",\"growing_stacks\":%u,"
+		"\"growing_retained_bytes\":%.0f},",
+		m->trend_source == MODEL_TREND_AGENT ? "agent" : "ymtop",
+		m->ngrowing, m->growing_bytes);
 
 	uint32_t norder;
 	uint32_t *order = report_order_by(m, o->sort, &norder);
@@ -390,6 +396,9 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		fputc(',', f);
 		json_opt(f, "resident_bytes", m->resident_known, st->resident_bytes, 1);
 		json_opt(f, "swapped_bytes", m->resident_known, st->swapped_bytes, 0);
+		fprintf(f, ",\"trend\":{\"verdict\":\"%s\",\"bytes_per_s\":%.0f,"
+			"\"window_s\":%.0f}", trend_verdict_name(st->trend.verdict),
+			st->trend.bytes_per_s, st->trend.window_s);
 		fputs(",\"frames\":", f);
 		json_frames(f, s, o->rules, st->frames, st->depth);
 		fputc('}', f);

@@ -266,6 +266,37 @@ static void text_threads(FILE *f, const struct model *m)
 	}
 }
 
+/* The trend line of the header, and the growing stacks first, under a
+ * heading of their own (fastest first). */
+static void text_growing(FILE *f, const struct model *m, struct sym *s,
+			 const struct report_opts *o)
+{
+	char a[32], b[32], c[32];
+	const char *src = m->trend_source == MODEL_TREND_AGENT ?
+		"the agent's points" : "ymtop's own snapshots since it started";
+	if (m->ngrowing == 0) {
+		fprintf(f, "\nGrowing stacks: none (trends from %s)\n", src);
+		return;
+	}
+	fprintf(f, "\nGrowing stacks: %u, holding %s (trends from %s):\n",
+		m->ngrowing, fmt_bytes(m->growing_bytes, a, sizeof a), src);
+	uint32_t norder;
+	uint32_t *order = report_order_by(m, SORT_TREND, &norder);
+	if (!order)
+		return;
+	for (uint32_t k = 0, shown = 0; k < norder; k++) {
+		const struct model_stack *st = &m->stacks[order[k]];
+		if (st->trend.verdict != TREND_GROWING)
+			continue;
+		fprintf(f, "\n#%u growing %s/s over %s; retained %s\n", ++shown,
+			fmt_bytes(st->trend.bytes_per_s, a, sizeof a),
+			fmt_duration(st->trend.window_s, b, sizeof b),
+			fmt_bytes(st->retained_bytes, c, sizeof c));
+		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
+	}
+	free(order);
+}
+
 int text_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
@@ -421,6 +452,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 			fmt_bytes(m->retained_bytes, a, sizeof a), m->retained_objects,
 			samples_word(m));
 	}
+	text_growing(f, m, s, o);
 	fprintf(f, "\nTop %d stacks by %s:\n", top, report_sort_name(o->sort));
 	int shown = 0, few = 0;
 	/* Every stack with a sample, also those that retain nothing: on a
@@ -450,6 +482,8 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 				fmt_bytes(st->peak_bytes, c, sizeof c));
 		if (m->resident_known && st->retained_bytes > 0)
 			fprintf(f, "; resident %s", fmt_bytes(st->resident_bytes, c, sizeof c));
+		if (st->trend.verdict != TREND_UNKNOWN)
+			fprintf(f, "; %s", trend_verdict_name(st->trend.verdict));
 		fputc('\n', f);
 		text_stack(f, s, o->rules, st->frames, st->depth, "   ");
 	}

@@ -108,6 +108,43 @@ static const char *spark(const double *v, int n, int width, char *buf, size_t le
 	return buf;
 }
 
+/* A stack's TREND cell: its series in TREND_SPARK cells (blank where
+ * none is known), then the verdict in four letters; 13 columns. */
+static const char *trend_cell(const struct model_trend *t, char *buf, size_t len)
+{
+	static const char *const blocks[8] = { "\u2581", "\u2582", "\u2583", "\u2584",
+					      "\u2585", "\u2586", "\u2587", "\u2588" };
+	static const char ascii[] = "_.-:=+*#";
+	static const char *const word[] = {
+		[TREND_UNKNOWN] = "   ?", [TREND_FLAT] = "flat", [TREND_GROWING] = "grow",
+		[TREND_PLATEAU] = "plat", [TREND_SHRINKING] = "shrk",
+	};
+	double lo = INFINITY, hi = -INFINITY;
+	for (int i = 0; i < TREND_SPARK; i++)
+		if (t->spark[i] >= 0) {
+			lo = t->spark[i] < lo ? t->spark[i] : lo;
+			hi = t->spark[i] > hi ? t->spark[i] : hi;
+		}
+	size_t o = 0;
+	for (int i = 0; i < TREND_SPARK && o + 4 < len; i++) {
+		if (t->spark[i] < 0) {
+			buf[o++] = ' ';
+			continue;
+		}
+		int k = hi > lo ? (int)((t->spark[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
+		if (utf8) {
+			size_t bl = strlen(blocks[k]);
+			memcpy(buf + o, blocks[k], bl);
+			o += bl;
+		} else {
+			buf[o++] = ascii[k];
+		}
+	}
+	int v = t->verdict >= 0 && t->verdict <= TREND_SHRINKING ? t->verdict : 0;
+	snprintf(buf + o, len - o, " %s", word[v]);
+	return buf;
+}
+
 /* ---- header ---- */
 
 /* The view tabs, then the sort and filter, on one line that never wraps:
@@ -203,6 +240,9 @@ static int draw_header(struct view *v)
 	    (unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
 	    h->sections[YM_SEC_STACKS].capacity - 1, (unsigned long long)dropped,
 	    m->marked ? fmt_sbytes(m->retained_bytes - m->mark_total, a, sizeof a) : "-");
+	if (m->ngrowing)   /* the stacks whose trend is growing hold this */
+		ui_put(y, getcurx(stdscr), attr(C_UP, A_BOLD), "growing %s in %u  ",
+		    fmt_bytes(m->growing_bytes, a, sizeof a), m->ngrowing);
 	if (h->flags & YM_FLAG_MODULES_AT_FORK)   /* frames there show as ? */
 		ui_put(y, getcurx(stdscr), attr(C_ALARM, 0), "modules as at fork  ");
 	x = getcurx(stdscr);
@@ -280,6 +320,7 @@ static const struct col stack_cols[] = {
 	{ "AVG", 8, SORT_AVG, 110 },
 	{ "AGE", 7, SORT_AGE, 100 },
 	{ "SHORT/s", 9, SORT_SHORT, 170 },
+	{ "TREND", 13, SORT_TREND, 120 },
 };
 #define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
 
@@ -322,7 +363,7 @@ static void stack_cells(struct view *v, const struct model_stack *s, int few,
 			double resident, int y, attr_t base)
 {
 	struct model *m = v->m;
-	char buf[32];
+	char buf[48];
 	int x = 0;
 	for (int i = 0; i < NCOLS; i++) {
 		if (!col_on(v, i))
@@ -373,7 +414,21 @@ static void stack_cells(struct view *v, const struct model_stack *s, int few,
 			else
 				snprintf(buf, sizeof buf, "-");
 			break;
+		case SORT_TREND:   /* a stack's: functions have none */
+			if (s) {
+				trend_cell(&s->trend, buf, sizeof buf);
+				if (!base && s->trend.verdict == TREND_GROWING)
+					a = attr(C_UP, A_BOLD);
+			} else {
+				snprintf(buf, sizeof buf, "-");
+			}
+			break;
 		default: buf[0] = '\0';
+		}
+		if (c->key == SORT_TREND) {   /* multibyte: padded by hand */
+			ui_put(y, x, a, "%s", buf);
+			x += c->width + 1;
+			continue;
 		}
 		ui_put(y, x, a, "%*s", c->width, buf);
 		x += c->width + 1;
@@ -716,6 +771,7 @@ static const char *const help_text[] = {
 	"  < >  F6       sort column (again: reverse)",
 	"  R T A L G P S N  sort: retained, total, rate, live, growth, peak,",
 	"                short-lived bytes/s, name",
+	"  D             sort by TREND's growth rate;  g  only growing stacks",
 	"  /             filter by function, file or module (Esc clears)",
 	"  m             set the mark: GROWTH and PEAK are measured from now",
 	"  space         freeze the display",

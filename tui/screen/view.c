@@ -55,7 +55,7 @@ const char *view_sort_name(enum model_sort k)
 {
 	static const char *const n[SORT_COUNT] = {
 		"retained", "%", "growth", "total", "rate", "live", "avg size",
-		"age", "peak", "short-lived/s", "resident", "function"
+		"age", "peak", "short-lived/s", "resident", "function", "trend"
 	};
 	return k < SORT_COUNT ? n[k] : "?";
 }
@@ -362,8 +362,19 @@ static int act_sort_key(struct view *v, int key)
 	case 'N': k = SORT_FUNCTION; break;
 	case 'P': k = SORT_PEAK; break;
 	case 'S': k = SORT_SHORT; break;
+	case 'D': k = SORT_TREND; break;
 	}
 	view_set_sort(v, k);
+	return REACT_REDRAW;
+}
+
+static int act_growing(struct view *v, int key)
+{
+	(void)key;
+	v->growing_only = !v->growing_only;
+	resort(v);
+	view_set_status(v, v->growing_only ?
+			"only growing stacks (g: all)" : "all stacks");
 	return REACT_REDRAW;
 }
 
@@ -519,7 +530,8 @@ static const struct {
 	{ '<', act_sort_step }, { '>', act_sort_step }, { VK_F6, act_ask },
 	{ 'R', act_sort_key }, { 'T', act_sort_key }, { 'A', act_sort_key },
 	{ 'L', act_sort_key }, { 'G', act_sort_key }, { 'N', act_sort_key },
-	{ 'P', act_sort_key }, { 'S', act_sort_key },
+	{ 'P', act_sort_key }, { 'S', act_sort_key }, { 'D', act_sort_key },
+	{ 'g', act_growing },
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
 	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },

@@ -98,6 +98,7 @@ struct view {
 	int      detail_page;
 	int      help;
 	int      full_names;         /* t: list rows show names whole */
+	int      growing_only;       /* g: only stacks whose trend is growing */
 	int      detail_left;        /* detail view: columns scrolled sideways */
 	int      detail_room;        /* and the columns its names had, set by ui */
 	uint64_t alarms_seen;        /* banner dismissed up to this count */

@@ -128,6 +128,8 @@ static int keep_stack(void *ctx, const struct model_stack *s)
 	struct view *v = ctx;
 	if (s->alloc_samples == 0)
 		return 0;
+	if (v->growing_only && s->trend.verdict != TREND_GROWING)
+		return 0;
 	if (!v->filter[0])
 		return 1;
 	cache_fill(v, s->id);
