@@ -206,7 +206,7 @@ static void read_exit(const struct shm_snapshot *snap,
 	f->exit_how = PROC_EXIT_UNKNOWN;
 	if (pi && pi->start_ticks == h->start_ticks)
 		f->exit_how = proc_exit(pi, &f->exit_value);
-	if (f->exit_how == PROC_EXIT_UNKNOWN && h->abi_version >= 6 &&
+	if (f->exit_how == PROC_EXIT_UNKNOWN && ym_abi_has_exit_status(h->abi_version) &&
 	    (h->flags & YM_FLAG_EXITED) && h->exit_how == YM_EXIT_STATUS) {
 		f->exit_how = PROC_EXIT_STATUS;
 		f->exit_value = (int)(h->exit_status & 0xff);
