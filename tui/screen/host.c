@@ -64,14 +64,13 @@ static void user_name(uid_t uid, char *out, size_t len)
 /* The base name of the executable a process's segment names. */
 static const char *exe_base(const struct model *m)
 {
-	const char *base = strrchr(m->snap.hdr.exe, '/');
-	return base ? base + 1 : m->snap.hdr.exe;
+	const char *base = strrchr(model_exe(m), '/');
+	return base ? base + 1 : model_exe(m);
 }
 
 static void row_of(const struct fleet_proc *p, struct host_row *r)
 {
 	const struct model *m = &p->s.model;
-	const struct ym_header *hd = &m->snap.hdr;
 	memset(r, 0, sizeof *r);
 	r->pid = p->pid;
 	r->nprocs = 1;
@@ -84,7 +83,7 @@ static void row_of(const struct fleet_proc *p, struct host_row *r)
 	double age;
 	r->inuse_old = r->inuse_known && model_heap(m, &age) && age > 0;
 	r->rate = m->alloc_bytes_rate;
-	r->alarms = hd->alarms_written;
+	r->alarms = model_alarms_written(m);
 	snprintf(r->state, sizeof r->state, "%s", model_state(m));
 }
 

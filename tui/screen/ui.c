@@ -126,7 +126,7 @@ static void prompt_rate(struct view *v)
 	char buf[32] = "", a[32], label[160];
 	snprintf(label, sizeof label, "sample rate in bytes, k/M/G suffixes (now %s; "
 		 "Enter applies, Esc cancels): ",
-		 fmt_bytes((double)v->m->snap.hdr.sample_rate, a, sizeof a));
+		 fmt_bytes((double)model_sample_rate(v->m), a, sizeof a));
 	if (prompt_line(v, label, buf, sizeof buf))
 		view_set_rate(v, buf);
 }
@@ -174,7 +174,7 @@ static int take(struct session *ss, struct view *v)
 	static unsigned tick;
 	char err[512];
 	const struct model *m = &ss->model;
-	uint64_t live = m->have_snap ? shm_live_bytes(&m->snap.hdr) : 0;
+	uint64_t live = m->have_snap ? model_live_bytes(m) : 0;
 	unsigned every = (unsigned)(live / (4u << 20)) + 1;
 	int skip = (v->detail || v->kind == VIEW_STACKS) ? (tick++ % every) != 0
 							 : (tick++ % (every * 4)) != 0;

@@ -144,9 +144,8 @@ static void draw_tabs(struct view *v, int y)
 static int draw_header(struct view *v)
 {
 	struct model *m = v->m;
-	const struct ym_header *h = &m->snap.hdr;
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-	char exe[FMT_VIS_SIZE(sizeof h->exe)];
+	char exe[FMT_VIS_SIZE(MODEL_EXE_SIZE)];
 	fmt_vis(model_name(m), exe, sizeof exe);
 	const char *state = model_state(m);
 	int y = 0;
@@ -163,7 +162,8 @@ static int draw_header(struct view *v)
 		x = getcurx(stdscr);
 	}
 	ui_put(y, x, 0, "  rate %s",
-	    h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, a, sizeof a));
+	    model_sample_rate(m) == 1 ? "exact" :
+	    fmt_bytes((double)model_sample_rate(m), a, sizeof a));
 	y++;
 	const struct ym_totals *t = &m->totals;
 	/* Injected: the exact counters started at the attach, unlike RSS and
@@ -182,7 +182,7 @@ static int draw_header(struct view *v)
 	char inuse[64] = "";
 	if (model_freed_bytes_counted(m))
 		snprintf(inuse, sizeof inuse, "  in use%s %s",
-		    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
+		    model_injected(m) ? " since attach" : "",
 		    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c));
 	ui_put(y, 0, 0, "RSS %s  %s~ %s%s%s  alloc %s/s %s/s  free %s%s%s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
@@ -195,12 +195,13 @@ static int draw_header(struct view *v)
 	    fmt_count(m->free_calls_rate, g, sizeof g));
 	y++;
 	char sp[256];
-	uint64_t dropped = h->drop_stacks + h->drop_live + h->drop_busy;
+	struct model_drops dr = model_drops(m);
+	uint64_t dropped = dr.stacks + dr.live + dr.busy;
 	ui_put(y, 0, 0, "stacks %llu/%u  dropped %llu  mark %s  ",
-	    (unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
-	    h->sections[YM_SEC_STACKS].capacity - 1, (unsigned long long)dropped,
+	    (unsigned long long)model_stacks_used(m),
+	    model_stacks_capacity(m), (unsigned long long)dropped,
 	    m->marked ? fmt_sbytes(m->retained_bytes - m->mark_total, a, sizeof a) : "-");
-	if (h->flags & YM_FLAG_MODULES_AT_FORK)   /* frames there show as ? */
+	if (model_modules_at_fork(m))   /* frames there show as ? */
 		ui_put(y, getcurx(stdscr), attr(C_ALARM, 0), "modules as at fork  ");
 	x = getcurx(stdscr);
 	int w = COLS - x - 12;
@@ -560,7 +561,7 @@ static void draw_alarms(struct view *v, int y0, int rows)
 	}
 	if (m->snap.nalarms == 0)
 		ui_put(y0 + 2, 2, attr(C_DIM, 0), "no giant allocations (YM_GIANT_BYTES = %s)",
-		    fmt_bytes((double)m->snap.hdr.giant_bytes, a, sizeof a));
+		    fmt_bytes((double)model_giant_bytes(m), a, sizeof a));
 }
 
 /* The stack detail's location column: "file:line" (the file's base

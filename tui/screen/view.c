@@ -181,7 +181,7 @@ void view_set_sort(struct view *v, enum model_sort key)
 const struct ym_alarm *view_alarm(const struct view *v)
 {
 	const struct shm_snapshot *s = &v->m->snap;
-	if (s->hdr.alarms_written <= v->alarms_seen || s->nalarms == 0)
+	if (model_alarms_written(v->m) <= v->alarms_seen || s->nalarms == 0)
 		return NULL;
 	const struct ym_alarm *best = NULL;
 	for (uint32_t i = 0; i < s->nalarms; i++) {
@@ -408,7 +408,7 @@ int view_set_rate(struct view *v, const char *text)
 		view_set_status(v, "the process has exited");
 		return -1;
 	}
-	if (v->m->snap.hdr.sample_rate <= 1) {
+	if (model_sample_rate(v->m) <= 1) {
 		view_set_status(v, "exact mode (YM_SAMPLE_RATE=1) is chosen at the "
 				"program's start: the rate cannot change");
 		return -1;
@@ -480,7 +480,7 @@ static int act_sideways(struct view *v, int key)
 static int act_dismiss(struct view *v, int key)
 {
 	(void)key;
-	v->alarms_seen = v->m->snap.hdr.alarms_written;
+	v->alarms_seen = model_alarms_written(v->m);
 	return REACT_REDRAW;
 }
 
