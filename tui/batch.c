@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "cli.h"
 #include "report/outfile.h"
 #include "report/report.h"
 #include "session.h"
 #include "util/clock.h"
+#include "util/stop.h"
 
 /* Standard output is a pipe whose reader has gone (`ymtop -b | head -1`
  * after head exited): the kernel reports POLLERR on the writing end. */
@@ -108,7 +110,7 @@ static void wait_next(struct session *ss, double secs, int to_stdout)
 		if (to_stdout && stdout_gone())
 			reader_gone(ss);
 		double left = end - clock_mono_s();
-		if (left <= 0 || cli_stop)
+		if (left <= 0 || stop_asked)
 			return;
 		double step = left < WAIT_STEP_S ? left : WAIT_STEP_S, t0 = clock_mono_s();
 		session_wait(ss, step);
@@ -140,7 +142,7 @@ int batch_run(const struct options *o, pid_t pid)
 	double last_retained = 0;
 	for (unsigned iter = 1;; iter++) {
 		refresh(&ss, pid);
-		int last = (limit && (long)iter >= limit) || !m->alive || cli_stop;
+		int last = (limit && (long)iter >= limit) || !m->alive || stop_asked;
 		/* The first report, the final one (the target exited), and
 		 * with --on-change those in between that moved enough. */
 		if (o->on_change < 0 || written == 0 || !m->alive ||
@@ -152,7 +154,7 @@ int batch_run(const struct options *o, pid_t pid)
 		if (last)
 			break;
 		wait_next(&ss, o->interval, !o->output);
-		if (cli_stop)
+		if (stop_asked)
 			break;
 	}
 	session_close(&ss);

@@ -9,11 +9,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "cli.h"
 #include "fleet.h"
 #include "proc.h"
 #include "sym/files.h"
 #include "target.h"
 #include "util/clock.h"
+#include "util/stop.h"
 
 /* Descriptors kept free of segments: the symbolizer's files
  * (SYM_FILES_OPEN), the server's connections, /proc reads. */
@@ -128,7 +130,7 @@ static void ask_all(struct fleet_proc **p, int n)
 		p[i]->s.asked_ahead = 1;
 	}
 	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
-	while (pending && clock_mono_s() < end && !cli_stop) {
+	while (pending && clock_mono_s() < end && !stop_asked) {
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 		pending = 0;

@@ -22,7 +22,7 @@
 
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 #include "session.h"
 
 /* How long one update may spend borrowing threads of idle processes for

@@ -11,11 +11,12 @@
 #include "target.h"
 #include "screen/ui.h"
 #include "serve/serve.h"
+#include "util/stop.h"
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	cli_stop = 1;
+	stop_asked = 1;
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "fmt.h"
 #include "model/memory.h"
 #include "ptrace/inject.h"
@@ -15,6 +16,7 @@
 #include "session.h"
 #include "target.h"
 #include "util/clock.h"
+#include "util/stop.h"
 
 /* --rate: ask the agent for o->rate (nothing when 0); one line on stderr
  * says so.  Exits 1 when the agent samples exactly (its rate is fixed) or
@@ -57,7 +59,7 @@ static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
 			return 0;
 		if (h.heap.answered >= asked)
 			return 1;
-		if (clock_mono_s() >= end || cli_stop)
+		if (clock_mono_s() >= end || stop_asked)
 			return 0;
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
@@ -182,7 +184,7 @@ void session_symbols(struct session *s, int progress)
 	char line[256];
 	int said = 0;
 	double t0 = clock_mono_s();
-	while (!cli_stop && s->symbol_wait_s > 0 &&
+	while (!stop_asked && s->symbol_wait_s > 0 &&
 	       sym_pending(s->sym, line, sizeof line) > 0) {
 		if (progress && !said++)
 			fprintf(stderr, "ymtop: %s (waiting at most %.0f s)\n", line,
@@ -335,7 +337,7 @@ void session_wait(struct session *s, double secs)
 	double t = clock_mono_s() + secs;
 	unsigned steps = 0;
 	for (;;) {
-		if (cli_stop)
+		if (stop_asked)
 			return;
 		double left = t - clock_mono_s();
 		if (left <= 0)

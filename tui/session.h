@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
@@ -90,7 +90,7 @@ int session_ask_heap(struct session *s);
 /* The agent answered the last request (header.heap.answered). */
 int session_heap_answered(struct session *s);
 
-/* Sleep up to secs, waking early on a signal (cli_stop) or when the
+/* Sleep up to secs, waking early on a signal (stop_asked) or when the
  * process is gone: the agent marked it exited, its pid went to another
  * process, or it exec'd a program without the agent. */
 void session_wait(struct session *s, double secs);
@@ -99,7 +99,7 @@ void session_wait(struct session *s, double secs);
  * in the model's stacks and alarms, wait while they run, and take in what
  * arrived.  All waits of a run add up to at most SESSION_SYMBOL_WAIT_S
  * (a report is delayed by no more, whatever the servers do); a signal
- * (cli_stop) ends the wait at once.  progress: one line on stderr when
+ * (stop_asked) ends the wait at once.  progress: one line on stderr when
  * it waits. */
 #define SESSION_SYMBOL_WAIT_S 10.0
 void session_symbols(struct session *s, int progress);

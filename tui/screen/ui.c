@@ -10,11 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "fmt.h"
 #include "session.h"
 #include "ui.h"
 #include "ui_draw.h"
 #include "view.h"
+#include "util/stop.h"
 
 static int curses_on;
 
@@ -242,7 +244,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 			view_symbols_changed(&v);
 		ui_draw(&v);
 		int ch = ui_getch_until(next);
-		if (cli_stop)
+		if (stop_asked)
 			break;
 		int react = REACT_NONE;
 		if (ch == 'H' && back) {

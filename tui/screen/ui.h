@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 
 /* Attach to pid and run the screen until q (or a signal).  The terminal is
  * restored on every way out, fatal errors included.  Returns the exit
