@@ -123,7 +123,9 @@ int batch_run(const struct options *o, pid_t pid)
 {
 	struct session ss;
 	struct model *m = &ss.model;
-	session_open(&ss, o, pid);
+	static struct ym_err e;
+	if (session_open(&ss, o, pid, &e) != 0)
+		cli_die_err(&e);
 	/* Just injected: a report now would be empty (the agent has seen
 	 * nothing yet).  Take a baseline, for the rates, and report once the
 	 * agent has run for the settle time. */

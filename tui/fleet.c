@@ -9,7 +9,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cli.h"
 #include "fleet.h"
 #include "proc.h"
 #include "sym/files.h"
@@ -63,19 +62,26 @@ static int room(struct fleet *f)
 	return 0;
 }
 
-void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
+int fleet_add(struct fleet *f, const struct options *o, pid_t pid,
+	      struct ym_err *e)
 {
 	struct fleet_proc *p = calloc(1, sizeof *p);
 	if (!p)
-		cli_die(1, "out of memory");
-	if (room(f) != 0)
-		cli_die(1, "%s", f->skip_why);
-	session_open(&p->s, o, pid);
+		return ym_err_set(e, 1, "out of memory");
+	if (room(f) != 0) {
+		free(p);
+		return ym_err_set(e, 1, "%s", f->skip_why);
+	}
+	if (session_open(&p->s, o, pid, e) != 0) {
+		free(p);
+		return -1;
+	}
 	/* shm_control_* refuse from now on, but heap requests (may_ask) */
 	p->s.reader.writable = 0;
 	p->pid = pid;
 	f->fixed = 1;
 	f->p[f->n++] = p;
+	return 0;
 }
 
 int fleet_find(const struct fleet *f, pid_t pid)

@@ -22,6 +22,7 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
 	struct options o;
+	static struct ym_err e;
 	cli_parse(argc, argv, &o);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -32,9 +33,10 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (o.serve) {
-		int rc = serve_run(&o);
+		if (serve_run(&o, &e) != 0)
+			cli_die_err(&e);
 		cli_free(&o);
-		return rc;
+		return 0;
 	}
 	int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
 	/* Several processes and none chosen, or --children: the host list. */
@@ -43,12 +45,15 @@ int main(int argc, char **argv)
 		cli_free(&o);
 		return rc;
 	}
-	pid_t pid = target_choose(o.pid);
+	pid_t pid = target_choose(o.pid, &e);
+	if (pid < 0)
+		cli_die_err(&e);
 	if (!o.batch && !tty && o.rate) {
 		/* --rate from a script: ask for the rate (session_open says
 		 * so in one line), no screen. */
 		struct session ss;
-		session_open(&ss, &o, pid);
+		if (session_open(&ss, &o, pid, &e) != 0)
+			cli_die_err(&e);
 		session_close(&ss);
 		cli_free(&o);
 		return 0;

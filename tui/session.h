@@ -22,6 +22,7 @@
 #include "shm.h"
 #include "sym/sym.h"
 #include "unseen.h"
+#include "util/err.h"
 
 struct session {
 	struct shm_reader reader;   /* owned; the view uses it for control */
@@ -56,9 +57,11 @@ struct session {
 /* Attach to pid (target_attach: the process's segment, injecting the agent
  * when it has none, or a segment kept after its exit), ask for o->rate
  * (--rate: one line on stderr says so), start the symbolizer and an empty
- * model.  Every failure exits with the reason and the remedy (cli_die).  s
- * must not move until session_close: views keep pointers into it. */
-void session_open(struct session *s, const struct options *o, pid_t pid);
+ * model.  0, or -1 with the reason and the remedy in e (nothing left
+ * open).  s must not move until session_close: views keep pointers into
+ * it. */
+int session_open(struct session *s, const struct options *o, pid_t pid,
+		 struct ym_err *e);
 
 /* The same for a segment already open (target_open: the exporter, which
  * must not exit when one process fails): s takes r over.  0, or -1 when

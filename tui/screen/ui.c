@@ -209,7 +209,9 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 	 * on the heap rather than mmap'ing and faulting them in each time. */
 	mallopt(M_MMAP_THRESHOLD, 256 << 20);
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
-	session_open(&ss, o, pid);
+	static struct ym_err e;
+	if (session_open(&ss, o, pid, &e) != 0)
+		cli_die_err(&e);
 	char outdir[4096] = ".";
 	if (o->output) {
 		const char *slash = strrchr(o->output, '/');

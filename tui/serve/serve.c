@@ -15,7 +15,6 @@
 
 #include "report/pprof.h"
 #include "report/prometheus.h"
-#include "cli.h"
 #include "serve.h"
 #include "util/addr.h"
 #include "util/stop.h"
@@ -249,30 +248,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	return text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-int serve_run(const struct options *o)
+int serve_run(const struct options *o, struct ym_err *e)
 {
 	static struct server sv;
 	struct sockaddr_storage ss;
 	char err[512];
 	if (addr_parse(o->serve, &ss, err, sizeof err) != 0)
-		cli_die(2, "%s", err);
+		return ym_err_set(e, 2, "%s", err);
 	sv.o = o;
 	if (o->web_config) {
 		if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
-			cli_die(1, "--web-config: this libmicrohttpd has no TLS support");
+			return ym_err_set(e, 1, "--web-config: this libmicrohttpd has no TLS support");
 		if (!MHD_is_feature_supported(MHD_FEATURE_BASIC_AUTH))
-			cli_die(1, "--web-config: this libmicrohttpd has no basic auth support");
+			return ym_err_set(e, 1, "--web-config: this libmicrohttpd has no basic auth support");
 		if (!(sv.wc = webconfig_load(o->web_config, err, sizeof err)))
-			cli_die(2, "%s", err);
+			return ym_err_set(e, 2, "%s", err);
 		answer_headers = sv.wc;
 	}
 	if (webconfig_warning(sv.wc, &ss, o->serve, err, sizeof err))
 		fprintf(stderr, "ymtop: %s\n", err);
 	if (!(sv.carry = prom_carry_new()))
-		cli_die(1, "--serve: out of memory");
+		return ym_err_set(e, 1, "--serve: out of memory");
 	fleet_init(&sv.f, o->children ? o->pid : 0);
-	if (o->pid && !o->children)
-		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
+	/* -p: as everywhere, injected when it has no agent */
+	if (o->pid && !o->children && fleet_add(&sv.f, o, o->pid, e) != 0)
+		return -1;
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
@@ -289,7 +289,7 @@ int serve_run(const struct options *o)
 		MHD_OPTION_ARRAY, tls,
 		MHD_OPTION_END);
 	if (!d)
-		cli_die(1, "--serve %s: cannot listen there (in use, or not an "
+		return ym_err_set(e, 1, "--serve %s: cannot listen there (in use, or not an "
 			"address of this host)", o->serve);
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	char host[64];

@@ -28,6 +28,7 @@
 #define YMTOP_SERVE_H
 
 #include "options.h"
+#include "util/err.h"
 
 #define SERVE_MAX_CONN    64
 #define SERVE_MAX_PER_IP  16
@@ -36,7 +37,8 @@
 
 /* Serve until SIGINT, SIGTERM or SIGHUP (stop_asked).  One line on stderr
  * gives the address ("ymtop: serving http://127.0.0.1:PORT/metrics").
- * Returns the exit status; exits 1 when the address cannot be bound. */
-int serve_run(const struct options *o);
+ * 0 once stopped, or -1 with the reason in e (status 2 for a bad address
+ * or web configuration, 1 when it cannot be bound or -p fails). */
+int serve_run(const struct options *o, struct ym_err *e);
 
 #endif
