@@ -223,6 +223,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 	}
 	view_init(&v, &ss.model, ss.sym, &o->rules, &ss.reader, outdir);
 	v.sort = o->sort;
+	v.back = back;
 	take(&ss, &v);
 	ui_curses_start();
 	if (back)
@@ -249,12 +250,12 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 		if (stop_asked)
 			break;
 		int react = REACT_NONE;
-		if (ch == 'H' && back) {
+		if (ch != ERR)
+			react = view_key(&v, ui_map_key(ch));
+		if (react & REACT_BACK) {
 			ret = UI_BACK;   /* to the host list (host_ui.c) */
 			break;
 		}
-		if (ch != ERR)
-			react = view_key(&v, ui_map_key(ch));
 		if (react & REACT_QUIT)
 			break;
 		if (react & REACT_FILTER)

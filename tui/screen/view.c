@@ -499,6 +499,13 @@ static int act_ask(struct view *v, int key)
 	return key == '/' ? REACT_FILTER : REACT_SORTMENU;
 }
 
+/* H: back to the host list the screen was opened from (else nothing). */
+static int act_back(struct view *v, int key)
+{
+	(void)key;
+	return v->back ? REACT_BACK : REACT_NONE;
+}
+
 static int act_redraw(struct view *v, int key)
 {
 	(void)key;
@@ -522,7 +529,7 @@ static const struct {
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
 	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },
-	{ 'r', act_rate }, { 't', act_full_names },
+	{ 'r', act_rate }, { 't', act_full_names }, { 'H', act_back },
 	{ VK_LEFT, act_sideways }, { VK_RIGHT, act_sideways },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };
@@ -534,7 +541,7 @@ int view_key(struct view *v, int key)
 	else if (key == 'j')
 		key = VK_DOWN;
 	if (v->help && key != '?' && key != 'h' && key != 'q' && key != VK_ESC &&
-	    key != VK_RESIZE && key != VK_REDRAW) {
+	    key != VK_RESIZE && key != VK_REDRAW && !(key == 'H' && v->back)) {
 		v->help = 0;   /* any key closes help */
 		return REACT_REDRAW;
 	}
