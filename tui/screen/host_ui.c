@@ -12,7 +12,7 @@
 #include "host.h"
 #include "report/prometheus.h"
 #include "ui.h"
-#include "ui_draw.h"
+#include "ui_prim.h"
 #include "view.h"
 #include "util/stop.h"
 

@@ -3,8 +3,10 @@
  * prompts and main loop; one of the three files that touch curses (see ui.h).
  */
 #include <curses.h>
+#include <langinfo.h>
 #include <malloc.h>
 #include <locale.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "session.h"
 #include "ui.h"
 #include "ui_draw.h"
+#include "ui_prim.h"
 #include "view.h"
 #include "util/stop.h"
 
@@ -27,6 +30,68 @@ static void restore(void)
 		curses_on = 0;
 	}
 }
+
+/* ---- drawing primitives (ui_prim.h) ---- */
+
+static int colors;
+static int utf8;
+
+void ui_prim_start(void)
+{
+	utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
+	const char *nc = getenv("NO_COLOR");
+	colors = has_colors() && !(nc && *nc);
+	if (colors) {
+		start_color();
+		use_default_colors();
+		init_pair(C_HEAD, COLOR_CYAN, -1);
+		init_pair(C_COLS, COLOR_BLACK, COLOR_GREEN);
+		init_pair(C_SEL, COLOR_BLACK, COLOR_CYAN);
+		init_pair(C_ALARM, COLOR_WHITE, COLOR_RED);
+		init_pair(C_UP, COLOR_RED, -1);
+		init_pair(C_DOWN, COLOR_GREEN, -1);
+		init_pair(C_STATUS, COLOR_YELLOW, -1);
+		init_pair(C_DIM, COLOR_BLUE, -1);
+	}
+}
+
+attr_t ui_attr(int pair, attr_t mono)
+{
+	return colors ? (attr_t)COLOR_PAIR(pair) : mono;
+}
+
+int ui_utf8(void)
+{
+	return utf8;
+}
+
+void ui_put(int y, int x, attr_t a, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (y < 0 || y >= LINES || x >= COLS)
+		return;
+	/* addnstr counts bytes: cut at COLS - x characters instead. */
+	int n = 0, room = COLS - x;
+	for (int c = 0; buf[n]; n++)
+		if (((unsigned char)buf[n] & 0xc0) != 0x80 && ++c > room)
+			break;
+	attron(a);
+	mvaddnstr(y, x, buf, n);
+	attroff(a);
+}
+
+void ui_fill_line(int y, attr_t a)
+{
+	attron(a);
+	mvhline(y, 0, ' ', COLS);
+	attroff(a);
+}
+
+/* ---- the terminal ---- */
 
 void ui_curses_start(void)
 {
@@ -50,7 +115,7 @@ void ui_curses_start(void)
 	keypad(stdscr, TRUE);
 	curs_set(0);
 	set_escdelay(25);
-	ui_draw_start();
+	ui_prim_start();
 }
 
 int ui_map_key(int ch)

@@ -10,7 +10,6 @@
  * which quotes paths made from the executable's name.
  */
 #include <curses.h>
-#include <langinfo.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,62 +18,19 @@
 #include "fmt.h"
 #include "ui_draw.h"
 #include "ui_memory.h"
+#include "ui_prim.h"
 
 /* ---- drawing helpers ---- */
 
-enum { C_HEAD = 1, C_COLS, C_SEL, C_ALARM, C_UP, C_DOWN, C_STATUS, C_DIM };
-
-static int colors;
-static int utf8;
-
-void ui_draw_start(void)
-{
-	utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-	const char *nc = getenv("NO_COLOR");
-	colors = has_colors() && !(nc && *nc);
-	if (colors) {
-		start_color();
-		use_default_colors();
-		init_pair(C_HEAD, COLOR_CYAN, -1);
-		init_pair(C_COLS, COLOR_BLACK, COLOR_GREEN);
-		init_pair(C_SEL, COLOR_BLACK, COLOR_CYAN);
-		init_pair(C_ALARM, COLOR_WHITE, COLOR_RED);
-		init_pair(C_UP, COLOR_RED, -1);
-		init_pair(C_DOWN, COLOR_GREEN, -1);
-		init_pair(C_STATUS, COLOR_YELLOW, -1);
-		init_pair(C_DIM, COLOR_BLUE, -1);
-	}
-}
-
+/* The primitives are ui.c's (ui_prim.h). */
 static attr_t attr(int pair, attr_t mono)
 {
-	return colors ? (attr_t)COLOR_PAIR(pair) : mono;
-}
-
-void ui_put(int y, int x, attr_t a, const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	if (y < 0 || y >= LINES || x >= COLS)
-		return;
-	/* addnstr counts bytes: cut at COLS - x characters instead. */
-	int n = 0, room = COLS - x;
-	for (int c = 0; buf[n]; n++)
-		if (((unsigned char)buf[n] & 0xc0) != 0x80 && ++c > room)
-			break;
-	attron(a);
-	mvaddnstr(y, x, buf, n);
-	attroff(a);
+	return ui_attr(pair, mono);
 }
 
 static void fill_line(int y, attr_t a)
 {
-	attron(a);
-	mvhline(y, 0, ' ', COLS);
-	attroff(a);
+	ui_fill_line(y, a);
 }
 
 static const char *spark(const double *v, int n, int width, char *buf, size_t len)
@@ -95,7 +51,7 @@ static const char *spark(const double *v, int n, int width, char *buf, size_t le
 	buf[0] = '\0';
 	for (int i = n - width; i < n && o + 4 < len; i++) {
 		int k = hi > lo ? (int)((v[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
-		if (utf8) {
+		if (ui_utf8()) {
 			size_t bl = strlen(blocks[k]);
 			memcpy(buf + o, blocks[k], bl);
 			o += bl;
@@ -513,7 +469,7 @@ static void draw_histogram(struct view *v, int y0, int rows,
 		int n = max > 0 && barw > 0 ? (int)(objects[b] / max * barw + 0.5) : 0;
 		attron(attr(C_HEAD, A_BOLD));
 		for (int i = 0; i < n; i++)
-			addstr(utf8 ? "\u2588" : "#");
+			addstr(ui_utf8() ? "\u2588" : "#");
 		attroff(attr(C_HEAD, A_BOLD));
 	}
 }
