@@ -11,9 +11,13 @@ tree's test-only newer writer (build/abi-newer).  Each agent writes a
 segment kept after its process exits (YM_KEEP_SEGMENT=1) with the test
 workload; each ymtop then writes every format of each segment (text,
 json, folded, pprof, sqlite, svg, prometheus, with --sort and --weight
-variants).  Only what differs from run to run is normalised: the
-snapshot's wall-clock time and the ages measured to it, the output path.
-Exit status 0 when every report is the same."""
+variants).  Only what differs from run to run is normalised: the base
+ymtop writes each report twice, and a time field (TIMED below: the
+snapshot's wall-clock time, ages and times measured to it) is masked only
+where its two runs differ; the output path.  With tmux, the screen too:
+each view (the Memory picture last) of ymtop -p PID, captured with its
+attributes.  As root it runs in a private /dev/shm.  Exit status 0 when
+every report is the same."""
 import gzip
 import os
 import re
@@ -22,6 +26,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OLD_ABI = os.environ.get("OLD_ABI", "11d7317^ aea889d^").split()
@@ -89,7 +94,8 @@ def varint(b, i):
 
 
 def pprof_norm(data):
-    """The profile's fields in order, time_nanos (9) left out."""
+    """The profile's fields in order, time_nanos (9: the snapshot's wall
+    clock) left out."""
     b = gzip.decompress(data)
     out, i = [], 0
     while i < len(b):
@@ -110,24 +116,51 @@ def pprof_norm(data):
 
 def sqlite_norm(path):
     db = sqlite3.connect(path)
-    lines = [l for l in db.iterdump()]
+    lines = list(db.iterdump())
     db.close()
-    # meta's third column is the snapshot's wall-clock time
-    return "\n".join(re.sub(r"^(INSERT INTO \"meta\" VALUES\([^,]*,[^,]*,)[^,]*",
-                            r"\1T", l) for l in lines).encode()
+    return "\n".join(lines).encode()
 
 
-AGO = re.compile(rb"\d+(\.\d+)?(ms|s|m|h|d) ago")
+# Times that depend on when the report was written (a dead process's
+# segment read now): the regex's group 1 is the value; ALWAYS: the
+# snapshot's own wall-clock time, masked in every run; the others (ages
+# and times measured to the snapshot) only where the base's two runs
+# differ.
+ALWAYS, MOVED = 1, 0
+DUR = rb"(\d+(?:\.\d+)?(?:ms|s|m|h|d)(?:\d+(?:\.\d+)?(?:ms|s|m|h))*)"
+TIMED = {
+    "text": [(rb"heap report: .*, (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})", ALWAYS),
+             (DUR + rb" ago", MOVED),
+             (rb"(\d+(?:\.\d+)?) s old", MOVED)],
+    "json": [(rb"^\{\"pid\":.*?\"time\":(\d+(?:\.\d+)?)", ALWAYS),
+             (rb"\"(?:[a-z_]*_)?time\":(-?\d+(?:\.\d+)?)", MOVED),
+             (rb"\"(?:[a-z_]*_)?age_s\":(-?\d+(?:\.\d+)?)", MOVED)],
+    "screen": [(rb"(?<![\w.])" + DUR + rb"(?!\w)", MOVED),
+               (rb"(\d+(?:\.\d+)?) s old", MOVED)],
+    "sqlite": [(rb"INSERT INTO \"meta\" VALUES\((?:[^,]*,){2}([^,]*),", ALWAYS),
+               (rb"INSERT INTO \"stacks\" VALUES\((?:[^,]*,){11}([^,]*),", MOVED),
+               (rb"INSERT INTO \"allocations\" VALUES\((?:[^,]*,){4}([^,]*),", MOVED)],
+}
 
 
-def text_norm(fmt, b):
-    if fmt == "text":
-        b = re.sub(rb"(heap report: .*, )\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}",
-                   rb"\1DATE", b)
-        b = AGO.sub(b"AGO", b)
-    if fmt == "json":
-        b = re.sub(rb"\"time\":\d+\.\d+", b"\"time\":T", b, count=1)
-    return b
+def mask(fmt, outs):
+    """outs: [base run 1, base run 2, ours]; the TIMED values masked in
+    all three: ALWAYS ones, and the others where the base runs differ."""
+    for pat, always in TIMED.get(fmt, []):
+        rx = re.compile(pat, re.M)
+        found = [list(rx.finditer(o)) for o in outs]
+        if len(set(len(f) for f in found)) != 1:
+            continue   # not the same shape: left to the comparison
+        moved = {k for k, (x, y) in enumerate(zip(found[0], found[1]))
+                 if always or x.group(1) != y.group(1)}
+        for i, o in enumerate(outs):
+            parts, last = [], 0
+            for k, mt in enumerate(found[i]):
+                if k in moved:
+                    parts += [o[last:mt.start(1)], b"T"]
+                    last = mt.end(1)
+            outs[i] = b"".join(parts) + o[last:]
+    return outs
 
 
 def report(ymtop, pid, fmt, extra, needs_file, out_dir):
@@ -146,11 +179,60 @@ def report(ymtop, pid, fmt, extra, needs_file, out_dir):
             res.append(open(out, "rb").read())
         os.unlink(out)
     else:
-        res.append(text_norm(fmt, r.stdout))
+        res.append(r.stdout)
     return b"\n--\n".join(res)
 
 
+SOCK = "same-reports-%d" % os.getpid()
+
+
+def tmux(*args):
+    return subprocess.run(["tmux", "-L", SOCK] + list(args), capture_output=True,
+                          text=True).stdout
+
+
+def screen(ymtop, pid):
+    """The screen of a kept segment (ymtop -p PID in tmux, 160x50, with
+    colors' escapes): the Stacks view, then each view Tab leads to, the
+    Memory picture last."""
+    name = "s%d" % pid
+    tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "50",
+         "env TERM=xterm-256color %s -p %d -d 600; sleep 600" % (ymtop, pid))
+    views = []
+    try:
+        for tab in range(6):
+            if tab:
+                tmux("send-keys", "-t", name, "Tab")
+            end, last, same = time.time() + 30, None, 0
+            while time.time() < end:   # until the pane is still
+                time.sleep(0.3)
+                cur = tmux("capture-pane", "-p", "-e", "-t", name)
+                same = same + 1 if cur == last and "ymtop - pid" in cur else 0
+                last = cur
+                if same >= 3:
+                    break
+            # the status line's expiry is timed: not compared
+            views.append("\n".join(last.split("\n")[:-2]))
+    finally:
+        tmux("kill-session", "-t", name)
+    return "\n====\n".join(views).encode()
+
+
+def private_shm():
+    """As root, run again in a mount namespace of our own whose /dev/shm
+    is empty: no other ymtop's sweep removes our kept segments (ymtop
+    without -p reports and removes those of gone processes)."""
+    if os.geteuid() != 0 or os.environ.get("SAME_REPORTS_PRIVATE") == "1":
+        return
+    r = subprocess.run(["unshare", "-m", "sh", "-c",
+                        'mount -t tmpfs tmpfs /dev/shm && exec "$0" "$@"',
+                        sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
+                       env=dict(os.environ, SAME_REPORTS_PRIVATE="1"))
+    sys.exit(r.returncode)
+
+
 def main():
+    private_shm()
     base = sys.argv[1] if len(sys.argv) > 1 else \
         sh(["git", "merge-base", "HEAD", "main"], cwd=ROOT).strip()
     tmp = os.environ.get("TMPDIR", "/tmp")
@@ -177,13 +259,28 @@ def main():
                 pid = kept_segment(agent, workload, steps, env)
                 for fmt, extra, needs_file in FORMATS:
                     a = report(theirs, pid, fmt, extra, needs_file, out_dir)
+                    a2 = report(theirs, pid, fmt, extra, needs_file, out_dir)
                     b = report(ours[0], pid, fmt, extra, needs_file, out_dir)
+                    a, a2, b = mask(fmt, [a, a2, b])
                     what = "%s agent, rate %s, %s %s" % (label, env["YM_SAMPLE_RATE"],
                                                         fmt, " ".join(extra))
                     if a == b:
                         same += 1
                         if not a.startswith(b"exit 0\n"):
                             print("same, but no report (%s): %s" % (what, a[:200]))
+                    else:
+                        diffs += 1
+                        pa, pb = (os.path.join(out_dir, "%d.%s" % (diffs, s))
+                                  for s in ("base", "ours"))
+                        open(pa, "wb").write(a)
+                        open(pb, "wb").write(b)
+                        print("DIFFERENT %s: diff %s %s" % (what, pa, pb), flush=True)
+                if shutil.which("tmux"):
+                    outs = [screen(theirs, pid), screen(theirs, pid), screen(ours[0], pid)]
+                    a, a2, b = mask("screen", outs)
+                    what = "%s agent, rate %s, the screen's views" % (label, env["YM_SAMPLE_RATE"])
+                    if a == b:
+                        same += 1
                     else:
                         diffs += 1
                         pa, pb = (os.path.join(out_dir, "%d.%s" % (diffs, s))
