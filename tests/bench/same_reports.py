@@ -127,7 +127,8 @@ def sqlite_norm(path):
 # and times measured to the snapshot) only where the base's two runs
 # differ.
 ALWAYS, MOVED = 1, 0
-DUR = rb"(\d+(?:\.\d+)?(?:ms|s|m|h|d)(?:\d+(?:\.\d+)?(?:ms|s|m|h))*)"
+DURX = rb"\d+(?:\.\d+)?(?:ms|s|m|h|d)(?:\d+(?:\.\d+)?(?:ms|s|m|h))*"
+DUR = rb"(" + DURX + rb")"
 TIMED = {
     "text": [(rb"heap report: .*, (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})", ALWAYS),
              (DUR + rb" ago", MOVED),
@@ -135,7 +136,8 @@ TIMED = {
     "json": [(rb"^\{\"pid\":.*?\"time\":(\d+(?:\.\d+)?)", ALWAYS),
              (rb"\"(?:[a-z_]*_)?time\":(-?\d+(?:\.\d+)?)", MOVED),
              (rb"\"(?:[a-z_]*_)?age_s\":(-?\d+(?:\.\d+)?)", MOVED)],
-    "screen": [(rb"(?<![\w.])" + DUR + rb"(?!\w)", MOVED),
+    # (a column's padding goes with its width)
+    "screen": [(rb"(?<![\w.])( *" + DURX + rb")(?!\w)", MOVED),
                (rb"(\d+(?:\.\d+)?) s old", MOVED)],
     "sqlite": [(rb"INSERT INTO \"meta\" VALUES\((?:[^,]*,){2}([^,]*),", ALWAYS),
                (rb"INSERT INTO \"stacks\" VALUES\((?:[^,]*,){11}([^,]*),", MOVED),
@@ -281,6 +283,8 @@ def main():
                     what = "%s agent, rate %s, the screen's views" % (label, env["YM_SAMPLE_RATE"])
                     if a == b:
                         same += 1
+                        if a.count(b"ymtop - pid") != 6:
+                            print("same, but not every view shown (%s): %s" % (what, a[:200]))
                     else:
                         diffs += 1
                         pa, pb = (os.path.join(out_dir, "%d.%s" % (diffs, s))
