@@ -65,7 +65,7 @@ int shm_control_heap(struct shm_reader *r, uint64_t *asked)
 	struct ym_header h;
 	struct ym_control c;
 	int rc = shm_control_read(r, &h, &c);
-	if (rc == 0 && h.abi_version < 6)
+	if (rc == 0 && !ym_abi_has_heapstats(h.abi_version))
 		rc = -EOPNOTSUPP;
 	if (rc < 0)
 		return rc;

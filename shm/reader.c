@@ -101,7 +101,8 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		[YM_SEC_CONTROL] = sizeof(struct ym_control),
 		[YM_SEC_THREADS] = sizeof(struct ym_thread),
 		[YM_SEC_STACKS]  = shm_stack_stride_v5(h->max_depth) + SHM_RECORD_TAIL +
-			(h->abi_version >= 6 ? (uint32_t)sizeof(struct ym_stack_ext) : 0),
+			(ym_abi_has_stack_ext(h->abi_version) ?
+			 (uint32_t)sizeof(struct ym_stack_ext) : 0),
 		[YM_SEC_LIVE]    = sizeof(struct ym_live),
 		[YM_SEC_ALARMS]  = shm_alarm_stride(h->max_depth),
 		[YM_SEC_MODULES] = sizeof(struct ym_module),
@@ -626,7 +627,7 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 	s->hdr.exe[sizeof s->hdr.exe - 1] = '\0';
 	/* v7's unseen calls: a writer before v7 had reserved zeros there;
 	 * the flag without a known reason says nothing. */
-	if (s->hdr.abi_version < 7 || !(s->hdr.flags & YM_FLAG_UNSEEN) ||
+	if (!ym_abi_has_unseen(s->hdr.abi_version) || !(s->hdr.flags & YM_FLAG_UNSEEN) ||
 	    (s->hdr.unseen_why != YM_UNSEEN_OWN_CALLS &&
 	     s->hdr.unseen_why != YM_UNSEEN_READONLY)) {
 		s->hdr.flags &= ~YM_FLAG_UNSEEN;
@@ -683,7 +684,7 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 {
 	struct ym_heapstats *hs = &h->heap;
 	const size_t off = __builtin_offsetof(struct ym_header, heap);
-	for (int tries = 0; h->abi_version >= 6 && tries < 8; tries++) {
+	for (int tries = 0; ym_abi_has_heapstats(h->abi_version) && tries < 8; tries++) {
 		int rc = shm_read_at(r->fd, hs, sizeof *hs, off);
 		if (rc < 0)
 			return rc;
@@ -697,7 +698,7 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 			hs->present &= YM_HEAP_IN_USE | YM_HEAP_FREE |
 				YM_HEAP_MAPPED | YM_HEAP_ARENAS | YM_HEAP_ACTIVE |
 				YM_HEAP_RESIDENT | YM_HEAP_RETAINED |
-				(h->abi_version >= 7 ? YM_HEAP_CALLS : 0);
+				(ym_abi_has_heap_calls(h->abi_version) ? YM_HEAP_CALLS : 0);
 			if (hs->allocator == YM_HEAP_NONE)
 				hs->present = 0;
 			/* v8: why there are none; not known from a v7

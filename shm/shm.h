@@ -166,7 +166,7 @@ static inline const struct ym_stack *shm_stack(const struct shm_snapshot *s,
 static inline const struct ym_stack_ext *shm_stack_ext(const struct shm_snapshot *s,
 						      uint32_t i)
 {
-	if (s->hdr.abi_version < 6)
+	if (!ym_abi_has_stack_ext(s->hdr.abi_version))
 		return NULL;
 	return (const struct ym_stack_ext *)(const void *)((const uint8_t *)shm_stack(s, i) +
 		shm_stack_stride_v5(s->hdr.max_depth));
@@ -177,7 +177,7 @@ static inline int64_t shm_stack_peak_samples(const struct shm_snapshot *s,
 					     uint32_t i)
 {
 	const struct ym_stack_ext *x = shm_stack_ext(s, i);
-	return x && s->hdr.abi_version >= 7 ? (int64_t)x->peak_samples : -1;
+	return x && ym_abi_has_peak_samples(s->hdr.abi_version) ? (int64_t)x->peak_samples : -1;
 }
 /* Whether the writer says anything about Python (v8): an older one's
  * header.py_* fields are unknown, not "no interpreter". */

@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "cli.h"
 #include "report/outfile.h"
 #include "report/report.h"
 #include "session.h"
 #include "util/clock.h"
+#include "util/stop.h"
 
 /* Standard output is a pipe whose reader has gone (`ymtop -b | head -1`
  * after head exited): the kernel reports POLLERR on the writing end. */
@@ -140,7 +142,7 @@ static void wait_next(struct session *ss, double secs, int to_stdout)
 		if (to_stdout && stdout_gone())
 			reader_gone(ss);
 		double left = end - clock_mono_s();
-		if (left <= 0 || cli_stop)
+		if (left <= 0 || stop_asked)
 			return;
 		double step = left < WAIT_STEP_S ? left : WAIT_STEP_S, t0 = clock_mono_s();
 		session_wait(ss, step);
@@ -153,7 +155,9 @@ int batch_run(const struct options *o, pid_t pid)
 {
 	struct session ss;
 	struct model *m = &ss.model;
-	session_open(&ss, o, pid);
+	static struct ym_err e;
+	if (session_open(&ss, o, pid, &e) != 0)
+		cli_die_err(&e);
 	/* Just injected: a report now would be empty (the agent has seen
 	 * nothing yet).  Take a baseline, for the rates, and report once the
 	 * agent has run for the settle time. */
@@ -173,7 +177,7 @@ int batch_run(const struct options *o, pid_t pid)
 	struct snap_state snap = { 0 };
 	for (unsigned iter = 1;; iter++) {
 		refresh(&ss, pid);
-		int last = (limit && (long)iter >= limit) || !m->alive || cli_stop;
+		int last = (limit && (long)iter >= limit) || !m->alive || stop_asked;
 		/* The first report, the final one (the target exited), and
 		 * with --on-change those in between that moved enough; with
 		 * --snapshot-on those its events call for, and the final. */
@@ -188,7 +192,7 @@ int batch_run(const struct options *o, pid_t pid)
 		if (last)
 			break;
 		wait_next(&ss, o->interval, !o->output);
-		if (cli_stop)
+		if (stop_asked)
 			break;
 	}
 	session_close(&ss);

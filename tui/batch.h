@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 #include "shm.h"
 
 /* Attach to pid and take a snapshot every o->interval seconds,

@@ -16,14 +16,12 @@
 #include "cli.h"
 #include "fmt.h"
 #include "report/prometheus.h"
-#include "serve/serve.h"
 #include "shm.h"
+#include "util/addr.h"
 
 #ifndef YM_LIBDIR
 #define YM_LIBDIR "/usr/local/lib/ymtop"
 #endif
-
-volatile sig_atomic_t cli_stop;
 
 void cli_die(int code, const char *fmt, ...)
 {
@@ -34,6 +32,13 @@ void cli_die(int code, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(code);
+}
+
+void cli_die_err(const struct ym_err *e)
+{
+	if (e->msg[0])
+		fprintf(stderr, "ymtop: %s\n", e->msg);
+	exit(e->code);
 }
 
 /* "ymtop: <message> (see ymtop --help)" and exit status 2. */
@@ -251,7 +256,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 					    "not '%s'", optarg);
 			break;
 		case OPT_SERVE:
-			if (serve_parse_addr(optarg, &addr, err, sizeof err) != 0)
+			if (addr_parse(optarg, &addr, err, sizeof err) != 0)
 				usage_error("%s", err);
 			o->serve = optarg;
 			break;

@@ -7,44 +7,8 @@
 #ifndef YMTOP_CLI_H
 #define YMTOP_CLI_H
 
-#include <signal.h>
-#include <sys/types.h>
-
-#include "sym/frames.h"
-#include "report/report.h"
-
-struct options {
-	pid_t    pid;
-	double   delay;          /* -d: screen refresh, seconds */
-	double   interval;       /* -i: batch period (default: delay) */
-	int      interval_set;
-	int      batch;          /* -b */
-	long     iterations;     /* -n; -1 when not given */
-	int      top;            /* --top */
-	int      format_set;
-	enum report_format format;
-	enum report_weight weight; /* --weight: folded and svg */
-	double   on_change;      /* --on-change PCT; < 0 when not given */
-	/* --snapshot-on (batch): write a report only when the process
-	 * reaches a new peak of at least snap_peak bytes (peak:SIZE), or
-	 * when its cgroup's memory.events high, max or oom_kill move
-	 * (pressure); and the final one. */
-	int      snap_on;        /* CLI_SNAP_* bits; 0 not given */
-	uint64_t snap_peak;
-	enum model_sort sort;    /* --sort: reports and the screen's first */
-	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
-	const char *output;      /* -o pattern, or NULL */
-	const char *serve;       /* --serve [ADDR:]PORT, or NULL */
-	const char *web_config;  /* --web-config FILE (with --serve), or NULL */
-	int      children;       /* --children: -p PID and its forked children */
-	struct frames_rules rules;
-};
-
-#define CLI_SNAP_PEAK     1u
-#define CLI_SNAP_PRESSURE 2u
-
-/* Set by SIGINT, SIGTERM and SIGHUP: loops finish their step and return. */
-extern volatile sig_atomic_t cli_stop;
+#include "options.h"
+#include "util/err.h"
 
 void cli_parse(int argc, char **argv, struct options *o);
 void cli_free(struct options *o);
@@ -52,5 +16,10 @@ void cli_free(struct options *o);
 /* Print "ymtop: <message>" and exit with code. */
 __attribute__((noreturn, format(printf, 2, 3)))
 void cli_die(int code, const char *fmt, ...);
+
+/* Print e's line ("ymtop: <message>", nothing when e said it already)
+ * and exit with its status. */
+__attribute__((noreturn))
+void cli_die_err(const struct ym_err *e);
 
 #endif

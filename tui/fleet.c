@@ -14,6 +14,7 @@
 #include "sym/files.h"
 #include "target.h"
 #include "util/clock.h"
+#include "util/stop.h"
 
 /* Descriptors kept free of segments: the symbolizer's files
  * (SYM_FILES_OPEN), the server's connections, /proc reads. */
@@ -61,20 +62,27 @@ static int room(struct fleet *f)
 	return 0;
 }
 
-void fleet_add(struct fleet *f, const struct options *o, pid_t pid)
+int fleet_add(struct fleet *f, const struct options *o, pid_t pid,
+	      struct ym_err *e)
 {
 	struct fleet_proc *p = calloc(1, sizeof *p);
 	if (!p)
-		cli_die(1, "out of memory");
-	if (room(f) != 0)
-		cli_die(1, "%s", f->skip_why);
-	session_open(&p->s, o, pid);
+		return ym_err_set(e, 1, "out of memory");
+	if (room(f) != 0) {
+		free(p);
+		return ym_err_set(e, 1, "%s", f->skip_why);
+	}
+	if (session_open(&p->s, o, pid, e) != 0) {
+		free(p);
+		return -1;
+	}
 	p->s.no_cgroup = 1;   /* one cgroup, many processes: not per process */
 	/* shm_control_* refuse from now on, but heap requests (may_ask) */
 	p->s.reader.writable = 0;
 	p->pid = pid;
 	f->fixed = 1;
 	f->p[f->n++] = p;
+	return 0;
 }
 
 int fleet_find(const struct fleet *f, pid_t pid)
@@ -132,7 +140,7 @@ static void ask_all(struct fleet_proc **p, int n)
 		p[i]->s.asked_ahead = 1;
 	}
 	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
-	while (pending && clock_mono_s() < end && !cli_stop) {
+	while (pending && clock_mono_s() < end && !stop_asked) {
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 		pending = 0;

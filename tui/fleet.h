@@ -25,7 +25,7 @@
 
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 #include "session.h"
 
 /* How long one update may spend borrowing threads of idle processes for
@@ -54,8 +54,9 @@ struct fleet {
  * process). */
 void fleet_init(struct fleet *f, pid_t root);
 /* Watch pid only (from then on, fixed): attached as -p does, injecting the
- * agent when it has none; exits with the reason on failure. */
-void fleet_add(struct fleet *f, const struct options *o, pid_t pid);
+ * agent when it has none.  0, or -1 with the reason in e. */
+int fleet_add(struct fleet *f, const struct options *o, pid_t pid,
+	      struct ym_err *e);
 /* Refresh every process (snapshot without the live table), drop the gone
  * ones, add the new ones (unless fixed). */
 void fleet_update(struct fleet *f);

@@ -12,11 +12,12 @@
 #include "target.h"
 #include "screen/ui.h"
 #include "serve/serve.h"
+#include "util/stop.h"
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	cli_stop = 1;
+	stop_asked = 1;
 }
 
 int main(int argc, char **argv)
@@ -25,6 +26,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "diff"))
 		return diff_main(argc - 1, argv + 1);
 	struct options o;
+	static struct ym_err e;
 	cli_parse(argc, argv, &o);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -35,9 +37,10 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (o.serve) {
-		int rc = serve_run(&o);
+		if (serve_run(&o, &e) != 0)
+			cli_die_err(&e);
 		cli_free(&o);
-		return rc;
+		return 0;
 	}
 	int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
 	/* Several processes and none chosen, or --children: the host list. */
@@ -46,12 +49,15 @@ int main(int argc, char **argv)
 		cli_free(&o);
 		return rc;
 	}
-	pid_t pid = target_choose(o.pid);
+	pid_t pid = target_choose(o.pid, &e);
+	if (pid < 0)
+		cli_die_err(&e);
 	if (!o.batch && !tty && o.rate) {
 		/* --rate from a script: ask for the rate (session_open says
 		 * so in one line), no screen. */
 		struct session ss;
-		session_open(&ss, &o, pid);
+		if (session_open(&ss, &o, pid, &e) != 0)
+			cli_die_err(&e);
 		session_close(&ss);
 		cli_free(&o);
 		return 0;

@@ -16,34 +16,37 @@
 #include "session.h"
 #include "target.h"
 #include "util/clock.h"
+#include "util/stop.h"
 
 /* --rate: ask the agent for o->rate (nothing when 0); one line on stderr
- * says so.  Exits 1 when the agent samples exactly (its rate is fixed) or
- * the control block is read-only. */
-static void apply_rate(const struct options *o, struct shm_reader *r)
+ * says so.  -1 with e set (status 1) when the agent samples exactly (its
+ * rate is fixed) or the control block is read-only. */
+static int apply_rate(const struct options *o, struct shm_reader *r,
+		      struct ym_err *e)
 {
 	if (!o->rate)
-		return;
+		return 0;
 	struct ym_header h;
 	if (shm_header_read(r, &h, NULL, 0) != 0)
-		cli_die(1, "pid %ld: cannot read the segment header", (long)r->pid);
+		return ym_err_set(e, 1, "pid %ld: cannot read the segment header", (long)r->pid);
 	if (h.sample_rate <= 1)
-		cli_die(1, "pid %ld samples every allocation (YM_SAMPLE_RATE=1, chosen at "
+		return ym_err_set(e, 1, "pid %ld samples every allocation (YM_SAMPLE_RATE=1, chosen at "
 			"its start): --rate cannot change that; restart it with "
 			"YM_SAMPLE_RATE=BYTES", (long)r->pid);
 	int rc = shm_control_rate(r, o->rate);
 	if (rc == -EPERM)
-		cli_die(1, "pid %ld: the segment is read-only to us, so --rate cannot "
+		return ym_err_set(e, 1, "pid %ld: the segment is read-only to us, so --rate cannot "
 			"reach the agent; run ymtop as the process's user or root",
 			(long)r->pid);
 	if (rc != 0)
-		cli_die(1, "pid %ld: cannot write the control block: %s", (long)r->pid,
+		return ym_err_set(e, 1, "pid %ld: cannot write the control block: %s", (long)r->pid,
 			strerror(-rc));
 	char a[32], b[32];
 	fprintf(stderr, "ymtop: pid %ld: sample rate %s asked (was %s); each thread "
 		"takes it at its next sample\n", (long)r->pid,
 		fmt_bytes((double)o->rate, a, sizeof a),
 		fmt_bytes((double)h.sample_rate, b, sizeof b));
+	return 0;
 }
 
 /* Wait up to ms for the agent to answer request `asked` (a process that
@@ -58,7 +61,7 @@ static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
 			return 0;
 		if (h.heap.answered >= asked)
 			return 1;
-		if (clock_mono_s() >= end || cli_stop)
+		if (clock_mono_s() >= end || stop_asked)
 			return 0;
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
@@ -164,13 +167,21 @@ int session_adopt(struct session *s, const struct shm_reader *r)
 	return 0;
 }
 
-void session_open(struct session *s, const struct options *o, pid_t pid)
+int session_open(struct session *s, const struct options *o, pid_t pid,
+		 struct ym_err *e)
 {
 	struct shm_reader r;
-	target_attach(pid, &r);
-	apply_rate(o, &r);
-	if (session_adopt(s, &r) != 0)
-		cli_die(1, "cannot start the symbolizer (libdw)");
+	if (target_attach(pid, &r, e) != 0)
+		return -1;
+	if (apply_rate(o, &r, e) != 0) {
+		shm_reader_close(&r);
+		return -1;
+	}
+	if (session_adopt(s, &r) != 0) {
+		shm_reader_close(&r);
+		return ym_err_set(e, 1, "cannot start the symbolizer (libdw)");
+	}
+	return 0;
 }
 
 void session_symbols(struct session *s, int progress)
@@ -187,7 +198,7 @@ void session_symbols(struct session *s, int progress)
 	char line[256];
 	int said = 0;
 	double t0 = clock_mono_s();
-	while (!cli_stop && s->symbol_wait_s > 0 &&
+	while (!stop_asked && s->symbol_wait_s > 0 &&
 	       sym_pending(s->sym, line, sizeof line) > 0) {
 		if (progress && !said++)
 			fprintf(stderr, "ymtop: %s (waiting at most %.0f s)\n", line,
@@ -211,7 +222,7 @@ static void read_exit(const struct shm_snapshot *snap,
 	f->exit_how = PROC_EXIT_UNKNOWN;
 	if (pi && pi->start_ticks == h->start_ticks)
 		f->exit_how = proc_exit(pi, &f->exit_value);
-	if (f->exit_how == PROC_EXIT_UNKNOWN && h->abi_version >= 6 &&
+	if (f->exit_how == PROC_EXIT_UNKNOWN && ym_abi_has_exit_status(h->abi_version) &&
 	    (h->flags & YM_FLAG_EXITED) && h->exit_how == YM_EXIT_STATUS) {
 		f->exit_how = PROC_EXIT_STATUS;
 		f->exit_value = (int)(h->exit_status & 0xff);
@@ -371,7 +382,7 @@ void session_wait(struct session *s, double secs)
 	double t = clock_mono_s() + secs;
 	unsigned steps = 0;
 	for (;;) {
-		if (cli_stop)
+		if (stop_asked)
 			return;
 		double left = t - clock_mono_s();
 		if (left <= 0)

@@ -17,13 +17,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 #include "model/model.h"
 #include "shm.h"
 #include "sym/sym.h"
 #include "cgmem.h"
 #include "resident.h"
 #include "unseen.h"
+#include "util/err.h"
 
 struct session {
 	struct shm_reader reader;   /* owned; the view uses it for control */
@@ -65,9 +66,11 @@ struct session {
 /* Attach to pid (target_attach: the process's segment, injecting the agent
  * when it has none, or a segment kept after its exit), ask for o->rate
  * (--rate: one line on stderr says so), start the symbolizer and an empty
- * model.  Every failure exits with the reason and the remedy (cli_die).  s
- * must not move until session_close: views keep pointers into it. */
-void session_open(struct session *s, const struct options *o, pid_t pid);
+ * model.  0, or -1 with the reason and the remedy in e (nothing left
+ * open).  s must not move until session_close: views keep pointers into
+ * it. */
+int session_open(struct session *s, const struct options *o, pid_t pid,
+		 struct ym_err *e);
 
 /* The same for a segment already open (target_open: the exporter, which
  * must not exit when one process fails): s takes r over.  0, or -1 when
@@ -99,7 +102,7 @@ int session_ask_heap(struct session *s);
 /* The agent answered the last request (header.heap.answered). */
 int session_heap_answered(struct session *s);
 
-/* Sleep up to secs, waking early on a signal (cli_stop) or when the
+/* Sleep up to secs, waking early on a signal (stop_asked) or when the
  * process is gone: the agent marked it exited, its pid went to another
  * process, or it exec'd a program without the agent. */
 void session_wait(struct session *s, double secs);
@@ -108,7 +111,7 @@ void session_wait(struct session *s, double secs);
  * in the model's stacks and alarms, wait while they run, and take in what
  * arrived.  All waits of a run add up to at most SESSION_SYMBOL_WAIT_S
  * (a report is delayed by no more, whatever the servers do); a signal
- * (cli_stop) ends the wait at once.  progress: one line on stderr when
+ * (stop_asked) ends the wait at once.  progress: one line on stderr when
  * it waits. */
 #define SESSION_SYMBOL_WAIT_S 10.0
 void session_symbols(struct session *s, int progress);

@@ -22,7 +22,6 @@
 #include "ptrace/libckind.h"
 #include "ptrace/procfs.h"
 #include "shm.h"
-#include "cli.h"
 #include "fmt.h"
 #include "proc.h"
 #include "stale.h"
@@ -296,28 +295,27 @@ static int others_agents(pid_t *first)
 	return n;
 }
 
-/* No process we may watch runs the agent: say why, exit 1. */
-__attribute__((noreturn))
-static void no_agent_here(const char *agent)
+/* No process we may watch runs the agent: why, into e; -1. */
+static int no_agent_here(const char *agent, struct ym_err *e)
 {
 	pid_t first = 0;
 	int others = geteuid() != 0 ? others_agents(&first) : 0;
 	struct proc_info pi;
 	char vis[FMT_VIS_SIZE(sizeof pi.comm)];
 	if (others > 0 && proc_read(first, &pi) == 0)
-		cli_die(1, "no process of yours runs the agent; %d process%s of other "
+		return ym_err_set(e, 1, "no process of yours runs the agent; %d process%s of other "
 			"users do%s (pid %ld, %s, uid %u): run ymtop as %s user or as "
 			"root", others, others > 1 ? "es" : "", others > 1 ? "" : "es",
 			(long)first, fmt_vis(pi.comm, vis, sizeof vis), (unsigned)pi.uid,
 			others > 1 ? "their" : "its");
 	const char *slash = strrchr(agent, '/');
 	int dir = slash ? (int)(slash - agent) : 0;
-	cli_die(1, "no running process has the agent loaded; start one with "
+	return ym_err_set(e, 1, "no running process has the agent loaded; start one with "
 		"LD_PRELOAD=%s (a musl program: LD_PRELOAD=%.*s%slibymagent-musl.so), "
 		"or give -p PID", agent, dir, agent, slash ? "/" : "");
 }
 
-pid_t target_choose(pid_t pid)
+pid_t target_choose(pid_t pid, struct ym_err *e)
 {
 	char agent[PATH_MAX];
 	if (pid)
@@ -329,7 +327,7 @@ pid_t target_choose(pid_t pid)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);
 	if (n == 0)
-		no_agent_here(agent);
+		return no_agent_here(agent, e);
 	fprintf(stderr, "ymtop: %d processes run the agent; choose one with -p PID:\n", n);
 	for (int i = 0; i < n && i < 64; i++) {
 		struct proc_info pi;
@@ -341,34 +339,35 @@ pid_t target_choose(pid_t pid)
 	if (n > 64)
 		fprintf(stderr, "  ... and %d more (on a terminal, the host list shows them all)\n",
 			n - 64);
-	exit(1);
+	return ym_err_set(e, 1, "%s", "");
 }
 
 /* The agent as the target sees it: its path must name the same file
  * through /proc/PID/root.  1 when it does not exist there (another mount
  * namespace: a container) and ymtop must bring it in (inject.h); that
- * goes through the target's /proc, which must be mounted. */
-static int check_agent_visible(pid_t pid, const char *agent)
+ * goes through the target's /proc, which must be mounted.  -1 with e set
+ * when the agent cannot reach it. */
+static int check_agent_visible(pid_t pid, const char *agent, struct ym_err *e)
 {
 	char there[PATH_MAX + 64];
 	struct stat in, out;
 	snprintf(there, sizeof there, "/proc/%ld/root%s", (long)pid, agent);
 	if (agent[0] != '/')
-		cli_die(1, "YM_AGENT must be an absolute path (%s)", agent);
+		return ym_err_set(e, 1, "YM_AGENT must be an absolute path (%s)", agent);
 	if (stat(there, &in) != 0) {
 		char why[384];
 		if (errno == EACCES || errno == EPERM)
-			cli_die(1, "ptrace of process %ld refused: %s", (long)pid,
+			return ym_err_set(e, 1, "ptrace of process %ld refused: %s", (long)pid,
 				inject_refusal(pid, 0, why, sizeof why));
 		if (stat(agent, &out) != 0)
-			cli_die(1, "the agent %s is missing (%s); build it, or set YM_AGENT "
+			return ym_err_set(e, 1, "the agent %s is missing (%s); build it, or set YM_AGENT "
 			       "to libymagent.so", agent, strerror(errno));
 		if (!S_ISREG(out.st_mode))
-			cli_die(1, "the agent %s is not a regular file", agent);
+			return ym_err_set(e, 1, "the agent %s is not a regular file", agent);
 		struct statfs fs;
 		snprintf(there, sizeof there, "/proc/%ld/root/proc", (long)pid);
 		if (statfs(there, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC)
-			cli_die(1, "process %ld runs in another mount namespace (a "
+			return ym_err_set(e, 1, "process %ld runs in another mount namespace (a "
 			       "container?) where %s does not exist and no /proc is mounted, "
 			       "through which ymtop brings the agent in; mount /proc there, "
 			       "or copy libymagent.so into it and set YM_AGENT to its path "
@@ -376,7 +375,7 @@ static int check_agent_visible(pid_t pid, const char *agent)
 		return 1;
 	}
 	if (!S_ISREG(in.st_mode))
-		cli_die(1, "the agent %s is not a regular file", agent);
+		return ym_err_set(e, 1, "the agent %s is not a regular file", agent);
 	return 0;
 }
 
@@ -407,10 +406,11 @@ static const char *shm_dir_trouble(pid_t pid)
 
 /* No segment: load the agent into the running process, then open the
  * segment its constructor created (inside dlopen, so it exists when the
- * injector returns).  Returns shm_reader_open's code. */
+ * injector returns).  0, or -1 with e set. */
 static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
-		  char *err, size_t len)
+		  struct ym_err *e)
 {
+	char err[512];
 	char agent[PATH_MAX], why[512];
 	struct inject_result res;
 	target_agent_path(agent, sizeof agent);
@@ -420,35 +420,37 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	/* A static program: say so before the agent file is even looked
 	 * for, since no agent can go in. */
 	char cvis[FMT_VIS_SIZE(sizeof pi->comm)];
-	fmt_vis(pi->comm, cvis, sizeof cvis);
-	if (inject_libc_refusal(pid, cvis, agent, why, sizeof why) != 0)
-		cli_die(1, "%s", why);
+	if (inject_libc_refusal(pid, fmt_vis(pi->comm, cvis, sizeof cvis), agent,
+				why, sizeof why) != 0)
+		return ym_err_set(e, 1, "%s", why);
 	struct stat st;
 	char there[PATH_MAX + 64];
 	snprintf(there, sizeof there, "/proc/%ld/root%s", (long)pid, agent);
 	if (strcmp(agent, glibc_agent) != 0 && stat(agent, &st) != 0 &&
 	    stat(there, &st) != 0)
-		cli_die(1, "pid %ld is a musl program (%s): it takes the musl agent "
-			"%s, which is missing (%s); build it (make "
-			"build/libymagent-musl.so, with musl-tools) or preload it",
-			(long)pid, cvis, agent, strerror(errno));
-	int bring = check_agent_visible(pid, agent);
+		return ym_err_set(e, 1, "pid %ld is a musl program (%s): it takes the "
+				  "musl agent %s, which is missing (%s); build it (make "
+				  "build/libymagent-musl.so, with musl-tools) or preload it",
+				  (long)pid, cvis, agent, strerror(errno));
+	int bring = check_agent_visible(pid, agent, e);
+	if (bring < 0)
+		return -1;
 	double t0 = clock_mono_s();
 	int ir = inject_agent(pid, agent, bring, &res, why, sizeof why);
 	if (ir < 0) {
 		/* Another ymtop may have injected it meanwhile: then attach. */
-		if (segment_open(r, pi, pi->uid, err, len) == 0)
+		if (segment_open(r, pi, pi->uid, err, sizeof err) == 0)
 			return 0;
 		int maps = proc_maps_agent(pid);
 		if (maps > 0 && (maps & PROC_HAS_AGENT))
-			cli_die(1, "process %ld runs the agent but has sampled nothing yet "
+			return ym_err_set(e, 1, "process %ld runs the agent but has sampled nothing yet "
 				"(its segment comes with its first sample); starting it "
 				"failed: %s", (long)pid, why);
-		cli_die(1, "%s", why);
+		return ym_err_set(e, 1, "%s", why);
 	}
 	int rc = -ENOENT;
 	for (int i = 0; i < 400 && rc == -ENOENT; i++) {
-		rc = segment_open(r, pi, pi->uid, err, len);
+		rc = segment_open(r, pi, pi->uid, err, sizeof err);
 		if (rc == -ENOENT) {
 			struct timespec ts = { 0, 5000000 };
 			nanosleep(&ts, NULL);
@@ -456,7 +458,7 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	}
 	char vis[FMT_VIS_SIZE(sizeof pi->comm)];
 	if (rc == -ENOENT)
-		cli_die(1, "process %ld (%s) loaded the agent but created no segment: %s",
+		return ym_err_set(e, 1, "process %ld (%s) loaded the agent but created no segment: %s",
 			(long)pid, fmt_vis(pi->comm, vis, sizeof vis), shm_dir_trouble(pid));
 	double t1 = clock_mono_s();
 	if (getenv("YM_INJECT_VERBOSE") && ir == 1)
@@ -467,7 +469,9 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 			"%.2f ms (%d stops), segment after %.2f ms\n", agent, (long)pid,
 			(long)res.tid, res.pause_ms, res.attempts,
 			(t1 - t0) * 1e3);
-	return rc;
+	if (rc != 0)
+		return ym_err_set(e, 1, "pid %ld: %s", (long)pid, err);
+	return 0;
 }
 
 /* Open the process's segment if it has one that its writer still writes;
@@ -519,31 +523,32 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 	return -ENOENT;
 }
 
-/* Exit 1 when pid names no process with a heap of its own to watch:
- * ymtop itself, a kernel thread, or one thread of a process. */
-static void not_a_target(const struct proc_info *pi)
+/* -1 with e set when pid names no process with a heap of its own to
+ * watch: ymtop itself, a kernel thread, or one thread of a process. */
+static int not_a_target(const struct proc_info *pi, struct ym_err *e)
 {
 	char vis[FMT_VIS_SIZE(sizeof pi->comm)];
 	const char *name = fmt_vis(pi->comm, vis, sizeof vis);
 	if (pi->tgid == getpid())
-		cli_die(1, "pid %ld is this ymtop itself: ymtop watches the heap of "
+		return ym_err_set(e, 1, "pid %ld is this ymtop itself: ymtop watches the heap of "
 			"another process", (long)pi->pid);
 	if (pi->kthread)
-		cli_die(1, "process %ld (%s) is a kernel thread: it runs no program "
+		return ym_err_set(e, 1, "process %ld (%s) is a kernel thread: it runs no program "
 			"in user space and has no heap to watch", (long)pi->pid, name);
 	if (pi->tgid != pi->pid) {
 		struct proc_info owner;
 		char ovis[FMT_VIS_SIZE(sizeof owner.comm)];
 		int known = proc_read(pi->tgid, &owner) == 0;
-		cli_die(1, "%ld is the id of a thread (%s) of process %ld%s%s%s, whose "
+		return ym_err_set(e, 1, "%ld is the id of a thread (%s) of process %ld%s%s%s, whose "
 			"threads share one heap: watch it with -p %ld", (long)pi->pid,
 			name, (long)pi->tgid, known ? " (" : "",
 			known ? fmt_vis(owner.comm, ovis, sizeof ovis) : "",
 			known ? ")" : "", (long)pi->tgid);
 	}
+	return 0;
 }
 
-void target_attach(pid_t pid, struct shm_reader *r)
+int target_attach(pid_t pid, struct shm_reader *r, struct ym_err *e)
 {
 	char err[512];
 	struct proc_info pi;
@@ -558,30 +563,32 @@ void target_attach(pid_t pid, struct shm_reader *r)
 		shm_name(name, sizeof name, pid, self.pidns);
 		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
 		if (shm_reader_open_path(r, path, pid, pid, own, err, sizeof err) == 0)
-			return;
+			return 0;
 		/* An agent that could not read /proc (a bare root) names its
 		 * segment without its namespace. */
 		shm_name(name, sizeof name, pid, 0);
 		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
 		if (shm_reader_open_path(r, path, pid, pid, own, err, sizeof err) == 0)
-			return;
-		cli_die(1, "no process with pid %ld", (long)pid);
+			return 0;
+		return ym_err_set(e, 1, "no process with pid %ld", (long)pid);
 	}
 	if (rc != 0)
-		cli_die(1, "cannot read /proc/%ld: %s", (long)pid, strerror(-rc));
-	not_a_target(&pi);
+		return ym_err_set(e, 1, "cannot read /proc/%ld: %s", (long)pid, strerror(-rc));
+	if (not_a_target(&pi, e) != 0)
+		return -1;
 	if (geteuid() != 0 && pi.uid != geteuid())
-		cli_die(1, "process %ld belongs to another user (uid %u); run ymtop as "
+		return ym_err_set(e, 1, "process %ld belongs to another user (uid %u); run ymtop as "
 		       "that user or as root", (long)pid, (unsigned)pi.uid);
 	rc = open_live(pid, &pi, r, err, sizeof err);
 	if (rc == -ENOENT && proc_gone(&pi))
-		cli_die(1, "process %ld has exited (its parent has not reaped it) and "
+		return ym_err_set(e, 1, "process %ld has exited (its parent has not reaped it) and "
 			"left no segment: nothing to report; YM_KEEP_SEGMENT=1 keeps "
 			"a process's segment for a report after its exit", (long)pid);
 	if (rc == -ENOENT)
-		rc = inject(pid, &pi, r, err, sizeof err);
+		return inject(pid, &pi, r, e);
 	if (rc != 0)
-		cli_die(1, "pid %ld: %s", (long)pid, err);
+		return ym_err_set(e, 1, "pid %ld: %s", (long)pid, err);
+	return 0;
 }
 
 int target_open(pid_t pid, struct shm_reader *r, char *err, size_t len)

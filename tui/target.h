@@ -8,11 +8,12 @@
 #include <sys/types.h>
 
 #include "shm.h"
+#include "util/err.h"
 
 /* The given pid, or the only process running the agent (with a segment,
- * or preloading it and not started yet); lists the candidates and exits 1
- * when there are several, exits 1 when none. */
-pid_t target_choose(pid_t pid);
+ * or preloading it and not started yet); -1 with e set (status 1) when
+ * there are several (listed on stderr) or none. */
+pid_t target_choose(pid_t pid, struct ym_err *e);
 
 /* The processes running a live agent that we may read (their segment
  * exists), up to max of them into pids; returns how many there are (may
@@ -28,10 +29,11 @@ int target_list_unstarted(pid_t *pids, int max);
  * errno with one line in err. */
 int target_open(pid_t pid, struct shm_reader *r, char *err, size_t len);
 
-/* Open pid's segment (or exit 1 with the reason and the remedy).  A
- * process without the agent gets it loaded first (ptrace: inject.h); a
- * process that has exited but kept its segment is opened post-mortem. */
-void target_attach(pid_t pid, struct shm_reader *r);
+/* Open pid's segment: 0, or -1 with the reason and the remedy in e
+ * (status 1).  A process without the agent gets it loaded first (ptrace:
+ * inject.h); a process that has exited but kept its segment is opened
+ * post-mortem. */
+int target_attach(pid_t pid, struct shm_reader *r, struct ym_err *e);
 
 /* The agent library's path, for messages and injection: YM_AGENT, beside
  * ymtop, ../lib/ymtop/ relative to it, then the configured libdir. */

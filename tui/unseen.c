@@ -126,7 +126,7 @@ void unseen_scan(struct unseen *u, const struct shm_snapshot *snap,
 		/* An agent of v7 or later tells an executable's own malloc
 		 * itself (YM_FLAG_UNSEEN, model_unseen): not said twice. */
 		scan_file(u, path, base, !strcmp(m->path, snap->hdr.exe) &&
-			  snap->hdr.abi_version < 7);
+			  !ym_abi_has_unseen(snap->hdr.abi_version));
 	}
 	u->scanned = snap->nmodules;
 }

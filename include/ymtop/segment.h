@@ -709,6 +709,54 @@ static inline int ym_abi_readable(uint64_t magic, uint32_t abi_version,
 	return compat_version <= YM_ABI_VERSION && compat_version <= abi_version;
 }
 
+/* The writer version that brought each thing a reader asks about (the
+ * history above): the one place where a reader compares abi_version.
+ * An older writer lacks it; the reader says "not known", never 0. */
+#define YM_ABI_V6 6u   /* stack ext (kind, peaks), process peaks, tracked
+			  mmap, the allocator's statistics, exit status */
+#define YM_ABI_V7 7u   /* unseen calls, peak samples, heap call count */
+
+/* Each stack record ends with struct ym_stack_ext (its kind and peak). */
+static inline int ym_abi_has_stack_ext(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V6;
+}
+/* header.retained_est, peak_* and mmap_*: the process's peaks and its
+ * tracked anonymous mappings (stacks of kind YM_KIND_MMAP). */
+static inline int ym_abi_has_peaks(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V6;
+}
+static inline int ym_abi_tracks_mmap(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V6;
+}
+/* header.heap and control.heap_request: the allocator's statistics. */
+static inline int ym_abi_has_heapstats(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V6;
+}
+/* header.exit_how and exit_status, recorded at exit(). */
+static inline int ym_abi_has_exit_status(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V6;
+}
+/* header.unseen_*: the allocator calls the agent cannot see. */
+static inline int ym_abi_has_unseen(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V7;
+}
+/* struct ym_stack_ext.peak_samples: the live samples behind a peak. */
+static inline int ym_abi_has_peak_samples(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V7;
+}
+/* YM_HEAP_CALLS in header.heap: the allocator calls counted. */
+static inline int ym_abi_has_heap_calls(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V7;
+}
+
 /*
  * Seqcounts (header.retire_seq, stripe.seq): the writer makes the count odd,
  * changes the data, and makes it even again with release.  A reader that

@@ -426,6 +426,22 @@ static void write_failure_is_a_status(void **state)
 	assert_non_null(strstr(f->v.status, "/nonexistent"));
 }
 
+/* H goes back to the host list through the key table, also over the help
+ * screen; without a host list it is an ordinary key (help closes). */
+static void back_key_in_the_table(void **state)
+{
+	struct fixture *f = *state;
+	struct view *v = &f->v;
+	assert_int_equal(view_key(v, 'H'), REACT_NONE);
+	v->help = 1;
+	assert_int_equal(view_key(v, 'H'), REACT_REDRAW);
+	assert_int_equal(v->help, 0);
+	v->back = 1;
+	assert_int_equal(view_key(v, 'H'), REACT_BACK);
+	v->help = 1;
+	assert_int_equal(view_key(v, 'H'), REACT_BACK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -441,6 +457,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(functions_avg_and_age_span_stacks, setup, teardown),
 		cmocka_unit_test_setup_teardown(threads_view_hides_empty_shared_slot, setup, teardown),
 		cmocka_unit_test_setup_teardown(detail_frames_scroll, setup, teardown),
+		cmocka_unit_test_setup_teardown(back_key_in_the_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(rate_key_and_parse, setup, teardown),
 		cmocka_unit_test_setup_teardown(names_key_and_detail_sideways, setup, teardown),
 		cmocka_unit_test_setup_teardown(functions_of_few_samples_marked_and_ranked,

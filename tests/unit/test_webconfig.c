@@ -21,6 +21,7 @@
 #include <gnutls/x509.h>
 
 #include "serve/serve.h"
+#include "util/addr.h"
 #include "serve/webconfig.h"
 
 static char dir[] = "/tmp/ymtop-webconfig-XXXXXX";
@@ -382,16 +383,16 @@ static void non_loopback_without_protection_warns(void **state)
 	(void)state;
 	struct sockaddr_storage ss;
 	char err[512], line[512];
-	assert_int_equal(serve_parse_addr("127.0.0.1:9464", &ss, err, sizeof err), 0);
+	assert_int_equal(addr_parse("127.0.0.1:9464", &ss, err, sizeof err), 0);
 	assert_int_equal(webconfig_warning(NULL, &ss, "127.0.0.1:9464", line, sizeof line), 0);
-	assert_int_equal(serve_parse_addr("127.9.9.9:9464", &ss, err, sizeof err), 0);
+	assert_int_equal(addr_parse("127.9.9.9:9464", &ss, err, sizeof err), 0);
 	assert_int_equal(webconfig_warning(NULL, &ss, "x", line, sizeof line), 0);
-	assert_int_equal(serve_parse_addr("[::1]:9464", &ss, err, sizeof err), 0);
+	assert_int_equal(addr_parse("[::1]:9464", &ss, err, sizeof err), 0);
 	assert_int_equal(webconfig_warning(NULL, &ss, "x", line, sizeof line), 0);
-	assert_int_equal(serve_parse_addr("[::ffff:127.0.0.1]:9464", &ss, err, sizeof err), 0);
+	assert_int_equal(addr_parse("[::ffff:127.0.0.1]:9464", &ss, err, sizeof err), 0);
 	assert_int_equal(webconfig_warning(NULL, &ss, "x", line, sizeof line), 0);
 
-	assert_int_equal(serve_parse_addr("0.0.0.0:9464", &ss, err, sizeof err), 0);
+	assert_int_equal(addr_parse("0.0.0.0:9464", &ss, err, sizeof err), 0);
 	assert_int_equal(webconfig_warning(NULL, &ss, "0.0.0.0:9464", line, sizeof line), 1);
 	assert_non_null(strstr(line, "--serve 0.0.0.0:9464: plain HTTP and no authentication"));
 	assert_null(strchr(line, '\n'));
@@ -404,7 +405,7 @@ static void non_loopback_without_protection_warns(void **state)
 		 "  key_file: server.key\n");
 	wc = load_text(text, err, sizeof err);
 	assert_non_null(wc);
-	assert_int_equal(serve_parse_addr("[::]:9464", &ss, err, sizeof err), 0);
+	assert_int_equal(addr_parse("[::]:9464", &ss, err, sizeof err), 0);
 	assert_int_equal(webconfig_warning(wc, &ss, "[::]:9464", line, sizeof line), 1);
 	assert_non_null(strstr(line, "TLS without basic_auth_users"));
 	webconfig_free(wc);

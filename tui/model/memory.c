@@ -41,7 +41,7 @@ void model_memory(const struct model *m, struct model_memory *o)
 		(double)m->totals.alloc_bytes - (double)m->totals.free_bytes : 0;
 	o->retained = m->retained_bytes;
 	/* Agents of ABI 6 and later track anonymous mmap (stack kinds). */
-	o->have_mmap = m->have_snap && m->snap.hdr.abi_version >= 6;
+	o->have_mmap = m->have_snap && ym_abi_tracks_mmap(m->snap.hdr.abi_version);
 	o->mmap_retained = m->mmap_retained_bytes;
 	/* An old figure of a heap that has moved since would make the rest
 	 * say anything (a quiet process filled 113 MiB after its last

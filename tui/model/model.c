@@ -246,7 +246,7 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		m->retained_bytes += s->retained_bytes;
 		m->retained_objects += s->retained_objects;
 	}
-	if (snap->hdr.abi_version >= 6) {
+	if (ym_abi_has_peaks(snap->hdr.abi_version)) {
 		m->peak_retained_bytes = (double)snap->hdr.peak_retained;
 		m->peak_mono_ns = snap->hdr.peak_mono_ns;
 		m->mmap_peak_bytes = (double)snap->hdr.mmap_peak_retained;

@@ -218,6 +218,95 @@ static inline pid_t model_pid(const struct model *m)
 	return m->snap.pid ? m->snap.pid : (pid_t)m->snap.hdr.pid;
 }
 
+/* What the agent's header says, for report/ and screen/, which never read
+ * the header: these and the model's fields are the whole of it. */
+/* The executable's path the agent read at its start: the target's bytes,
+ * escaped by whoever prints it; "" when the agent could not read it. */
+#define MODEL_EXE_SIZE sizeof(((struct ym_header *)0)->exe)
+static inline const char *model_exe(const struct model *m)
+{
+	return m->snap.hdr.exe;
+}
+/* The process's pid inside its own pid namespace (model_pid's when the
+ * same). */
+static inline uint32_t model_ns_pid(const struct model *m)
+{
+	return m->snap.hdr.pid;
+}
+/* The agent's mean sampling interval in bytes; 1: exact mode. */
+static inline uint64_t model_sample_rate(const struct model *m)
+{
+	return m->snap.hdr.sample_rate;
+}
+/* The agent was loaded into the running process (ymtop -p): its exact
+ * counters start at the attach. */
+static inline int model_injected(const struct model *m)
+{
+	return (m->snap.hdr.flags & YM_FLAG_INJECTED) != 0;
+}
+/* The module list is as at a fork: objects loaded since are not in it
+ * (YM_FLAG_MODULES_AT_FORK). */
+static inline int model_modules_at_fork(const struct model *m)
+{
+	return (m->snap.hdr.flags & YM_FLAG_MODULES_AT_FORK) != 0;
+}
+/* The stack table's records in use and its capacity, the record that
+ * counts what a full table turns away left out of both. */
+static inline uint64_t model_stacks_used(const struct model *m)
+{
+	return m->snap.hdr.stacks_used ? m->snap.hdr.stacks_used - 1 : 0;
+}
+static inline uint32_t model_stacks_capacity(const struct model *m)
+{
+	return m->snap.hdr.sections[YM_SEC_STACKS].capacity - 1;
+}
+/* What the agent dropped, by reason (segment.h, header.drop_*). */
+struct model_drops {
+	uint64_t stacks, live, busy, threads, modules;
+};
+static inline struct model_drops model_drops(const struct model *m)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	struct model_drops d = { h->drop_stacks, h->drop_live, h->drop_busy,
+				 h->drop_threads, h->drop_modules };
+	return d;
+}
+/* Giant allocations the agent recorded (ALARMS), and the size that makes
+ * one (YM_GIANT_BYTES). */
+static inline uint64_t model_alarms_written(const struct model *m)
+{
+	return m->snap.hdr.alarms_written;
+}
+static inline uint64_t model_giant_bytes(const struct model *m)
+{
+	return m->snap.hdr.giant_bytes;
+}
+/* The bytes of the live table's entries in use (what a copy costs). */
+static inline uint64_t model_live_bytes(const struct model *m)
+{
+	return shm_live_bytes(&m->snap.hdr);
+}
+/* A reading of the agent's CLOCK_MONOTONIC as seconds since the epoch,
+ * from the clocks it read together at its start. */
+static inline double model_real_s(const struct model *m, uint64_t mono_ns)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	double off = ((double)mono_ns - (double)h->start_mono_ns) / 1e9;
+	return (double)h->start_real_ns / 1e9 + off;
+}
+/* The writer knows the process's peaks (peak_retained_bytes and kin;
+ * 0 there when not). */
+static inline int model_has_peaks(const struct model *m)
+{
+	return ym_abi_has_peaks(m->snap.hdr.abi_version);
+}
+/* The writer tracks anonymous mappings (mmap_retained_bytes; unknown,
+ * not 0, when not). */
+static inline int model_tracks_mmap(const struct model *m)
+{
+	return m->have_snap && ym_abi_tracks_mmap(m->snap.hdr.abi_version);
+}
+
 /* Set the mark: growth and peak_since_mark are measured from now. */
 void model_mark(struct model *m);
 

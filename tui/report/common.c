@@ -125,9 +125,7 @@ uint32_t *report_order(const struct model *m, uint32_t *n)
 
 double report_mono_time(const struct model *m, uint64_t mono_ns)
 {
-	const struct ym_header *h = &m->snap.hdr;
-	double off = ((double)mono_ns - (double)h->start_mono_ns) / 1e9;
-	return (double)h->start_real_ns / 1e9 + off;
+	return model_real_s(m, mono_ns);
 }
 
 const char *report_kind_name(uint32_t kind)

@@ -210,15 +210,15 @@ static void json_cgroup(FILE *f, const struct model *m)
 int json_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
-	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
+	struct model_drops dr = model_drops(m);
 	/* report_version: what `ymtop diff` checks before it reads (diff.h). */
 	fprintf(f, "{\"report_version\":%d,\"pid\":%ld,", DIFF_REPORT_VERSION,
 		(long)model_pid(m));
-	if ((uint32_t)model_pid(m) != h->pid)
-		fprintf(f, "\"ns_pid\":%u,", h->pid);
+	if ((uint32_t)model_pid(m) != model_ns_pid(m))
+		fprintf(f, "\"ns_pid\":%u,", model_ns_pid(m));
 	fprintf(f, "\"exe\":");
-	fmt_json_string(f, h->exe);
+	fmt_json_string(f, model_exe(m));
 	fputs(",\"name\":", f);
 	fmt_json_string(f, model_name(m));
 	fprintf(f, ",\"sort\":\"%s\"", o->sort == SORT_ALLOCATED ? "allocated" :
@@ -228,9 +228,9 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		"\"attached\":%s,\"modules_complete\":%s,\"sample_rate\":%llu,"
 		"\"rss_bytes\":%llu,",
 		(double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
-		(h->flags & YM_FLAG_INJECTED) ? "true" : "false",
-		(h->flags & YM_FLAG_MODULES_AT_FORK) ? "false" : "true",
-		(unsigned long long)h->sample_rate,
+		model_injected(m) ? "true" : "false",
+		model_modules_at_fork(m) ? "false" : "true",
+		(unsigned long long)model_sample_rate(m),
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
 	/* Allocator calls the agent does not see: null, or where and why. */
 	char unseen[MODEL_UNSEEN_LEN];
@@ -336,12 +336,11 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		"\"samples\":%llu,\"live_samples\":%llu,\"dropped_stacks\":%llu,"
 		"\"dropped_live\":%llu,\"dropped_busy\":%llu,\"dropped_threads\":%llu,"
 		"\"dropped_modules\":%llu},",
-		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
-		h->sections[YM_SEC_STACKS].capacity - 1,
+		(unsigned long long)model_stacks_used(m), model_stacks_capacity(m),
 		(unsigned long long)m->samples, (unsigned long long)m->snap.live_count,
-		(unsigned long long)h->drop_stacks, (unsigned long long)h->drop_live,
-		(unsigned long long)h->drop_busy, (unsigned long long)h->drop_threads,
-		(unsigned long long)h->drop_modules);
+		(unsigned long long)dr.stacks, (unsigned long long)dr.live,
+		(unsigned long long)dr.busy, (unsigned long long)dr.threads,
+		(unsigned long long)dr.modules);
 
 	json_rss_explained(f, m);
 	json_cgroup(f, m);

@@ -264,7 +264,6 @@ static void hex(char *out, const uint8_t *p, uint32_t n)
 static void build(struct builder *b, struct pb *out)
 {
 	struct model *m = b->m;
-	const struct ym_header *h = &m->snap.hdr;
 	intern(b, "");   /* string_table[0] must be "" */
 	static const char *const types[4][2] = {
 		{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
@@ -310,7 +309,7 @@ static void build(struct builder *b, struct pb *out)
 
 	char comment[700];
 	snprintf(comment, sizeof comment, "ymtop %s: pid %ld (%s), state %s",
-		 YM_VERSION, (long)model_pid(m), h->exe, model_state(m));
+		 YM_VERSION, (long)model_pid(m), model_exe(m), model_state(m));
 	int64_t ci = intern(b, comment);
 	int64_t space = intern(b, "space"), bytes = intern(b, "bytes");
 	int64_t dflt = intern(b, "inuse_space");
@@ -338,7 +337,7 @@ static void build(struct builder *b, struct pb *out)
 	pb_int(out, PROFILE_TIME_NANOS, (int64_t)m->snap.taken_real_ns);
 	pb_int(out, PROFILE_DURATION_NANOS, (int64_t)(model_uptime(m) * 1e9));
 	value_type(out, PROFILE_PERIOD_TYPE, space, bytes);
-	pb_int(out, PROFILE_PERIOD, (int64_t)h->sample_rate);
+	pb_int(out, PROFILE_PERIOD, (int64_t)model_sample_rate(m));
 	pb_int(out, PROFILE_COMMENT, ci);
 	pb_int(out, PROFILE_DEFAULT_SAMPLE_TYPE, dflt);
 	if (b->samples.err || b->locations.err || b->functions.err)

@@ -250,7 +250,7 @@ static int groups_build(struct proc_groups *pg, struct model *m, struct sym *s,
 			const struct report_opts *o)
 {
 	memset(pg, 0, sizeof *pg);
-	const char *exe = m->snap.hdr.exe;
+	const char *exe = model_exe(m);
 	const char *base = strrchr(exe, '/');
 	prometheus_label(base ? base + 1 : exe, pg->exe, sizeof pg->exe);
 	snprintf(pg->pid, sizeof pg->pid, "%ld", (long)model_pid(m));
@@ -373,21 +373,14 @@ static const struct {
 		"Allocations that raised an alarm (YM_ALARM_SIZE, failures)." },
 };
 
-/* The agent tracks the program's anonymous mappings (ABI 6 and later). */
-static int tracks_mmap(const struct model *m)
-{
-	return m->have_snap && m->snap.hdr.abi_version >= 6;
-}
-
 /* The value of a process field; 0 when the process has none (not
  * written). */
 static int pvalue(const struct model *m, enum pfield k, double *v)
 {
-	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
 	switch (k) {
 	case P_RETAINED: *v = m->retained_bytes; return 1;
-	case P_MMAP: *v = m->mmap_retained_bytes; return tracks_mmap(m);
+	case P_MMAP: *v = m->mmap_retained_bytes; return model_tracks_mmap(m);
 	case P_INUSE: return model_in_use(m, v);
 	case P_HEAP_AGE: {
 		const struct ym_heapstats *hs = model_heap(m, v);
@@ -401,7 +394,7 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 		return 1;
 	case P_REQ_BYTES: *v = (double)t->req_bytes; return 1;
 	case P_ALLOCS: *v = (double)t->alloc_objects; return 1;
-	case P_ALARMS: *v = (double)h->alarms_written; return 1;
+	case P_ALARMS: *v = (double)model_alarms_written(m); return 1;
 	}
 	return 0;
 }
@@ -421,15 +414,15 @@ static const char *const drop_why[PC_DROPS] = {
 
 static void counters(const struct model *m, double c[PC_N])
 {
-	const struct ym_header *h = &m->snap.hdr;
+	struct model_drops d = model_drops(m);
 	for (int j = 0; j < PC_FIELDS; j++)
 		if (!pvalue(m, pc_field[j], &c[j]))
 			c[j] = 0;
-	c[4] = (double)h->drop_stacks;
-	c[5] = (double)h->drop_live;
-	c[6] = (double)h->drop_busy;
-	c[7] = (double)h->drop_threads;
-	c[8] = (double)h->drop_modules;
+	c[4] = (double)d.stacks;
+	c[5] = (double)d.live;
+	c[6] = (double)d.busy;
+	c[7] = (double)d.threads;
+	c[8] = (double)d.modules;
 }
 
 /* One label set of the exposition: a process (per pid) or the processes
@@ -751,7 +744,7 @@ struct agg_proc {
 
 static void agg_label(const struct prom_source *src, struct agg_proc *a)
 {
-	const char *exe = src->m->snap.hdr.exe;
+	const char *exe = model_exe(src->m);
 	const char *base = strrchr(exe, '/');
 	prometheus_label(base ? base + 1 : exe, a->exe, sizeof a->exe);
 	char cg[PROM_LABEL_MAX + 8];

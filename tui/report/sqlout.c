@@ -145,7 +145,6 @@ static void frame_rows(struct db *d, sqlite3_stmt *st, struct sym *s,
 static void fill(struct db *d, struct model *m, struct sym *s,
 		 const struct report_opts *o)
 {
-	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
 	sqlite3_stmt *st = prep(d, "INSERT INTO meta VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	/* Sampling: freed bytes are not counted (man/ymagent.7): NULL
@@ -154,27 +153,27 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	int64_t rb = whole(m->retained_bytes), ro = whole(m->retained_objects);
 	int64_t mb = whole(m->mmap_retained_bytes);
 	if (freed)
-		row(d, st, "itddtitiiiiiiiii", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitiiiiiiiii", (int64_t)model_pid(m), model_exe(m),
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
-		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
+		    (int64_t)model_sample_rate(m), YM_VERSION, (int64_t)t->alloc_bytes,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
 		    (int64_t)t->free_objects, (int64_t)(t->alloc_bytes - t->free_bytes),
 		    rb, ro, (int64_t)t->req_bytes, mb);
 	else if (model_alloc_bytes_counted(m))
-		row(d, st, "itddtitiininiiii", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitiininiiii", (int64_t)model_pid(m), model_exe(m),
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
-		    (int64_t)h->sample_rate, YM_VERSION, (int64_t)t->alloc_bytes,
+		    (int64_t)model_sample_rate(m), YM_VERSION, (int64_t)t->alloc_bytes,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
 		    rb, ro, (int64_t)t->req_bytes, mb);
 	else   /* nor allocated bytes (YM_FLAG_NO_ALLOC_BYTES) */
-		row(d, st, "itddtitnininiiii", (int64_t)model_pid(m), h->exe,
+		row(d, st, "itddtitnininiiii", (int64_t)model_pid(m), model_exe(m),
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
-		    (int64_t)h->sample_rate, YM_VERSION,
+		    (int64_t)model_sample_rate(m), YM_VERSION,
 		    (int64_t)t->alloc_objects, (int64_t)t->free_objects,
 		    rb, ro, (int64_t)t->req_bytes, mb);
 	sqlite3_finalize(st);
 	/* An agent before ABI 6 tracks no mmap: unknown, not 0. */
-	if (!d->failed && h->abi_version < 6 &&
+	if (!d->failed && !model_tracks_mmap(m) &&
 	    sqlite3_exec(d->h, "UPDATE meta SET mmap_retained_bytes = NULL",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		fail(d, "sqlite");

@@ -199,7 +199,6 @@ int svg_write(FILE *f, struct model *m, struct sym *s,
 		return -1;
 	}
 	c.height = SVG_TOP + (fl.max_depth + 1) * SVG_FRAME + SVG_BOTTOM;
-	const struct ym_header *h = &m->snap.hdr;
 	char v[48];
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
@@ -220,7 +219,7 @@ int svg_write(FILE *f, struct model *m, struct sym *s,
 		report_weight_name(o->weight));
 	fprintf(f, "<text x=\"%.0f\" y=\"44\" text-anchor=\"middle\">pid %ld (",
 		SVG_WIDTH / 2, (long)model_pid(m));
-	fmt_xml_string(f, h->exe);
+	fmt_xml_string(f, model_exe(m));
 	fprintf(f, "), %s, total %s", model_state(m), value_text(&c, c.total, v,
 								 sizeof v));
 	/* Each kind's share: the boxes under [malloc] and [mmap]. */

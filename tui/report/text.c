@@ -18,8 +18,8 @@
  * (YM_SAMPLE_RATE=1) and none left out, or estimated. */
 static const char *samples_word(const struct model *m)
 {
-	const struct ym_header *h = &m->snap.hdr;
-	return h->sample_rate == 1 && !h->drop_live && !h->drop_busy ?
+	struct model_drops d = model_drops(m);
+	return model_sample_rate(m) == 1 && !d.live && !d.busy ?
 	       "exact" : "estimated";
 }
 
@@ -300,8 +300,8 @@ static void text_growing(FILE *f, const struct model *m, struct sym *s,
 int text_write(FILE *f, struct model *m, struct sym *s,
 		      const struct report_opts *o)
 {
-	const struct ym_header *h = &m->snap.hdr;
 	const struct ym_totals *t = &m->totals;
+	const char *exe = model_exe(m);
 	char a[32], b[32], c[32], d[32];
 	time_t now = (time_t)(m->snap.taken_real_ns / 1000000000ULL);
 	struct tm tm;
@@ -313,12 +313,12 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	 * when that name is a symlink (redis-server -> redis-check-rdb);
 	 * and its pid inside its own namespace when that is another. */
 	char ns[48] = "";
-	if ((uint32_t)model_pid(m) != h->pid)
-		snprintf(ns, sizeof ns, " (pid %u in its namespace)", h->pid);
-	const char *name = model_name(m), *base = strrchr(h->exe, '/');
-	base = base ? base + 1 : h->exe;
-	char vname[FMT_VIS_SIZE(sizeof m->name)], vexe[FMT_VIS_SIZE(sizeof h->exe)];
-	fmt_vis(h->exe[0] ? h->exe : "?", vexe, sizeof vexe);
+	if ((uint32_t)model_pid(m) != model_ns_pid(m))
+		snprintf(ns, sizeof ns, " (pid %u in its namespace)", model_ns_pid(m));
+	const char *name = model_name(m), *base = strrchr(exe, '/');
+	base = base ? base + 1 : exe;
+	char vname[FMT_VIS_SIZE(sizeof m->name)], vexe[FMT_VIS_SIZE(MODEL_EXE_SIZE)];
+	fmt_vis(exe[0] ? exe : "?", vexe, sizeof vexe);
 	if (strcmp(name, base) != 0 && name[0])
 		fprintf(f, "ymtop %s heap report: pid %ld%s %s (%s), %s\n", YM_VERSION,
 			(long)model_pid(m), ns, fmt_vis(name, vname, sizeof vname),
@@ -329,14 +329,15 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "state %s, uptime %s, RSS %s, sample rate %s%s\n",
 		model_state(m), fmt_duration(model_uptime(m), a, sizeof a),
 		m->alive ? fmt_bytes((double)m->proc.rss_bytes, b, sizeof b) : "-",
-		h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, c, sizeof c),
-		(h->flags & YM_FLAG_INJECTED) ? ", attached (data starts at the attach)" : "");
+		model_sample_rate(m) == 1 ? "exact" :
+		fmt_bytes((double)model_sample_rate(m), c, sizeof c),
+		model_injected(m) ? ", attached (data starts at the attach)" : "");
 	double inuse = (double)t->alloc_bytes - (double)t->free_bytes;
 	/* Injected: the exact counters start at the attach, the estimates
 	 * too, but memory allocated before it is in neither (the heap line
 	 * below has it).  Sampling: frees count objects, not bytes. */
 	fprintf(f, "exact totals%s: allocated ",
-		(h->flags & YM_FLAG_INJECTED) ? " since the attach" : "");
+		model_injected(m) ? " since the attach" : "");
 	/* Sampling: allocations count objects and requested bytes only. */
 	if (model_alloc_bytes_counted(m))
 		fprintf(f, "%s in ", fmt_bytes((double)t->alloc_bytes, a, sizeof a));
@@ -396,7 +397,7 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "units: estimates (retained, mmap, stacks) in %s, in use in %s"
 		" (the allocator's size classes)\n", MODEL_UNIT_REQUESTED,
 		MODEL_UNIT_USABLE);
-	if (h->abi_version >= 6) {
+	if (model_has_peaks(m)) {
 		fprintf(f, "peak retained: %s", fmt_bytes(m->peak_retained_bytes, a, sizeof a));
 		if (m->peak_mono_ns && m->snap.taken_mono_ns >= m->peak_mono_ns)
 			fprintf(f, " (%s ago)", fmt_duration((double)(m->snap.taken_mono_ns -
@@ -407,14 +408,14 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 				fmt_bytes(m->mmap_retained_bytes, a, sizeof a),
 				fmt_bytes(m->mmap_peak_bytes, b, sizeof b));
 	}
+	struct model_drops dr = model_drops(m);
 	fprintf(f, "stacks %llu / %u, samples %llu, dropped: %llu stack-table, "
 		"%llu live-table, %llu busy, %llu thread-slots, %llu modules\n",
-		(unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
-		h->sections[YM_SEC_STACKS].capacity - 1,
-		(unsigned long long)m->samples, (unsigned long long)h->drop_stacks,
-		(unsigned long long)h->drop_live, (unsigned long long)h->drop_busy,
-		(unsigned long long)h->drop_threads, (unsigned long long)h->drop_modules);
-	if (h->flags & YM_FLAG_MODULES_AT_FORK)
+		(unsigned long long)model_stacks_used(m), model_stacks_capacity(m),
+		(unsigned long long)m->samples, (unsigned long long)dr.stacks,
+		(unsigned long long)dr.live, (unsigned long long)dr.busy,
+		(unsigned long long)dr.threads, (unsigned long long)dr.modules);
+	if (model_modules_at_fork(m))
 		fprintf(f, "modules: as at the fork; objects loaded since are not "
 			"listed (the agent could not check the loader's lock)\n");
 	char unseen[MODEL_UNSEEN_LEN];
@@ -422,9 +423,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		fmt_vis_fputs(f, unseen);
 		fputc('\n', f);
 	}
-	if (h->alarms_written)
+	if (model_alarms_written(m))
 		fprintf(f, "giant allocations: %llu (see below)\n",
-			(unsigned long long)h->alarms_written);
+			(unsigned long long)model_alarms_written(m));
 	/* Symbolization: files changed since the process loaded them. */
 	for (uint32_t it = 0; sym_next_warning(s, &it) != NULL;) {
 		fputs("warning: ", f);

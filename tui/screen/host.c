@@ -64,14 +64,13 @@ static void user_name(uid_t uid, char *out, size_t len)
 /* The base name of the executable a process's segment names. */
 static const char *exe_base(const struct model *m)
 {
-	const char *base = strrchr(m->snap.hdr.exe, '/');
-	return base ? base + 1 : m->snap.hdr.exe;
+	const char *base = strrchr(model_exe(m), '/');
+	return base ? base + 1 : model_exe(m);
 }
 
 static void row_of(const struct fleet_proc *p, struct host_row *r)
 {
 	const struct model *m = &p->s.model;
-	const struct ym_header *hd = &m->snap.hdr;
 	memset(r, 0, sizeof *r);
 	r->pid = p->pid;
 	r->nprocs = 1;
@@ -84,12 +83,16 @@ static void row_of(const struct fleet_proc *p, struct host_row *r)
 	double age;
 	r->inuse_old = r->inuse_known && model_heap(m, &age) && age > 0;
 	r->rate = m->alloc_bytes_rate;
-	r->alarms = hd->alarms_written;
+	r->alarms = model_alarms_written(m);
 	snprintf(r->state, sizeof r->state, "%s", model_state(m));
 }
 
-static enum host_sort sort_key;
-static int sort_asc;
+/* An order of the rows: the host's (h->sort, h->asc), or the pids' that
+ * merging needs; given to the comparison through qsort_r. */
+struct host_order {
+	enum host_sort key;
+	int asc;
+};
 
 static double num(const struct host_row *r, enum host_sort k)
 {
@@ -103,23 +106,24 @@ static double num(const struct host_row *r, enum host_sort k)
 	}
 }
 
-static int cmp_rows(const void *a, const void *b)
+static int cmp_rows(const void *a, const void *b, void *order)
 {
 	const struct host_row *x = a, *y = b;
+	const struct host_order *o = order;
 	int c = 0;
-	switch (sort_key) {
+	switch (o->key) {
 	case HOST_PID: c = (x->pid > y->pid) - (x->pid < y->pid); break;
 	case HOST_USER: c = strcmp(x->user, y->user); break;
 	case HOST_COMMAND: c = strcmp(x->command, y->command); break;
 	case HOST_STATE: c = strcmp(x->state, y->state); break;
 	default: {
 		/* Numbers: largest first unless ascending. */
-		double u = num(x, sort_key), v = num(y, sort_key);
+		double u = num(x, o->key), v = num(y, o->key);
 		c = (u < v) - (u > v);
 		break;
 	}
 	}
-	if (sort_asc)
+	if (o->asc)
 		c = -c;
 	if (!c)
 		c = (x->pid > y->pid) - (x->pid < y->pid);
@@ -173,14 +177,12 @@ static int rebuild(struct host *h)
 		row_of(h->f.p[i], &h->rows[i]);
 	if (h->merge) {
 		/* The lowest pid of each executable leads its row. */
-		sort_key = HOST_PID;
-		sort_asc = 0;
-		qsort(h->rows, (size_t)h->n, sizeof *h->rows, cmp_rows);
+		struct host_order by_pid = { HOST_PID, 0 };
+		qsort_r(h->rows, (size_t)h->n, sizeof *h->rows, cmp_rows, &by_pid);
 		merge_rows(h);
 	}
-	sort_key = h->sort;
-	sort_asc = h->asc;
-	qsort(h->rows, (size_t)h->n, sizeof *h->rows, cmp_rows);
+	struct host_order asked = { h->sort, h->asc };
+	qsort_r(h->rows, (size_t)h->n, sizeof *h->rows, cmp_rows, &asked);
 	h->sel = 0;
 	for (int i = 0; i < h->n; i++)
 		if (h->rows[i].pid == h->sel_pid)

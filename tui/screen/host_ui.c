@@ -7,12 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "fmt.h"
 #include "host.h"
 #include "report/prometheus.h"
 #include "ui.h"
-#include "ui_draw.h"
+#include "ui_prim.h"
 #include "view.h"
+#include "util/stop.h"
 
 static void draw(const struct host *h)
 {
@@ -123,7 +125,7 @@ static int merged_view(const struct options *o, struct host *h, const char *exe)
 		ui_put(LINES - 1, 0, A_BOLD, "H or Esc: back to the process list  q quit");
 		refresh();
 		int ch = ui_getch_until(next);
-		if (cli_stop || ch == 'q') {
+		if (stop_asked || ch == 'q') {
 			prometheus_merge_free(g, n);
 			return UI_QUIT;
 		}
@@ -146,7 +148,7 @@ int ui_host_run(const struct options *o, pid_t root)
 	for (;;) {
 		draw(&h);
 		int ch = ui_getch_until(next);
-		if (cli_stop)
+		if (stop_asked)
 			break;
 		int r = ch == ERR ? HOST_NONE : host_key(&h, ui_map_key(ch), LINES - 4);
 		if (r == HOST_QUIT)

@@ -3,18 +3,23 @@
  * prompts and main loop; one of the three files that touch curses (see ui.h).
  */
 #include <curses.h>
+#include <langinfo.h>
 #include <malloc.h>
 #include <locale.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "fmt.h"
 #include "session.h"
 #include "ui.h"
 #include "ui_draw.h"
+#include "ui_prim.h"
 #include "view.h"
+#include "util/stop.h"
 
 static int curses_on;
 
@@ -25,6 +30,68 @@ static void restore(void)
 		curses_on = 0;
 	}
 }
+
+/* ---- drawing primitives (ui_prim.h) ---- */
+
+static int colors;
+static int utf8;
+
+void ui_prim_start(void)
+{
+	utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
+	const char *nc = getenv("NO_COLOR");
+	colors = has_colors() && !(nc && *nc);
+	if (colors) {
+		start_color();
+		use_default_colors();
+		init_pair(C_HEAD, COLOR_CYAN, -1);
+		init_pair(C_COLS, COLOR_BLACK, COLOR_GREEN);
+		init_pair(C_SEL, COLOR_BLACK, COLOR_CYAN);
+		init_pair(C_ALARM, COLOR_WHITE, COLOR_RED);
+		init_pair(C_UP, COLOR_RED, -1);
+		init_pair(C_DOWN, COLOR_GREEN, -1);
+		init_pair(C_STATUS, COLOR_YELLOW, -1);
+		init_pair(C_DIM, COLOR_BLUE, -1);
+	}
+}
+
+attr_t ui_attr(int pair, attr_t mono)
+{
+	return colors ? (attr_t)COLOR_PAIR(pair) : mono;
+}
+
+int ui_utf8(void)
+{
+	return utf8;
+}
+
+void ui_put(int y, int x, attr_t a, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (y < 0 || y >= LINES || x >= COLS)
+		return;
+	/* addnstr counts bytes: cut at COLS - x characters instead. */
+	int n = 0, room = COLS - x;
+	for (int c = 0; buf[n]; n++)
+		if (((unsigned char)buf[n] & 0xc0) != 0x80 && ++c > room)
+			break;
+	attron(a);
+	mvaddnstr(y, x, buf, n);
+	attroff(a);
+}
+
+void ui_fill_line(int y, attr_t a)
+{
+	attron(a);
+	mvhline(y, 0, ' ', COLS);
+	attroff(a);
+}
+
+/* ---- the terminal ---- */
 
 void ui_curses_start(void)
 {
@@ -48,7 +115,7 @@ void ui_curses_start(void)
 	keypad(stdscr, TRUE);
 	curs_set(0);
 	set_escdelay(25);
-	ui_draw_start();
+	ui_prim_start();
 }
 
 int ui_map_key(int ch)
@@ -126,7 +193,7 @@ static void prompt_rate(struct view *v)
 	char buf[32] = "", a[32], label[160];
 	snprintf(label, sizeof label, "sample rate in bytes, k/M/G suffixes (now %s; "
 		 "Enter applies, Esc cancels): ",
-		 fmt_bytes((double)v->m->snap.hdr.sample_rate, a, sizeof a));
+		 fmt_bytes((double)model_sample_rate(v->m), a, sizeof a));
 	if (prompt_line(v, label, buf, sizeof buf))
 		view_set_rate(v, buf);
 }
@@ -174,7 +241,7 @@ static int take(struct session *ss, struct view *v)
 	static unsigned tick;
 	char err[512];
 	const struct model *m = &ss->model;
-	uint64_t live = m->have_snap ? shm_live_bytes(&m->snap.hdr) : 0;
+	uint64_t live = m->have_snap ? model_live_bytes(m) : 0;
 	unsigned every = (unsigned)(live / (4u << 20)) + 1;
 	int skip = (v->detail || v->kind == VIEW_STACKS) ? (tick++ % every) != 0
 							 : (tick++ % (every * 4)) != 0;
@@ -207,7 +274,9 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 	 * on the heap rather than mmap'ing and faulting them in each time. */
 	mallopt(M_MMAP_THRESHOLD, 256 << 20);
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
-	session_open(&ss, o, pid);
+	static struct ym_err e;
+	if (session_open(&ss, o, pid, &e) != 0)
+		cli_die_err(&e);
 	char outdir[4096] = ".";
 	if (o->output) {
 		const char *slash = strrchr(o->output, '/');
@@ -219,6 +288,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 	}
 	view_init(&v, &ss.model, ss.sym, &o->rules, &ss.reader, outdir);
 	v.sort = o->sort;
+	v.back = back;
 	take(&ss, &v);
 	ui_curses_start();
 	if (back)
@@ -242,15 +312,15 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 			view_symbols_changed(&v);
 		ui_draw(&v);
 		int ch = ui_getch_until(next);
-		if (cli_stop)
+		if (stop_asked)
 			break;
 		int react = REACT_NONE;
-		if (ch == 'H' && back) {
+		if (ch != ERR)
+			react = view_key(&v, ui_map_key(ch));
+		if (react & REACT_BACK) {
 			ret = UI_BACK;   /* to the host list (host_ui.c) */
 			break;
 		}
-		if (ch != ERR)
-			react = view_key(&v, ui_map_key(ch));
 		if (react & REACT_QUIT)
 			break;
 		if (react & REACT_FILTER)

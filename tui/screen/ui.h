@@ -1,8 +1,10 @@
 /*
- * ui: the live screen.  ui.c, ui_draw.c and host_ui.c are the only files
- * that touch curses: ui.c owns the terminal, maps keys to VK_* codes for
+ * ui: the live screen.  ui.c, ui_draw.c, ui_memory.c and host_ui.c are the
+ * only files that touch curses: ui.c owns the terminal and the drawing
+ * primitives the others share (ui_prim.h), maps keys to VK_* codes for
  * view.c, runs the prompts and the main loop; ui_draw.c draws what the view
- * and model say; host_ui.c draws and runs the host list (host.h).
+ * and model say (ui_memory.c the Memory view); host_ui.c draws and runs the
+ * host list (host.h).
  */
 #ifndef YMTOP_UI_H
 #define YMTOP_UI_H
@@ -10,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli.h"
+#include "options.h"
 
 /* Attach to pid and run the screen until q (or a signal).  The terminal is
  * restored on every way out, fatal errors included.  Returns the exit

@@ -10,7 +10,6 @@
  * which quotes paths made from the executable's name.
  */
 #include <curses.h>
-#include <langinfo.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,62 +19,19 @@
 #include "ui_draw.h"
 #include "ui_memory.h"
 #include "model/shortlived.h"
+#include "ui_prim.h"
 
 /* ---- drawing helpers ---- */
 
-enum { C_HEAD = 1, C_COLS, C_SEL, C_ALARM, C_UP, C_DOWN, C_STATUS, C_DIM };
-
-static int colors;
-static int utf8;
-
-void ui_draw_start(void)
-{
-	utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-	const char *nc = getenv("NO_COLOR");
-	colors = has_colors() && !(nc && *nc);
-	if (colors) {
-		start_color();
-		use_default_colors();
-		init_pair(C_HEAD, COLOR_CYAN, -1);
-		init_pair(C_COLS, COLOR_BLACK, COLOR_GREEN);
-		init_pair(C_SEL, COLOR_BLACK, COLOR_CYAN);
-		init_pair(C_ALARM, COLOR_WHITE, COLOR_RED);
-		init_pair(C_UP, COLOR_RED, -1);
-		init_pair(C_DOWN, COLOR_GREEN, -1);
-		init_pair(C_STATUS, COLOR_YELLOW, -1);
-		init_pair(C_DIM, COLOR_BLUE, -1);
-	}
-}
-
+/* The primitives are ui.c's (ui_prim.h). */
 static attr_t attr(int pair, attr_t mono)
 {
-	return colors ? (attr_t)COLOR_PAIR(pair) : mono;
-}
-
-void ui_put(int y, int x, attr_t a, const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	if (y < 0 || y >= LINES || x >= COLS)
-		return;
-	/* addnstr counts bytes: cut at COLS - x characters instead. */
-	int n = 0, room = COLS - x;
-	for (int c = 0; buf[n]; n++)
-		if (((unsigned char)buf[n] & 0xc0) != 0x80 && ++c > room)
-			break;
-	attron(a);
-	mvaddnstr(y, x, buf, n);
-	attroff(a);
+	return ui_attr(pair, mono);
 }
 
 static void fill_line(int y, attr_t a)
 {
-	attron(a);
-	mvhline(y, 0, ' ', COLS);
-	attroff(a);
+	ui_fill_line(y, a);
 }
 
 static const char *spark(const double *v, int n, int width, char *buf, size_t len)
@@ -96,7 +52,7 @@ static const char *spark(const double *v, int n, int width, char *buf, size_t le
 	buf[0] = '\0';
 	for (int i = n - width; i < n && o + 4 < len; i++) {
 		int k = hi > lo ? (int)((v[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
-		if (utf8) {
+		if (ui_utf8()) {
 			size_t bl = strlen(blocks[k]);
 			memcpy(buf + o, blocks[k], bl);
 			o += bl;
@@ -182,9 +138,8 @@ static void draw_tabs(struct view *v, int y)
 static int draw_header(struct view *v)
 {
 	struct model *m = v->m;
-	const struct ym_header *h = &m->snap.hdr;
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-	char exe[FMT_VIS_SIZE(sizeof h->exe)];
+	char exe[FMT_VIS_SIZE(MODEL_EXE_SIZE)];
 	fmt_vis(model_name(m), exe, sizeof exe);
 	const char *state = model_state(m);
 	int y = 0;
@@ -201,7 +156,8 @@ static int draw_header(struct view *v)
 		x = getcurx(stdscr);
 	}
 	ui_put(y, x, 0, "  rate %s",
-	    h->sample_rate == 1 ? "exact" : fmt_bytes((double)h->sample_rate, a, sizeof a));
+	    model_sample_rate(m) == 1 ? "exact" :
+	    fmt_bytes((double)model_sample_rate(m), a, sizeof a));
 	y++;
 	const struct ym_totals *t = &m->totals;
 	/* Injected: the exact counters started at the attach, unlike RSS and
@@ -222,7 +178,7 @@ static int draw_header(struct view *v)
 	char inuse[64] = "";
 	if (model_freed_bytes_counted(m))
 		snprintf(inuse, sizeof inuse, "  in use%s %s",
-		    (h->flags & YM_FLAG_INJECTED) ? " since attach" : "",
+		    model_injected(m) ? " since attach" : "",
 		    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c));
 	ui_put(y, 0, 0, "RSS %s  %s~ %s%s%s  alloc %s/s %s/s  free %s%s%s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",
@@ -235,15 +191,16 @@ static int draw_header(struct view *v)
 	    fmt_count(m->free_calls_rate, g, sizeof g));
 	y++;
 	char sp[256];
-	uint64_t dropped = h->drop_stacks + h->drop_live + h->drop_busy;
+	struct model_drops dr = model_drops(m);
+	uint64_t dropped = dr.stacks + dr.live + dr.busy;
 	ui_put(y, 0, 0, "stacks %llu/%u  dropped %llu  mark %s  ",
-	    (unsigned long long)(h->stacks_used ? h->stacks_used - 1 : 0),
-	    h->sections[YM_SEC_STACKS].capacity - 1, (unsigned long long)dropped,
+	    (unsigned long long)model_stacks_used(m),
+	    model_stacks_capacity(m), (unsigned long long)dropped,
 	    m->marked ? fmt_sbytes(m->retained_bytes - m->mark_total, a, sizeof a) : "-");
 	if (m->ngrowing)   /* the stacks whose trend is growing hold this */
 		ui_put(y, getcurx(stdscr), attr(C_UP, A_BOLD), "growing %s in %u  ",
 		    fmt_bytes(m->growing_bytes, a, sizeof a), m->ngrowing);
-	if (h->flags & YM_FLAG_MODULES_AT_FORK)   /* frames there show as ? */
+	if (model_modules_at_fork(m))   /* frames there show as ? */
 		ui_put(y, getcurx(stdscr), attr(C_ALARM, 0), "modules as at fork  ");
 	x = getcurx(stdscr);
 	int w = COLS - x - 12;
@@ -585,7 +542,7 @@ static void draw_histogram(struct view *v, int y0, int rows,
 		int n = max > 0 && barw > 0 ? (int)(objects[b] / max * barw + 0.5) : 0;
 		attron(attr(C_HEAD, A_BOLD));
 		for (int i = 0; i < n; i++)
-			addstr(utf8 ? "\u2588" : "#");
+			addstr(ui_utf8() ? "\u2588" : "#");
 		attroff(attr(C_HEAD, A_BOLD));
 	}
 }
@@ -633,7 +590,7 @@ static void draw_alarms(struct view *v, int y0, int rows)
 	}
 	if (m->snap.nalarms == 0)
 		ui_put(y0 + 2, 2, attr(C_DIM, 0), "no giant allocations (YM_GIANT_BYTES = %s)",
-		    fmt_bytes((double)m->snap.hdr.giant_bytes, a, sizeof a));
+		    fmt_bytes((double)model_giant_bytes(m), a, sizeof a));
 }
 
 /* The stack detail's location column: "file:line" (the file's base

@@ -6,8 +6,8 @@
 
 #include "fmt.h"
 #include "model/memory.h"
-#include "ui_draw.h"
 #include "ui_memory.h"
+#include "ui_prim.h"
 
 struct mem_row {
 	const char *what;

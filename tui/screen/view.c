@@ -181,7 +181,7 @@ void view_set_sort(struct view *v, enum model_sort key)
 const struct ym_alarm *view_alarm(const struct view *v)
 {
 	const struct shm_snapshot *s = &v->m->snap;
-	if (s->hdr.alarms_written <= v->alarms_seen || s->nalarms == 0)
+	if (model_alarms_written(v->m) <= v->alarms_seen || s->nalarms == 0)
 		return NULL;
 	const struct ym_alarm *best = NULL;
 	for (uint32_t i = 0; i < s->nalarms; i++) {
@@ -420,7 +420,7 @@ int view_set_rate(struct view *v, const char *text)
 		view_set_status(v, "the process has exited");
 		return -1;
 	}
-	if (v->m->snap.hdr.sample_rate <= 1) {
+	if (model_sample_rate(v->m) <= 1) {
 		view_set_status(v, "exact mode (YM_SAMPLE_RATE=1) is chosen at the "
 				"program's start: the rate cannot change");
 		return -1;
@@ -492,7 +492,7 @@ static int act_sideways(struct view *v, int key)
 static int act_dismiss(struct view *v, int key)
 {
 	(void)key;
-	v->alarms_seen = v->m->snap.hdr.alarms_written;
+	v->alarms_seen = model_alarms_written(v->m);
 	return REACT_REDRAW;
 }
 
@@ -509,6 +509,13 @@ static int act_ask(struct view *v, int key)
 {
 	(void)v;
 	return key == '/' ? REACT_FILTER : REACT_SORTMENU;
+}
+
+/* H: back to the host list the screen was opened from (else nothing). */
+static int act_back(struct view *v, int key)
+{
+	(void)key;
+	return v->back ? REACT_BACK : REACT_NONE;
 }
 
 static int act_redraw(struct view *v, int key)
@@ -535,7 +542,7 @@ static const struct {
 	{ 'm', act_mark }, { ' ', act_freeze }, { 'p', act_pause },
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
 	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },
-	{ 'r', act_rate }, { 't', act_full_names },
+	{ 'r', act_rate }, { 't', act_full_names }, { 'H', act_back },
 	{ VK_LEFT, act_sideways }, { VK_RIGHT, act_sideways },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };
@@ -547,7 +554,7 @@ int view_key(struct view *v, int key)
 	else if (key == 'j')
 		key = VK_DOWN;
 	if (v->help && key != '?' && key != 'h' && key != 'q' && key != VK_ESC &&
-	    key != VK_RESIZE && key != VK_REDRAW) {
+	    key != VK_RESIZE && key != VK_REDRAW && !(key == 'H' && v->back)) {
 		v->help = 0;   /* any key closes help */
 		return REACT_REDRAW;
 	}

@@ -43,7 +43,8 @@ enum {
 	REACT_QUIT    = 4,
 	REACT_FILTER  = 8,       /* read a filter string (ui_prompt) */
 	REACT_SORTMENU = 16,     /* show the sort menu */
-	REACT_RATE    = 32       /* read a sample rate (ui prompt) */
+	REACT_RATE    = 32,      /* read a sample rate (ui prompt) */
+	REACT_BACK    = 64       /* H: back to the host list (host_ui.c) */
 };
 
 #define VIEW_HISTORY 120     /* samples kept for sparklines */
@@ -103,6 +104,7 @@ struct view {
 	int      detail_room;        /* and the columns its names had, set by ui */
 	uint64_t alarms_seen;        /* banner dismissed up to this count */
 	int      paused;             /* as last requested by us */
+	int      back;               /* opened from the host list: H goes back */
 
 	/* Retained bytes over time: total and per stack (ring buffers). */
 	double   hist[VIEW_HISTORY];

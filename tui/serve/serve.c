@@ -16,57 +16,10 @@
 #include "report/pprof.h"
 #include "report/prometheus.h"
 #include "serve.h"
+#include "util/addr.h"
+#include "util/stop.h"
 #include "fleet.h"
 #include "webconfig.h"
-
-int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
-		     size_t len)
-{
-	char host[64];
-	const char *port = s;
-	memset(ss, 0, sizeof *ss);
-	snprintf(host, sizeof host, "127.0.0.1");
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (!close || close[1] != ':' || close - s - 1 >= (long)sizeof host) {
-			snprintf(err, len, "--serve: bad address '%s' (use [ADDR]:PORT for IPv6)", s);
-			return -1;
-		}
-		snprintf(host, sizeof host, "%.*s", (int)(close - s - 1), s + 1);
-		port = close + 2;
-	} else if (strchr(s, ':')) {
-		const char *colon = strrchr(s, ':');
-		if (colon - s >= (long)sizeof host) {
-			snprintf(err, len, "--serve: bad address '%s'", s);
-			return -1;
-		}
-		snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
-		port = colon + 1;
-	}
-	char *end;
-	errno = 0;
-	long p = strtol(port, &end, 10);
-	if (!*port || *end || errno || p < 0 || p > 65535 || *port == '-' ||
-	    *port == '+' || *port == ' ') {
-		snprintf(err, len, "--serve: the port must be a number from 0 to 65535, "
-			 "not '%s'", port);
-		return -1;
-	}
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		v4->sin_port = htons((uint16_t)p);
-		return 0;
-	}
-	if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons((uint16_t)p);
-		return 0;
-	}
-	snprintf(err, len, "--serve: '%s' is not a numeric IPv4 or [IPv6] address", host);
-	return -1;
-}
 
 /* What the request handler (libmicrohttpd's one thread) reads and updates. */
 struct server {
@@ -299,30 +252,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	return text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 }
 
-int serve_run(const struct options *o)
+int serve_run(const struct options *o, struct ym_err *e)
 {
 	static struct server sv;
 	struct sockaddr_storage ss;
 	char err[512];
-	if (serve_parse_addr(o->serve, &ss, err, sizeof err) != 0)
-		cli_die(2, "%s", err);
+	if (addr_parse(o->serve, &ss, err, sizeof err) != 0)
+		return ym_err_set(e, 2, "%s", err);
 	sv.o = o;
 	if (o->web_config) {
 		if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
-			cli_die(1, "--web-config: this libmicrohttpd has no TLS support");
+			return ym_err_set(e, 1, "--web-config: this libmicrohttpd has no TLS support");
 		if (!MHD_is_feature_supported(MHD_FEATURE_BASIC_AUTH))
-			cli_die(1, "--web-config: this libmicrohttpd has no basic auth support");
+			return ym_err_set(e, 1, "--web-config: this libmicrohttpd has no basic auth support");
 		if (!(sv.wc = webconfig_load(o->web_config, err, sizeof err)))
-			cli_die(2, "%s", err);
+			return ym_err_set(e, 2, "%s", err);
 		answer_headers = sv.wc;
 	}
 	if (webconfig_warning(sv.wc, &ss, o->serve, err, sizeof err))
 		fprintf(stderr, "ymtop: %s\n", err);
 	if (!(sv.carry = prom_carry_new()))
-		cli_die(1, "--serve: out of memory");
+		return ym_err_set(e, 1, "--serve: out of memory");
 	fleet_init(&sv.f, o->children ? o->pid : 0);
-	if (o->pid && !o->children)
-		fleet_add(&sv.f, o, o->pid);   /* as -p everywhere: injected */
+	/* -p: as everywhere, injected when it has no agent */
+	if (o->pid && !o->children && fleet_add(&sv.f, o, o->pid, e) != 0)
+		return -1;
 	unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
@@ -339,7 +293,7 @@ int serve_run(const struct options *o)
 		MHD_OPTION_ARRAY, tls,
 		MHD_OPTION_END);
 	if (!d)
-		cli_die(1, "--serve %s: cannot listen there (in use, or not an "
+		return ym_err_set(e, 1, "--serve %s: cannot listen there (in use, or not an "
 			"address of this host)", o->serve);
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	char host[64];
@@ -351,7 +305,7 @@ int serve_run(const struct options *o)
 		sv.wc && sv.wc->tls ? "https" : "http", ss.ss_family == AF_INET6 ? "[" : "", host,
 		ss.ss_family == AF_INET6 ? "]" : "", di ? (unsigned)di->port : 0u);
 	fflush(stderr);
-	while (!cli_stop) {
+	while (!stop_asked) {
 		struct timespec ts = { 0, 200000000 };
 		nanosleep(&ts, NULL);
 	}

@@ -27,25 +27,18 @@
 #ifndef YMTOP_SERVE_H
 #define YMTOP_SERVE_H
 
-#include <stddef.h>
-#include <sys/socket.h>
-
-#include "cli.h"
+#include "options.h"
+#include "util/err.h"
 
 #define SERVE_MAX_CONN    64
 #define SERVE_MAX_PER_IP  16
 #define SERVE_TIMEOUT_S   10
 #define SERVE_CONN_MEMORY (32 * 1024)
 
-/* Parse "[ADDR:]PORT" (ADDR a numeric IPv4 address or [IPv6]; default
- * 127.0.0.1; PORT 0 to 65535, 0: any free port) into ss.  0, or -1 with
- * one line in err. */
-int serve_parse_addr(const char *s, struct sockaddr_storage *ss, char *err,
-		     size_t len);
-
-/* Serve until SIGINT, SIGTERM or SIGHUP (cli_stop).  One line on stderr
+/* Serve until SIGINT, SIGTERM or SIGHUP (stop_asked).  One line on stderr
  * gives the address ("ymtop: serving http://127.0.0.1:PORT/metrics").
- * Returns the exit status; exits 1 when the address cannot be bound. */
-int serve_run(const struct options *o);
+ * 0 once stopped, or -1 with the reason in e (status 2 for a bad address
+ * or web configuration, 1 when it cannot be bound or -p fails). */
+int serve_run(const struct options *o, struct ym_err *e);
 
 #endif
