@@ -40,5 +40,29 @@ def test_lint_fails_on_a_cycle():
         assert r.stdout.strip() == "cycle of 3: a b c", r.stdout
 
 
+def code_lines(path):
+    """The file's lines with comments blanked (C block and line comments)."""
+    import re
+    text = open(path).read()
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text,
+                  flags=re.S)
+    return [re.sub(r"//.*", "", l) for l in text.split("\n")]
+
+
+def test_report_and_screen_never_read_the_segment_header():
+    """report/ and screen/ read facts from the model (tui/model/), never
+    the segment's header: what an older writer lacked is decided once."""
+    bad = []
+    for sub in ("report", "screen"):
+        d = os.path.join(ROOT, "tui", sub)
+        for name in sorted(os.listdir(d)):
+            if not name.endswith((".c", ".h")):
+                continue
+            for n, l in enumerate(code_lines(os.path.join(d, name)), 1):
+                if "ym_header" in l or "snap.hdr" in l or "snap->hdr" in l:
+                    bad.append("%s/%s:%d: %s" % (sub, name, n, l.strip()))
+    assert not bad, "\n".join(bad)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(dict(globals())))

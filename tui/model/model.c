@@ -600,6 +600,20 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 	return buf;
 }
 
+struct model_python model_python(const struct model *m)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	struct model_python p = { 0, 0, 0, 0, 0 };
+	if (!shm_snapshot_py_known(&m->snap) || h->py_state == YM_PY_NONE)
+		return p;
+	p.seen = 1;
+	p.frames = h->py_state == YM_PY_FRAMES;
+	p.version = h->py_version;
+	p.codes = m->snap.npycodes;
+	p.dropped = h->py_drop;
+	return p;
+}
+
 const char *model_python_note(const struct model *m, char *buf, size_t len)
 {
 	const struct ym_header *h = &m->snap.hdr;

@@ -420,6 +420,17 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
  * into buf, returned; NULL when Python frames are recorded, when the
  * process runs no CPython, or when its agent is older than v8. */
 const char *model_python_note(const struct model *m, char *buf, size_t len);
+
+/* The CPython the agent found in the process (v8): seen 0 when none was
+ * seen or the agent is older; version is Py_Version (0: before 3.11),
+ * frames whether Python frames are recorded, codes the code objects
+ * copied, dropped the Python frames left out. */
+struct model_python {
+	int      seen, frames;
+	uint32_t version, codes;
+	uint64_t dropped;
+};
+struct model_python model_python(const struct model *m);
 #define MODEL_PYTHON_LEN 160
 
 /* Samples the agent took and could not count (drop_live: the live

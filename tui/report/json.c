@@ -259,19 +259,19 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 	}
 	/* CPython in the process (v8): null when none was seen or the
 	 * agent is older; frames false with the reason in text. */
-	const struct ym_header *ph = &m->snap.hdr;
+	struct model_python py = model_python(m);
 	fputs("\"python\":", f);
-	if (shm_snapshot_py_known(&m->snap) && ph->py_state != YM_PY_NONE) {
+	if (py.seen) {
 		char pynote[MODEL_PYTHON_LEN];
-		uint32_t pv = ph->py_version;
+		uint32_t pv = py.version;
 		if (pv)
 			fprintf(f, "{\"version\":\"%u.%u.%u\"", pv >> 24,
 				(pv >> 16) & 0xff, (pv >> 8) & 0xff);
 		else
 			fputs("{\"version\":null", f);
 		fprintf(f, ",\"frames\":%s,\"code_objects\":%u,\"dropped_frames\":%llu,\"text\":",
-			ph->py_state == YM_PY_FRAMES ? "true" : "false",
-			m->snap.npycodes, (unsigned long long)ph->py_drop);
+			py.frames ? "true" : "false", py.codes,
+			(unsigned long long)py.dropped);
 		fmt_json_string(f, model_python_note(m, pynote, sizeof pynote));
 		fputs("},", f);
 	} else {

@@ -88,7 +88,7 @@ static const char *trend_cell(const struct model_trend *t, char *buf, size_t len
 			continue;
 		}
 		int k = hi > lo ? (int)((t->spark[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
-		if (utf8) {
+		if (ui_utf8()) {
 			size_t bl = strlen(blocks[k]);
 			memcpy(buf + o, blocks[k], bl);
 			o += bl;
