@@ -128,7 +128,20 @@ struct shm_snapshot {
 	 * for it, 0 none: header.heap.answered >= it means the figures were
 	 * taken after the reader asked.  Set by the reader's owner. */
 	uint64_t heap_asked;
+	/* v8: the sum of the stripes' counted words (segment.h), read before
+	 * the stacks; counted_known 0 for an older writer (then it tells
+	 * nothing).  alarms_after: header.alarms_written read after the
+	 * alarm ring's copy. */
+	uint64_t counted;
+	int      counted_known;
+	uint64_t alarms_after;
+	/* What shm_snapshot_take_since took over from the previous snapshot
+	 * rather than copy it again (SHM_REUSED_*): the segment said nothing
+	 * in it changed. */
+	unsigned reused;
 };
+#define SHM_REUSED_STACKS 1u
+#define SHM_REUSED_ALARMS 2u
 
 static inline const struct ym_stack *shm_stack(const struct shm_snapshot *s,
 						uint32_t i)
@@ -182,6 +195,19 @@ void shm_reader_close(struct shm_reader *r);
  * and out->live_skipped is set. */
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *out,
 		      char *err, size_t errlen);
+/* The same, taking over from prev (a snapshot of the same reader, or
+ * NULL) the parts the segment says did not change since prev was taken:
+ * the stacks (v8 writers: the stripes' counted words, stacks_used,
+ * reset_count and the planes' words as they were) and the alarm ring
+ * (alarms_written as it was, every alarm of it complete).  Those parts
+ * move from prev to out (prev keeps its other fields, and NULL there); out
+ * ->reused says which.  On failure prev is untouched. */
+int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *out,
+			    struct shm_snapshot *prev, char *err, size_t errlen);
+/* Move back to prev what s took over from it (s->reused), when prev has
+ * nothing in its place: before s is dropped unused (a caller whose prev
+ * still points into those parts). */
+void shm_snapshot_giveback(struct shm_snapshot *s, struct shm_snapshot *prev);
 void shm_snapshot_free(struct shm_snapshot *s);
 
 /* Validate a header copy against the file size it came from. */

@@ -106,12 +106,15 @@ static int in_tree(pid_t root, pid_t pid)
  * waiting (the fleet's sessions have no wait budget): a scrape never
  * stalls on a server, and names arrive at a later one.  borrow: whether
  * this refresh may borrow a thread (fleet_update's budget). */
-static int fresh(struct fleet_proc *p, int borrow)
+static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 {
 	char err[256];
+	uint64_t n = p->s.snapshots, kept = p->s.stacks_kept;
 	p->s.no_borrow = !borrow;
 	int ok = session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
 	p->s.no_borrow = 0;
+	f->snapshots += p->s.snapshots - n;
+	f->stacks_kept += p->s.stacks_kept - kept;
 	if (ok)
 		session_symbols(&p->s, 0);
 	return ok;
@@ -218,7 +221,7 @@ void fleet_update(struct fleet *f)
 	 * update; the rest at the next (figures taken stay current). */
 	double until = clock_mono_s() + FLEET_BORROW_S;
 	for (int i = f->n; i-- > 0;)
-		if (!fresh(f->p[i], clock_mono_s() < until))
+		if (!fresh(f, f->p[i], clock_mono_s() < until))
 			drop(f, i);
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
 }

@@ -171,14 +171,15 @@ void session_open(struct session *s, const struct options *o, pid_t pid)
 void session_symbols(struct session *s, int progress)
 {
 	const struct model *m = &s->model;
-	for (uint32_t i = 0; i < m->nstacks; i++)
+	for (uint32_t i = 0; !s->prefetched && i < m->nstacks; i++)
 		for (uint32_t d = 0; d < m->stacks[i].depth; d++)
 			sym_prefetch(s->sym, m->stacks[i].frames[d]);
-	for (uint32_t i = 0; i < m->snap.nalarms; i++) {
+	for (uint32_t i = 0; !s->prefetched && i < m->snap.nalarms; i++) {
 		const struct ym_alarm *al = shm_alarm(&m->snap, i);
 		for (uint32_t d = 0; d < al->depth; d++)
 			sym_prefetch(s->sym, al->frames[d]);
 	}
+	s->prefetched = 1;
 	char line[256];
 	int said = 0;
 	double t0 = clock_mono_s();
@@ -289,8 +290,9 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 {
 	struct shm_snapshot snap;
 	struct model_facts facts;
+	struct shm_snapshot *prev = s->model.have_snap ? &s->model.snap : NULL;
 	s->reader.skip_live = skip_live;
-	int rc = shm_snapshot_take(&s->reader, &snap, err, len);
+	int rc = shm_snapshot_take_since(&s->reader, &snap, prev, err, len);
 	/* A request made before the snapshot (the fleet's) and answered
 	 * before it: the snapshot's figures are that answer. */
 	snap.heap_asked = s->asked_ahead ? s->heap_asked : 0;
@@ -304,19 +306,29 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	 * the segment any more, so one more copy is its final state. */
 	if (rc == 0 && !facts.alive && !(snap.hdr.flags & YM_FLAG_EXITED)) {
 		struct shm_snapshot last;
-		if (shm_snapshot_take(&s->reader, &last, err, len) == 0) {
+		if (shm_snapshot_take_since(&s->reader, &last, &snap, err, len) == 0) {
 			last.heap_asked = snap.heap_asked;
+			last.reused &= snap.reused;   /* what the model's still is */
 			shm_snapshot_free(&snap);
 			snap = last;
 			rc = read_facts(s, &snap, &facts);
 		}
 	}
+	unsigned reused = snap.reused;
 	if (rc != 0 || model_update_facts(&s->model, &snap, &facts) != 0) {
+		/* The model keeps its snapshot: with what snap took over. */
+		shm_snapshot_giveback(&snap, prev);
 		shm_snapshot_free(&snap);
 		s->asked_ahead = 0;
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
+	s->snapshots++;
+	s->stacks_kept += (reused & SHM_REUSED_STACKS) != 0;
+	/* Frames seen before: the same stacks, and alarms, as then. */
+	if ((reused & SHM_REUSED_STACKS) == 0 ||
+	    ((reused & SHM_REUSED_ALARMS) == 0 && s->model.snap.nalarms))
+		s->prefetched = 0;
 	fresh_heap(s);
 	s->asked_ahead = 0;
 	watch_unseen(s);

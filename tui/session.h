@@ -43,6 +43,11 @@ struct session {
 	int      no_borrow;         /* this refresh borrows no thread */
 	char     borrow_err[256];
 	struct unseen unseen;       /* allocators the agent cannot see */
+	/* Snapshots taken, and of those the ones whose stacks were not
+	 * copied again: the segment said they had not changed
+	 * (shm_snapshot_take_since). */
+	uint64_t snapshots, stacks_kept;
+	int      prefetched;        /* session_symbols saw the model's frames */
 };
 
 /* How long a refresh waits for the agent's answer to its request for the
@@ -80,6 +85,10 @@ int session_adopt(struct session *s, const struct shm_reader *r);
 #define SESSION_EREAD  (-1)
 #define SESSION_ENOMEM (-2)
 int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
+/* The refreshes take from the model's snapshot what did not change in
+ * the segment since (shm_snapshot_take_since): a process whose counters
+ * did not move costs no copy of its stacks, and no new look at their
+ * frames (session_symbols). */
 
 /* Ask for the allocator's statistics now (one request, no wait): 1 when
  * asked.  A caller that watches many processes asks them all before

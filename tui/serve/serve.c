@@ -192,6 +192,13 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		"read but does not serve, and why.\n# TYPE ymtop_processes_skipped "
 		"gauge\nymtop_processes_skipped{reason=\"%s\"} %d\n", why,
 		sv->f.skipped);
+	fprintf(b.f, "# HELP ymtop_segment_snapshots_total Copies ymtop took of the "
+		"served processes' segments, by whether their stack records were "
+		"copied again or kept (the segment said they had not changed).\n"
+		"# TYPE ymtop_segment_snapshots_total counter\n"
+		"ymtop_segment_snapshots_total{stacks=\"copied\"} %llu\n"
+		"ymtop_segment_snapshots_total{stacks=\"kept\"} %llu\n",
+		sv->f.snapshots - sv->f.stacks_kept, sv->f.stacks_kept);
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
