@@ -669,6 +669,16 @@ void shm_snapshot_giveback(struct shm_snapshot *s, struct shm_snapshot *prev)
 	s->reused = 0;
 }
 
+int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
+{
+	*answered = 0;
+	if (r->fd < 0)
+		return -EBADF;
+	return read_at(r->fd, answered, sizeof *answered,
+		       __builtin_offsetof(struct ym_header, heap) +
+		       __builtin_offsetof(struct ym_heapstats, answered));
+}
+
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {

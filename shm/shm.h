@@ -231,6 +231,10 @@ int shm_control_heap(struct shm_reader *r, uint64_t *asked);
  * after the agent answered a request made since s was taken.  0 or a
  * negative errno (s unchanged). */
 int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s);
+/* header.heap.answered now, one word read (no header copy, no check: a
+ * caller that asked knows the writer is v6 or later).  0 or a negative
+ * errno. */
+int shm_heap_answered(struct shm_reader *r, uint64_t *answered);
 /* Ask the agent for a new mean sample rate (segment.h, Control): 0, or
  * -EINVAL out of [SHM_RATE_MIN, SHM_RATE_MAX] or when the agent runs in
  * exact mode, -EPERM read-only, another negative errno on I/O errors. */

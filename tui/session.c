@@ -49,13 +49,12 @@ static void apply_rate(const struct options *o, struct shm_reader *r)
  * allocates answers at its next call).  1 when it did. */
 static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
 {
-	struct ym_control c;
-	struct ym_header h;
 	double end = clock_mono_s() + ms / 1e3;
 	for (;;) {
-		if (!asked || shm_control_read(r, &h, &c) != 0)
+		uint64_t answered;
+		if (!asked || shm_heap_answered(r, &answered) != 0)
 			return 0;
-		if (h.heap.answered >= asked)
+		if (answered >= asked)
 			return 1;
 		if (clock_mono_s() >= end || cli_stop)
 			return 0;
@@ -76,10 +75,9 @@ int session_ask_heap(struct session *s)
 
 int session_heap_answered(struct session *s)
 {
-	struct ym_control c;
-	struct ym_header h;
-	return s->heap_asked && shm_control_read(&s->reader, &h, &c) == 0 &&
-	       h.heap.answered >= s->heap_asked;
+	uint64_t answered;
+	return s->heap_asked && shm_heap_answered(&s->reader, &answered) == 0 &&
+	       answered >= s->heap_asked;
 }
 
 /* The snapshot's figures are not current and the request went
