@@ -465,6 +465,39 @@ static int add_planes(struct shm_reader *r, const struct ym_header *h,
 	return rc;
 }
 
+/* The copy's records cut to the deepest stack's frames (stacks of a few
+ * frames in records of max_depth: most of the copy is unused frames),
+ * the v6 fields moved after them.  Nothing when a depth is out of bounds
+ * (check_records refuses the snapshot). */
+static void cut_stacks(struct shm_snapshot *s)
+{
+	uint32_t maxd = s->hdr.max_depth, deepest = 0;
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		uint32_t d = shm_stack(s, i)->depth;
+		if (d > maxd)
+			return;
+		deepest = d > deepest ? d : deepest;
+	}
+	size_t head = sizeof(struct ym_stack) + 8u * (size_t)deepest;
+	size_t ext = s->hdr.abi_version >= 6 ? sizeof(struct ym_stack_ext) : 0;
+	size_t from = shm_stack_stride_v5(maxd);   /* the v6 fields, in the copy */
+	size_t stride = head + ext;
+	if (!s->nstacks || stride + 64 > s->stack_stride)
+		return;
+	/* Record i moves down, never over record i + 1 not yet moved. */
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		uint8_t *src = s->stacks + (size_t)i * s->stack_stride;
+		uint8_t *dst = s->stacks + (size_t)i * stride;
+		memmove(dst, src, head);
+		memmove(dst + head, src + from, ext);
+	}
+	s->stack_stride = (uint32_t)stride;
+	s->stack_ext_off = (uint32_t)head;
+	void *v = realloc(s->stacks, (size_t)s->nstacks * stride);
+	if (v)
+		s->stacks = v;
+}
+
 static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 			 unsigned reused, char *err, size_t len)
 {
@@ -623,7 +656,7 @@ static int stacks_unchanged(const struct shm_snapshot *s,
 	return same_segment(s, prev) && s->counted_known && prev->counted_known &&
 	       s->counted == prev->counted && a->stacks_used == b->stacks_used &&
 	       prev->nstacks == a->stacks_used && (prev->stacks || !prev->nstacks) &&
-	       prev->stack_stride == a->sections[YM_SEC_STACKS].stride &&
+	       b->sections[YM_SEC_STACKS].stride == a->sections[YM_SEC_STACKS].stride &&
 	       a->reset_count == b->reset_count && a->planes_used == b->planes_used &&
 	       !memcmp(a->plane_epoch, b->plane_epoch, sizeof a->plane_epoch);
 }
@@ -746,6 +779,8 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 	s->stack_stride = s->hdr.sections[YM_SEC_STACKS].stride;
 	if (stacks_unchanged(s, prev)) {
 		s->stacks = prev->stacks;
+		s->stack_stride = prev->stack_stride;
+		s->stack_ext_off = prev->stack_ext_off;
 		borrowed |= SHM_REUSED_STACKS;
 	} else {
 		rc = copy_section(r, &s->hdr, YM_SEC_STACKS, s->nstacks, 0,
@@ -762,6 +797,7 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 		rc = add_planes(r, &s->hdr, s);
 		if (rc < 0)
 			goto out;
+		cut_stacks(s);
 	}
 	if (r->skip_live) {
 		s->live_skipped = 1;   /* live_count: read_counted's */

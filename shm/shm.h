@@ -118,6 +118,10 @@ struct shm_snapshot {
 	uint64_t taken_real_ns;
 	struct ym_thread *threads;  uint32_t nthreads;
 	uint8_t  *stacks;           uint32_t nstacks;  uint32_t stack_stride;
+	/* Where a stack record's v6 fields are in the copy (its frames end
+	 * at the deepest stack's: shorter than the segment's records); 0:
+	 * where the segment has them, after max_depth frames. */
+	uint32_t stack_ext_off;
 	struct ym_live   *live;     uint32_t nlive;    /* compacted: used only */
 	int               live_skipped;  /* reader asked not to copy it */
 	uint64_t          live_count;    /* entries the stripes count */
@@ -156,7 +160,8 @@ static inline const struct ym_stack_ext *shm_stack_ext(const struct shm_snapshot
 	if (s->hdr.abi_version < 6)
 		return NULL;
 	return (const struct ym_stack_ext *)(const void *)((const uint8_t *)shm_stack(s, i) +
-		shm_stack_stride_v5(s->hdr.max_depth));
+		(s->stack_ext_off ? s->stack_ext_off :
+		 shm_stack_stride_v5(s->hdr.max_depth)));
 }
 /* The live samples behind stack i's peak (v7), or -1 when its writer
  * is older and did not say. */

@@ -380,6 +380,32 @@ static void forged_alarm_skipped(void **state)
 	seg_free(&s);
 }
 
+/* Records of max_depth frames are copied cut to the deepest stack's
+ * frames, their v6 fields moved along. */
+static void records_cut_to_the_deepest_stack(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_snapshot snap;
+	char err[256];
+	seg_make(&s, 64);
+	const struct ym_section *sec = &s.h->sections[YM_SEC_STACKS];
+	uint8_t *rec = s.map + sec->offset + sec->stride;
+	struct ym_stack_ext *x = (struct ym_stack_ext *)(void *)(rec + shm_stack_stride_v5(64));
+	x->peak_bytes = 123456;
+	x->kind = YM_KIND_MMAP;
+	assert_int_equal(open_snap(&s, &snap, err), 0);
+	assert_true(snap.stack_stride < sec->stride);
+	assert_int_equal(snap.nstacks, 2);
+	assert_int_equal(shm_stack(&snap, 1)->frames[1], 0x2000);
+	assert_int_equal(shm_stack(&snap, 1)->alloc_bytes, 5000);
+	assert_int_equal(shm_stack_ext(&snap, 1)->peak_bytes, 123456);
+	assert_int_equal(shm_stack_kind(&snap, 1), YM_KIND_MMAP);
+	assert_int_equal(shm_stack_kind(&snap, 0), YM_KIND_MALLOC);
+	shm_snapshot_free(&snap);
+	seg_free(&s);
+}
+
 /* shm_snapshot_take_since keeps the previous copy of what the segment
  * says did not change, and copies again what did (segment.h, v8: the
  * stripes' counted words; alarms_written). */
@@ -739,6 +765,7 @@ int main(void)
 		cmocka_unit_test(held_stripe_does_not_block),
 		cmocka_unit_test(forged_alarm_skipped),
 		cmocka_unit_test(unchanged_parts_taken_over),
+		cmocka_unit_test(records_cut_to_the_deepest_stack),
 		cmocka_unit_test(versions_accepted_by_compat),
 		cmocka_unit_test(unseen_only_from_v7_with_a_known_reason),
 		cmocka_unit_test(longer_records_read_by_prefix),
