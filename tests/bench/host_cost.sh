@@ -42,7 +42,10 @@ sleep "$WARM"
 ytop=$(pgrep -x ymtop | head -1)
 seen=$(tmux -L "$SOCK" capture-pane -p -t bench | head -3 | tr -s ' ' | tr '\n' '|')
 ticks() { awk '{print $14 + $15}' "/proc/$ytop/stat"; }
+# YM_HOST_PERF=FILE: a profile of ymtop over the measured seconds.
+[ -n "${YM_HOST_PERF:-}" ] && { perf record -q -g -o "$YM_HOST_PERF" -p "$ytop" & perf=$!; }
 t0=$(ticks); sleep "$SECS"; t1=$(ticks)
+[ -n "${YM_HOST_PERF:-}" ] && { kill -INT "$perf"; wait "$perf" || true; }
 hz=$(getconf CLK_TCK)
 echo "ymtop host list of $NPROC processes (default refresh): $(echo "$t0 $t1 $hz $SECS" |
 	awk '{printf "%.2f%% of one core over %d s", 100*($2-$1)/$3/$4, $4}'); VmRSS $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$ytop/status"); screen: $seen"
