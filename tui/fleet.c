@@ -147,11 +147,29 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Every agent process we may read into f->pids: how many, or -1. */
+/* pid is watched (f->p is by pid ascending between updates). */
+static int watched(pid_t pid, void *arg)
+{
+	const struct fleet *f = arg;
+	int lo = 0, hi = f->n;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (f->p[mid]->pid == pid)
+			return 1;
+		if (f->p[mid]->pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* Every agent process we may read into f->pids: how many, or -1.  The
+ * watched ones are not checked again here: their refresh does. */
 static int list(struct fleet *f)
 {
 	for (;;) {
-		int n = target_list(f->pids, f->npids);
+		int n = target_list_known(f->pids, f->npids, watched, f);
 		if (n <= f->npids)
 			return n;
 		int cap = n + n / 4 + 16;

@@ -152,7 +152,8 @@ static int runs_agent_unstarted(pid_t pid)
  * namespaces, whose segments are in their own /dev/shm.  unstarted: also
  * those of our namespace that have not made their segment yet (ymtop -p
  * starts it). */
-static int find_agents(pid_t *pids, int max, int unstarted)
+static int find_agents(pid_t *pids, int max, int unstarted,
+		       int (*known)(pid_t, void *), void *arg)
 {
 	int n = 0;
 	uint32_t own_ns = proc_pidns(0);
@@ -165,7 +166,7 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 			if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
 			    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
 				continue;   /* another namespace's: found below */
-			if (!runs_agent(v))
+			if (!(known && known(v, arg)) && !runs_agent(v))
 				continue;
 			if (n < max)
 				pids[n] = v;
@@ -183,6 +184,19 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 		long v = strtol(e->d_name, &end, 10);
 		if (errno || *end || v <= 0 || v > 0x3fffffff)
 			continue;
+		/* Watched, of our namespace: listed above (its segment's
+		 * name), or gone from /dev/shm; of another: still running. */
+		if (known && known((pid_t)v, arg)) {
+			int listed = 0;
+			for (int i = 0; i < n && i < max && !listed; i++)
+				listed = pids[i] == (pid_t)v;
+			if (!listed && proc_pidns((pid_t)v) != own_ns) {
+				if (n < max)
+					pids[n] = (pid_t)v;
+				n++;
+			}
+			continue;
+		}
 		uint32_t ns = proc_pidns((pid_t)v);
 		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
 				 : !runs_agent((pid_t)v)))
@@ -197,7 +211,13 @@ static int find_agents(pid_t *pids, int max, int unstarted)
 
 int target_list(pid_t *pids, int max)
 {
-	return find_agents(pids, max, 0);
+	return find_agents(pids, max, 0, NULL, NULL);
+}
+
+int target_list_known(pid_t *pids, int max, int (*known)(pid_t, void *),
+		      void *arg)
+{
+	return find_agents(pids, max, 0, known, arg);
 }
 
 /* Segments in our /dev/shm of live processes of other users: those a
@@ -260,7 +280,7 @@ pid_t target_choose(pid_t pid)
 		return pid;
 	stale_sweep();   /* gone processes' segments: a report each, removed */
 	pid_t pids[64];
-	int n = find_agents(pids, 64, 1);
+	int n = find_agents(pids, 64, 1, NULL, NULL);
 	if (n == 1)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);
