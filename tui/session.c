@@ -224,8 +224,8 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
 	int have_proc = proc_read(pid, &f->proc) == 0;
 	enum proc_writer w = have_proc ?
-		proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
-			    snap->seg_ino) : WRITER_GONE;
+		proc_writer_of(pid, &f->proc, snap->hdr.start_ticks,
+			       snap->seg_dev, snap->seg_ino) : WRITER_GONE;
 	f->alive = have_proc && w == WRITER_LIVE &&
 		   !(snap->hdr.flags & YM_FLAG_EXITED);
 	/* Exec'd a program without the agent: it did not exit, and exec

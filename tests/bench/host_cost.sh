@@ -44,8 +44,14 @@ seen=$(tmux -L "$SOCK" capture-pane -p -t bench | head -3 | tr -s ' ' | tr '\n' 
 ticks() { awk '{print $14 + $15}' "/proc/$ytop/stat"; }
 # YM_HOST_PERF=FILE: a profile of ymtop over the measured seconds.
 [ -n "${YM_HOST_PERF:-}" ] && { perf record -q -g -o "$YM_HOST_PERF" -p "$ytop" & perf=$!; }
+# System calls over the same seconds: work that the machine's load does
+# not stretch (the CPU share does, on a loaded machine).
+perf stat -x, -e raw_syscalls:sys_enter -p "$ytop" -o "$TMP/calls" &
+pstat=$!
 t0=$(ticks); sleep "$SECS"; t1=$(ticks)
+kill -INT "$pstat"; wait "$pstat" || true
+calls=$(awk -F, '/sys_enter/ {print $1}' "$TMP/calls")
 [ -n "${YM_HOST_PERF:-}" ] && { kill -INT "$perf"; wait "$perf" || true; }
 hz=$(getconf CLK_TCK)
 echo "ymtop host list of $NPROC processes (default refresh): $(echo "$t0 $t1 $hz $SECS" |
-	awk '{printf "%.2f%% of one core over %d s", 100*($2-$1)/$3/$4, $4}'); VmRSS $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$ytop/status"); screen: $seen"
+	awk '{printf "%.2f%% of one core over %d s", 100*($2-$1)/$3/$4, $4}'), $((calls / SECS)) system calls a second; VmRSS $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$ytop/status"); screen: $seen"
