@@ -712,6 +712,38 @@ int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
 		       __builtin_offsetof(struct ym_heapstats, answered));
 }
 
+int shm_calls_read(struct shm_reader *r, uint64_t *calls)
+{
+	struct ym_header h;
+	*calls = 0;
+	int rc = shm_header_read(r, &h, NULL, 0);
+	if (rc < 0)
+		return rc;
+	ym_seq_fence();
+	const struct ym_section *sec = &h.sections[YM_SEC_THREADS];
+	size_t bytes = (size_t)h.threads_used * sec->stride;   /* checked */
+	uint8_t *buf = bytes ? malloc(bytes) : NULL;
+	if (bytes && !buf)
+		return -ENOMEM;
+	rc = bytes ? read_at(r->fd, buf, bytes, sec->offset) : 0;
+	uint32_t seq2 = 0;
+	if (rc == 0)
+		rc = read_again(r, &seq2, sizeof seq2,
+				__builtin_offsetof(struct ym_header, retire_seq));
+	if (rc == 0 && !ym_seq_stable(h.retire_seq, seq2))
+		rc = -EAGAIN;
+	uint64_t sum = h.retired.alloc_objects + h.retired.free_objects;
+	for (uint64_t i = 0; rc == 0 && i < h.threads_used; i++) {
+		const struct ym_totals *t = (const struct ym_totals *)(void *)
+			(buf + i * sec->stride);
+		sum += t->alloc_objects + t->free_objects;
+	}
+	free(buf);
+	if (rc == 0)
+		*calls = sum;
+	return rc;
+}
+
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {

@@ -240,6 +240,11 @@ int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s);
  * caller that asked knows the writer is v6 or later).  0 or a negative
  * errno. */
 int shm_heap_answered(struct shm_reader *r, uint64_t *answered);
+/* The allocator calls the thread slots count now (alloc_objects +
+ * free_objects, with the retired ones), as a snapshot's totals sum them:
+ * the header and the slots, two reads.  0, or a negative errno (also
+ * while a slot is being folded: retire_seq odd or moving). */
+int shm_calls_read(struct shm_reader *r, uint64_t *calls);
 /* Ask the agent for a new mean sample rate (segment.h, Control): 0, or
  * -EINVAL out of [SHM_RATE_MIN, SHM_RATE_MAX] or when the agent runs in
  * exact mode, -EPERM read-only, another negative errno on I/O errors. */

@@ -122,13 +122,18 @@ static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 
 /* Ask every watched process for the allocator's statistics at once, and
  * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
- * then has figures no older than itself, or shows their age. */
+ * then has figures no older than itself, or shows their age.  Not a
+ * process that made no call since its figures (idle: it would not
+ * answer, and they stand); if it makes one before its refresh, that
+ * refresh asks and waits itself. */
 static void ask_all(struct fleet_proc **p, int n)
 {
 	int pending = 0;
 	for (int i = 0; i < n; i++) {
-		pending += session_ask_heap(&p[i]->s);
-		p[i]->s.asked_ahead = 1;
+		p[i]->s.heap_asked = 0;
+		p[i]->s.asked_ahead = !session_heap_still_current(&p[i]->s);
+		if (p[i]->s.asked_ahead)
+			pending += session_ask_heap(&p[i]->s);
 	}
 	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
 	while (pending && clock_mono_s() < end && !cli_stop) {

@@ -73,6 +73,15 @@ int session_ask_heap(struct session *s)
 	return asked != 0;
 }
 
+int session_heap_still_current(struct session *s)
+{
+	const struct model *m = &s->model;
+	uint64_t calls;
+	return m->have_snap && m->alive && model_heap_current(m) &&
+	       shm_calls_read(&s->reader, &calls) == 0 &&
+	       calls == m->snap.totals.alloc_objects + m->snap.totals.free_objects;
+}
+
 int session_heap_answered(struct session *s)
 {
 	uint64_t answered;

@@ -98,6 +98,11 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
 int session_ask_heap(struct session *s);
 /* The agent answered the last request (header.heap.answered). */
 int session_heap_answered(struct session *s);
+/* The model's allocator figures are current (model_heap_current) and
+ * the process has made no allocator call since its snapshot (its thread
+ * slots say so now): asking would get no answer, and the next refresh's
+ * figures stand.  1 when so. */
+int session_heap_still_current(struct session *s);
 
 /* Sleep up to secs, waking early on a signal (cli_stop) or when the
  * process is gone: the agent marked it exited, its pid went to another
