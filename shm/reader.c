@@ -652,6 +652,8 @@ static int same_segment(const struct shm_snapshot *s,
 static int stacks_unchanged(const struct shm_snapshot *s,
 			    const struct shm_snapshot *prev)
 {
+	if (!prev)
+		return 0;
 	const struct ym_header *a = &s->hdr, *b = &prev->hdr;
 	return same_segment(s, prev) && s->counted_known && prev->counted_known &&
 	       s->counted == prev->counted && a->stacks_used == b->stacks_used &&
