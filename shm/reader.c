@@ -581,8 +581,41 @@ static int add_planes(struct shm_reader *r, const struct ym_header *h,
 	return rc;
 }
 
+/* The copy's records cut to the deepest stack's frames (stacks of a few
+ * frames in records of max_depth: most of the copy is unused frames),
+ * the v6 fields moved after them.  Nothing when a depth is out of bounds
+ * (check_records refuses the snapshot). */
+static void cut_stacks(struct shm_snapshot *s)
+{
+	uint32_t maxd = s->hdr.max_depth, deepest = 0;
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		uint32_t d = shm_stack(s, i)->depth;
+		if (d > maxd)
+			return;
+		deepest = d > deepest ? d : deepest;
+	}
+	size_t head = sizeof(struct ym_stack) + 8u * (size_t)deepest;
+	size_t ext = s->hdr.abi_version >= 6 ? sizeof(struct ym_stack_ext) : 0;
+	size_t from = shm_stack_stride_v5(maxd);   /* the v6 fields, in the copy */
+	size_t stride = head + ext;
+	if (!s->nstacks || stride + 64 > s->stack_stride)
+		return;
+	/* Record i moves down, never over record i + 1 not yet moved. */
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		uint8_t *src = s->stacks + (size_t)i * s->stack_stride;
+		uint8_t *dst = s->stacks + (size_t)i * stride;
+		memmove(dst, src, head);
+		memmove(dst + head, src + from, ext);
+	}
+	s->stack_stride = (uint32_t)stride;
+	s->stack_ext_off = (uint32_t)head;
+	void *v = realloc(s->stacks, (size_t)s->nstacks * stride);
+	if (v)
+		s->stacks = v;
+}
+
 static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
-			 char *err, size_t len)
+			 unsigned reused, char *err, size_t len)
 {
 	uint32_t maxd = s->hdr.max_depth;
 	/* A section of no bytes was not copied (copy_section). */
@@ -594,7 +627,8 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 		s->nmodules = 0;
 	if (!s->threads)
 		s->nthreads = 0;
-	for (uint32_t i = 0; i < s->nstacks; i++) {
+	/* Taken over from a snapshot that passed these checks. */
+	for (uint32_t i = 0; !(reused & SHM_REUSED_STACKS) && i < s->nstacks; i++) {
 		const struct ym_stack *st = shm_stack(s, i);
 		if (st->depth > maxd)
 			return fail(err, len, -EPROTO,
@@ -724,9 +758,141 @@ int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s)
 	return rc;
 }
 
+/* The sum of the stripes' counted words (v8: segment.h), and the live
+ * entries they count, from one read of the stripes. */
+static int read_counted(struct shm_reader *r, struct shm_snapshot *s)
+{
+	struct ym_stripe st[YM_LIMIT_STRIPES];
+	uint32_t n = s->hdr.sections[YM_SEC_STRIPES].capacity;
+	int rc = read_stripes(r, &s->hdr, st);
+	if (rc < 0)
+		return rc;
+	ym_seq_fence();
+	s->live_count = stripes_count(st, n);
+	s->counted_known = s->hdr.abi_version >= 8;
+	for (uint32_t i = 0; s->counted_known && i < n; i++)
+		s->counted += st[i].counted;
+	return 0;
+}
+
+/* prev is a snapshot of the same segment, written by the same process. */
+static int same_segment(const struct shm_snapshot *s,
+			const struct shm_snapshot *prev)
+{
+	return prev && prev->seg_dev == s->seg_dev && prev->seg_ino == s->seg_ino &&
+	       prev->hdr.start_ticks == s->hdr.start_ticks &&
+	       prev->hdr.pid == s->hdr.pid;
+}
+
+/* Nothing the stack records hold (with the planes added) changed since
+ * prev was taken: the writer says so (segment.h, Stacks, v8). */
+static int stacks_unchanged(const struct shm_snapshot *s,
+			    const struct shm_snapshot *prev)
+{
+	if (!prev)
+		return 0;
+	const struct ym_header *a = &s->hdr, *b = &prev->hdr;
+	return same_segment(s, prev) && s->counted_known && prev->counted_known &&
+	       s->counted == prev->counted && a->stacks_used == b->stacks_used &&
+	       prev->nstacks == a->stacks_used && (prev->stacks || !prev->nstacks) &&
+	       b->sections[YM_SEC_STACKS].stride == a->sections[YM_SEC_STACKS].stride &&
+	       a->reset_count == b->reset_count && a->planes_used == b->planes_used &&
+	       !memcmp(a->plane_epoch, b->plane_epoch, sizeof a->plane_epoch);
+}
+
+/* The alarms written: the ring's first min(alarms_written, cap) slots. */
+static uint32_t alarms_in_ring(const struct ym_header *h)
+{
+	uint32_t cap = h->sections[YM_SEC_ALARMS].capacity;
+	return h->alarms_written < cap ? (uint32_t)h->alarms_written : cap;
+}
+
+/* No alarm was claimed since prev, and prev kept every one (none was
+ * being written then): its copy of the ring is the ring. */
+static int alarms_unchanged(const struct shm_snapshot *s,
+			    const struct shm_snapshot *prev)
+{
+	uint64_t w = s->hdr.alarms_written;
+	return same_segment(s, prev) && w > 0 && prev->hdr.alarms_written == w &&
+	       prev->alarms_after == w && prev->nalarms == alarms_in_ring(&s->hdr) &&
+	       prev->alarms && prev->alarm_stride == s->hdr.sections[YM_SEC_ALARMS].stride;
+}
+
+/* s's parts borrowed from prev go back to being prev's alone (before s
+ * is freed on a failure). */
+static void unborrow(struct shm_snapshot *s, unsigned borrowed)
+{
+	if (borrowed & SHM_REUSED_STACKS)
+		s->stacks = NULL;
+	if (borrowed & SHM_REUSED_ALARMS)
+		s->alarms = NULL;
+}
+
+void shm_snapshot_giveback(struct shm_snapshot *s, struct shm_snapshot *prev)
+{
+	if ((s->reused & SHM_REUSED_STACKS) && prev && !prev->stacks) {
+		prev->stacks = s->stacks;
+		s->stacks = NULL;
+	}
+	if ((s->reused & SHM_REUSED_ALARMS) && prev && !prev->alarms) {
+		prev->alarms = s->alarms;
+		s->alarms = NULL;
+	}
+	s->reused = 0;
+}
+
+int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
+{
+	*answered = 0;
+	if (r->fd < 0)
+		return -EBADF;
+	return read_at(r->fd, answered, sizeof *answered,
+		       __builtin_offsetof(struct ym_header, heap) +
+		       __builtin_offsetof(struct ym_heapstats, answered));
+}
+
+int shm_calls_read(struct shm_reader *r, uint64_t *calls)
+{
+	struct ym_header h;
+	*calls = 0;
+	int rc = shm_header_read(r, &h, NULL, 0);
+	if (rc < 0)
+		return rc;
+	ym_seq_fence();
+	const struct ym_section *sec = &h.sections[YM_SEC_THREADS];
+	size_t bytes = (size_t)h.threads_used * sec->stride;   /* checked */
+	uint8_t *buf = bytes ? malloc(bytes) : NULL;
+	if (bytes && !buf)
+		return -ENOMEM;
+	rc = bytes ? read_at(r->fd, buf, bytes, sec->offset) : 0;
+	uint32_t seq2 = 0;
+	if (rc == 0)
+		rc = read_again(r, &seq2, sizeof seq2,
+				__builtin_offsetof(struct ym_header, retire_seq));
+	if (rc == 0 && !ym_seq_stable(h.retire_seq, seq2))
+		rc = -EAGAIN;
+	uint64_t sum = h.retired.alloc_objects + h.retired.free_objects;
+	for (uint64_t i = 0; rc == 0 && i < h.threads_used; i++) {
+		const struct ym_totals *t = (const struct ym_totals *)(void *)
+			(buf + i * sec->stride);
+		sum += t->alloc_objects + t->free_objects;
+	}
+	free(buf);
+	if (rc == 0)
+		*calls = sum;
+	return rc;
+}
+
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {
+	return shm_snapshot_take_since(r, s, NULL, err, len);
+}
+
+int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
+			    struct shm_snapshot *prev, char *err, size_t len)
+{
+	unsigned borrowed = 0;
 	memset(s, 0, sizeof *s);
 	if (r->fd < 0)
 		return fail(err, len, -EBADF, "segment not open");
@@ -765,6 +931,11 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		if (ym_seq_stable(s->hdr.retire_seq, seq2) || tries >= 8)
 			break;
 	}
+	/* The stripes before the stacks: a stack's counters change before
+	 * the counted word that says so. */
+	rc = read_counted(r, s);
+	if (rc < 0)
+		goto out;
 	rc = read_heap(r, &s->hdr);
 	if (rc < 0)
 		goto out;
@@ -777,42 +948,50 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		goto out;
 	s->nstacks = (uint32_t)s->hdr.stacks_used;
 	s->stack_stride = s->hdr.sections[YM_SEC_STACKS].stride;
-	rc = copy_section(r, &s->hdr, YM_SEC_STACKS, s->nstacks, 0,
-			  (void **)&s->stacks);
-	if (rc < 0)
-		goto out;
-	/* A record is published by stacks_used; one whose hash reads zero
-	 * was not (a forged count): stop there. */
-	for (uint32_t i = 0; i < s->nstacks; i++)
-		if (shm_stack(s, i)->hash == 0) {
-			s->nstacks = i;
-			break;
-		}
-	rc = add_planes(r, &s->hdr, s);
-	if (rc < 0)
-		goto out;
+	if (stacks_unchanged(s, prev)) {
+		s->stacks = prev->stacks;
+		s->stack_stride = prev->stack_stride;
+		s->stack_ext_off = prev->stack_ext_off;
+		borrowed |= SHM_REUSED_STACKS;
+	} else {
+		rc = copy_section(r, &s->hdr, YM_SEC_STACKS, s->nstacks, 0,
+				  (void **)&s->stacks);
+		if (rc < 0)
+			goto out;
+		/* A record is published by stacks_used; one whose hash reads
+		 * zero was not (a forged count): stop there. */
+		for (uint32_t i = 0; i < s->nstacks; i++)
+			if (shm_stack(s, i)->hash == 0) {
+				s->nstacks = i;
+				break;
+			}
+		rc = add_planes(r, &s->hdr, s);
+		if (rc < 0)
+			goto out;
+		cut_stacks(s);
+	}
 	rc = copy_trend(r, s);
 	if (rc < 0)
 		goto out;
 	if (r->skip_live) {
-		struct ym_stripe stripes[YM_LIMIT_STRIPES];
-		s->live_skipped = 1;
-		rc = read_stripes(r, &s->hdr, stripes);
-		if (rc < 0)
-			goto out;
-		s->live_count = stripes_count(stripes,
-					      s->hdr.sections[YM_SEC_STRIPES].capacity);
+		s->live_skipped = 1;   /* live_count: read_counted's */
 	} else {
 		rc = copy_live(r, &s->hdr, s);
 		if (rc < 0)
 			goto out;
 	}
-	s->nalarms = s->hdr.sections[YM_SEC_ALARMS].capacity;
+	/* The slots ever written only: the others hold nothing. */
+	s->nalarms = alarms_in_ring(&s->hdr);
 	s->alarm_stride = s->hdr.sections[YM_SEC_ALARMS].stride;
-	rc = copy_section(r, &s->hdr, YM_SEC_ALARMS, s->nalarms, 0,
-			  (void **)&s->alarms);
-	if (rc < 0)
-		goto out;
+	if (alarms_unchanged(s, prev)) {
+		s->alarms = prev->alarms;
+		borrowed |= SHM_REUSED_ALARMS;
+	} else {
+		rc = copy_section(r, &s->hdr, YM_SEC_ALARMS, s->nalarms, 0,
+				  (void **)&s->alarms);
+		if (rc < 0)
+			goto out;
+	}
 	/* The ring's second look at alarms_written (ym_alarm_complete). */
 	uint64_t alarms_after;
 	rc = read_again(r, &alarms_after, sizeof alarms_after,
@@ -827,14 +1006,23 @@ int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 	rc = copy_pycodes(r, &s->hdr, s);
 	if (rc < 0)
 		goto out;
-	rc = check_records(s, alarms_after, err, len);
+	s->alarms_after = alarms_after;
+	rc = check_records(s, alarms_after, borrowed, err, len);
 	if (rc < 0) {
+		unborrow(s, borrowed);
 		shm_snapshot_free(s);
 		return rc;
 	}
 	sum_totals(s);
+	/* Taken over: prev keeps its counts, not the memory. */
+	if (borrowed & SHM_REUSED_STACKS)
+		prev->stacks = NULL;
+	if (borrowed & SHM_REUSED_ALARMS)
+		prev->alarms = NULL;
+	s->reused = borrowed;
 	return 0;
 out:
+	unborrow(s, borrowed);
 	shm_snapshot_free(s);
 	if (rc == -ENOMEM)
 		return fail(err, len, rc, "out of memory copying the segment");

@@ -135,6 +135,10 @@ struct shm_snapshot {
 	uint64_t taken_real_ns;
 	struct ym_thread *threads;  uint32_t nthreads;
 	uint8_t  *stacks;           uint32_t nstacks;  uint32_t stack_stride;
+	/* Where a stack record's v6 fields are in the copy (its frames end
+	 * at the deepest stack's: shorter than the segment's records); 0:
+	 * where the segment has them, after max_depth frames. */
+	uint32_t stack_ext_off;
 	struct ym_live   *live;     uint32_t nlive;    /* compacted: used only */
 	int               live_skipped;  /* reader asked not to copy it */
 	uint64_t          live_count;    /* entries the stripes count */
@@ -154,7 +158,20 @@ struct shm_snapshot {
 	 * for it, 0 none: header.heap.answered >= it means the figures were
 	 * taken after the reader asked.  Set by the reader's owner. */
 	uint64_t heap_asked;
+	/* v8: the sum of the stripes' counted words (segment.h), read before
+	 * the stacks; counted_known 0 for an older writer (then it tells
+	 * nothing).  alarms_after: header.alarms_written read after the
+	 * alarm ring's copy. */
+	uint64_t counted;
+	int      counted_known;
+	uint64_t alarms_after;
+	/* What shm_snapshot_take_since took over from the previous snapshot
+	 * rather than copy it again (SHM_REUSED_*): the segment said nothing
+	 * in it changed. */
+	unsigned reused;
 };
+#define SHM_REUSED_STACKS 1u
+#define SHM_REUSED_ALARMS 2u
 
 static inline const struct ym_stack *shm_stack(const struct shm_snapshot *s,
 						uint32_t i)
@@ -169,7 +186,8 @@ static inline const struct ym_stack_ext *shm_stack_ext(const struct shm_snapshot
 	if (!ym_abi_has_stack_ext(s->hdr.abi_version))
 		return NULL;
 	return (const struct ym_stack_ext *)(const void *)((const uint8_t *)shm_stack(s, i) +
-		shm_stack_stride_v5(s->hdr.max_depth));
+		(s->stack_ext_off ? s->stack_ext_off :
+		 shm_stack_stride_v5(s->hdr.max_depth)));
 }
 /* The live samples behind stack i's peak (v7), or -1 when its writer
  * is older and did not say. */
@@ -220,6 +238,19 @@ void shm_reader_close(struct shm_reader *r);
  * and out->live_skipped is set. */
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *out,
 		      char *err, size_t errlen);
+/* The same, taking over from prev (a snapshot of the same reader, or
+ * NULL) the parts the segment says did not change since prev was taken:
+ * the stacks (v8 writers: the stripes' counted words, stacks_used,
+ * reset_count and the planes' words as they were) and the alarm ring
+ * (alarms_written as it was, every alarm of it complete).  Those parts
+ * move from prev to out (prev keeps its other fields, and NULL there); out
+ * ->reused says which.  On failure prev is untouched. */
+int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *out,
+			    struct shm_snapshot *prev, char *err, size_t errlen);
+/* Move back to prev what s took over from it (s->reused), when prev has
+ * nothing in its place: before s is dropped unused (a caller whose prev
+ * still points into those parts). */
+void shm_snapshot_giveback(struct shm_snapshot *s, struct shm_snapshot *prev);
 void shm_snapshot_free(struct shm_snapshot *s);
 
 /* len bytes at off of fd (pread until done): 0, -ENODATA short, or a
@@ -248,6 +279,15 @@ int shm_control_heap(struct shm_reader *r, uint64_t *asked);
  * after the agent answered a request made since s was taken.  0 or a
  * negative errno (s unchanged). */
 int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s);
+/* header.heap.answered now, one word read (no header copy, no check: a
+ * caller that asked knows the writer is v6 or later).  0 or a negative
+ * errno. */
+int shm_heap_answered(struct shm_reader *r, uint64_t *answered);
+/* The allocator calls the thread slots count now (alloc_objects +
+ * free_objects, with the retired ones), as a snapshot's totals sum them:
+ * the header and the slots, two reads.  0, or a negative errno (also
+ * while a slot is being folded: retire_seq odd or moving). */
+int shm_calls_read(struct shm_reader *r, uint64_t *calls);
 /* Ask the agent for a new mean sample rate (segment.h, Control): 0, or
  * -EINVAL out of [SHM_RATE_MIN, SHM_RATE_MAX] or when the agent runs in
  * exact mode, -EPERM read-only, another negative errno on I/O errors. */

@@ -115,15 +115,18 @@ static int in_tree(pid_t root, pid_t pid)
  * waiting (the fleet's sessions have no wait budget): a scrape never
  * stalls on a server, and names arrive at a later one.  borrow: whether
  * this refresh may borrow a thread (fleet_update's budget). */
-static int fresh(struct fleet_proc *p, int borrow)
+static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 {
 	char err[256];
+	uint64_t n = p->s.snapshots, kept = p->s.stacks_kept;
 	p->s.no_borrow = !borrow;
 	/* The host list and the exporter show no trends: the agent's
 	 * history (a few hundred KiB a process) is not copied. */
 	p->s.reader.skip_trend = 1;
 	int ok = session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
 	p->s.no_borrow = 0;
+	f->snapshots += p->s.snapshots - n;
+	f->stacks_kept += p->s.stacks_kept - kept;
 	if (ok)
 		session_symbols(&p->s, 0);
 	return ok;
@@ -131,13 +134,18 @@ static int fresh(struct fleet_proc *p, int borrow)
 
 /* Ask every watched process for the allocator's statistics at once, and
  * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
- * then has figures no older than itself, or shows their age. */
+ * then has figures no older than itself, or shows their age.  Not a
+ * process that made no call since its figures (idle: it would not
+ * answer, and they stand); if it makes one before its refresh, that
+ * refresh asks and waits itself. */
 static void ask_all(struct fleet_proc **p, int n)
 {
 	int pending = 0;
 	for (int i = 0; i < n; i++) {
-		pending += session_ask_heap(&p[i]->s);
-		p[i]->s.asked_ahead = 1;
+		p[i]->s.heap_asked = 0;
+		p[i]->s.asked_ahead = !session_heap_still_current(&p[i]->s);
+		if (p[i]->s.asked_ahead)
+			pending += session_ask_heap(&p[i]->s);
 	}
 	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
 	while (pending && clock_mono_s() < end && !stop_asked) {
@@ -156,11 +164,31 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The processes `lister` lists (target.h) into f->pids: how many, or -1. */
-static int list(struct fleet *f, int (*lister)(pid_t *, int))
+/* pid is watched (f->p is by pid ascending between updates). */
+static int watched(pid_t pid, void *arg)
+{
+	const struct fleet *f = arg;
+	int lo = 0, hi = f->n;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (f->p[mid]->pid == pid)
+			return 1;
+		if (f->p[mid]->pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* The agent processes we may read into f->pids (unstarted: those that
+ * have made no segment yet, target_list_unstarted): how many, or -1.
+ * The watched ones are not checked again here: their refresh does. */
+static int list(struct fleet *f, int unstarted)
 {
 	for (;;) {
-		int n = lister(f->pids, f->npids);
+		int n = unstarted ? target_list_unstarted(f->pids, f->npids)
+				  : target_list_known(f->pids, f->npids, watched, f);
 		if (n <= f->npids)
 			return n;
 		int cap = n + n / 4 + 16;
@@ -176,7 +204,7 @@ static int list(struct fleet *f, int (*lister)(pid_t *, int))
  * f->unstarted. */
 static void count_unstarted(struct fleet *f)
 {
-	int n = f->fixed ? 0 : list(f, target_list_unstarted);
+	int n = f->fixed ? 0 : list(f, 1);
 	f->unstarted = 0;
 	for (int i = 0; i < n; i++)
 		f->unstarted += !f->root || in_tree(f->root, f->pids[i]);
@@ -185,7 +213,7 @@ static void count_unstarted(struct fleet *f)
 void fleet_update(struct fleet *f)
 {
 	count_unstarted(f);
-	int n = f->fixed ? 0 : list(f, target_list);
+	int n = f->fixed ? 0 : list(f, 0);
 	f->skipped = 0;
 	if (n < 0) {
 		n = 0;
@@ -242,7 +270,7 @@ void fleet_update(struct fleet *f)
 	 * update; the rest at the next (figures taken stay current). */
 	double until = clock_mono_s() + FLEET_BORROW_S;
 	for (int i = f->n; i-- > 0;)
-		if (!fresh(f->p[i], clock_mono_s() < until))
+		if (!fresh(f, f->p[i], clock_mono_s() < until))
 			drop(f, i);
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
 }

@@ -47,6 +47,10 @@ struct fleet {
 	int   npids;
 	int   fixed;        /* only what fleet_add added */
 	pid_t root;         /* --children: root and its descendants; 0 all */
+	/* Since the start, over every process: the segments' snapshots, and
+	 * of those the ones whose stacks were not copied again because the
+	 * segment said nothing in them changed (session.h). */
+	unsigned long long snapshots, stacks_kept;
 };
 
 /* Empty: every agent process (root 0), or root and its descendants.  Also

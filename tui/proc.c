@@ -601,11 +601,20 @@ enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
 			     uint64_t seg_ino)
 {
 	struct proc_info pi;
-	if (proc_read(pid, &pi) != 0 || proc_gone(&pi))
+	if (proc_read(pid, &pi) != 0)
+		return WRITER_GONE;
+	return proc_writer_of(pid, &pi, start_ticks, seg_dev, seg_ino);
+}
+
+enum proc_writer proc_writer_of(pid_t pid, const struct proc_info *pi,
+				uint64_t start_ticks, uint64_t seg_dev,
+				uint64_t seg_ino)
+{
+	if (proc_gone(pi))
 		return WRITER_GONE;
 	/* 0: the agent could not read its start time (no /proc where it
 	 * runs); the mapping below still tells. */
-	if (start_ticks != 0 && pi.start_ticks != start_ticks)
+	if (start_ticks != 0 && pi->start_ticks != start_ticks)
 		return WRITER_REUSED;
 	int mapped = proc_maps_file(pid, seg_dev, seg_ino);
 	if (mapped == -ESRCH)

@@ -121,6 +121,10 @@ enum proc_writer {
  * time alone. */
 enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
 			     uint64_t seg_ino);
+/* The same from pid's proc_info just read (proc_read). */
+enum proc_writer proc_writer_of(pid_t pid, const struct proc_info *pi,
+				uint64_t start_ticks, uint64_t seg_dev,
+				uint64_t seg_ino);
 /* One line's worth of why, for messages. */
 const char *proc_writer_why(enum proc_writer w);
 

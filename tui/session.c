@@ -53,13 +53,12 @@ static int apply_rate(const struct options *o, struct shm_reader *r,
  * allocates answers at its next call).  1 when it did. */
 static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
 {
-	struct ym_control c;
-	struct ym_header h;
 	double end = clock_mono_s() + ms / 1e3;
 	for (;;) {
-		if (!asked || shm_control_read(r, &h, &c) != 0)
+		uint64_t answered;
+		if (!asked || shm_heap_answered(r, &answered) != 0)
 			return 0;
-		if (h.heap.answered >= asked)
+		if (answered >= asked)
 			return 1;
 		if (clock_mono_s() >= end || stop_asked)
 			return 0;
@@ -78,12 +77,20 @@ int session_ask_heap(struct session *s)
 	return asked != 0;
 }
 
+int session_heap_still_current(struct session *s)
+{
+	const struct model *m = &s->model;
+	uint64_t calls;
+	return m->have_snap && m->alive && model_heap_current(m) &&
+	       shm_calls_read(&s->reader, &calls) == 0 &&
+	       calls == m->snap.totals.alloc_objects + m->snap.totals.free_objects;
+}
+
 int session_heap_answered(struct session *s)
 {
-	struct ym_control c;
-	struct ym_header h;
-	return s->heap_asked && shm_control_read(&s->reader, &h, &c) == 0 &&
-	       h.heap.answered >= s->heap_asked;
+	uint64_t answered;
+	return s->heap_asked && shm_heap_answered(&s->reader, &answered) == 0 &&
+	       answered >= s->heap_asked;
 }
 
 /* The snapshot's figures are not current and the request went
@@ -187,14 +194,15 @@ int session_open(struct session *s, const struct options *o, pid_t pid,
 void session_symbols(struct session *s, int progress)
 {
 	const struct model *m = &s->model;
-	for (uint32_t i = 0; i < m->nstacks; i++)
+	for (uint32_t i = 0; !s->prefetched && i < m->nstacks; i++)
 		for (uint32_t d = 0; d < m->stacks[i].depth; d++)
 			sym_prefetch(s->sym, m->stacks[i].frames[d]);
-	for (uint32_t i = 0; i < m->snap.nalarms; i++) {
+	for (uint32_t i = 0; !s->prefetched && i < m->snap.nalarms; i++) {
 		const struct ym_alarm *al = shm_alarm(&m->snap, i);
 		for (uint32_t d = 0; d < al->depth; d++)
 			sym_prefetch(s->sym, al->frames[d]);
 	}
+	s->prefetched = 1;
 	char line[256];
 	int said = 0;
 	double t0 = clock_mono_s();
@@ -241,8 +249,8 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
 	int have_proc = proc_read(pid, &f->proc) == 0;
 	enum proc_writer w = have_proc ?
-		proc_writer(pid, snap->hdr.start_ticks, snap->seg_dev,
-			    snap->seg_ino) : WRITER_GONE;
+		proc_writer_of(pid, &f->proc, snap->hdr.start_ticks,
+			       snap->seg_dev, snap->seg_ino) : WRITER_GONE;
 	f->alive = have_proc && w == WRITER_LIVE &&
 		   !(snap->hdr.flags & YM_FLAG_EXITED);
 	/* Exec'd a program without the agent: it did not exit, and exec
@@ -316,8 +324,9 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 {
 	struct shm_snapshot snap;
 	struct model_facts facts;
+	struct shm_snapshot *prev = s->model.have_snap ? &s->model.snap : NULL;
 	s->reader.skip_live = skip_live;
-	int rc = shm_snapshot_take(&s->reader, &snap, err, len);
+	int rc = shm_snapshot_take_since(&s->reader, &snap, prev, err, len);
 	/* A request made before the snapshot (the fleet's) and answered
 	 * before it: the snapshot's figures are that answer. */
 	snap.heap_asked = s->asked_ahead ? s->heap_asked : 0;
@@ -331,19 +340,29 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	 * the segment any more, so one more copy is its final state. */
 	if (rc == 0 && !facts.alive && !(snap.hdr.flags & YM_FLAG_EXITED)) {
 		struct shm_snapshot last;
-		if (shm_snapshot_take(&s->reader, &last, err, len) == 0) {
+		if (shm_snapshot_take_since(&s->reader, &last, &snap, err, len) == 0) {
 			last.heap_asked = snap.heap_asked;
+			last.reused &= snap.reused;   /* what the model's still is */
 			shm_snapshot_free(&snap);
 			snap = last;
 			rc = read_facts(s, &snap, &facts);
 		}
 	}
+	unsigned reused = snap.reused;
 	if (rc != 0 || model_update_facts(&s->model, &snap, &facts) != 0) {
+		/* The model keeps its snapshot: with what snap took over. */
+		shm_snapshot_giveback(&snap, prev);
 		shm_snapshot_free(&snap);
 		s->asked_ahead = 0;
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
+	s->snapshots++;
+	s->stacks_kept += (reused & SHM_REUSED_STACKS) != 0;
+	/* Frames seen before: the same stacks, and alarms, as then. */
+	if ((reused & SHM_REUSED_STACKS) == 0 ||
+	    ((reused & SHM_REUSED_ALARMS) == 0 && s->model.snap.nalarms))
+		s->prefetched = 0;
 	fresh_heap(s);
 	s->asked_ahead = 0;
 	watch_unseen(s);

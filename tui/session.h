@@ -49,6 +49,11 @@ struct session {
 	struct resident resident;   /* the live samples' pages */
 	int      no_cgroup;         /* refreshes leave the cgroup unread (the
 				       fleet: one cgroup, many processes) */
+	/* Snapshots taken, and of those the ones whose stacks were not
+	 * copied again: the segment said they had not changed
+	 * (shm_snapshot_take_since). */
+	uint64_t snapshots, stacks_kept;
+	int      prefetched;        /* session_symbols saw the model's frames */
 };
 
 /* How long a refresh waits for the agent's answer to its request for the
@@ -92,6 +97,10 @@ int session_adopt(struct session *s, const struct shm_reader *r);
 #define SESSION_EREAD  (-1)
 #define SESSION_ENOMEM (-2)
 int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
+/* The refreshes take from the model's snapshot what did not change in
+ * the segment since (shm_snapshot_take_since): a process whose counters
+ * did not move costs no copy of its stacks, and no new look at their
+ * frames (session_symbols). */
 
 /* Ask for the allocator's statistics now (one request, no wait): 1 when
  * asked.  A caller that watches many processes asks them all before
@@ -101,6 +110,11 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
 int session_ask_heap(struct session *s);
 /* The agent answered the last request (header.heap.answered). */
 int session_heap_answered(struct session *s);
+/* The model's allocator figures are current (model_heap_current) and
+ * the process has made no allocator call since its snapshot (its thread
+ * slots say so now): asking would get no answer, and the next refresh's
+ * figures stand.  1 when so. */
+int session_heap_still_current(struct session *s);
 
 /* Sleep up to secs, waking early on a signal (stop_asked) or when the
  * process is gone: the agent marked it exited, its pid went to another

@@ -201,7 +201,8 @@ enum find_which {
  * /dev/shm, and (where /proc lets us look) processes in other pid
  * namespaces, whose segments are in their own /dev/shm; and as `which`
  * says, those of our namespace that have not made their segment yet. */
-static int find_agents(pid_t *pids, int max, enum find_which which)
+static int find_agents(pid_t *pids, int max, enum find_which which,
+		       int (*known)(pid_t, void *), void *arg)
 {
 	int unstarted = which != FIND_STARTED;
 	int n = 0;
@@ -215,7 +216,7 @@ static int find_agents(pid_t *pids, int max, enum find_which which)
 			if (shm_parse_name(e->d_name, &v, &ns) != 0 ||
 			    (ns ? ns : YM_PIDNS_INIT) != (own_ns ? own_ns : YM_PIDNS_INIT))
 				continue;   /* another namespace's: found below */
-			if (!runs_agent(v))
+			if (!(known && known(v, arg)) && !runs_agent(v))
 				continue;
 			if (n < max)
 				pids[n] = v;
@@ -240,6 +241,19 @@ static int find_agents(pid_t *pids, int max, enum find_which which)
 		pid_t key = (pid_t)v;
 		if (nnamed && bsearch(&key, named, (size_t)nnamed, sizeof *named, pid_cmp))
 			continue;
+		/* Watched, of our namespace: listed above (its segment's
+		 * name), or gone from /dev/shm; of another: still running. */
+		if (known && known((pid_t)v, arg)) {
+			int listed = 0;
+			for (int i = 0; i < n && i < max && !listed; i++)
+				listed = pids[i] == (pid_t)v;
+			if (!listed && proc_pidns((pid_t)v) != own_ns) {
+				if (n < max)
+					pids[n] = (pid_t)v;
+				n++;
+			}
+			continue;
+		}
 		uint32_t ns = proc_pidns((pid_t)v);
 		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
 				 : which == FIND_UNSTARTED || !runs_agent((pid_t)v)))
@@ -255,12 +269,18 @@ static int find_agents(pid_t *pids, int max, enum find_which which)
 
 int target_list(pid_t *pids, int max)
 {
-	return find_agents(pids, max, FIND_STARTED);
+	return find_agents(pids, max, FIND_STARTED, NULL, NULL);
 }
 
 int target_list_unstarted(pid_t *pids, int max)
 {
-	return find_agents(pids, max, FIND_UNSTARTED);
+	return find_agents(pids, max, FIND_UNSTARTED, NULL, NULL);
+}
+
+int target_list_known(pid_t *pids, int max, int (*known)(pid_t, void *),
+		      void *arg)
+{
+	return find_agents(pids, max, FIND_STARTED, known, arg);
 }
 
 /* Segments in our /dev/shm of live processes of other users: those a
@@ -322,7 +342,7 @@ pid_t target_choose(pid_t pid, struct ym_err *e)
 		return pid;
 	stale_sweep();   /* gone processes' segments: a report each, removed */
 	pid_t pids[64];
-	int n = find_agents(pids, 64, FIND_ALL);
+	int n = find_agents(pids, 64, FIND_ALL, NULL, NULL);
 	if (n == 1)
 		return pids[0];
 	target_agent_path(agent, sizeof agent);

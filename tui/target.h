@@ -23,6 +23,13 @@ int target_list(pid_t *pids, int max);
  * segment yet (nothing sampled since they started or forked: ymagent(7)),
  * as target_list lists them: not readable until started (ymtop -p). */
 int target_list_unstarted(pid_t *pids, int max);
+/* The same, where known(pid, arg) says a pid is watched already (its
+ * session checks the process at each refresh, session.h): such a pid is
+ * listed while its segment's name is in our /dev/shm, or (another pid
+ * namespace's) while it runs, without the checks a new one gets (its
+ * /proc files, its segment's header, its maps). */
+int target_list_known(pid_t *pids, int max, int (*known)(pid_t, void *),
+		      void *arg);
 
 /* Open the segment of pid, a process running the agent, without exiting
  * and without injecting (the exporter, the host view).  0, or a negative

@@ -66,7 +66,11 @@
  *    a release store of header.stacks_used after the record is complete;
  *    a reader that loads stacks_used with acquire may read records below it.
  *    A record's frames never change after publication; its counters are
- *    monotonic atomic adds.  Retained = alloc - freed.
+ *    monotonic atomic adds.  Retained = alloc - freed.  v8: every change
+ *    of counters (record or plane) is followed by an add to a stripe's
+ *    counted word (struct ym_stripe), and a reset (zeroing) by the
+ *    release add to reset_count: a reader that sees neither move, nor
+ *    stacks_used, planes_used or plane_epoch[], has the stacks it copied.
  *  - Counter planes: a stack's counters are the sum of its record's and of
  *    its entry in each plane p < header.planes_used (entry p * STACKS.cap +
  *    stack).  A plane has one writer, a thread that owns it for life, which
@@ -567,7 +571,15 @@ struct ym_stripe {
 	uint64_t count;
 	uint64_t used;
 	uint32_t agent_private[8]; /* the writer's; readers ignore it */
-	uint64_t reserved[1];
+	/* v8: counts of stack records or planes moved: a thread adds 1 here
+	 * (atomic, release) after it changed a stack's counters, life
+	 * buckets or peak for a sample of an address of this stripe.  The
+	 * sum over all stripes is unchanged between two reads only when no
+	 * such change ended between them: a reader that reads the stripes
+	 * (acquire) before the stacks may keep its copy of the stacks while
+	 * the sum, stacks_used, reset_count, planes_used and plane_epoch[]
+	 * stay as they were (Concurrency protocol, Stacks). */
+	uint64_t counted;
 };
 _Static_assert(sizeof(struct ym_stripe) == 64, "one cache line a stripe");
 

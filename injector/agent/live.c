@@ -267,6 +267,12 @@ static struct ym_stripe *stripe_of(uint64_t addr)
 	return &stripes[region_part(addr) << in | h >> (32 - in)];
 }
 
+void live_counted(uint64_t addr)
+{
+	if (stripes)
+		__atomic_fetch_add(&stripe_of(addr)->counted, 1, __ATOMIC_RELEASE);
+}
+
 static uint32_t stripe_no(const struct ym_stripe *st)
 {
 	return (uint32_t)(st - stripes);

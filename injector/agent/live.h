@@ -96,6 +96,10 @@ int  live_remove(uint64_t addr, uint32_t tid, struct ym_live *out,
 /* No lock: 0 when addr is certainly not in the live table, 1 when it may
  * be (found, or the table changed during the probe). */
 int  live_has(uint64_t addr) AGENT_HIDDEN;
+/* After a change of stack counters for a sample of addr: add 1 to its
+ * stripe's counted word (segment.h, struct ym_stripe, v8), so that a
+ * reader sees that its copy of the stacks is old. */
+void live_counted(uint64_t addr) AGENT_HIDDEN;
 /* Empty the table, every stripe taken in order: 0 when one stayed busy
  * (nothing was emptied).  Under table_lock, before table_reset_counters. */
 int  live_reset(void) AGENT_HIDDEN;

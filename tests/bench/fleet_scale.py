@@ -3,7 +3,9 @@
 three allocation sites each, every allocation sampled), preloaded, then
 one ymtop --serve for them all.  For each N prints the first scrape of
 /metrics (cold: every process's symbols), the median of the later ones,
-ymtop's VmRSS after them, and how many processes /metrics counted.
+(after SETTLE more), ymtop's CPU time (user + system) per later scrape,
+its VmRSS after them,
+and how many processes /metrics counted (?per_pid=1).
 
     YM_BUILD=build python3 tests/bench/fleet_scale.py [N...]   (10 100 300)
 
@@ -19,6 +21,10 @@ import urllib.request
 
 BUILD = os.path.abspath(os.environ.get("YM_BUILD", "build"))
 WARM = 5
+# Scrapes after the first, not measured: idle processes' allocator
+# figures are taken through borrowed threads within FLEET_BORROW_S of
+# each scrape (fleet.h) until every process has them.
+SETTLE = 3
 
 
 def isolate():
@@ -38,6 +44,12 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def scrape(url):
@@ -64,14 +76,28 @@ def one(n):
         line = srv.stderr.readline()
         port = re.search(r":(\d+)/metrics", line).group(1)
         url = "http://127.0.0.1:%s/metrics" % port
-        cold, body = scrape(url)
+        cold, body = scrape(url + "?per_pid=1")
         seen = len(re.findall(r"^ymtop_process_retained_bytes", body, re.M))
         skipped = re.search(r"^ymtop_processes_skipped\{[^}]*\} (\d+)", body, re.M)
+        for _ in range(SETTLE):
+            scrape(url)
+        perf = None
+        if os.environ.get("YM_FLEET_PERF"):   # a profile of the later scrapes
+            perf = subprocess.Popen(["perf", "record", "-q", "-F", "400", "--call-graph", "dwarf,16384", "-o",
+                                     os.environ["YM_FLEET_PERF"], "-p",
+                                     str(srv.pid)])
+            time.sleep(1)
+        c0 = cpu_s(srv.pid)
         warm = sorted(scrape(url)[0] for _ in range(WARM))
+        cpu = (cpu_s(srv.pid) - c0) / WARM
+        if perf:
+            perf.send_signal(2)
+            perf.wait()
         rss = rss_kib(srv.pid)
-        print("N=%4d  first %7.0f ms  later %5.0f ms (median of %d)  "
+        print("N=%4d  first %7.0f ms  later %5.0f ms (median of %d, CPU %4.0f ms)  "
               "VmRSS %6.1f MiB  in /metrics %d%s" %
-              (n, cold * 1000, warm[WARM // 2] * 1000, WARM, rss / 1024.0, seen,
+              (n, cold * 1000, warm[WARM // 2] * 1000, WARM, cpu * 1000,
+               rss / 1024.0, seen,
                ", skipped %s" % skipped.group(1) if skipped else ""), flush=True)
     finally:
         if srv:

@@ -38,7 +38,7 @@ port=$(grep -o ':[0-9]*/metrics' "$TMP/err" | tr -dc 0-9)
 url="http://127.0.0.1:$port/metrics"
 ticks() { awk '{print $14 + $15}' "/proc/$srv/stat"; }
 hz=$(getconf CLK_TCK)
-cold=$(curl -s -o "$TMP/body" -w '%{time_total}' "$url")
+cold=$(curl -s -o "$TMP/body" -w "%{time_total}" "$url?per_pid=1")
 series=$(grep -vc '^#' "$TMP/body")
 procs=$(grep -c '^ymtop_process_retained_bytes' "$TMP/body")
 t0=$(ticks)

@@ -81,6 +81,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				(void)model_oldest_age(&m, &m.stacks[i]);
 			(void)model_uptime(&m);
 			(void)model_state(&m);
+			/* Again, from the first: what did not change is kept. */
+			struct shm_snapshot s2;
+			if (shm_snapshot_take_since(&r, &s2, &m.snap, err, sizeof err) == 0 &&
+			    model_update(&m, &s2) != 0) {
+				shm_snapshot_giveback(&s2, &m.snap);
+				shm_snapshot_free(&s2);
+			}
+			for (uint32_t i = 0; i < m.nstacks; i++)
+				(void)model_oldest_age(&m, &m.stacks[i]);
 		}
 		shm_snapshot_free(&s);
 		model_free(&m);

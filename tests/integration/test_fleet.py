@@ -631,6 +631,50 @@ def test_serve_serves_300_processes():
         end_fleet(procs)
 
 
+def test_serve_copies_only_what_changed():
+    """A process whose segment did not change since the last scrape is not
+    copied again (ymtop_segment_snapshots_total{stacks="kept"}), and a
+    change of one process's figures between two scrapes is seen at the
+    second.  In pid and mount namespaces of their own: nobody else's
+    process is served."""
+    if rerun_isolated(__file__, "test_serve_copies_only_what_changed",
+                      pid_ns=True, timeout=600):
+        return
+    procs = fleet_of(2)
+    srv = None
+    try:
+        # No borrowed thread: the idle processes make no call at all.
+        srv = Server(prefix=["env", "YM_NO_BORROW=1"])
+
+        def scrape():
+            fams = parse(srv.get("/metrics?per_pid=1")[1].decode())
+            ret = {int(l["pid"]): v for l, v in
+                   fams["ymtop_process_retained_bytes"]}
+            snaps = {l["stacks"]: v for l, v in
+                     fams["ymtop_segment_snapshots_total"]}
+            return ret, snaps
+        held = 2 * 1000 + 2 * 2000 + 2 * 3000   # fleet_of's blocks
+        ret1, snaps1 = scrape()
+        assert set(ret1) == {p.pid for p in procs}, ret1
+        assert min(ret1.values()) >= held, ret1
+        ret2, snaps2 = scrape()
+        assert ret2 == ret1, (ret1, ret2)
+        assert snaps2["kept"] - snaps1["kept"] == 2, (snaps1, snaps2)
+        assert snaps2["copied"] == snaps1["copied"], (snaps1, snaps2)
+        a, b = procs
+        a.stdin.write("free\n")
+        a.stdin.flush()
+        assert a.stdout.readline() == "ready\n"
+        ret3, snaps3 = scrape()
+        assert ret3 == {a.pid: ret1[a.pid] - held, b.pid: ret1[b.pid]}, ret3
+        assert snaps3["copied"] - snaps2["copied"] == 1, (snaps2, snaps3)
+        assert snaps3["kept"] - snaps2["kept"] == 1, (snaps2, snaps3)
+    finally:
+        if srv:
+            srv.stop()
+        end_fleet(procs)
+
+
 def test_serve_says_what_it_does_not_serve():
     """Above the bound on descriptors (ulimit -n, see fleet.h), the
     processes not served are counted in /metrics with the reason."""

@@ -351,6 +351,52 @@ def test_a_flood_of_wrong_passwords_gets_429_and_a_cached_scraper_passes():
             assert srv.stop() == 0
 
 
+def test_users_and_headers_follow_the_file():
+    """The file is read again when it changes (exporter-toolkit reads it at
+    every request): new users and headers apply at the next request; a
+    file that does not load is answered 500 until it is fixed; a change of
+    TLS settings needs a restart and is not applied."""
+    need("curl")
+    with Pki() as pki:
+        def conf(users, header="", path="auth.yml"):
+            # Written beside and renamed over, as editors do.
+            tmp = pki.write(path + ".new", header + "basic_auth_users:\n" +
+                            "".join("  %s: %s\n" % (u, bcrypt(pw, cost=4))
+                                    for u, pw in users))
+            os.replace(tmp, pki.path(path))
+            return pki.path(path)
+        path = conf([("alice", "x")])
+        srv = Server(path)
+        url = "http://127.0.0.1:%d/" % srv.port
+        try:
+            assert curl(url, "-u", "alice:x")[1] == 200
+            assert curl(url, "-u", "bob:y")[1] == 401
+            conf([("bob", "y")], "http_server_config:\n  headers:\n"
+                 "    X-Content-Type-Options: nosniff\n")
+            rc, code, out, _ = curl(url, "-u", "bob:y")
+            assert code == 200 and "X-Content-Type-Options: nosniff" in out, out
+            assert curl(url, "-u", "alice:x")[1] == 401
+            # Rewritten in place, broken: 500, and nobody is let in.
+            with open(path, "a") as f:
+                f.write("no_such_key: 1\n")
+            assert curl(url, "-u", "bob:y")[1] == 500
+            conf([("bob", "y")])
+            assert curl(url, "-u", "bob:y")[1] == 200
+            # TLS cannot start without a restart: the file is not applied.
+            with open(path, "w") as f:
+                f.write("tls_server_config:\n  cert_file: server.crt\n"
+                        "  key_file: server.key\nbasic_auth_users:\n"
+                        "  carol: %s\n" % bcrypt("z", cost=4))
+            assert curl(url, "-u", "bob:y")[1] == 200
+            assert curl(url, "-u", "carol:z")[1] == 401
+        finally:
+            srv.stop()
+        err = srv.p.stderr.read()
+        assert "read again" in err, err
+        assert "no_such_key" in err and "answering 500" in err, err
+        assert "TLS settings changed" in err, err
+
+
 def test_warnings_and_refusals():
     with Pki() as pki:
         # Beyond loopback without --web-config: one line of warning.

@@ -8,8 +8,8 @@
  * (lock-free probe, locked insert, release publication), live insert and
  * remove under their stripes' locks, the per-stack counters, the single-writer
  * per-thread slots — from several writer threads at once, while a reader
- * thread takes validated snapshots through shm_snapshot_take, as ymtop
- * does.  TSan checks every access made by the writers against each other;
+ * thread takes validated snapshots through shm_snapshot_take_since, as
+ * ymtop does (each from the one before: what did not change is kept).  TSan checks every access made by the writers against each other;
  * the reader copies with pread, which TSan does not see, so on that side
  * the check is that every snapshot validates and is consistent.
  *
@@ -244,11 +244,18 @@ static void check_snapshot(const struct shm_snapshot *s)
 	}
 }
 
+/* The reader's last snapshot, taken after the writers ended, from the
+ * ones before: its samples, and its stacks whose samples were not all
+ * freed (none: a kept copy that missed a change would show some). */
+static uint64_t last_samples, last_unbalanced;
+
 static void *reader(void *arg)
 {
 	long *snaps = arg;
 	struct shm_reader r;
+	struct shm_snapshot prev;
 	char err[256];
+	memset(&prev, 0, sizeof prev);
 	/* Our own descriptor, closed below. */
 	if (shm_reader_open_fd(&r, dup(seg_fd), 0, (uid_t)-1, err, sizeof err)) {
 		fprintf(stderr, "open failed: %s\n", err);
@@ -258,18 +265,27 @@ static void *reader(void *arg)
 	for (;;) {
 		int last = __atomic_load_n(&writers_done, __ATOMIC_ACQUIRE);
 		struct shm_snapshot s;
-		int rc = shm_snapshot_take(&r, &s, err, sizeof err);
+		int rc = shm_snapshot_take_since(&r, &s, *snaps ? &prev : NULL,
+						 err, sizeof err);
 		if (rc != 0) {
 			fprintf(stderr, "snapshot failed: %s\n", err);
 			CHECK(rc == 0);
 			break;
 		}
 		check_snapshot(&s);
-		shm_snapshot_free(&s);
+		shm_snapshot_free(&prev);
+		prev = s;
 		++*snaps;
 		if (last)
 			break;
 	}
+	last_samples = last_unbalanced = 0;
+	for (uint32_t i = 0; i < prev.nstacks; i++) {
+		const struct ym_stack *st = shm_stack(&prev, i);
+		last_samples += st->alloc_samples;
+		last_unbalanced += st->alloc_samples != st->free_samples;
+	}
+	shm_snapshot_free(&prev);
 	shm_reader_close(&r);
 	return NULL;
 }
@@ -289,6 +305,8 @@ static void writers_and_reader(void **state)
 	pthread_join(rd, NULL);
 	assert_int_equal(thread_failures, 0);
 	assert_true(snaps >= 1);
+	assert_int_equal(last_samples, (uint64_t)WRITERS * ROUNDS);
+	assert_int_equal(last_unbalanced, 0);
 	printf("reader: %ld snapshots during the writes\n", snaps);
 
 	/* The final state is exact: every stack once, nothing live, and as

@@ -385,6 +385,101 @@ static void forged_alarm_skipped(void **state)
 	seg_free(&s);
 }
 
+/* Records of max_depth frames are copied cut to the deepest stack's
+ * frames, their v6 fields moved along. */
+static void records_cut_to_the_deepest_stack(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_snapshot snap;
+	char err[256];
+	seg_make(&s, 64);
+	const struct ym_section *sec = &s.h->sections[YM_SEC_STACKS];
+	uint8_t *rec = s.map + sec->offset + sec->stride;
+	struct ym_stack_ext *x = (struct ym_stack_ext *)(void *)(rec + shm_stack_stride_v5(64));
+	x->peak_bytes = 123456;
+	x->kind = YM_KIND_MMAP;
+	assert_int_equal(open_snap(&s, &snap, err), 0);
+	assert_true(snap.stack_stride < sec->stride);
+	assert_int_equal(snap.nstacks, 2);
+	assert_int_equal(shm_stack(&snap, 1)->frames[1], 0x2000);
+	assert_int_equal(shm_stack(&snap, 1)->alloc_bytes, 5000);
+	assert_int_equal(shm_stack_ext(&snap, 1)->peak_bytes, 123456);
+	assert_int_equal(shm_stack_kind(&snap, 1), YM_KIND_MMAP);
+	assert_int_equal(shm_stack_kind(&snap, 0), YM_KIND_MALLOC);
+	shm_snapshot_free(&snap);
+	seg_free(&s);
+}
+
+/* shm_snapshot_take_since keeps the previous copy of what the segment
+ * says did not change, and copies again what did (segment.h, v8: the
+ * stripes' counted words; alarms_written). */
+static void unchanged_parts_taken_over(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_reader r;
+	struct shm_snapshot a, b, c, d, e;
+	char err[256];
+	seg_make(&s, 8);
+	const struct ym_section *sec = s.h->sections;
+	struct ym_alarm *al = (struct ym_alarm *)(s.map + sec[YM_SEC_ALARMS].offset);
+	struct ym_alarm *al1 = (struct ym_alarm *)((uint8_t *)al + sec[YM_SEC_ALARMS].stride);
+	struct ym_stack *st = (struct ym_stack *)(s.map + sec[YM_SEC_STACKS].offset +
+						  sec[YM_SEC_STACKS].stride);
+	s.h->alarms_written = 2;
+	al->seq = 1;
+	al->depth = 1;
+	al1->depth = 1;   /* claimed, still written: seq 0 */
+	int fd = dup(s.fd);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err), 0);
+	assert_int_equal(shm_snapshot_take_since(&r, &a, NULL, err, sizeof err), 0);
+	assert_int_equal(a.reused, 0);
+	assert_int_equal(a.nalarms, 1);
+	/* Nothing moved: a's stacks are taken over; the alarm that was
+	 * being written is read now that it is complete. */
+	al1->seq = 2;
+	uint8_t *stacks = a.stacks;
+	assert_int_equal(shm_snapshot_take_since(&r, &b, &a, err, sizeof err), 0);
+	assert_int_equal(b.reused, SHM_REUSED_STACKS);
+	assert_ptr_equal(b.stacks, stacks);
+	assert_null(a.stacks);
+	assert_int_equal(b.nstacks, 2);
+	assert_int_equal(shm_stack(&b, 1)->alloc_bytes, 5000);
+	assert_int_equal(b.nalarms, 2);
+	/* A counter moved, and a stripe's counted word says so: copied. */
+	st->alloc_bytes = 9000;
+	seg_stripes(&s)[1].counted++;
+	assert_int_equal(shm_snapshot_take_since(&r, &c, &b, err, sizeof err), 0);
+	assert_int_equal(c.reused, SHM_REUSED_ALARMS);
+	assert_int_equal(shm_stack(&c, 1)->alloc_bytes, 9000);
+	assert_non_null(b.stacks);
+	/* Taken over, then given back: the previous snapshot whole again. */
+	stacks = c.stacks;
+	assert_int_equal(shm_snapshot_take_since(&r, &d, &c, err, sizeof err), 0);
+	assert_int_equal(d.reused, SHM_REUSED_STACKS | SHM_REUSED_ALARMS);
+	shm_snapshot_giveback(&d, &c);
+	assert_ptr_equal(c.stacks, stacks);
+	assert_non_null(c.alarms);
+	shm_snapshot_free(&d);
+	/* A new stack record, or a writer before v8 (no counted word):
+	 * copied every time. */
+	s.h->stacks_used = 1;
+	assert_int_equal(shm_snapshot_take_since(&r, &d, &c, err, sizeof err), 0);
+	assert_int_equal(d.reused & SHM_REUSED_STACKS, 0);
+	s.h->abi_version = 7;
+	assert_int_equal(shm_snapshot_take_since(&r, &e, &d, err, sizeof err), 0);
+	assert_false(e.counted_known);
+	assert_int_equal(e.reused & SHM_REUSED_STACKS, 0);
+	shm_snapshot_free(&a);
+	shm_snapshot_free(&b);
+	shm_snapshot_free(&c);
+	shm_snapshot_free(&d);
+	shm_snapshot_free(&e);
+	shm_reader_close(&r);
+	seg_free(&s);
+}
+
 /* A reader accepts what its version can read (segment.h, Versions and
  * sizes): compat_version at most its own, or a v4 writer (compat 0). */
 static void versions_accepted_by_compat(void **state)
@@ -734,6 +829,8 @@ int main(void)
 		cmocka_unit_test(corrupted_headers_rejected),
 		cmocka_unit_test(held_stripe_does_not_block),
 		cmocka_unit_test(forged_alarm_skipped),
+		cmocka_unit_test(unchanged_parts_taken_over),
+		cmocka_unit_test(records_cut_to_the_deepest_stack),
 		cmocka_unit_test(versions_accepted_by_compat),
 		cmocka_unit_test(unseen_only_from_v7_with_a_known_reason),
 		cmocka_unit_test(longer_records_read_by_prefix),

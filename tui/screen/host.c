@@ -51,14 +51,27 @@ static void read_command(pid_t pid, const char *comm, char *out, size_t len)
 		out[--n] = '\0';
 }
 
+/* The names looked up in this refresh (names_gen), a few users': one
+ * lookup a user a refresh, not one a process. */
+static struct { uid_t uid; unsigned gen; char name[32]; } names[8];
+static unsigned names_gen = 1;
+
 static void user_name(uid_t uid, char *out, size_t len)
 {
+	unsigned slot = (unsigned)uid % (sizeof names / sizeof names[0]);
+	if (names[slot].gen == names_gen && names[slot].uid == uid) {
+		snprintf(out, len, "%s", names[slot].name);
+		return;
+	}
 	struct passwd pw, *res = NULL;
 	char buf[1024];
 	if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
 		snprintf(out, len, "%s", pw.pw_name);
 	else
 		snprintf(out, len, "%u", (unsigned)uid);
+	names[slot].uid = uid;
+	names[slot].gen = names_gen;
+	snprintf(names[slot].name, sizeof names[slot].name, "%s", out);
 }
 
 /* The base name of the executable a process's segment names. */
@@ -195,6 +208,7 @@ static int rebuild(struct host *h)
 
 int host_refresh(struct host *h)
 {
+	names_gen++;
 	fleet_update(&h->f);
 	return rebuild(h);
 }

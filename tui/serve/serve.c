@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <microhttpd.h>
@@ -26,6 +27,12 @@ struct server {
 	const struct options *o;
 	struct fleet f;
 	struct webconfig *wc;    /* --web-config, or NULL */
+	/* The file as libmicrohttpd started with it (its options point into
+	 * it: kept to the end), the file's identity when wc was read, and
+	 * whether the file as it is now could not be used (webconfig.h). */
+	struct webconfig *wc0;
+	struct stat wc_st;
+	int   wc_bad;
 	/* /metrics in aggregate: the exited processes' counters per
 	 * executable and cgroup, so that those counters never fall. */
 	struct prom_carry *carry;
@@ -149,6 +156,13 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		"because they have sampled nothing yet (no segment; ymagent(7)): "
 		"their counters are not in the sums.\n# TYPE ymtop_processes_unstarted "
 		"gauge\nymtop_processes_unstarted %d\n", sv->f.unstarted);
+	fprintf(b.f, "# HELP ymtop_segment_snapshots_total Copies ymtop took of the "
+		"served processes' segments, by whether their stack records were "
+		"copied again or kept (the segment said they had not changed).\n"
+		"# TYPE ymtop_segment_snapshots_total counter\n"
+		"ymtop_segment_snapshots_total{stacks=\"copied\"} %llu\n"
+		"ymtop_segment_snapshots_total{stacks=\"kept\"} %llu\n",
+		sv->f.snapshots - sv->f.stacks_kept, sv->f.stacks_kept);
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
@@ -212,6 +226,49 @@ static enum MHD_Result heap(struct server *sv, struct MHD_Connection *c)
 	return respond(c, MHD_HTTP_OK, "application/octet-stream", b.buf, b.len);
 }
 
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* --web-config read again when the file changed (a new inode, size or
+ * times: an editor's rename, a rewrite in place).  Used when it loads
+ * and keeps what libmicrohttpd took at the start; else the last good one
+ * stays, one line on stderr says why, and requests are answered 500 while
+ * the file does not load (as exporter-toolkit does). */
+static void webconfig_follow(struct server *sv)
+{
+	struct stat st;
+	if (stat(sv->o->web_config, &st) != 0)
+		memset(&st, 0, sizeof st);
+	if (same_file(&st, &sv->wc_st))
+		return;
+	sv->wc_st = st;
+	char err[512];
+	struct webconfig *wc = webconfig_load(sv->o->web_config, err, sizeof err);
+	sv->wc_bad = !wc;
+	if (!wc) {
+		fprintf(stderr, "ymtop: %s (answering 500 until it is fixed)\n", err);
+		return;
+	}
+	if (!webconfig_same_tls(wc, sv->wc0)) {
+		fprintf(stderr, "ymtop: %s: its TLS settings changed: they need a "
+			"restart of ymtop; the file is not applied\n", sv->o->web_config);
+		webconfig_free(wc);
+		return;
+	}
+	if (sv->wc != sv->wc0)
+		webconfig_free(sv->wc);
+	sv->wc = wc;
+	answer_headers = wc;
+	fprintf(stderr, "ymtop: %s read again\n", sv->o->web_config);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
 			      const char *method, const char *version,
 			      const char *upload, size_t *upload_size, void **state)
@@ -221,6 +278,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	(void)state;
 	struct server *sv = cls;
 	enum MHD_Result refused;
+	if (sv->wc) {
+		webconfig_follow(sv);
+		if (sv->wc_bad)
+			return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+				    "the web configuration file does not load\n");
+	}
 	if (sv->wc && webconfig_gate(sv->wc, c, &refused))
 		return refused;
 	/* Answered at the first call, before any body is read: a body is
@@ -265,8 +328,13 @@ int serve_run(const struct options *o, struct ym_err *e)
 			return ym_err_set(e, 1, "--web-config: this libmicrohttpd has no TLS support");
 		if (!MHD_is_feature_supported(MHD_FEATURE_BASIC_AUTH))
 			return ym_err_set(e, 1, "--web-config: this libmicrohttpd has no basic auth support");
+		/* The file's identity before it is read: a change while it is
+		 * read makes the first request read it again. */
+		if (stat(o->web_config, &sv.wc_st) != 0)
+			memset(&sv.wc_st, 0, sizeof sv.wc_st);
 		if (!(sv.wc = webconfig_load(o->web_config, err, sizeof err)))
 			return ym_err_set(e, 2, "%s", err);
+		sv.wc0 = sv.wc;
 		answer_headers = sv.wc;
 	}
 	if (webconfig_warning(sv.wc, &ss, o->serve, err, sizeof err))
@@ -314,6 +382,8 @@ int serve_run(const struct options *o, struct ym_err *e)
 	prom_carry_free(sv.carry);
 	sv.carry = NULL;
 	answer_headers = NULL;
-	webconfig_free(sv.wc);
+	if (sv.wc != sv.wc0)
+		webconfig_free(sv.wc);
+	webconfig_free(sv.wc0);
 	return 0;
 }

@@ -815,6 +815,19 @@ enum wc_verdict webconfig_check(struct webconfig *wc, const char *user,
 
 /* ---- libmicrohttpd ---- */
 
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+int webconfig_same_tls(const struct webconfig *a, const struct webconfig *b)
+{
+	return a->tls == b->tls && same_str(a->cert, b->cert) &&
+	       same_str(a->key, b->key) && same_str(a->client_ca, b->client_ca) &&
+	       a->client_auth == b->client_auth &&
+	       same_str(a->priorities, b->priorities);
+}
+
 void webconfig_mhd(const struct webconfig *wc, unsigned *flags,
 		   struct MHD_OptionItem items[WC_MHD_ITEMS])
 {

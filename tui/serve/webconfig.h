@@ -23,8 +23,12 @@
  *     alice: $2y$10$...            # bcrypt hashes
  *
  * Relative file names are relative to the file's directory, as in
- * exporter-toolkit.  The file and the files it names are read once, at the
- * start (restart ymtop to change them).  Everything else is refused in one
+ * exporter-toolkit.  The file is read again at the first request after it
+ * changed (serve.c: its inode, size or times; exporter-toolkit reads it at
+ * every request): users, headers and client_allowed_sans apply at once;
+ * what libmicrohttpd took at the start (certificate, key, client CA,
+ * client_auth_type, versions and suites) needs a restart, and a file that
+ * changes it is not applied.  Everything else is refused in one
  * line that names the file, its line and the key: unknown keys, duplicate
  * keys, unknown cipher-suite, curve, version or header names, missing or unreadable files, certificates
  * and keys GnuTLS does not load or that do not match, hashes that are not
@@ -124,6 +128,9 @@ struct webconfig {
 /* Read and check FILE; NULL with one line in err ("FILE:LINE: ..."). */
 struct webconfig *webconfig_load(const char *path, char *err, size_t len);
 void webconfig_free(struct webconfig *wc);
+/* a and b give libmicrohttpd the same TLS settings (webconfig_mhd) and
+ * ask the same of clients' certificates but for client_allowed_sans. */
+int webconfig_same_tls(const struct webconfig *a, const struct webconfig *b);
 
 /* Basic auth: is this user with this password allowed?  WC_BUSY: not
  * checked, the bcrypt budget is spent (answer 429).  Thread-safe. */
