@@ -846,7 +846,7 @@ int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
 	*answered = 0;
 	if (r->fd < 0)
 		return -EBADF;
-	return read_at(r->fd, answered, sizeof *answered,
+	return shm_read_at(r->fd, answered, sizeof *answered,
 		       __builtin_offsetof(struct ym_header, heap) +
 		       __builtin_offsetof(struct ym_heapstats, answered));
 }
@@ -864,7 +864,7 @@ int shm_calls_read(struct shm_reader *r, uint64_t *calls)
 	uint8_t *buf = bytes ? malloc(bytes) : NULL;
 	if (bytes && !buf)
 		return -ENOMEM;
-	rc = bytes ? read_at(r->fd, buf, bytes, sec->offset) : 0;
+	rc = bytes ? shm_read_at(r->fd, buf, bytes, sec->offset) : 0;
 	uint32_t seq2 = 0;
 	if (rc == 0)
 		rc = read_again(r, &seq2, sizeof seq2,

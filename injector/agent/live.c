@@ -173,6 +173,7 @@ void live_map_segment(uint8_t *base, const struct ym_section *sec)
 	stripe_log = (uint32_t)__builtin_ctz(sec[YM_SEC_STRIPES].capacity);
 	per_log = (uint32_t)__builtin_ctz(sec[YM_SEC_LIVE].capacity) - stripe_log;
 	stripe_shift = AGENT_FILTER_BITS - stripe_log;
+	table_on_counted(live_counted);
 	/* A head for every two entries, within what live_init_private
 	 * mapped for a table of max_live entries. */
 	heads_log = per_log ? per_log - 1 : 0;

@@ -460,6 +460,20 @@ static inline void retained_moved(uint32_t stack, int64_t d,
 		stack_peak(stack, x);
 }
 
+static void (*counted_fn)(uint64_t addr);
+
+void table_on_counted(void (*fn)(uint64_t addr))
+{
+	__atomic_store_n(&counted_fn, fn, __ATOMIC_RELEASE);
+}
+
+static inline void counted(uint64_t addr)
+{
+	void (*fn)(uint64_t) = __atomic_load_n(&counted_fn, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(addr);
+}
+
 void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 {
 	struct ym_counts *c = counts(e->stack, own);
@@ -469,7 +483,7 @@ void table_count_alloc(const struct ym_live *e, struct ym_counts *own)
 	add(&c->alloc_bytes, e->weight_bytes, o);
 	add(&c->alloc_objects_fx, e->weight_fx, o);
 	retained_moved(e->stack, (int64_t)e->weight_bytes, c);
-	live_counted(e->addr);
+	counted(e->addr);
 }
 
 /* A sampled block left the sample without being freed (realloc thinned
@@ -483,7 +497,7 @@ void table_count_drop(const struct ym_live *e, struct ym_counts *own)
 	add(&c->free_bytes, e->weight_bytes, o);
 	add(&c->free_objects_fx, e->weight_fx, o);
 	retained_moved(e->stack, -(int64_t)e->weight_bytes, c);
-	live_counted(e->addr);
+	counted(e->addr);
 }
 
 /* A sampled block was freed: gone, and its lifetime recorded. */
@@ -496,7 +510,7 @@ void table_count_free(const struct ym_live *e, uint64_t now, struct ym_counts *o
 					now - e->birth_mono_ns : 0);
 	add(&c->life[b].objects_fx, e->weight_fx, o);
 	add(&c->life[b].bytes, e->weight_bytes, o);
-	live_counted(e->addr);
+	counted(e->addr);
 }
 
 /* A sampled block changed size in realloc: move its stack's retained
@@ -516,7 +530,7 @@ void table_count_resize(const struct ym_live *e, uint64_t w, uint64_t wfx,
 	else
 		add(&c->free_objects_fx, e->weight_fx - wfx, o);
 	retained_moved(e->stack, (int64_t)(w - e->weight_bytes), c);
-	live_counted(e->addr);
+	counted(e->addr);
 }
 
 /* The first thread that samples keeps the records, so a single-threaded

@@ -67,6 +67,11 @@ struct ym_counts *table_plane_entry(uint32_t plane, uint32_t stack) AGENT_HIDDEN
  * table_own_counts), or into the stack record with atomic adds when own
  * is NULL. */
 void table_count_alloc(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
+/* After each table_count_* call the counters of e's stack have moved:
+ * fn(e->addr) is called then (live.c registers its stripes' `counted`
+ * word bump, segment.h v8), so that a reader can tell a segment whose
+ * counters did not move.  Set once, before the first count. */
+void table_on_counted(void (*fn)(uint64_t addr)) AGENT_HIDDEN;
 void table_count_free(const struct ym_live *e, uint64_t now,
 		      struct ym_counts *own) AGENT_HIDDEN;
 void table_count_drop(const struct ym_live *e, struct ym_counts *own) AGENT_HIDDEN;
