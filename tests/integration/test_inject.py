@@ -280,6 +280,54 @@ def test_debian_python3_attached_counts_its_allocations():
     assert rep["heap"] and rep["heap"]["allocator"] == "glibc", rep["heap"]
 
 
+PY_FREES_OLDER = r"""
+import sys
+held = [bytearray(1 << 20) for _ in range(40)]
+print("ready", flush=True)
+sys.stdin.readline()
+del held
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_frees_of_blocks_from_before_the_attach_are_no_negative_in_use():
+    """Exact mode after ymtop -p: Debian's python3 frees 40 MiB it held
+    before the attach.  Those frees are counted, their allocations never
+    were: allocated minus freed came out as in use -40 MiB in the report,
+    the JSON totals and the screen.  It is a net change since the attach,
+    labelled so; the allocator's statistics say what is in use."""
+    py = os.path.realpath("/usr/bin/python3")
+    if not os.path.exists(py):
+        raise Skip("no /usr/bin/python3 here")
+    t = Plain([py, "-c", PY_FREES_OLDER], env={"YM_SAMPLE_RATE": "1"})
+    try:
+        inject(t)
+        t.send("go\n")
+        t.expect("held")
+        rep = report(t.pid)
+        text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        t.send("x\n")
+        rc, lines, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0, (rc, err)
+    assert rep["sample_rate"] == 1 and rep["attached"] is True, rep["sample_rate"]
+    tot = rep["totals"]
+    assert "in_use_bytes" not in tot, tot
+    assert tot["net_change_bytes"] <= -30 * MiB, tot
+    assert tot["net_change_bytes"] == tot["allocated_bytes"] - tot["freed_bytes"], tot
+    x = rep["rss_explained"]
+    assert x["counted_in_use_bytes"] is None, x
+    assert x["counted_net_change_bytes"] == tot["net_change_bytes"], x
+    # The allocator's own statistics are the in use after an attach.
+    assert rep["heap"]["in_use_bytes"] > 0, rep["heap"]
+    exact = [l for l in text.splitlines() if l.startswith("exact totals")]
+    assert len(exact) == 1 and "net change -" in exact[0], exact
+    assert not re.search(r"in use *-[0-9]", text), text
+    assert re.search(r"counted net change +-", text), text
+
+
 def test_dlopen_after_attach_is_hooked():
     t = Plain([prog("inject_dlopen"), PLUGIN], env=RATE)
     try:

@@ -277,6 +277,38 @@ static void exit_kept_and_told(void **state)
 	model_free(&m);
 }
 
+/* Exact mode after an attach: frees of blocks from before it count, their
+ * allocations do not, so allocated minus freed is a net change since the
+ * attach (here -40 MiB): flagged, never an in use, never the heap that
+ * explains RSS (the retained estimate stands for it without the
+ * allocator's figures). */
+static void counted_net_after_attach(void **state)
+{
+	(void)state;
+	struct model m;
+	struct shm_snapshot s;
+	const double r[NST] = { 0, 3000, 1000, 2000 };
+	struct model_facts f = live;
+	f.proc.mem = (struct proc_mem){ .have_status = 1, .rss_anon = 70 << 20 };
+	model_init(&m);
+	snap_make(&s, r, r, 1);
+	s.totals.alloc_bytes = 1 << 20;
+	s.totals.free_bytes = 41 << 20;
+	model_update_facts(&m, &s, &f);
+	struct model_memory mm;
+	double in_use = 0;
+	model_memory(&m, &mm);
+	assert_false(mm.counted_net || model_counted_net(&m));
+	assert_true(model_in_use(&m, &in_use) && in_use == -(40 << 20));
+	m.snap.hdr.flags |= YM_FLAG_INJECTED;
+	model_memory(&m, &mm);
+	assert_true(model_counted_net(&m));
+	assert_true(mm.have_counted && mm.counted_net && mm.counted_in_use == -(40 << 20));
+	assert_false(model_in_use(&m, &in_use));
+	assert_true(mm.unexplained == (70 << 20) - 6000);
+	model_free(&m);
+}
+
 /* RSS explained: smaps_rollup's figures when there, status's otherwise;
  * the unexplained part subtracts the allocator's in use and free when
  * known, else the counted in use, and tracked mmap; nothing once gone. */
@@ -771,6 +803,7 @@ int main(void)
 		cmocka_unit_test(thread_names_from_facts),
 		cmocka_unit_test(exit_kept_and_told),
 		cmocka_unit_test(memory_explained),
+		cmocka_unit_test(counted_net_after_attach),
 		cmocka_unit_test(few_samples_marked_and_ranked_low),
 		cmocka_unit_test(peak_never_below_retained),
 		cmocka_unit_test(heap_current_by_answer_or_by_calls),

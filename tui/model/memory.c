@@ -39,6 +39,7 @@ void model_memory(const struct model *m, struct model_memory *o)
 	o->have_counted = model_freed_bytes_counted(m);
 	o->counted_in_use = o->have_counted ?
 		(double)m->totals.alloc_bytes - (double)m->totals.free_bytes : 0;
+	o->counted_net = model_counted_net(m);
 	o->retained = m->retained_bytes;
 	/* Agents of ABI 6 and later track anonymous mmap (stack kinds). */
 	o->have_mmap = m->have_snap && ym_abi_tracks_mmap(m->snap.hdr.abi_version);
@@ -47,7 +48,7 @@ void model_memory(const struct model *m, struct model_memory *o)
 	 * say anything (a quiet process filled 113 MiB after its last
 	 * answer: "+113 MiB unexplained"). */
 	double heap = o->have_heap && !o->heap_old ? o->heap_in_use + o->heap_free :
-		      o->have_counted ? o->counted_in_use : o->retained;
+		      o->have_counted && !o->counted_net ? o->counted_in_use : o->retained;
 	o->have_resident = m->resident_known;
 	o->resident_why = m->resident_known ? NULL : m->resident_why;
 	double away = 0;   /* heap and mmap bytes that are no anonymous RSS */

@@ -35,7 +35,10 @@ struct model_memory {
 	int have_counted;        /* frees count bytes (exact mode, or an
 				    agent before ABI 6) */
 	double counted_in_use;   /* the agent's exact counters: allocated -
-				    freed (since the attach when injected) */
+				    freed */
+	int counted_net;         /* counted_in_use is a net change since the
+				    attach, not an in use (model_counted_net):
+				    can be negative, never taken for the heap */
 	double retained;         /* estimated from samples */
 	int have_mmap;           /* tracked anonymous mmap */
 	double mmap_retained;
@@ -53,8 +56,8 @@ struct model_memory {
 	double mmap_resident, mmap_swapped, mmap_untouched;
 	const char *resident_why;
 	/* Anonymous RSS minus the heap (the allocator's in use + free when
-	 * known and not old, else the counted in use, else the retained
-	 * estimate) and
+	 * known and not old, else the counted in use when the agent ran from
+	 * the start, else the retained estimate) and
 	 * tracked mmap: thread stacks,
 	 * allocator overhead, untracked mappings, memory from before an
 	 * attach; negative when parts of the heap are not resident.  With

@@ -531,6 +531,11 @@ int model_freed_bytes_counted(const struct model *m)
 	return !(m->snap.hdr.flags & YM_FLAG_NO_FREED_BYTES);
 }
 
+int model_counted_net(const struct model *m)
+{
+	return model_freed_bytes_counted(m) && (m->snap.hdr.flags & YM_FLAG_INJECTED);
+}
+
 int model_alloc_bytes_counted(const struct model *m)
 {
 	return !(m->snap.hdr.flags & YM_FLAG_NO_ALLOC_BYTES);
@@ -572,7 +577,7 @@ int model_in_use(const struct model *m, double *bytes)
 		*bytes = (double)hs->in_use_bytes;
 		return 1;
 	}
-	if (!model_freed_bytes_counted(m) || (m->snap.hdr.flags & YM_FLAG_INJECTED))
+	if (!model_freed_bytes_counted(m) || model_counted_net(m))
 		return 0;
 	*bytes = (double)m->totals.alloc_bytes - (double)m->totals.free_bytes;
 	return 1;

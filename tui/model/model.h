@@ -362,6 +362,13 @@ double model_uptime(const struct model *m);
  * 0 when sampling, where frees count objects only and what is in use is
  * the allocator's (model_heap). */
 int model_freed_bytes_counted(const struct model *m);
+/* 1 when the exact counters' allocated minus freed is a net change since
+ * the attach, not what is in use: frees count bytes and ymtop loaded the
+ * agent, so the frees of blocks allocated before the attach are counted
+ * while their allocations never were (the figure is negative when the
+ * program frees more of its older memory than it allocates).  What is in
+ * use then is the allocator's (model_heap, model_in_use). */
+int model_counted_net(const struct model *m);
 /* 0 when the threads' alloc_bytes are not counted (sampling: only
  * allocated objects and requested bytes are, YM_FLAG_NO_ALLOC_BYTES). */
 int model_alloc_bytes_counted(const struct model *m);

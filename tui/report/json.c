@@ -42,7 +42,12 @@ static void json_rss_explained(FILE *f, const struct model *m)
 		fprintf(f, "\"heap_age_s\":%.3f,", mm.heap_age);
 	else
 		fputs("\"heap_age_s\":null,", f);
-	json_opt(f, "counted_in_use_bytes", mm.have_counted, mm.counted_in_use, 1);
+	/* Injected: allocated minus freed since the attach is a net change,
+	 * never an in use (model_counted_net). */
+	json_opt(f, "counted_in_use_bytes", mm.have_counted && !mm.counted_net,
+		 mm.counted_in_use, 1);
+	json_opt(f, "counted_net_change_bytes", mm.have_counted && mm.counted_net,
+		 mm.counted_in_use, 1);
 	json_opt(f, "retained_bytes", 1, mm.retained, 1);
 	json_opt(f, "mmap_retained_bytes", mm.have_mmap, mm.mmap_retained, 1);
 	/* Of retained and tracked mmap: in RAM, swapped, never touched
@@ -319,7 +324,14 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		"\"requested_bytes\":%llu,\"freed_objects\":%llu,",
 		(unsigned long long)t->alloc_objects,
 		(unsigned long long)t->req_bytes, (unsigned long long)t->free_objects);
-	if (freed)
+	/* Injected: frees of blocks from before the attach count, their
+	 * allocations do not; allocated minus freed is net_change_bytes
+	 * (can be negative), never in_use_bytes. */
+	if (freed && model_counted_net(m))
+		fprintf(f, "\"freed_bytes\":%llu,\"net_change_bytes\":%lld,",
+			(unsigned long long)t->free_bytes,
+			(long long)(t->alloc_bytes - t->free_bytes));
+	else if (freed)
 		fprintf(f, "\"freed_bytes\":%llu,\"in_use_bytes\":%lld,",
 			(unsigned long long)t->free_bytes,
 			(long long)(t->alloc_bytes - t->free_bytes));

@@ -152,7 +152,15 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 	int freed = model_freed_bytes_counted(m);
 	int64_t rb = whole(m->retained_bytes), ro = whole(m->retained_objects);
 	int64_t mb = whole(m->mmap_retained_bytes);
-	if (freed)
+	if (freed && model_counted_net(m))
+		/* Injected: allocated minus freed is a net change since the
+		 * attach (frees of older blocks count), no in use: NULL. */
+		row(d, st, "itddtitiiiiniiii", (int64_t)model_pid(m), model_exe(m),
+		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
+		    (int64_t)model_sample_rate(m), YM_VERSION, (int64_t)t->alloc_bytes,
+		    (int64_t)t->alloc_objects, (int64_t)t->free_bytes,
+		    (int64_t)t->free_objects, rb, ro, (int64_t)t->req_bytes, mb);
+	else if (freed)
 		row(d, st, "itddtitiiiiiiiii", (int64_t)model_pid(m), model_exe(m),
 		    (double)m->snap.taken_real_ns / 1e9, model_uptime(m), model_state(m),
 		    (int64_t)model_sample_rate(m), YM_VERSION, (int64_t)t->alloc_bytes,

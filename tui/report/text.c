@@ -49,7 +49,11 @@ static void text_rss_explained(FILE *f, const struct model *m)
 		fprintf(f, "  %-22s %10s  (the allocator's statistics are not available%s%s)\n",
 			"allocator in use", "-", model_heap_missing(m, NULL) ? ": " : "",
 			model_heap_missing(m, NULL) ? model_heap_missing(m, NULL) : "");
-	if (mm.have_counted)
+	if (mm.have_counted && mm.counted_net)
+		fprintf(f, "  %-22s %10s  usable bytes, allocated minus freed since the attach "
+			"(frees of older blocks count; not in use)\n",
+			"counted net change", fmt_sbytes(mm.counted_in_use, a, sizeof a));
+	else if (mm.have_counted)
 		fprintf(f, "  %-22s %10s  usable bytes, malloc family, the agent's exact counters\n",
 			"counted in use", fmt_sbytes(mm.counted_in_use, a, sizeof a));
 	else
@@ -344,7 +348,16 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 	fprintf(f, "%llu calls (%s requested), ",
 		(unsigned long long)t->alloc_objects,
 		fmt_bytes((double)t->req_bytes, b, sizeof b));
-	if (model_freed_bytes_counted(m))
+	/* Injected: frees of blocks from before the attach count, their
+	 * allocations do not: allocated minus freed is a net change (it can
+	 * be negative), and what is in use is the heap line's. */
+	if (model_counted_net(m))
+		fprintf(f, "freed %s in %llu calls, net change %s (not in use: "
+			"frees of blocks from before the attach count)\n",
+			fmt_bytes((double)t->free_bytes, c, sizeof c),
+			(unsigned long long)t->free_objects,
+			fmt_sbytes(inuse, d, sizeof d));
+	else if (model_freed_bytes_counted(m))
 		fprintf(f, "freed %s in %llu calls, in use %s\n",
 			fmt_bytes((double)t->free_bytes, c, sizeof c),
 			(unsigned long long)t->free_objects,

@@ -161,7 +161,9 @@ static int draw_header(struct view *v)
 	y++;
 	const struct ym_totals *t = &m->totals;
 	/* Injected: the exact counters started at the attach, unlike RSS and
-	 * what the program held before; say so beside the number. */
+	 * what the program held before, and frees of older blocks count:
+	 * allocated minus freed is a net change (can be negative), labelled
+	 * so, never "in use". */
 	/* Beside RSS: the estimate, and what the allocator itself says is
 	 * in use and free (its statistics, with their age when stale); the
 	 * exact in use only where frees count bytes (exact mode). */
@@ -177,8 +179,8 @@ static int draw_header(struct view *v)
 		snprintf(heap, sizeof heap, "  heap - (%s)", model_heap_missing(m, NULL));
 	char inuse[64] = "";
 	if (model_freed_bytes_counted(m))
-		snprintf(inuse, sizeof inuse, "  in use%s %s",
-		    model_injected(m) ? " since attach" : "",
+		snprintf(inuse, sizeof inuse, "  %s %s",
+		    model_counted_net(m) ? "net since attach" : "in use",
 		    fmt_sbytes((double)t->alloc_bytes - (double)t->free_bytes, c, sizeof c));
 	ui_put(y, 0, 0, "RSS %s  %s~ %s%s%s  alloc %s/s %s/s  free %s%s%s/s",
 	    m->alive ? fmt_bytes((double)m->proc.rss_bytes, a, sizeof a) : "-",

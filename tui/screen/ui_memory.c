@@ -68,7 +68,8 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 	v->page = rows;
 	if (!mm.have_rss) {
 		ui_put(y0 + 1, 0, 0, "no RSS: the process is not running "
-		    "(counted in use %s, retained~ %s at the end)",
+		    "(counted %s %s, retained~ %s at the end)",
+		    mm.counted_net ? "net change since the attach" : "in use",
 		    mm.have_counted ? fmt_sbytes(mm.counted_in_use, (char[32]){0}, 32) : "-",
 		    fmt_bytes(mm.retained, (char[32]){0}, 32));
 		return;
@@ -118,9 +119,12 @@ void ui_draw_memory(struct view *v, int y0, int rows, attr_t head)
 				: "usable bytes, the allocator's own statistics", 0 },
 		{ "allocator free", mm.have_heap, mm.heap_free, 1,
 		  "free in its arenas, still resident or mapped", 0 },
-		{ "counted in use", mm.have_counted, mm.counted_in_use, 1,
-		  mm.have_counted ? "usable bytes, malloc family, the agent's exact counters"
-				  : "sampling: frees count objects, not bytes", 0 },
+		{ mm.counted_net ? "counted net change" : "counted in use", mm.have_counted,
+		  mm.counted_in_use, !mm.counted_net,
+		  !mm.have_counted ? "sampling: frees count objects, not bytes" :
+		  mm.counted_net ? "allocated minus freed since the attach (frees of older "
+				   "blocks count): not in use" :
+		  "usable bytes, malloc family, the agent's exact counters", 0 },
 		{ "retained~", 1, mm.retained, 1,
 		  "requested bytes, estimated from samples (Stacks view)", 0 },
 		{ "  resident", mm.have_resident, mm.retained_resident, 1,
