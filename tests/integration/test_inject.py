@@ -307,6 +307,15 @@ def test_frees_of_blocks_from_before_the_attach_are_no_negative_in_use():
         t.expect("held")
         rep = report(t.pid)
         text = ymtop("-b", "-n", "1", "-f", "text", "-p", t.pid).stdout
+        d = tempfile.mkdtemp()
+        try:
+            db = os.path.join(d, "heap.db")
+            ymtop("-b", "-n", "1", "-f", "sqlite", "-o", db, "-p", t.pid)
+            meta = subprocess.run(["sqlite3", db, "SELECT in_use_bytes IS NULL, "
+                                   "freed_bytes > allocated_bytes FROM meta"],
+                                  capture_output=True, text=True, timeout=60)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
         t.send("x\n")
         rc, lines, err = t.finish()
     finally:
@@ -326,6 +335,7 @@ def test_frees_of_blocks_from_before_the_attach_are_no_negative_in_use():
     assert len(exact) == 1 and "net change -" in exact[0], exact
     assert not re.search(r"in use *-[0-9]", text), text
     assert re.search(r"counted net change +-", text), text
+    assert meta.returncode == 0 and meta.stdout.strip() == "1|1", meta
 
 
 def test_dlopen_after_attach_is_hooked():

@@ -6,7 +6,8 @@
  *   meta(pid, exe, time, uptime_s, state, sample_rate, version,
  *        allocated_bytes, allocated_objects, freed_bytes, freed_objects,
  *        in_use_bytes, retained_bytes, retained_objects)      one row; exact
- *        (freed_bytes and in_use_bytes NULL when sampling: ymagent.7)
+ *        (freed_bytes and in_use_bytes NULL when sampling: ymagent.7;
+ *        in_use_bytes NULL when injected: a net change since the attach)
  *                                                            totals
  *   stacks(id, function, file, line, retained_bytes, retained_objects,
  *          allocated_bytes, allocated_objects, samples, live_samples, tid,
