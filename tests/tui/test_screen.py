@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from ymlib import BUILD, YMTOP, Target, run_tests
+from ymlib import BUILD, YMTOP, Skip, Target, run_tests
 
 PROG = os.path.join(BUILD, "progs", "tuiprog")
 SOCK = "ymtop-test-%d" % os.getpid()
@@ -459,6 +459,48 @@ def test_injected_header_shows_the_heap_and_r_sets_rate():
         s.wait(r"sample rate in bytes")
         s.keys("1", "Enter")
         s.wait(r"must be a number of bytes from 2")
+    finally:
+        s.close()
+        t.finish()
+
+
+PY_FREES_OLDER = r"""
+import sys
+held = [bytearray(1 << 20) for _ in range(40)]
+print("ready", flush=True)
+sys.stdin.readline()
+del held
+print("freed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_injected_exact_counters_are_a_net_change_not_in_use():
+    """Exact mode after ymtop -p: python3 frees 40 MiB it held before the
+    attach.  The header said "in use since attach -40.2 MiB"; allocated
+    minus freed is a net change since the attach, labelled so in the
+    header and in the Memory view, never an in use."""
+    py = os.path.realpath("/usr/bin/python3")
+    if not os.path.exists(py):
+        raise Skip("no /usr/bin/python3 here")
+    class Plain(Target):
+        def wait_segment(self, timeout=10):
+            pass
+    t = Plain([py, "-c", PY_FREES_OLDER], env={"YM_SAMPLE_RATE": "1"},
+              preload=False)
+    s = Screen(t.pid, cols=160)
+    try:
+        s.wait(r"rate exact")
+        say(t, "go", "freed")
+        text = s.wait(r"net since attach -[34]\d\.\d MiB")
+        assert not re.search(r"in use[a-z ]* -\d", text), text
+        s.keys("BTab")
+        text = s.wait(r"RSS EXPLAINED.*smaps_rollup")
+        assert re.search(r"^counted net change +-[34]\d\.\d MiB +allocated minus "
+                         r"freed since the attach", text, re.M), text
+        assert not re.search(r"^counted in use", text, re.M), text
+        s.keys("q")
+        s.wait(r"EXIT=0")
     finally:
         s.close()
         t.finish()
