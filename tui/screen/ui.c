@@ -217,16 +217,13 @@ static void sort_menu(struct view *v)
 			    i < 0 ? "Sort by (Enter)" : view_sort_name(keys[i]));
 		}
 		refresh();
-		int ch = getch();
-		if (ch == KEY_UP && sel > 0)
-			sel--;
-		else if (ch == KEY_DOWN && sel < n - 1)
-			sel++;
-		else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		int r = view_menu_key(ui_map_key(getch()), &sel, n);
+		if (r == MENU_PICK) {
 			if (keys[sel] != v->sort)
 				view_set_sort(v, keys[sel]);
 			break;
-		} else if (ch == 27 || ch == 'q' || ch == KEY_F(6))
+		}
+		if (r == MENU_CLOSE)
 			break;
 	}
 }

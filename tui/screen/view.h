@@ -142,6 +142,18 @@ void view_refresh(struct view *v);
 
 /* Handle one key; returns REACT_* bits. */
 int view_key(struct view *v, int key);
+/* 1 when view_key's key table holds key: every key goes through it. */
+int view_key_known(int key);
+/* The help screen's lines and the status line's key hint; they name only
+ * keys of the key table. */
+#define VIEW_HELP_LINES 24
+extern const char *const view_help_text[VIEW_HELP_LINES];
+extern const char view_key_line[];
+/* A key in the sort menu (ui.c), sel its selected line of n:
+ * MENU_MOVE (sel moved), MENU_PICK (Enter), MENU_CLOSE (Esc, q, F6) or
+ * MENU_NONE. */
+enum { MENU_NONE = 0, MENU_MOVE, MENU_PICK, MENU_CLOSE };
+int view_menu_key(int key, int *sel, int n);
 
 /* Apply a filter string (empty clears) or a sort column. */
 void view_set_filter(struct view *v, const char *s);
