@@ -483,11 +483,37 @@ static void sort_menu_keys(void **state)
 	assert_int_equal(sel, 1);
 }
 
+/* A prompt's editing keys go through a table; other printable keys are
+ * text, cut at the buffer's size. */
+static void prompt_keys(void **state)
+{
+	(void)state;
+	char buf[4] = "";
+	assert_int_equal(view_prompt_key('a', buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key('b', buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key('c', buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key('d', buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "abc");
+	assert_int_equal(view_prompt_key(VK_BACKSPACE, buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "ab");
+	assert_int_equal(view_prompt_key(VK_TAB, buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key(VK_REDRAW, buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "ab");
+	assert_int_equal(view_prompt_key(VK_RESIZE, buf, sizeof buf), PROMPT_REDRAW);
+	assert_int_equal(view_prompt_key(21, buf, sizeof buf), PROMPT_MORE);   /* ^U */
+	assert_string_equal(buf, "");
+	assert_int_equal(view_prompt_key(VK_BACKSPACE, buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "");
+	assert_int_equal(view_prompt_key(VK_ENTER, buf, sizeof buf), PROMPT_APPLY);
+	assert_int_equal(view_prompt_key(VK_ESC, buf, sizeof buf), PROMPT_CANCEL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(help_names_only_table_keys),
 		cmocka_unit_test(sort_menu_keys),
+		cmocka_unit_test(prompt_keys),
 		cmocka_unit_test_setup_teardown(navigation_and_scroll, setup, teardown),
 		cmocka_unit_test_setup_teardown(views_cycle_and_keys_react, setup, teardown),
 		cmocka_unit_test_setup_teardown(sorting, setup, teardown),

@@ -650,3 +650,62 @@ int view_menu_key(int key, int *sel, int n)
 			return menu_table[i].fn(sel, n);
 	return MENU_NONE;
 }
+
+/* A prompt's editing keys. */
+static int prompt_apply(char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return PROMPT_APPLY;
+}
+
+static int prompt_cancel(char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return PROMPT_CANCEL;
+}
+
+static int prompt_erase(char *buf, size_t len)
+{
+	size_t n = strnlen(buf, len);
+	if (n)
+		buf[n - 1] = '\0';
+	return PROMPT_MORE;
+}
+
+static int prompt_kill(char *buf, size_t len)
+{
+	if (len)
+		buf[0] = '\0';
+	return PROMPT_MORE;
+}
+
+static int prompt_redraw(char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return PROMPT_REDRAW;
+}
+
+static const struct {
+	int key;
+	int (*fn)(char *buf, size_t len);
+} prompt_table[] = {
+	{ VK_ENTER, prompt_apply }, { VK_ESC, prompt_cancel },
+	{ VK_BACKSPACE, prompt_erase }, { 21 /* ^U */, prompt_kill },
+	{ VK_RESIZE, prompt_redraw },
+};
+
+int view_prompt_key(int key, char *buf, size_t len)
+{
+	for (size_t i = 0; i < sizeof prompt_table / sizeof *prompt_table; i++)
+		if (prompt_table[i].key == key)
+			return prompt_table[i].fn(buf, len);
+	size_t n = strnlen(buf, len);
+	if (key >= 32 && key < 127 && n + 1 < len) {
+		buf[n] = (char)key;
+		buf[n + 1] = '\0';
+	}
+	return PROMPT_MORE;
+}
