@@ -134,6 +134,11 @@ def test_children_lists_a_prefork_tree_and_merges_it():
         assert unit == "MiB" and 4.5 <= v <= 7.5, t      # 3 x 2 MiB summed
         h.keys("H")
         h.wait(r"(?m)^ymtop - 4 processes running the agent")
+        # Esc comes back too (the merged view's key table: H, Esc, q).
+        h.keys("Enter")
+        h.wait(r"(?m)^ymtop - prefork: 4 processes, stacks merged by display frame")
+        h.keys("Escape")
+        h.wait(r"(?m)^ymtop - 4 processes running the agent")
         h.keys("q")
         h.wait(r"(?m)^EXIT=0$")
     finally:

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "keynames.h"
 #include "screen/view.h"
 
 #define NST 5
@@ -442,9 +443,77 @@ static void back_key_in_the_table(void **state)
 	assert_int_equal(view_key(v, 'H'), REACT_BACK);
 }
 
+/* Every key the help screen and the status line name is a row of the key
+ * table: a key read outside it (a loop or a switch of its own) fails here. */
+static void help_names_only_table_keys(void **state)
+{
+	(void)state;
+	int named = 0;
+	for (int i = 0; i < VIEW_HELP_LINES; i++) {
+		int r = keynames_check(view_help_text[i], 0, view_key_known);
+		if (r < 0)
+			fail_msg("help line '%s': word %d names a key the table lacks",
+				 view_help_text[i], -r - 1);
+		named += r;
+	}
+	assert_true(named >= 40);
+	/* ? q Tab Enter / < > m s f */
+	assert_int_equal(keynames_check(view_key_line, 1, view_key_known), 10);
+	assert_false(view_key_known('x'));
+}
+
+/* The sort menu's keys go through a table too. */
+static void sort_menu_keys(void **state)
+{
+	(void)state;
+	int sel = 0;
+	assert_int_equal(view_menu_key(VK_UP, &sel, 3), MENU_MOVE);
+	assert_int_equal(sel, 0);
+	assert_int_equal(view_menu_key(VK_DOWN, &sel, 3), MENU_MOVE);
+	assert_int_equal(view_menu_key(VK_DOWN, &sel, 3), MENU_MOVE);
+	assert_int_equal(view_menu_key(VK_DOWN, &sel, 3), MENU_MOVE);
+	assert_int_equal(sel, 2);
+	assert_int_equal(view_menu_key(VK_UP, &sel, 3), MENU_MOVE);
+	assert_int_equal(sel, 1);
+	assert_int_equal(view_menu_key(VK_ENTER, &sel, 3), MENU_PICK);
+	assert_int_equal(view_menu_key(VK_ESC, &sel, 3), MENU_CLOSE);
+	assert_int_equal(view_menu_key('q', &sel, 3), MENU_CLOSE);
+	assert_int_equal(view_menu_key(VK_F6, &sel, 3), MENU_CLOSE);
+	assert_int_equal(view_menu_key('R', &sel, 3), MENU_NONE);
+	assert_int_equal(sel, 1);
+}
+
+/* A prompt's editing keys go through a table; other printable keys are
+ * text, cut at the buffer's size. */
+static void prompt_keys(void **state)
+{
+	(void)state;
+	char buf[4] = "";
+	assert_int_equal(view_prompt_key('a', buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key('b', buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key('c', buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key('d', buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "abc");
+	assert_int_equal(view_prompt_key(VK_BACKSPACE, buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "ab");
+	assert_int_equal(view_prompt_key(VK_TAB, buf, sizeof buf), PROMPT_MORE);
+	assert_int_equal(view_prompt_key(VK_REDRAW, buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "ab");
+	assert_int_equal(view_prompt_key(VK_RESIZE, buf, sizeof buf), PROMPT_REDRAW);
+	assert_int_equal(view_prompt_key(21, buf, sizeof buf), PROMPT_MORE);   /* ^U */
+	assert_string_equal(buf, "");
+	assert_int_equal(view_prompt_key(VK_BACKSPACE, buf, sizeof buf), PROMPT_MORE);
+	assert_string_equal(buf, "");
+	assert_int_equal(view_prompt_key(VK_ENTER, buf, sizeof buf), PROMPT_APPLY);
+	assert_int_equal(view_prompt_key(VK_ESC, buf, sizeof buf), PROMPT_CANCEL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(help_names_only_table_keys),
+		cmocka_unit_test(sort_menu_keys),
+		cmocka_unit_test(prompt_keys),
 		cmocka_unit_test_setup_teardown(navigation_and_scroll, setup, teardown),
 		cmocka_unit_test_setup_teardown(views_cycle_and_keys_react, setup, teardown),
 		cmocka_unit_test_setup_teardown(sorting, setup, teardown),

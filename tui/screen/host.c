@@ -225,13 +225,13 @@ static int move(struct host *h, int by)
 	return HOST_REDRAW;
 }
 
-int host_key(struct host *h, int key, int rows)
+/* ---- keys: every key of the host list and of its merged view is a row of
+ * a table; the key lines name only keys these tables hold (test_host). ---- */
+
+typedef int (*host_action)(struct host *h, int key, int rows);
+
+static int act_move(struct host *h, int key, int rows)
 {
-	static const struct { int key; enum host_sort k; } sorts[] = {
-		{ 'P', HOST_PID }, { 'U', HOST_USER }, { 'C', HOST_COMMAND },
-		{ 'M', HOST_RSS }, { 'I', HOST_INUSE }, { 'R', HOST_RETAINED },
-		{ 'A', HOST_RATE }, { 'W', HOST_ALARMS }, { 'S', HOST_STATE },
-	};
 	int page = rows > 1 ? rows - 1 : 1;
 	switch (key) {
 	case VK_UP: case 'k': return move(h, -1);
@@ -239,30 +239,125 @@ int host_key(struct host *h, int key, int rows)
 	case VK_PGUP: return move(h, -page);
 	case VK_PGDN: return move(h, page);
 	case VK_HOME: return move(h, -h->n);
-	case VK_END: return move(h, h->n);
-	case VK_ENTER: return h->n ? HOST_OPEN : HOST_NONE;
-	case 'q': return HOST_QUIT;
-	case 'i':
-		h->asc = !h->asc;
-		rebuild(h);
-		return HOST_REDRAW;
-	case 'e':
-		h->merge = !h->merge;
-		rebuild(h);
-		return HOST_REDRAW;
-	case '<': case '>':
-		h->sort = (enum host_sort)(((int)h->sort + (key == '<' ? -1 : 1) +
-					    HOST_NSORT) % HOST_NSORT);
-		rebuild(h);
-		return HOST_REDRAW;
+	default: return move(h, h->n);   /* VK_END */
 	}
+}
+
+static int act_open(struct host *h, int key, int rows)
+{
+	(void)key;
+	(void)rows;
+	return h->n ? HOST_OPEN : HOST_NONE;
+}
+
+static int act_quit(struct host *h, int key, int rows)
+{
+	(void)h;
+	(void)key;
+	(void)rows;
+	return HOST_QUIT;
+}
+
+static int act_invert(struct host *h, int key, int rows)
+{
+	(void)key;
+	(void)rows;
+	h->asc = !h->asc;
+	rebuild(h);
+	return HOST_REDRAW;
+}
+
+static int act_merge(struct host *h, int key, int rows)
+{
+	(void)key;
+	(void)rows;
+	h->merge = !h->merge;
+	rebuild(h);
+	return HOST_REDRAW;
+}
+
+static int act_sort_step(struct host *h, int key, int rows)
+{
+	(void)rows;
+	h->sort = (enum host_sort)(((int)h->sort + (key == '<' ? -1 : 1) +
+				    HOST_NSORT) % HOST_NSORT);
+	rebuild(h);
+	return HOST_REDRAW;
+}
+
+static int act_sort_key(struct host *h, int key, int rows)
+{
+	static const struct { int key; enum host_sort k; } sorts[] = {
+		{ 'P', HOST_PID }, { 'U', HOST_USER }, { 'C', HOST_COMMAND },
+		{ 'M', HOST_RSS }, { 'I', HOST_INUSE }, { 'R', HOST_RETAINED },
+		{ 'A', HOST_RATE }, { 'W', HOST_ALARMS }, { 'S', HOST_STATE },
+	};
+	(void)rows;
 	for (size_t i = 0; i < sizeof sorts / sizeof *sorts; i++)
-		if (sorts[i].key == key) {
+		if (sorts[i].key == key)
 			h->sort = sorts[i].k;
-			rebuild(h);
-			return HOST_REDRAW;
-		}
-	return HOST_NONE;
+	rebuild(h);
+	return HOST_REDRAW;
+}
+
+static int act_back(struct host *h, int key, int rows)
+{
+	(void)h;
+	(void)key;
+	(void)rows;
+	return HOST_BACK;
+}
+
+struct host_keydef {
+	int key;
+	host_action fn;
+};
+
+static const struct host_keydef list_keys[] = {
+	{ VK_UP, act_move }, { VK_DOWN, act_move }, { 'k', act_move },
+	{ 'j', act_move }, { VK_PGUP, act_move }, { VK_PGDN, act_move },
+	{ VK_HOME, act_move }, { VK_END, act_move },
+	{ VK_ENTER, act_open }, { 'q', act_quit },
+	{ 'i', act_invert }, { 'e', act_merge },
+	{ '<', act_sort_step }, { '>', act_sort_step },
+	{ 'P', act_sort_key }, { 'U', act_sort_key }, { 'C', act_sort_key },
+	{ 'M', act_sort_key }, { 'I', act_sort_key }, { 'R', act_sort_key },
+	{ 'A', act_sort_key }, { 'W', act_sort_key }, { 'S', act_sort_key },
+};
+
+static const struct host_keydef merged_keys[] = {
+	{ 'H', act_back }, { VK_ESC, act_back }, { 'q', act_quit },
+};
+
+const char host_key_line[] = "Enter open  P U C M I R A W S sort  < > next  i invert"
+	"  e merge by executable (Enter: merged stacks)  q quit";
+const char host_merged_key_line[] = "H or Esc: back to the process list  q quit";
+
+static const struct host_keydef *lookup(const struct host_keydef *t, size_t n, int key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].key == key)
+			return &t[i];
+	return NULL;
+}
+
+#define LOOKUP(t, key) lookup(t, sizeof t / sizeof *t, key)
+
+int host_key_known(int merged, int key)
+{
+	return (merged ? LOOKUP(merged_keys, key) : LOOKUP(list_keys, key)) != NULL;
+}
+
+int host_key(struct host *h, int key, int rows)
+{
+	const struct host_keydef *d = LOOKUP(list_keys, key);
+	return d ? d->fn(h, key, rows) : HOST_NONE;
+}
+
+int host_merged_key(struct host *h, int key)
+{
+	const struct host_keydef *d = LOOKUP(merged_keys, key);
+	return d ? d->fn(h, key, 0) : HOST_NONE;
 }
 
 int host_merged(const struct host *h, const char *exe, const struct report_opts *o,

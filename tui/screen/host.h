@@ -63,8 +63,18 @@ const char *host_sort_name(enum host_sort k);
 /* A key (VK_* codes of view.h, or a character): HOST_OPEN (h->sel_pid is
  * the process to open), HOST_QUIT, HOST_REDRAW or HOST_NONE.  rows: lines
  * the list has on screen (for page keys). */
-enum { HOST_NONE = 0, HOST_REDRAW, HOST_OPEN, HOST_QUIT };
+enum { HOST_NONE = 0, HOST_REDRAW, HOST_OPEN, HOST_QUIT, HOST_BACK };
 int host_key(struct host *h, int key, int rows);
+/* A key in the merged stacks of an executable (host_ui.c): HOST_BACK (H,
+ * Esc: the list again), HOST_QUIT (q) or HOST_NONE. */
+int host_merged_key(struct host *h, int key);
+/* 1 when the list's (merged 0) or the merged view's (merged 1) key table
+ * holds key: every key goes through these two tables. */
+int host_key_known(int merged, int key);
+/* The key lines host_ui.c shows under the list and the merged view; they
+ * name only keys of the tables. */
+extern const char host_key_line[];
+extern const char host_merged_key_line[];
 
 /* The stacks of every process of executable exe (a row's exe) merged by
  * display frame, top o->top by retained (prometheus_merge).  0 with *out

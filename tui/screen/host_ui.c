@@ -75,8 +75,7 @@ static void draw(const struct host *h)
 	else if (old && rows > 5)
 		ui_put(rows - 2, 0, 0, "* IN USE older than this refresh: the process "
 		       "answered no request since its last allocator call");
-	ui_put(rows - 1, 0, A_BOLD, "Enter open  P U C M I R A W S sort  < > next  i invert"
-	       "  e merge by executable (Enter: merged stacks)  q quit");
+	ui_put(rows - 1, 0, A_BOLD, "%s", host_key_line);
 	refresh();
 }
 
@@ -122,14 +121,15 @@ static int merged_view(const struct options *o, struct host *h, const char *exe)
 			       fmt_vis(g[i].function, fn, sizeof fn),
 			       fmt_vis(g[i].location, loc, sizeof loc));
 		}
-		ui_put(LINES - 1, 0, A_BOLD, "H or Esc: back to the process list  q quit");
+		ui_put(LINES - 1, 0, A_BOLD, "%s", host_merged_key_line);
 		refresh();
 		int ch = ui_getch_until(next);
-		if (stop_asked || ch == 'q') {
+		int r = ch == ERR ? HOST_NONE : host_merged_key(h, ui_map_key(ch));
+		if (stop_asked || r == HOST_QUIT) {
 			prometheus_merge_free(g, n);
 			return UI_QUIT;
 		}
-		if (ch == 'H' || ch == 27)
+		if (r == HOST_BACK)
 			break;
 	}
 	prometheus_merge_free(g, n);

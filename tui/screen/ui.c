@@ -136,6 +136,7 @@ int ui_map_key(int ch)
 	case KEY_F(6):  return VK_F6;
 	case KEY_RESIZE: return VK_RESIZE;
 	case 12:        return VK_REDRAW;   /* ^L */
+	case KEY_BACKSPACE: case 127: case 8: return VK_BACKSPACE;
 	default:        return ch;
 	}
 }
@@ -146,7 +147,6 @@ int ui_map_key(int ch)
  * which holds the initial text): 1 when Enter applies it, 0 on Esc. */
 static int prompt_line(struct view *v, const char *label, char *buf, size_t len)
 {
-	size_t n = strlen(buf);
 	int applied = 0;
 	curs_set(1);
 	timeout(-1);
@@ -156,24 +156,13 @@ static int prompt_line(struct view *v, const char *label, char *buf, size_t len)
 		ui_put(LINES - 1, 0, A_BOLD, "%s", label);
 		addnstr(buf, COLS - getcurx(stdscr) - 1);
 		refresh();
-		int ch = getch();
-		if (ch == 27) {
-			break;
-		} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		int r = view_prompt_key(ui_map_key(getch()), buf, len);
+		if (r == PROMPT_APPLY)
 			applied = 1;
+		if (r == PROMPT_APPLY || r == PROMPT_CANCEL)
 			break;
-		} else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
-			if (n)
-				buf[--n] = '\0';
-		} else if (ch == 21) {   /* ^U */
-			n = 0;
-			buf[0] = '\0';
-		} else if (ch >= 32 && ch < 127 && n + 1 < len) {
-			buf[n++] = (char)ch;
-			buf[n] = '\0';
-		} else if (ch == KEY_RESIZE) {
+		if (r == PROMPT_REDRAW)
 			ui_draw(v);
-		}
 	}
 	curs_set(0);
 	return applied;
@@ -217,16 +206,13 @@ static void sort_menu(struct view *v)
 			    i < 0 ? "Sort by (Enter)" : view_sort_name(keys[i]));
 		}
 		refresh();
-		int ch = getch();
-		if (ch == KEY_UP && sel > 0)
-			sel--;
-		else if (ch == KEY_DOWN && sel < n - 1)
-			sel++;
-		else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		int r = view_menu_key(ui_map_key(getch()), &sel, n);
+		if (r == MENU_PICK) {
 			if (keys[sel] != v->sort)
 				view_set_sort(v, keys[sel]);
 			break;
-		} else if (ch == 27 || ch == 'q' || ch == KEY_F(6))
+		}
+		if (r == MENU_CLOSE)
 			break;
 	}
 }

@@ -720,36 +720,9 @@ static void draw_detail(struct view *v, int y0, int rows)
 	}
 }
 
-static const char *const help_text[] = {
-	"ymtop keys",
-	"",
-	"  Up/Down, PgUp/PgDn, Home/End   move",
-	"  Enter         the selected stack in full (Enter/Esc: back)",
-	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms,",
-	"                Memory (RSS explained)",
-	"  < >  F6       sort column (again: reverse)",
-	"  R T A L G P S N  sort: retained, total, rate, live, growth, peak,",
-	"                short-lived bytes/s, name",
-	"  D             sort by TREND's growth rate;  g  only growing stacks",
-	"  /             filter by function, file or module (Esc clears)",
-	"  m             set the mark: GROWTH and PEAK are measured from now",
-	"  space         freeze the display",
-	"  p             pause or resume sampling in the agent",
-	"  r             ask the agent for another sample rate",
-	"  s             write a text report;  f  folded stacks (flame graphs)",
-	"  a             dismiss the alarm banner",
-	"  t             long names: fitted (the method kept) or whole",
-	"  ^L            redraw;  ?  this help;  q  quit",
-	"",
-	"RETAINED, LIVE: estimated from samples (injected: since the attach);",
-	"? marks one carried by 1-2 samples, sorted at the low end of its error",
-	"Units: retained counts requested bytes; heap and in use usable bytes",
-	"In a stack: Up/Down scroll frames, Left/Right long names sideways",
-};
-
 static void draw_help(void)
 {
-	int h = (int)(sizeof help_text / sizeof *help_text) + 2, w = 72;
+	int h = VIEW_HELP_LINES + 2, w = 72;
 	int y0 = (LINES - h) / 2, x0 = (COLS - w) / 2;
 	if (y0 < 0)
 		y0 = 0;
@@ -759,8 +732,8 @@ static void draw_help(void)
 		attron(A_REVERSE);
 		mvhline(y0 + i, x0, ' ', w < COLS ? w : COLS);
 		attroff(A_REVERSE);
-		if (i > 0 && i - 1 < (int)(sizeof help_text / sizeof *help_text))
-			ui_put(y0 + i, x0 + 2, A_REVERSE | (i == 1 ? A_BOLD : 0), "%s", help_text[i - 1]);
+		if (i > 0 && i - 1 < VIEW_HELP_LINES)
+			ui_put(y0 + i, x0 + 2, A_REVERSE | (i == 1 ? A_BOLD : 0), "%s", view_help_text[i - 1]);
 	}
 }
 
@@ -793,7 +766,7 @@ void ui_draw(struct view *v)
 		ui_put(LINES - 1, 0, attr(C_STATUS, A_BOLD), "%s", fmt_vis(st, vst, sizeof vst));
 	else
 		ui_put(LINES - 1, 0, attr(C_DIM, 0),
-		    "?:help q:quit Tab:views Enter:stack /:filter <>:sort m:mark s:report f:folded");
+		    "%s", view_key_line);
 	if (v->help)
 		draw_help();
 	refresh();

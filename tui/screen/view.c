@@ -563,3 +563,149 @@ int view_key(struct view *v, int key)
 			return key_table[i].fn(v, key);
 	return REACT_NONE;
 }
+
+/* The help screen (?) and the status line's key hint: they name only keys
+ * of key_table (test_view). */
+const char *const view_help_text[VIEW_HELP_LINES] = {
+	"ymtop keys",
+	"",
+	"  Up/Down, PgUp/PgDn, Home/End   move",
+	"  Enter         the selected stack in full (Enter/Esc: back)",
+	"  Tab/S-Tab     views: Stacks, Functions, Threads, Lifetimes, Alarms,",
+	"                Memory (RSS explained)",
+	"  < >  F6       sort column (again: reverse)",
+	"  R T A L G P S N  sort: retained, total, rate, live, growth, peak,",
+	"                short-lived bytes/s, name",
+	"  D             sort by TREND's growth rate;  g  only growing stacks",
+	"  /             filter by function, file or module (Esc clears)",
+	"  m             set the mark: GROWTH and PEAK are measured from now",
+	"  space         freeze the display",
+	"  p             pause or resume sampling in the agent",
+	"  r             ask the agent for another sample rate",
+	"  s             write a text report;  f  folded stacks (flame graphs)",
+	"  a             dismiss the alarm banner",
+	"  t             long names: fitted (the method kept) or whole",
+	"  ^L            redraw;  ?  this help;  q  quit",
+	"",
+	"RETAINED, LIVE: estimated from samples (injected: since the attach);",
+	"? marks one carried by 1-2 samples, sorted at the low end of its error",
+	"Units: retained counts requested bytes; heap and in use usable bytes",
+	"In a stack: Up/Down scroll frames, Left/Right long names sideways",
+};
+
+const char view_key_line[] =
+	"?:help q:quit Tab:views Enter:stack /:filter <>:sort m:mark s:report f:folded";
+
+int view_key_known(int key)
+{
+	for (size_t i = 0; i < sizeof key_table / sizeof *key_table; i++)
+		if (key_table[i].key == key)
+			return 1;
+	return 0;
+}
+
+/* The sort menu's keys (F6, ui.c): Up and Down move, Enter picks, Esc, q
+ * and F6 again close it. */
+static int menu_up(int *sel, int n)
+{
+	(void)n;
+	if (*sel > 0)
+		--*sel;
+	return MENU_MOVE;
+}
+
+static int menu_down(int *sel, int n)
+{
+	if (*sel < n - 1)
+		++*sel;
+	return MENU_MOVE;
+}
+
+static int menu_pick(int *sel, int n)
+{
+	(void)sel;
+	(void)n;
+	return MENU_PICK;
+}
+
+static int menu_close(int *sel, int n)
+{
+	(void)sel;
+	(void)n;
+	return MENU_CLOSE;
+}
+
+static const struct {
+	int key;
+	int (*fn)(int *sel, int n);
+} menu_table[] = {
+	{ VK_UP, menu_up }, { VK_DOWN, menu_down }, { VK_ENTER, menu_pick },
+	{ VK_ESC, menu_close }, { 'q', menu_close }, { VK_F6, menu_close },
+};
+
+int view_menu_key(int key, int *sel, int n)
+{
+	for (size_t i = 0; i < sizeof menu_table / sizeof *menu_table; i++)
+		if (menu_table[i].key == key)
+			return menu_table[i].fn(sel, n);
+	return MENU_NONE;
+}
+
+/* A prompt's editing keys. */
+static int prompt_apply(char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return PROMPT_APPLY;
+}
+
+static int prompt_cancel(char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return PROMPT_CANCEL;
+}
+
+static int prompt_erase(char *buf, size_t len)
+{
+	size_t n = strnlen(buf, len);
+	if (n)
+		buf[n - 1] = '\0';
+	return PROMPT_MORE;
+}
+
+static int prompt_kill(char *buf, size_t len)
+{
+	if (len)
+		buf[0] = '\0';
+	return PROMPT_MORE;
+}
+
+static int prompt_redraw(char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	return PROMPT_REDRAW;
+}
+
+static const struct {
+	int key;
+	int (*fn)(char *buf, size_t len);
+} prompt_table[] = {
+	{ VK_ENTER, prompt_apply }, { VK_ESC, prompt_cancel },
+	{ VK_BACKSPACE, prompt_erase }, { 21 /* ^U */, prompt_kill },
+	{ VK_RESIZE, prompt_redraw },
+};
+
+int view_prompt_key(int key, char *buf, size_t len)
+{
+	for (size_t i = 0; i < sizeof prompt_table / sizeof *prompt_table; i++)
+		if (prompt_table[i].key == key)
+			return prompt_table[i].fn(buf, len);
+	size_t n = strnlen(buf, len);
+	if (key >= 32 && key < 127 && n + 1 < len) {
+		buf[n] = (char)key;
+		buf[n + 1] = '\0';
+	}
+	return PROMPT_MORE;
+}

@@ -11,6 +11,7 @@
 #ifndef YMTOP_VIEW_H
 #define YMTOP_VIEW_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sym/frames.h"
@@ -31,7 +32,7 @@ enum view_kind {
 /* Keys, independent of curses.  Printable keys are their ASCII code. */
 enum {
 	VK_UP = 0x100, VK_DOWN, VK_PGUP, VK_PGDN, VK_HOME, VK_END, VK_LEFT, VK_RIGHT,
-	VK_ENTER, VK_ESC, VK_TAB, VK_BTAB, VK_F6, VK_RESIZE, VK_REDRAW,
+	VK_ENTER, VK_ESC, VK_TAB, VK_BTAB, VK_F6, VK_RESIZE, VK_REDRAW, VK_BACKSPACE,
 	VK_MAX
 };
 
@@ -142,6 +143,24 @@ void view_refresh(struct view *v);
 
 /* Handle one key; returns REACT_* bits. */
 int view_key(struct view *v, int key);
+/* 1 when view_key's key table holds key: every key goes through it. */
+int view_key_known(int key);
+/* The help screen's lines and the status line's key hint; they name only
+ * keys of the key table. */
+#define VIEW_HELP_LINES 24
+extern const char *const view_help_text[VIEW_HELP_LINES];
+extern const char view_key_line[];
+/* A key in the sort menu (ui.c), sel its selected line of n:
+ * MENU_MOVE (sel moved), MENU_PICK (Enter), MENU_CLOSE (Esc, q, F6) or
+ * MENU_NONE. */
+enum { MENU_NONE = 0, MENU_MOVE, MENU_PICK, MENU_CLOSE };
+int view_menu_key(int key, int *sel, int n);
+/* A key in a prompt's line (the filter, the sample rate; ui.c) editing
+ * buf of size len: PROMPT_APPLY (Enter), PROMPT_CANCEL (Esc),
+ * PROMPT_REDRAW (the terminal resized) or PROMPT_MORE.  Backspace and ^U
+ * erase; any other printable character is text typed. */
+enum { PROMPT_MORE = 0, PROMPT_APPLY, PROMPT_CANCEL, PROMPT_REDRAW };
+int view_prompt_key(int key, char *buf, size_t len);
 
 /* Apply a filter string (empty clears) or a sort column. */
 void view_set_filter(struct view *v, const char *s);
