@@ -260,9 +260,12 @@ static void compact(void *buf, uint64_t count, uint32_t stride, size_t size)
 		memmove((char *)buf + i * size, (char *)buf + i * stride, size);
 }
 
-/* Copy count records of stride bytes at off into a new buffer. */
+/* Copy count records of stride bytes at off into a new buffer (64-byte
+ * aligned: struct ym_thread is, and malloc's 16 is not enough; found by
+ * tests/fuzz under UBSan); with size non-zero, compacted to size bytes
+ * each (else left at stride). */
 static int copy_section_at(struct shm_reader *r, uint64_t off, uint64_t count,
-			   uint32_t stride, void **out)
+			   uint32_t stride, size_t size, void **out)
 {
 	size_t bytes = (size_t)count * stride;
 	*out = NULL;
@@ -276,6 +279,8 @@ static int copy_section_at(struct shm_reader *r, uint64_t off, uint64_t count,
 		free(buf);
 		return rc;
 	}
+	if (size)
+		compact(buf, count, stride, size);
 	*out = buf;
 	return 0;
 }
@@ -285,24 +290,8 @@ static int copy_section_at(struct shm_reader *r, uint64_t off, uint64_t count,
 static int copy_section(struct shm_reader *r, const struct ym_header *h,
 			int sec, uint64_t count, size_t size, void **out)
 {
-	size_t bytes = (size_t)count * h->sections[sec].stride;
-	*out = NULL;
-	if (bytes == 0)
-		return 0;
-	/* struct ym_thread is 64-byte aligned: malloc's 16 is not enough
-	 * (found by tests/fuzz under UBSan). */
-	void *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-	if (!buf)
-		return -ENOMEM;
-	int rc = shm_read_at(r->fd, buf, bytes, h->sections[sec].offset);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	if (size)
-		compact(buf, count, h->sections[sec].stride, size);
-	*out = buf;
-	return 0;
+	return copy_section_at(r, h->sections[sec].offset, count,
+			       h->sections[sec].stride, size, out);
 }
 
 /* v8's Python code records below py_codes_used (checked against the
@@ -315,19 +304,11 @@ static int copy_pycodes(struct shm_reader *r, const struct ym_header *h,
 	s->npycodes = 0;
 	if (h->abi_version < 8 || !sec->capacity || !h->py_codes_used)
 		return 0;
-	size_t bytes = (size_t)h->py_codes_used * sec->stride;
-	void *buf = malloc(bytes);
-	if (!buf)
-		return -ENOMEM;
-	int rc = shm_read_at(r->fd, buf, bytes, sec->offset);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	compact(buf, h->py_codes_used, sec->stride, sizeof(struct ym_pycode));
-	s->pycodes = buf;
-	s->npycodes = (uint32_t)h->py_codes_used;
-	return 0;
+	int rc = copy_section_at(r, sec->offset, h->py_codes_used, sec->stride,
+				 sizeof(struct ym_pycode), (void **)&s->pycodes);
+	if (rc == 0)
+		s->npycodes = (uint32_t)h->py_codes_used;
+	return rc;
 }
 
 /* v8: the trend section (segment.h, Trend): the ring copied, then each
@@ -347,7 +328,7 @@ static int copy_trend(struct shm_reader *r, struct shm_snapshot *s)
 	}
 	s->trend_stride = h->trend.stride;
 	uint32_t cap = h->trend.capacity;
-	int rc = copy_section_at(r, h->trend.offset, cap, h->trend.stride,
+	int rc = copy_section_at(r, h->trend.offset, cap, h->trend.stride, 0,
 				 (void **)&s->trend);
 	if (rc < 0)
 		return rc;

@@ -237,6 +237,22 @@ static void text_keeps_stacks_that_retain_nothing(void **state)
 	free(out);
 }
 
+/* A cgroup that could not be read is named in the text report as the
+ * terminal must see it: its directory is a name its owner chose, and an
+ * escape sequence in it is shown, not sent. */
+static void text_cgroup_why_escaped(void **state)
+{
+	struct fixture *fx = *state;
+	snprintf(fx->m.cgroup.path, sizeof fx->m.cgroup.path, "/user.slice/a\033]0;x\007");
+	snprintf(fx->m.cgroup.why, sizeof fx->m.cgroup.why,
+		 "no memory.current in /sys/fs/cgroup/user.slice/a\033]0;x\007");
+	char *out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "  not read: no memory.current"));
+	assert_null(strchr(out, '\033'));
+	assert_null(strchr(out, '\007'));
+	free(out);
+}
+
 /* A fork child that could not check the loader's lock lists its modules
  * as at the fork: both reports say so (and say nothing otherwise). */
 static void modules_as_at_fork_are_named(void **state)
@@ -837,6 +853,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(names_and_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(text_keeps_stacks_that_retain_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(text_cgroup_why_escaped, setup, teardown),
 		cmocka_unit_test_setup_teardown(sort_keys_order_text_and_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(few_samples_marked_text_and_counted_json,
 						setup, teardown),

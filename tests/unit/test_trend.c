@@ -211,6 +211,30 @@ static void hostile_slot_length(void **state)
 	}
 }
 
+static void hostile_slot_length_short_span(void **state)
+{
+	(void)state;
+	/* A slot length of a few ns and a slot 1-2 us before the snapshot:
+	 * the coarser grid step (span / (grid - 1), rounded up) keeps the
+	 * grid within its points; rounded down, a span of 719-1437 ns made
+	 * up to twice as many grid points as there is room for. */
+	const double t[] = { 719e-9, 1000e-9, 1437e-9, 2000e-9 };
+	const uint64_t steps[] = { 1, 2 };
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+		for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+			double y[1] = { MiB };
+			int w[1] = { 1 };
+			struct model m;
+			struct shm_snapshot s;
+			model_init(&m);
+			snap_slots(&s, t[i], MiB, y, w, 1);
+			s.hdr.trend_slot_ns = steps[k];
+			assert_int_equal(model_update(&m, &s), 0);
+			assert_true(m.stacks[1].trend.window_s <= 1e-5);
+			model_free(&m);
+		}
+}
+
 static void own_history_without_agent_slots(void **state)
 {
 	(void)state;
@@ -247,6 +271,7 @@ int main(void)
 		cmocka_unit_test(absent_from_a_slot_is_unknown_not_zero),
 		cmocka_unit_test(no_slot_means_unchanged),
 		cmocka_unit_test(hostile_slot_length),
+		cmocka_unit_test(hostile_slot_length_short_span),
 		cmocka_unit_test(own_history_without_agent_slots),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -270,10 +270,13 @@ static uint32_t series(const struct slot_ref *sl, uint32_t ns,
 	if (now <= start)
 		return 0;
 	/* Grid times start + k x step, k < ng, then now: no sum overflows
-	 * (k x step <= span), at most TREND_GRID + 2 points. */
+	 * (k x step <= span), at most TREND_GRID + 2 points.  A coarser
+	 * step is span / (TREND_GRID - 1) rounded up: rounded down, a
+	 * short span (a step of a few ns, the writer's word) keeps up to
+	 * twice as many grid times. */
 	uint64_t span = now - start;
 	if (span / step >= TREND_GRID)
-		step = span / (TREND_GRID - 1);
+		step = span / (TREND_GRID - 1) + 1;
 	uint64_t ng = span / step + 1;
 	uint32_t n = 0, si = pts[0].slot, pi = 0;
 	for (uint64_t k = 0; k <= ng; k++) {

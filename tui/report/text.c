@@ -95,7 +95,10 @@ static void text_cgroup(FILE *f, const struct model *m)
 	fprintf(f, "\nCgroup %s (v%d):\n", c->path[0] ? fmt_vis(c->path, vis, sizeof vis) : "?",
 		c->v1 ? 1 : 2);
 	if (!c->known) {
-		fprintf(f, "  not read: %s\n", c->why);
+		/* why names the cgroup's directory: a name its owner chose. */
+		fputs("  not read: ", f);
+		fmt_vis_fputs(f, c->why);
+		fputc('\n', f);
 		return;
 	}
 	fprintf(f, "  %-22s %10s  of max %s", "memory.current",
