@@ -32,8 +32,11 @@ struct pylayout {
 #define BYTES_SVAL         32u
 #define COMPACT_UTF8       (-8)  /* from compact_size: PyCompactUnicodeObject.utf8 */
 
+/* 3.11 from 3.11.1 on: 3.11.0 could leave a frame current while it was
+ * torn down (CPython gh-99729), and a walk during a __del__ run by that
+ * teardown would read a freed code object. */
 static const struct pylayout layouts[] = {
-	{ 0x030b0000u, 0x030c0000u, 56, 8, 32, 48, 56, 69, 68,
+	{ 0x030b01f0u, 0x030c0000u, 56, 8, 32, 48, 56, 69, 68,
 	  112, 128, 136, 72, 168, 184, 48, 72 },
 	{ 0x030c0000u, 0x030d0000u, 56, 0, 0, 8, 56, 70, -1,
 	  112, 128, 136, 68, 176, 192, 40, 56 },

@@ -633,7 +633,7 @@ const char *model_python_note(const struct model *m, char *buf, size_t len)
 	else
 		snprintf(ver, sizeof ver, "before 3.11");
 	snprintf(buf, len, h->py_state == YM_PY_UNKNOWN ?
-		 "python %s: native frames only (this agent knows the frame layouts of CPython 3.11 to 3.13)" :
+		 "python %s: native frames only (this agent knows the frame layouts of CPython 3.11.1 to 3.13)" :
 		 "python %s: native frames only (the interpreter's objects do not match the layout of its version)",
 		 ver);
 	return buf;
