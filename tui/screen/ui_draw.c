@@ -283,9 +283,12 @@ static const struct col stack_cols[] = {
 };
 #define NCOLS ((int)(sizeof stack_cols / sizeof *stack_cols))
 
-/* A column the terminal is wide enough for, or the one sorted by. */
+/* A column the terminal is wide enough for, or the one sorted by; TREND
+ * only where rows are stacks (a function has no trend of its own). */
 static int col_on(const struct view *v, int i)
 {
+	if (stack_cols[i].key == SORT_TREND && v->kind == VIEW_FUNCTIONS)
+		return 0;
 	return COLS >= stack_cols[i].min_cols || v->sort == stack_cols[i].key;
 }
 
@@ -373,7 +376,7 @@ static void stack_cells(struct view *v, const struct model_stack *s, int few,
 			else
 				snprintf(buf, sizeof buf, "-");
 			break;
-		case SORT_TREND:   /* a stack's: functions have none */
+		case SORT_TREND:   /* a stack's (col_on: not on functions) */
 			if (s) {
 				trend_cell(&s->trend, buf, sizeof buf);
 				if (!base && s->trend.verdict == TREND_GROWING)
