@@ -1037,4 +1037,4 @@ def test_serve_postgres_backends_churn_in_one_set_of_series():
 
 
 if __name__ == "__main__":
-    run_tests(globals())
+    raise SystemExit(run_tests(globals()))

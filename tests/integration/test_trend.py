@@ -112,4 +112,4 @@ def test_a_small_leak_among_many_larger_stacks_is_followed():
 
 
 if __name__ == "__main__":
-    run_tests(globals())
+    raise SystemExit(run_tests(globals()))

@@ -119,4 +119,4 @@ def test_redis_in_use_and_retained_units_and_gap_explained():
 
 
 if __name__ == "__main__":
-    run_tests(globals())
+    raise SystemExit(run_tests(globals()))

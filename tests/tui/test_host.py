@@ -208,7 +208,9 @@ def test_list_counts_processes_that_have_sampled_nothing():
 
 
 if __name__ == "__main__":
+    rc = 1
     try:
-        run_tests(globals())
+        rc = run_tests(globals())
     finally:
         tmux("kill-server", check=False)
+    raise SystemExit(rc)

@@ -41,4 +41,4 @@ def test_trend_column_sort_and_growing_only():
 
 
 if __name__ == "__main__":
-    run_tests(globals())
+    raise SystemExit(run_tests(globals()))
