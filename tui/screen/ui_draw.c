@@ -34,23 +34,27 @@ static void fill_line(int y, attr_t a)
 	ui_fill_line(y, a);
 }
 
-static const char *spark(const double *v, int n, int width, char *buf, size_t len)
+/* v[0..n) as sparkline cells into buf (NUL-terminated), scaled between
+ * the smallest and largest value; with `unknown`, a negative value is not
+ * known and gets a blank cell.  Returns the bytes written. */
+static size_t spark_cells(const double *v, int n, int unknown, char *buf, size_t len)
 {
 	static const char *const blocks[8] = { "\u2581", "\u2582", "\u2583", "\u2584",
 					      "\u2585", "\u2586", "\u2587", "\u2588" };
 	static const char ascii[] = "_.-:=+*#";
-	if (width > n)
-		width = n;
 	double lo = INFINITY, hi = -INFINITY;
-	for (int i = n - width; i < n; i++) {
-		if (v[i] < lo)
-			lo = v[i];
-		if (v[i] > hi)
-			hi = v[i];
+	for (int i = 0; i < n; i++) {
+		if (unknown && v[i] < 0)
+			continue;
+		lo = v[i] < lo ? v[i] : lo;
+		hi = v[i] > hi ? v[i] : hi;
 	}
 	size_t o = 0;
-	buf[0] = '\0';
-	for (int i = n - width; i < n && o + 4 < len; i++) {
+	for (int i = 0; i < n && o + 4 < len; i++) {
+		if (unknown && v[i] < 0) {
+			buf[o++] = ' ';
+			continue;
+		}
 		int k = hi > lo ? (int)((v[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
 		if (ui_utf8()) {
 			size_t bl = strlen(blocks[k]);
@@ -60,7 +64,19 @@ static const char *spark(const double *v, int n, int width, char *buf, size_t le
 			buf[o++] = ascii[k];
 		}
 	}
-	buf[o] = '\0';
+	if (len)
+		buf[o < len ? o : len - 1] = '\0';
+	return o;
+}
+
+/* The last `width` of v[0..n) as a sparkline. */
+static const char *spark(const double *v, int n, int width, char *buf, size_t len)
+{
+	if (width > n)
+		width = n;
+	if (width < 0)
+		width = 0;
+	spark_cells(v + n - width, width, 0, buf, len);
 	return buf;
 }
 
@@ -68,34 +84,11 @@ static const char *spark(const double *v, int n, int width, char *buf, size_t le
  * none is known), then the verdict in four letters; 13 columns. */
 static const char *trend_cell(const struct model_trend *t, char *buf, size_t len)
 {
-	static const char *const blocks[8] = { "\u2581", "\u2582", "\u2583", "\u2584",
-					      "\u2585", "\u2586", "\u2587", "\u2588" };
-	static const char ascii[] = "_.-:=+*#";
 	static const char *const word[] = {
 		[TREND_UNKNOWN] = "   ?", [TREND_FLAT] = "flat", [TREND_GROWING] = "grow",
 		[TREND_PLATEAU] = "plat", [TREND_SHRINKING] = "shrk",
 	};
-	double lo = INFINITY, hi = -INFINITY;
-	for (int i = 0; i < TREND_SPARK; i++)
-		if (t->spark[i] >= 0) {
-			lo = t->spark[i] < lo ? t->spark[i] : lo;
-			hi = t->spark[i] > hi ? t->spark[i] : hi;
-		}
-	size_t o = 0;
-	for (int i = 0; i < TREND_SPARK && o + 4 < len; i++) {
-		if (t->spark[i] < 0) {
-			buf[o++] = ' ';
-			continue;
-		}
-		int k = hi > lo ? (int)((t->spark[i] - lo) / (hi - lo) * 7.0 + 0.5) : 0;
-		if (ui_utf8()) {
-			size_t bl = strlen(blocks[k]);
-			memcpy(buf + o, blocks[k], bl);
-			o += bl;
-		} else {
-			buf[o++] = ascii[k];
-		}
-	}
+	size_t o = spark_cells(t->spark, TREND_SPARK, 1, buf, len);
 	int v = t->verdict >= 0 && t->verdict <= TREND_SHRINKING ? t->verdict : 0;
 	snprintf(buf + o, len - o, " %s", word[v]);
 	return buf;
