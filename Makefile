@@ -511,8 +511,12 @@ analyze:
 	  -disable-checker security.insecureAPI.vfork \
 	  $(MAKE) --no-print-directory B=$(B)-analyze all $(STRESS_BIN:$(B)/%=$(B)-analyze/%)
 
+# The build before the tests runs a job a CPU (JOBS=1 for a serial one);
+# the tests themselves run one file at a time (tests/run.sh).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+
 check: check-deps
-	@$(MAKE) --no-print-directory all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) $(OLD_GLIBC) \
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(PROGS) $(UNIT_BIN) $(TSAN_BIN) $(STRESS_BIN) $(ABI_NEWER) $(OLD_GLIBC) \
 	  $(MUSL_AGENT) $(MUSL_PROGS) fuzz-smoke
 	@YM_BUILD=$(B) tests/run.sh
 

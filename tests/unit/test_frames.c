@@ -852,8 +852,8 @@ static void test_short_names(void **state)
 #include "clock.h"
 
 /* The display rule runs on every stack of every report and screen: 4096
- * stacks of 30 frames with long C++ and Rust names in well under a second
- * (about 0.1 s here, with every frame also checked for noise). */
+ * stacks of 30 frames with long C++ and Rust names (about 0.1 s here,
+ * with every frame also checked for noise; the time is printed). */
 static void test_display_speed(void **state)
 {
 	(void)state;
@@ -879,8 +879,8 @@ static void test_display_speed(void **state)
 	double took = now_s() - t0;
 	print_message("4096 stacks of 30 frames: %.3f s (%llu)\n", took,
 		      (unsigned long long)sum);
-	if (!getenv("YM_TEST_NO_TIMING"))
-		assert_true(took < 2.0);
+	/* Printed, not asserted: speed goals are benchmarks (make bench). */
+	assert_true(sum > 0);
 }
 
 int main(void)
