@@ -337,7 +337,9 @@ static void watch_unseen(struct session *s)
 	struct model *m = &s->model;
 	if (!m->alive)
 		return;
-	unseen_scan(&s->unseen, &m->snap, target_sym_root(&s->reader));
+	/* The root (two stats of /proc) only for modules not scanned yet. */
+	if (s->unseen.scanned != m->snap.nmodules)
+		unseen_scan(&s->unseen, &m->snap, target_sym_root(&s->reader));
 	struct model_memory mm;
 	model_memory(m, &mm);
 	unseen_watch(&s->unseen, m->snap.totals.alloc_objects +
