@@ -77,6 +77,7 @@ int fleet_add(struct fleet *f, const struct options *o, pid_t pid,
 		return -1;
 	}
 	p->s.no_cgroup = 1;   /* one cgroup, many processes: not per process */
+	p->s.lean = 1;
 	/* shm_control_* refuse from now on, but heap requests (may_ask) */
 	p->s.reader.writable = 0;
 	p->pid = pid;
@@ -119,6 +120,7 @@ static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 {
 	char err[256];
 	uint64_t n = p->s.snapshots, kept = p->s.stacks_kept;
+	unsigned long long reads = proc_reads;
 	p->s.no_borrow = !borrow;
 	/* The host list and the exporter show no trends: the agent's
 	 * history (a few hundred KiB a process) is not copied. */
@@ -127,6 +129,7 @@ static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 	p->s.no_borrow = 0;
 	f->snapshots += p->s.snapshots - n;
 	f->stacks_kept += p->s.stacks_kept - kept;
+	f->reads_refresh += proc_reads - reads;
 	if (ok)
 		session_symbols(&p->s, 0);
 	return ok;
@@ -212,8 +215,10 @@ static void count_unstarted(struct fleet *f)
 
 void fleet_update(struct fleet *f)
 {
+	unsigned long long reads = proc_reads;
 	count_unstarted(f);
 	int n = f->fixed ? 0 : list(f, 0);
+	f->reads_list += proc_reads - reads;
 	f->skipped = 0;
 	if (n < 0) {
 		n = 0;
@@ -261,6 +266,7 @@ void fleet_update(struct fleet *f)
 			continue;
 		}
 		p->s.no_cgroup = 1;
+		p->s.lean = 1;
 		p->pid = pids[j];
 		p->s.symbol_wait_s = 0;
 		f->p[f->n++] = p;

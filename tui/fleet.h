@@ -35,7 +35,15 @@
 struct fleet_proc {
 	pid_t pid;
 	struct session s;   /* its model is refreshed by fleet_update */
+	/* The host list's process title (/proc/PID/cmdline), read again
+	 * when the process's comm or start time changes, or FLEET_TITLE_S
+	 * after the last read (a title the process rewrites itself). */
+	char     title[256];
+	char     title_comm[64];
+	uint64_t title_ticks;
+	double   title_at;
 };
+#define FLEET_TITLE_S 5.0
 
 struct fleet {
 	struct fleet_proc **p;   /* by pid ascending */
@@ -51,6 +59,9 @@ struct fleet {
 	 * of those the ones whose stacks were not copied again because the
 	 * segment said nothing in them changed (session.h). */
 	unsigned long long snapshots, stacks_kept;
+	/* Since the start: the /proc reads (proc_reads) of the processes'
+	 * refreshes, and of the listings that find them. */
+	unsigned long long reads_refresh, reads_list;
 };
 
 /* Empty: every agent process (root 0), or root and its descendants.  Also

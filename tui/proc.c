@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -18,8 +19,11 @@
 /* include/linux/sched.h: the task is a kernel thread. */
 #define PROC_PF_KTHREAD 0x00200000
 
+unsigned long long proc_reads;
+
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
+	proc_reads++;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno ? -errno : -EIO;   /* never 0: that is success */
@@ -82,6 +86,7 @@ uint32_t proc_pidns(pid_t pid)
 		snprintf(path, sizeof path, "/proc/%ld/ns/pid", (long)pid);
 	else
 		snprintf(path, sizeof path, "/proc/self/ns/pid");
+	proc_reads++;
 	if (stat(path, &st) != 0 || st.st_ino > UINT32_MAX)
 		return 0;
 	return (uint32_t)st.st_ino;
@@ -154,6 +159,10 @@ int proc_stat_parse(const char *buf, struct proc_stat *st)
 			st->start_ticks = parse_u64(&p);
 			continue;
 		}
+		if (f == 23) {
+			st->vsize = parse_u64(&p);
+			continue;
+		}
 		if (f == 24) {
 			st->rss_pages = parse_u64(&p);
 			continue;
@@ -186,11 +195,11 @@ int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
 	return proc_stat_parse(buf, st);
 }
 
-int proc_read(pid_t pid, struct proc_info *o)
+/* stat and status into o (pid set); the namespace fields from status
+ * (NSpid), not the namespace's inode. */
+static int read_stat_status(pid_t pid, struct proc_info *o)
 {
 	char path[64], buf[4096];
-	memset(o, 0, sizeof *o);
-	o->pid = pid;
 	struct proc_stat st;
 	int rc = proc_stat_read(pid, 0, &st);
 	if (rc < 0)
@@ -201,6 +210,7 @@ int proc_read(pid_t pid, struct proc_info *o)
 	o->kthread = st.kthread;
 	o->start_ticks = st.start_ticks;
 	o->rss_bytes = st.rss_pages * (uint64_t)sysconf(_SC_PAGESIZE);
+	o->vsize = st.vsize;
 	o->exit_code = st.exit_code;
 	o->tgid = o->nspid = pid;
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
@@ -234,17 +244,43 @@ int proc_read(pid_t pid, struct proc_info *o)
 			}
 		}
 	}
-	o->pidns = proc_pidns(pid);
 	return 0;
 }
 
+int proc_read(pid_t pid, struct proc_info *o)
+{
+	memset(o, 0, sizeof *o);
+	o->pid = pid;
+	int rc = read_stat_status(pid, o);
+	if (rc == 0)
+		o->pidns = proc_pidns(pid);
+	return rc;
+}
+
+int proc_reread(struct proc_info *io)
+{
+	struct proc_info o;
+	memset(&o, 0, sizeof o);
+	o.pid = io->pid;
+	int rc = read_stat_status(io->pid, &o);
+	if (rc != 0)
+		return rc;
+	o.pidns = o.start_ticks == io->start_ticks && io->pidns ? io->pidns
+								 : proc_pidns(io->pid);
+	*io = o;
+	return 0;
+}
+
+/* The boot clock is /proc/uptime's (suspended time counted), read
+ * without a file. */
 double proc_age_s(const struct proc_info *pi)
 {
-	char buf[128];
 	long hz = sysconf(_SC_CLK_TCK);
-	if (pi->start_ticks == 0 || hz <= 0 || read_small("/proc/uptime", buf, sizeof buf) <= 0)
+	struct timespec ts;
+	if (pi->start_ticks == 0 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
 		return 0;
-	double up = strtod(buf, NULL), start = (double)pi->start_ticks / (double)hz;
+	double up = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	double start = (double)pi->start_ticks / (double)hz;
 	return up > start ? up - start : 0;
 }
 
@@ -267,6 +303,7 @@ int proc_cgroup_memory(pid_t pid, char *buf, size_t len, int *v1)
 		return -1;
 	buf[0] = '\0';
 	snprintf(path, sizeof path, "/proc/%ld/cgroup", (long)pid);
+	proc_reads++;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -287,6 +324,7 @@ int proc_cgroup_memory(pid_t pid, char *buf, size_t len, int *v1)
 	 * the one it ran in. */
 	char stat[512];
 	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	proc_reads++;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -409,6 +447,7 @@ int proc_task_map_read(pid_t pid, struct proc_task_map *m)
 	m->ids = NULL;
 	m->n = 0;
 	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+	proc_reads++;
 	DIR *d = opendir(path);
 	if (!d)
 		return errno ? -errno : -EIO;
@@ -476,6 +515,7 @@ static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	proc_reads++;
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return errno ? -errno : -EIO;
@@ -568,6 +608,7 @@ int proc_preloads_agent(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/environ", (long)pid);
+	proc_reads++;
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return errno ? -errno : -EIO;
@@ -610,17 +651,26 @@ enum proc_writer proc_writer_of(pid_t pid, const struct proc_info *pi,
 				uint64_t start_ticks, uint64_t seg_dev,
 				uint64_t seg_ino)
 {
-	if (proc_gone(pi))
-		return WRITER_GONE;
-	/* 0: the agent could not read its start time (no /proc where it
-	 * runs); the mapping below still tells. */
-	if (start_ticks != 0 && pi->start_ticks != start_ticks)
-		return WRITER_REUSED;
+	enum proc_writer w = proc_writer_stat(pi, start_ticks);
+	if (w != WRITER_LIVE)
+		return w;
 	int mapped = proc_maps_file(pid, seg_dev, seg_ino);
 	if (mapped == -ESRCH)
 		return WRITER_GONE;
 	if (mapped == 0)
 		return WRITER_EXECED;
+	return WRITER_LIVE;
+}
+
+enum proc_writer proc_writer_stat(const struct proc_info *pi,
+				  uint64_t start_ticks)
+{
+	if (proc_gone(pi))
+		return WRITER_GONE;
+	/* 0: the agent could not read its start time (no /proc where it
+	 * runs); the mapping still tells. */
+	if (start_ticks != 0 && pi->start_ticks != start_ticks)
+		return WRITER_REUSED;
 	return WRITER_LIVE;
 }
 

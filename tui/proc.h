@@ -31,6 +31,8 @@ struct proc_info {
 	uid_t    euid;
 	uint64_t start_ticks;   /* field 22 of /proc/pid/stat */
 	uint64_t rss_bytes;
+	uint64_t vsize;         /* field 23: bytes mapped (moves with mmap,
+				   brk, exec) */
 	int      kthread;       /* a kernel thread (PF_KTHREAD): no user space */
 	int      nslevels;      /* pid namespaces from ours inwards (NSpid's
 				   count): > 1 in a namespace below ours */
@@ -45,6 +47,17 @@ struct proc_info {
 /* 0 on success; -ENOENT when there is no such process. */
 int proc_read(pid_t pid, struct proc_info *out);
 
+/* proc_read again for io, read before of the same pid: its stat and
+ * status (what changes while a process runs), its pid namespace kept
+ * while its start time stays (a process does not change namespace).  0
+ * or -errno. */
+int proc_reread(struct proc_info *io);
+
+/* Files ymtop has opened or looked at under /proc (stat, status, maps,
+ * cmdline, ns/pid...),
+ * for the cost of a refresh (the server's ymtop_proc_reads_total). */
+extern unsigned long long proc_reads;
+
 /* The fields ymtop uses of a process's or a thread's stat file
  * (proc(5)); the one parser of them (proc_read, fleet_ppid, the
  * injector's choice of a thread). */
@@ -54,6 +67,7 @@ struct proc_stat {
 	pid_t    ppid;          /* field 4; 0 when absent */
 	int      kthread;       /* field 9 has PF_KTHREAD */
 	uint64_t start_ticks;   /* field 22 */
+	uint64_t vsize;         /* field 23, bytes */
 	uint64_t rss_pages;     /* field 24 */
 	int      exit_code;     /* field 52 (Linux 3.5); -1 when absent */
 };
@@ -125,6 +139,10 @@ enum proc_writer proc_writer(pid_t pid, uint64_t start_ticks, uint64_t seg_dev,
 enum proc_writer proc_writer_of(pid_t pid, const struct proc_info *pi,
 				uint64_t start_ticks, uint64_t seg_dev,
 				uint64_t seg_ino);
+/* The same without reading the maps (the stat fields alone): WRITER_LIVE
+ * then means not gone and not reused, exec unknown. */
+enum proc_writer proc_writer_stat(const struct proc_info *pi,
+				  uint64_t start_ticks);
 /* One line's worth of why, for messages. */
 const char *proc_writer_why(enum proc_writer w);
 

@@ -247,10 +247,26 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	 * still maps it: not after its pid went to another process, nor
 	 * after it exec'd a program without the agent. */
 	pid_t pid = snap->pid ? snap->pid : (pid_t)snap->hdr.pid;
-	int have_proc = proc_read(pid, &f->proc) == 0;
-	enum proc_writer w = have_proc ?
-		proc_writer_of(pid, &f->proc, snap->hdr.start_ticks,
-			       snap->seg_dev, snap->seg_ino) : WRITER_GONE;
+	int have_proc, lean = s->lean && s->lean_proc.pid == pid;
+	if (lean) {
+		f->proc = s->lean_proc;
+		have_proc = proc_reread(&f->proc) == 0;
+	} else
+		have_proc = proc_read(pid, &f->proc) == 0;
+	enum proc_writer w = have_proc ? proc_writer_stat(&f->proc,
+				 snap->hdr.start_ticks) : WRITER_GONE;
+	double now = clock_mono_s();
+	if (w == WRITER_LIVE && (!lean || now - s->maps_at >= SESSION_MAPS_S ||
+	    f->proc.vsize != s->maps_vsize ||
+	    strcmp(f->proc.comm, s->maps_comm) != 0)) {
+		w = proc_writer_of(pid, &f->proc, snap->hdr.start_ticks,
+				   snap->seg_dev, snap->seg_ino);
+		s->maps_at = now;
+		s->maps_vsize = f->proc.vsize;
+		snprintf(s->maps_comm, sizeof s->maps_comm, "%s", f->proc.comm);
+	}
+	if (s->lean && have_proc)
+		s->lean_proc = f->proc;
 	f->alive = have_proc && w == WRITER_LIVE &&
 		   !(snap->hdr.flags & YM_FLAG_EXITED);
 	/* Exec'd a program without the agent: it did not exit, and exec
@@ -272,9 +288,20 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 		read_exit(snap, have_proc ? &f->proc : NULL, f);
 		return 0;
 	}
-	proc_display_name(&f->proc, f->name, sizeof f->name);
-	proc_rollup(pid, &f->proc.mem);   /* RSS explained; kept unread on error */
+	/* The name: cmdline's argv[0] when comm is cut (15 bytes), read
+	 * again when comm changes (a new name, or exec). */
+	if (!lean || strcmp(s->name_comm, f->proc.comm) != 0 || !s->lean_name[0])
+		proc_display_name(&f->proc, f->name, sizeof f->name);
+	else
+		snprintf(f->name, sizeof f->name, "%s", s->lean_name);
+	if (s->lean) {
+		snprintf(s->lean_name, sizeof s->lean_name, "%s", f->name);
+		snprintf(s->name_comm, sizeof s->name_comm, "%s", f->proc.comm);
+	}
 	f->age_s = proc_age_s(&f->proc);
+	if (s->lean)
+		return 0;
+	proc_rollup(pid, &f->proc.mem);   /* RSS explained; kept unread on error */
 	if (snap->nthreads > s->nnames) {
 		void *p = realloc(s->names, (size_t)snap->nthreads * sizeof *s->names);
 		if (!p)
@@ -310,7 +337,9 @@ static void watch_unseen(struct session *s)
 	struct model *m = &s->model;
 	if (!m->alive)
 		return;
-	unseen_scan(&s->unseen, &m->snap, target_sym_root(&s->reader));
+	/* The root (two stats of /proc) only for modules not scanned yet. */
+	if (s->unseen.scanned != m->snap.nmodules)
+		unseen_scan(&s->unseen, &m->snap, target_sym_root(&s->reader));
 	struct model_memory mm;
 	model_memory(m, &mm);
 	unseen_watch(&s->unseen, m->snap.totals.alloc_objects +

@@ -54,6 +54,18 @@ struct session {
 	 * (shm_snapshot_take_since). */
 	uint64_t snapshots, stacks_kept;
 	int      prefetched;        /* session_symbols saw the model's frames */
+	/* The fleet's sessions (the host list, the server) show no memory
+	 * breakdown nor threads: a refresh reads the process's stat and
+	 * status, not its smaps_rollup nor its threads' names, and its maps
+	 * (has it exec'd away from the agent?) only when its stat moved
+	 * (mapped size, name) or SESSION_MAPS_S after the last read.  The
+	 * last reads: */
+	int      lean;
+	struct proc_info lean_proc;  /* pid 0: none yet */
+	char     lean_name[64], name_comm[64];   /* the name, of that comm */
+	double   maps_at;
+	uint64_t maps_vsize;
+	char     maps_comm[64];
 };
 
 /* How long a refresh waits for the agent's answer to its request for the
@@ -67,6 +79,7 @@ struct session {
 #define SESSION_ZOMBIE_STEP_NS 5000000L
 #define SESSION_BORROW_MIN_S   1.0
 #define SESSION_BORROW_RETRY_S 30.0
+#define SESSION_MAPS_S         5.0
 
 /* Attach to pid (target_attach: the process's segment, injecting the agent
  * when it has none, or a segment kept after its exit), ask for o->rate

@@ -635,6 +635,7 @@ const char *target_sym_root(const struct shm_reader *r)
 	char path[64];
 	struct stat ours, theirs;
 	snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)r->pid);
+	proc_reads += 2;
 	if (stat("/proc/self/ns/mnt", &ours) != 0 || stat(path, &theirs) != 0 ||
 	    (ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev))
 		return NULL;

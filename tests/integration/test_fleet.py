@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -672,6 +673,72 @@ def test_serve_copies_only_what_changed():
     finally:
         if srv:
             srv.stop()
+        end_fleet(procs)
+
+
+def test_serve_proc_reads_follow_what_changed():
+    """An unchanged process costs its refresh its stat and status, not
+    its maps, smaps_rollup, threads' names or the boot clock's file
+    (ymtop_proc_reads_total{by="refresh"}); yet a figure that changes is
+    current at the next scrape: RSS that grows, and a process that exec'd
+    a program without the agent is no longer served.  In pid and mount
+    namespaces of their own: nobody else's process is served."""
+    if rerun_isolated(__file__, "test_serve_proc_reads_follow_what_changed",
+                      pid_ns=True, timeout=600):
+        return
+    procs = fleet_of(4)
+    env = dict(os.environ, LD_PRELOAD=AGENT, YM_SAMPLE_RATE="1",
+               YM_EARLY_SEGMENT="1")
+    # grow: 16 MiB more, written; exec: /bin/sleep, without the agent.
+    script = ("import os, sys\nheld = []\nprint('ready', flush=True)\n"
+              "for line in sys.stdin:\n"
+              "    if line.startswith('grow'):\n"
+              "        held.append(b'\\1' * (16 << 20))\n"
+              "        print('ready', flush=True)\n"
+              "    elif line.startswith('exec'):\n"
+              "        os.execve('/bin/sleep', ['sleep', '60'], {})\n")
+    ex = subprocess.Popen([sys.executable, "-c", script],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=env, text=True)
+    srv = None
+    try:
+        assert ex.stdout.readline() == "ready\n"
+        srv = Server(prefix=["env", "YM_NO_BORROW=1"])
+
+        def scrape():
+            fams = parse(srv.get("/metrics?per_pid=1")[1].decode())
+            rss = {int(l["pid"]): v for l, v in
+                   fams["ymtop_process_rss_bytes"]}
+            reads = {l["by"]: v for l, v in fams["ymtop_proc_reads_total"]}
+            return rss, reads
+        rss1, reads1 = scrape()
+        assert set(rss1) == {p.pid for p in procs} | {ex.pid}, rss1
+        rss2, reads2 = scrape()
+        n = len(rss2)
+        per = (reads2["refresh"] - reads1["refresh"]) / n
+        # stat and status; the maps when the stat moved or 5 s passed
+        # (a scrape may fall there); 7 and more a process read them all.
+        assert per <= 3, (reads1, reads2)
+        ex.stdin.write("grow\n")
+        ex.stdin.flush()
+        assert ex.stdout.readline() == "ready\n"
+        rss3, _ = scrape()
+        assert rss3[ex.pid] >= rss2[ex.pid] + 15 * MiB, (rss2, rss3)
+        ex.stdin.write("exec\n")
+        ex.stdin.flush()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with open("/proc/%d/comm" % ex.pid) as f:
+                if f.read().strip() == "sleep":
+                    break
+            time.sleep(0.05)
+        rss4, _ = scrape()
+        assert set(rss4) == {p.pid for p in procs}, rss4
+    finally:
+        if srv:
+            srv.stop()
+        ex.kill()
+        ex.wait()
         end_fleet(procs)
 
 

@@ -20,7 +20,7 @@
 #include "proc.h"
 
 /* 52 fields as Linux 6.1 writes them: fields 5.. are 5, 6, 7... but for
- * flags (9), starttime (22), rss (24) and exit_code (52). */
+ * flags (9), starttime (22), vsize (23), rss (24) and exit_code (52). */
 static void line(char *buf, size_t len, const char *comm, int with52)
 {
 	int n = snprintf(buf, len, "4242 (%s) S 77", comm);
@@ -30,6 +30,8 @@ static void line(char *buf, size_t len, const char *comm, int with52)
 			v = 0x00200000 | 0x40;   /* PF_KTHREAD and another */
 		else if (f == 22)
 			v = 123456789ULL;
+		else if (f == 23)
+			v = 52428800;
 		else if (f == 24)
 			v = 2048;
 		else if (f == 52)
@@ -51,6 +53,7 @@ static void fields_are_read_by_number(void **state)
 	assert_int_equal(st.ppid, 77);
 	assert_int_equal(st.kthread, 1);
 	assert_int_equal(st.start_ticks, 123456789);
+	assert_int_equal(st.vsize, 52428800);
 	assert_int_equal(st.rss_pages, 2048);
 	assert_int_equal(st.exit_code, 256);
 }

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "proc.h"
 #include "report/prometheus.h"
+#include "util/clock.h"
 #include "view.h"
 
 void host_init(struct host *h, pid_t root)
@@ -35,6 +37,7 @@ static void read_command(pid_t pid, const char *comm, char *out, size_t len)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)pid);
+	proc_reads++;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd >= 0 ? read(fd, out, len - 1) : -1;
 	if (fd >= 0)
@@ -81,14 +84,24 @@ static const char *exe_base(const struct model *m)
 	return base ? base + 1 : model_exe(m);
 }
 
-static void row_of(const struct fleet_proc *p, struct host_row *r)
+static void row_of(struct fleet_proc *p, struct host_row *r)
 {
 	const struct model *m = &p->s.model;
 	memset(r, 0, sizeof *r);
 	r->pid = p->pid;
 	r->nprocs = 1;
 	user_name(m->proc.uid, r->user, sizeof r->user);
-	read_command(p->pid, m->proc.comm, r->command, sizeof r->command);
+	double now = clock_mono_s();
+	if (!p->title[0] || p->title_ticks != m->proc.start_ticks ||
+	    strcmp(p->title_comm, m->proc.comm) != 0 ||
+	    now - p->title_at >= FLEET_TITLE_S) {
+		read_command(p->pid, m->proc.comm, p->title, sizeof p->title);
+		p->title_ticks = m->proc.start_ticks;
+		snprintf(p->title_comm, sizeof p->title_comm, "%s", m->proc.comm);
+		p->title_at = now;
+	}
+	_Static_assert(sizeof r->command == sizeof p->title, "title");
+	memcpy(r->command, p->title, sizeof r->command);
 	snprintf(r->exe, sizeof r->exe, "%.63s", exe_base(m));
 	r->rss = (double)m->proc.rss_bytes;
 	r->retained = m->retained_bytes;

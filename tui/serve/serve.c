@@ -163,6 +163,13 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		"ymtop_segment_snapshots_total{stacks=\"copied\"} %llu\n"
 		"ymtop_segment_snapshots_total{stacks=\"kept\"} %llu\n",
 		sv->f.snapshots - sv->f.stacks_kept, sv->f.stacks_kept);
+	fprintf(b.f, "# HELP ymtop_proc_reads_total Files ymtop opened or looked "
+		"at under /proc (stat, status, maps...) for the served processes' "
+		"refreshes, and for the listings that find them.\n"
+		"# TYPE ymtop_proc_reads_total counter\n"
+		"ymtop_proc_reads_total{by=\"refresh\"} %llu\n"
+		"ymtop_proc_reads_total{by=\"listing\"} %llu\n",
+		sv->f.reads_refresh, sv->f.reads_list);
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
