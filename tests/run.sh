@@ -41,6 +41,21 @@ for t in "$B"/unit/test_*; do
 	grep -q '\[  FAILED  \]' <<<"$out" && failed+=("$(basename "$t")")
 done
 
+# Segments of processes a test killed (SIGKILL leaves them) are removed
+# between test files, as ymtop's stale sweep would: pids wrap within a
+# run (pid_max is often 32768), and a later test's process must not meet
+# an earlier one's segment under its pid.  Host names only (ymtop-PID);
+# the segments of other pid namespaces are their tests' own.
+sweep_segments() {
+	local f p
+	for f in /dev/shm/ymtop-*; do
+		[ -f "$f" ] || continue
+		p=${f#/dev/shm/ymtop-}
+		case $p in *[!0-9]*|'') continue ;; esac
+		[ -O "$f" ] && ! kill -0 "$p" 2>/dev/null && [ ! -d "/proc/$p" ] && rm -f "$f"
+	done
+}
+
 for t in tests/integration/test_*.py tests/tui/test_*.py tests/stress/test_*.py; do
 	[ -f "$t" ] || continue
 	t0=$SECONDS
@@ -48,6 +63,7 @@ for t in tests/integration/test_*.py tests/tui/test_*.py tests/stress/test_*.py;
 	rc=$?
 	printf '%s\n' "$out"
 	printf 'time %s %ss\n' "$t" $((SECONDS - t0))
+	sweep_segments
 	p=$(grep -c '^ok ' <<<"$out")
 	f=$(grep -c '^FAIL ' <<<"$out")
 	pass=$((pass + p))
