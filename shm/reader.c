@@ -135,7 +135,7 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 
 	/* v8: the trend section, when the writer keeps one. */
 	const struct ym_section *t = &h->trend;
-	if (h->abi_version >= 8 && t->capacity != 0 &&
+	if (ym_abi_has_trend(h->abi_version) && t->capacity != 0 &&
 	    (t->capacity > YM_LIMIT_TREND_SLOTS || h->trend_stacks == 0 ||
 	     h->trend_stacks > YM_LIMIT_TREND_STACKS || h->trend_slot_ns == 0 ||
 	     t->stride < shm_trend_stride(h->trend_stacks) || t->stride % 8 != 0 ||
@@ -153,7 +153,7 @@ int shm_header_check(const struct ym_header *h, uint64_t fsize, char *err,
 		return fail(err, len, -EPROTO, "segment counts exceed capacities");
 	/* v8's Python code table: a section outside sections[]. */
 	const struct ym_section *py = &h->py_codes;
-	if (h->abi_version >= 8 && py->capacity &&
+	if (ym_abi_has_python(h->abi_version) && py->capacity &&
 	    (py->capacity > YM_LIMIT_PYCODES || py->stride < sizeof(struct ym_pycode) ||
 	     py->stride % 8 != 0 || py->offset % 8 != 0 ||
 	     py->offset < h->header_size || py->offset > fsize ||
@@ -302,7 +302,7 @@ static int copy_pycodes(struct shm_reader *r, const struct ym_header *h,
 	const struct ym_section *sec = &h->py_codes;
 	s->pycodes = NULL;
 	s->npycodes = 0;
-	if (h->abi_version < 8 || !sec->capacity || !h->py_codes_used)
+	if (!ym_abi_has_python(h->abi_version) || !sec->capacity || !h->py_codes_used)
 		return 0;
 	int rc = copy_section_at(r, sec->offset, h->py_codes_used, sec->stride,
 				 sizeof(struct ym_pycode), (void **)&s->pycodes);
@@ -319,7 +319,7 @@ static int copy_pycodes(struct shm_reader *r, const struct ym_header *h,
 static int copy_trend(struct shm_reader *r, struct shm_snapshot *s)
 {
 	const struct ym_header *h = &s->hdr;
-	if (h->abi_version < 8 || h->trend.capacity == 0)
+	if (!ym_abi_has_trend(h->abi_version) || h->trend.capacity == 0)
 		return 0;
 	s->trend_kept = 1;
 	if (r->skip_trend) {
@@ -576,7 +576,8 @@ static void cut_stacks(struct shm_snapshot *s)
 		deepest = d > deepest ? d : deepest;
 	}
 	size_t head = sizeof(struct ym_stack) + 8u * (size_t)deepest;
-	size_t ext = s->hdr.abi_version >= 6 ? sizeof(struct ym_stack_ext) : 0;
+	size_t ext = ym_abi_has_stack_ext(s->hdr.abi_version) ?
+		     sizeof(struct ym_stack_ext) : 0;
 	size_t from = shm_stack_stride_v5(maxd);   /* the v6 fields, in the copy */
 	size_t stride = head + ext;
 	if (!s->nstacks || stride + 64 > s->stack_stride)
@@ -651,7 +652,7 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 	}
 	/* v8's Python fields: an older writer had reserved zeros there,
 	 * which say nothing (not "no Python"): shm_snapshot_py_known. */
-	if (s->hdr.abi_version < 8 || s->hdr.py_state > YM_PY_MISMATCH) {
+	if (!shm_snapshot_py_known(s) || s->hdr.py_state > YM_PY_MISMATCH) {
 		memset(&s->hdr.py_codes, 0, sizeof s->hdr.py_codes);
 		s->hdr.py_codes_used = 0;
 		s->hdr.py_version = 0;
@@ -718,7 +719,7 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 				hs->present = 0;
 			/* v8: why there are none; not known from a v7
 			 * writer, or a reason this reader does not know. */
-			if (h->abi_version < 8 || hs->allocator != YM_HEAP_NONE ||
+			if (!ym_abi_has_heap_reason(h->abi_version) || hs->allocator != YM_HEAP_NONE ||
 			    hs->none_why > YM_HEAP_WHY_OTHER)
 				hs->none_why = YM_HEAP_WHY_UNKNOWN;
 			return 0;
@@ -750,7 +751,7 @@ static int read_counted(struct shm_reader *r, struct shm_snapshot *s)
 		return rc;
 	ym_seq_fence();
 	s->live_count = stripes_count(st, n);
-	s->counted_known = s->hdr.abi_version >= 8;
+	s->counted_known = ym_abi_has_counted(s->hdr.abi_version);
 	for (uint32_t i = 0; s->counted_known && i < n; i++)
 		s->counted += st[i].counted;
 	return 0;

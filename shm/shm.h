@@ -201,7 +201,7 @@ static inline int64_t shm_stack_peak_samples(const struct shm_snapshot *s,
  * header.py_* fields are unknown, not "no interpreter". */
 static inline int shm_snapshot_py_known(const struct shm_snapshot *s)
 {
-	return s->hdr.abi_version >= 8;
+	return ym_abi_has_python(s->hdr.abi_version);
 }
 /* Stack i's kind (YM_KIND_MALLOC before v6). */
 static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)

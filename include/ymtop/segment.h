@@ -727,6 +727,8 @@ static inline int ym_abi_readable(uint64_t magic, uint32_t abi_version,
 #define YM_ABI_V6 6u   /* stack ext (kind, peaks), process peaks, tracked
 			  mmap, the allocator's statistics, exit status */
 #define YM_ABI_V7 7u   /* unseen calls, peak samples, heap call count */
+#define YM_ABI_V8 8u   /* why no heap figures, Python frames, the trend,
+			  the stripes' counted word */
 
 /* Each stack record ends with struct ym_stack_ext (its kind and peak). */
 static inline int ym_abi_has_stack_ext(uint32_t abi_version)
@@ -767,6 +769,26 @@ static inline int ym_abi_has_peak_samples(uint32_t abi_version)
 static inline int ym_abi_has_heap_calls(uint32_t abi_version)
 {
 	return abi_version >= YM_ABI_V7;
+}
+/* header.heap.none_why: why there are no allocator figures. */
+static inline int ym_abi_has_heap_reason(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V8;
+}
+/* header.py_*: the CPython the agent found, its code object section. */
+static inline int ym_abi_has_python(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V8;
+}
+/* header.trend*: the trend section. */
+static inline int ym_abi_has_trend(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V8;
+}
+/* struct ym_stripe.counted: moves with every change of stack counters. */
+static inline int ym_abi_has_counted(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V8;
 }
 
 /*
