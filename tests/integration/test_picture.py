@@ -395,7 +395,7 @@ def test_exec_without_agent_is_no_leak_at_exit():
     exec gave its heap back: its last report has no leaked_at_exit."""
     code = ("import os, sys; sys.stdout.write('ready\\n'); sys.stdout.flush();"
             "sys.stdin.readline(); os.environ.pop('LD_PRELOAD');"
-            "os.execv('/bin/sleep', ['sleep', '5'])")
+            "os.execv('/bin/sleep', ['sleep', '60'])")
     t = Target([sys.executable, "-c", code], env=EXACT)
     p = subprocess.Popen([YMTOP, "-b", "-n", "0", "-i", "0.2", "-f", "json",
                           "-p", str(t.pid)], stdout=subprocess.PIPE,

@@ -75,7 +75,10 @@ def test_a_report_at_each_new_peak_above_the_threshold():
             command(t, "grow 64")
             rep = b.next()
             assert rep["totals"]["peak_retained_bytes"] > 1.01 * last, (rep["totals"], last)
-            assert rep["totals"]["peak_retained_bytes"] > 55 * MiB, rep["totals"]
+            # The first new peak may be written while it still grows:
+            # reports follow until the peak of 16 + 64 MiB.
+            while rep["totals"]["peak_retained_bytes"] <= 55 * MiB:
+                rep = b.next()
         finally:
             b.stop()
             t.finish()
