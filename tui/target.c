@@ -75,7 +75,7 @@ void target_agent_path(char *buf, size_t len)
  * file system state; its segment, kept or left by a kill, is here).
  * Owner checked against uid as shm_reader_open_path does.  Returns its
  * code (-ENOENT: the process has no segment). */
-static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
+static int segment_path(const struct proc_info *pi, char *path, size_t plen,
 			char *err, size_t len)
 {
 	static uint32_t own_ns;
@@ -91,20 +91,30 @@ static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t 
 			 inject_refusal(pi->pid, 0, why, sizeof why));
 		return -EACCES;
 	}
-	char name[48], path[128];
+	char name[48];
 	shm_name(name, sizeof name, pi->nspid, ns);
 	/* /proc/PID/root is closed to us when the process is not dumpable or
 	 * is another user's: then our own /dev/shm, right in our mount
 	 * namespace, where the checks that follow (owner, pid, start time,
 	 * mapping) hold as anywhere. */
 	struct stat st;
-	snprintf(path, sizeof path, "/proc/%ld/root/", (long)pi->pid);
+	snprintf(path, plen, "/proc/%ld/root/", (long)pi->pid);
 	if (stat(path, &st) != 0 && (errno == EACCES || errno == EPERM ||
 				     (errno == ENOENT && proc_gone(pi) && ns == own_ns)))
-		snprintf(path, sizeof path, "%s%s", YM_SHM_DIR, name);
+		snprintf(path, plen, "%s%s", YM_SHM_DIR, name);
 	else
-		snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pi->pid,
+		snprintf(path, plen, "/proc/%ld/root%s%s", (long)pi->pid,
 			 YM_SHM_DIR, name);
+	return 0;
+}
+
+static int segment_open(struct shm_reader *r, const struct proc_info *pi, uid_t uid,
+			char *err, size_t len)
+{
+	char path[128];
+	int rc = segment_path(pi, path, sizeof path, err, len);
+	if (rc != 0)
+		return rc;
 	return shm_reader_open_path(r, path, pi->pid, pi->nspid, uid, err, len);
 }
 
@@ -494,6 +504,40 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 	return 0;
 }
 
+/* Remove the stale segment under pi's name, saying so in one line (why,
+ * and the reader's complaint when there is one): -ENOENT, as if it had
+ * none. */
+static int remove_stale(const struct proc_info *pi, const char *complaint,
+			const char *why)
+{
+	char path[128], err[256];
+	int gone = segment_path(pi, path, sizeof path, err, sizeof err) == 0 &&
+		   unlink(path) == 0;
+	const char *name = strrchr(path, '/');
+	char vis[FMT_VIS_SIZE(256)];
+	fprintf(stderr, "ymtop: process %ld: the segment %s is stale (%s%s%s)%s\n",
+		(long)pi->pid, name ? name + 1 : path, why, complaint ? ": " : "",
+		complaint ? fmt_vis(complaint, vis, sizeof vis) : "",
+		gone ? "; removed it" : "; cannot remove it");
+	return -ENOENT;
+}
+
+/* A segment under pi's name that this ymtop cannot read (code rc, err
+ * says why): stale, whatever it holds, when the process does not map it
+ * (a dead process's of another layout, or not a segment at all), and then
+ * removed: -ENOENT.  One it maps, or whose mapping cannot be told, is its
+ * writer's: rc. */
+static int unreadable(const struct proc_info *pi, int rc, const char *err)
+{
+	char path[128], why[256];
+	struct stat st;
+	if (segment_path(pi, path, sizeof path, why, sizeof why) != 0 ||
+	    stat(path, &st) != 0 ||
+	    proc_maps_file(pi->pid, (uint64_t)st.st_dev, (uint64_t)st.st_ino) != 0)
+		return rc;
+	return remove_stale(pi, err, "its process does not map it");
+}
+
 /* Open the process's segment if it has one that its writer still writes;
  * a stale one (the writer exec'd a program without the agent, or died and
  * left its pid to another process) is removed where we may, and is then
@@ -508,12 +552,14 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 	struct ym_header h;
 	for (int tries = 0;; tries++) {
 		int rc = segment_open(r, pi, pi->uid, err, len);
+		if (rc == -EPROTO || rc == -ENODATA)
+			return unreadable(pi, rc, err);
 		if (rc != 0)
 			return rc;
 		rc = shm_header_read(r, &h, err, len);
 		if (rc != 0) {
 			shm_reader_close(r);
-			return rc;
+			return rc == -EPROTO || rc == -ENODATA ? unreadable(pi, rc, err) : rc;
 		}
 		w = proc_writer(pid, h.start_ticks, r->dev, r->ino);
 		/* Gone, or exiting (the agent marked it): its final state. */
@@ -533,14 +579,7 @@ static int open_live(pid_t pid, const struct proc_info *pi, struct shm_reader *r
 		struct timespec ts = { 0, 10000000 };
 		nanosleep(&ts, NULL);
 	}
-	char name[48], path[128];
-	shm_name(name, sizeof name, pi->nspid, h.pidns);
-	snprintf(path, sizeof path, "/proc/%ld/root%s%s", (long)pid, YM_SHM_DIR, name);
-	int gone = unlink(path) == 0;
-	fprintf(stderr, "ymtop: process %ld: the segment %s is stale (%s)%s\n",
-		(long)pid, name, proc_writer_why(w),
-		gone ? "; removed it" : "; cannot remove it");
-	return -ENOENT;
+	return remove_stale(pi, NULL, proc_writer_why(w));
 }
 
 /* -1 with e set when pid names no process with a heap of its own to

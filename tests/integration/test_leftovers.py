@@ -155,5 +155,37 @@ def test_a_gone_container_leaves_a_report_not_a_segment():
         assert "hold_big" in text, text[:2000]
 
 
+
+def test_an_unreadable_file_under_the_pid_is_stale_when_not_mapped():
+    """pids wrap: a process may meet, under its name, a file it never
+    mapped (a dead process's segment of a layout this ymtop cannot read, or
+    not a segment at all).  ymtop -p says it is stale, removes it and
+    loads the agent."""
+    workload = os.path.join(BUILD, "progs", "workload")
+    import struct
+    junk = os.urandom(8192)
+    # "MTOPSEG1", then ABI 99 that only an ABI-99 reader reads.
+    future = struct.pack("<QHH", 0x31474553504f544d, 99, 99) + bytes(8192)
+    for content, said in ((junk, "bad magic"), (future, "ABI version 99")):
+        t = Plain([workload])
+        try:
+            path = seg_path(t.pid)
+            with open(path, "wb") as f:
+                f.write(content)
+            os.chmod(path, 0o600)
+            r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1",
+                                "-i", "0.05", "-f", "json", "-p", str(t.pid)],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert ("the segment ymtop-%d is stale (its process does not map "
+                    "it: " % t.pid) in r.stderr and said in r.stderr and \
+                "removed it" in r.stderr, r.stderr
+            assert '"pid":%d' % t.pid in r.stdout.replace(" ", ""), r.stdout[:300]
+            with open(path, "rb") as f:
+                assert f.read(8) == struct.pack("<Q", 0x31474553504f544d)
+        finally:
+            t.kill()
+
+
 if __name__ == "__main__":
     raise SystemExit(run_tests(globals()))
