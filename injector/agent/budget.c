@@ -74,27 +74,6 @@ static uint64_t cpu_now(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The thread's time on the sampled paths since its last look, as CPU
- * time: the paths are timed by the wall clock (agent_now_ns, no system
- * call), which also runs while the thread waits for a CPU; on a loaded
- * machine that is most of it.  So it is scaled by the share of the
- * interval since the last look the thread was on a CPU (its CPU clock,
- * one system call a look: a millisecond apart at least).  The first
- * look of a thread has no interval: its time is left out. */
-static uint64_t thread_spent(struct agent_tls *t, uint64_t now)
-{
-	uint64_t wall = t->budget_ns, cpu = cpu_now(CLOCK_THREAD_CPUTIME_ID);
-	uint64_t spent = 0;
-	if (t->budget_wall0 && cpu > t->budget_cpu0 && now > t->budget_wall0) {
-		double share = (double)(cpu - t->budget_cpu0) /
-			       (double)(now - t->budget_wall0);
-		spent = (uint64_t)((double)wall * (share < 1 ? share : 1));
-	}
-	t->budget_ns = 0;
-	t->budget_wall0 = cpu ? now : 0;
-	t->budget_cpu0 = cpu;
-	return spent;
-}
 
 /* The rate for the next window, given the last one spent `spent` of the
  * `cpu` ns the process ran at `rate`: the sampled paths' time goes as
@@ -125,9 +104,10 @@ uint64_t budget_poll(struct agent_tls *t, uint64_t now, uint64_t rate,
 	uint32_t ppm = __atomic_load_n(&budget_ppm, __ATOMIC_RELAXED);
 	if (!ppm)
 		return 0;
-	uint64_t mine = thread_spent(t, now);
-	if (mine)
-		__atomic_fetch_add(&pending_ns, mine, __ATOMIC_RELAXED);
+	if (t->budget_ns) {
+		__atomic_fetch_add(&pending_ns, t->budget_ns, __ATOMIC_RELAXED);
+		t->budget_ns = 0;
+	}
 	uint64_t start = __atomic_load_n(&win_start_ns, __ATOMIC_RELAXED);
 	if (start && now - start < BUDGET_WINDOW_NS)
 		return 0;

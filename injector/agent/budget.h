@@ -28,11 +28,16 @@
 #define BUDGET_MIN_CPU_NS 10000000ULL    /* ... and 10 ms of CPU time */
 #define BUDGET_AIM        0.6            /* of the budget, after a change */
 #define BUDGET_PPM_MAX    1000000u       /* 100 % */
-/* A sampled path counts this long at most: one that took longer was
+/* The paths are timed by the wall clock (agent_now_ns: no system call),
+ * which also runs while the thread waits for a CPU.  A path of a few
+ * microseconds is seldom preempted, so its wall time is its CPU time (a
+ * thread's CPU share would be no better a scale: the thread runs while
+ * it samples, however rarely it runs otherwise); but a path that was
  * preempted (or met a one-off cost: a module's unwind rules, a table's
- * first page), and a few such in a window of few samples would otherwise
- * drive the rate up by orders of magnitude, which only samples, rare by
- * then, could bring down again.  A sample takes 1-10 us. */
+ * first page) would count milliseconds, and a few such in a window of
+ * few samples would drive the rate up by orders of magnitude, which only
+ * samples, rare by then, could bring down again.  So a path counts this
+ * long at most.  A sample takes 1-10 us. */
 #define BUDGET_SAMPLE_MAX_NS 50000ULL
 
 /* The budget in force, in millionths of the process's CPU time; 0: none

@@ -75,11 +75,9 @@ struct agent_tls {
 	 * before the lock pays). */
 	uint32_t filter_hits;
 	uint32_t filter_found;
-	/* Wall time on the sampled paths not yet added to the process's
-	 * sum, and the thread's wall and CPU time when it last added
+	/* Time on the sampled paths not yet added to the process's sum
 	 * (budget.h; only while a budget is set). */
 	uint64_t budget_ns;
-	uint64_t budget_wall0, budget_cpu0;
 };
 
 extern __thread struct agent_tls agent_tls
