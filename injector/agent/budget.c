@@ -38,6 +38,8 @@ void budget_map_segment(struct ym_header *h, uint64_t requested, uint64_t rate)
 					 __ATOMIC_RELAXED);
 	}
 	out = &h->budget;
+	/* A fork child's copy of the flag may be its parent's judge's. */
+	__atomic_store_n(&judging, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&win_start_ns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pending_ns, 0, __ATOMIC_RELAXED);
 	store(&out->requested_rate, requested);

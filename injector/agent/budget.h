@@ -44,9 +44,14 @@
  * (nothing is measured). */
 extern uint32_t budget_ppm AGENT_HIDDEN;
 
+static inline uint32_t budget_get(void)
+{
+	return __atomic_load_n(&budget_ppm, __ATOMIC_RELAXED);
+}
+
 static inline int budget_on(void)
 {
-	return __atomic_load_n(&budget_ppm, __ATOMIC_RELAXED) != 0;
+	return budget_get() != 0;
 }
 
 /* A sampled path that began at start (agent_now_ns) ends now: its time is

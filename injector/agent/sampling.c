@@ -99,7 +99,7 @@ static void poll_control(struct agent_tls *t, int calls_out, uint64_t now)
 	}
 	/* A cost budget asked for (budget.h), then its window. */
 	uint64_t mo = __atomic_load_n(&ctl->max_overhead, __ATOMIC_ACQUIRE);
-	if (mo && mo <= BUDGET_PPM_MAX && mo != budget_ppm && cur > 1)
+	if (mo && mo <= BUDGET_PPM_MAX && mo != budget_get() && cur > 1)
 		budget_set((uint32_t)mo);
 	uint64_t next = budget_poll(t, now, cur, asked);
 	if (next)
