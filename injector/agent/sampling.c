@@ -286,15 +286,19 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 		table_count_free(e, agent_now_ns(), own);
 		goto out;
 	}
-	/* Stays sampled with the probability that keeps the sampled share of
-	 * blocks of usable size u at p(u) (sample.h); then it is re-weighed
-	 * at n/p(u), 1/p(u). */
-	if (!sample_keep(&t->rng, rate, old_usable, usable)) {
+	/* Stays sampled, or not, by its own chance of being a sample and the
+	 * rate of the countdown its growth is charged to (sample.h,
+	 * sample_resize); then it is re-weighed at n/p, 1/p with p its chance
+	 * after. */
+	double p;
+	uint64_t r = t->rate ? t->rate : rate;
+	if (!sample_resize(&t->rng, r, sample_p_of_weight(e->weight_fx),
+			   old_usable, usable, &p)) {
 		table_count_drop(e, own);
 		goto out;
 	}
-	uint64_t w, wfx;
-	sample_weight(rate, n, usable, &w, &wfx);
+	uint64_t w = (uint64_t)((double)n / p + 0.5);
+	uint64_t wfx = (uint64_t)((double)YM_FX_ONE / p + 0.5);
 	table_count_resize(e, w, wfx, own);
 	e->weight_fx = wfx;
 	e->addr = (uint64_t)(uintptr_t)q;
