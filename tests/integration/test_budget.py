@@ -10,8 +10,8 @@ wall time and 10 ms of CPU time each), whatever the machine's load."""
 import math
 import subprocess
 
-from ymlib import (MiB, WORKLOAD, YMTOP, Target, report, run_tests, site,
-                   within, ymtop)
+from ymlib import (MiB, WORKLOAD, YMTOP, Plain, Target, report, run_tests,
+                   site, within, ymtop)
 
 SEEDED = {"YM_SEED": "4242", "YM_SAMPLE_RATE": "4096"}
 
@@ -91,6 +91,28 @@ def test_max_overhead_reaches_a_running_agent():
     s = rep["sampling"]
     assert s["budget_percent"] == 0.01 and s["effective_rate"] > 4096, s
     assert s["requested_rate"] == 4096, s
+
+
+def test_max_overhead_with_the_injection():
+    """ymtop -p PID --max-overhead into a process without the agent: the
+    agent is injected, then the budget written to its control block, and
+    it acts on what the process allocates afterwards."""
+    t = Plain([WORKLOAD, "pause", "budget:64"], env=dict(SEEDED), ready=False)
+    try:
+        t.wait_for("paused")
+        r = ymtop("-p", t.pid, "--rate", "4096", "--max-overhead", "0.01")
+        assert "cost budget 0.01% of its CPU time asked" in r.stderr, r.stderr
+        t.p.stdin.write("\n")
+        t.p.stdin.flush()
+        t.wait_for("ready")
+        rep = report(t.pid)
+    finally:
+        rc, _, _ = t.finish()
+    assert rc == 0
+    s = rep["sampling"]
+    assert rep["attached"] is True, rep["attached"]
+    assert s["budget_percent"] == 0.01 and s["requested_rate"] == 4096, s
+    assert s["effective_rate"] > 4096 and s["adjustments"] >= 1, s
 
 
 def test_exact_mode_keeps_every_call():
