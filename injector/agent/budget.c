@@ -129,8 +129,12 @@ uint64_t budget_poll(struct agent_tls *t, uint64_t now, uint64_t rate,
 		goto done;
 	}
 	uint64_t dcpu = cpu - win_cpu_ns;
-	if (dcpu < BUDGET_MIN_CPU_NS)   /* too little to judge: go on */
+	if (dcpu < BUDGET_MIN_CPU_NS) {
+		/* Too little to judge: the window goes on, its time and CPU
+		 * kept, and the CPU clock is read again a wall window later. */
+		__atomic_store_n(&win_start_ns, now, __ATOMIC_RELAXED);
 		goto done;
+	}
 	uint64_t spent = __atomic_exchange_n(&pending_ns, 0, __ATOMIC_RELAXED);
 	win_cpu_ns = cpu;
 	__atomic_store_n(&win_start_ns, now, __ATOMIC_RELAXED);

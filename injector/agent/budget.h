@@ -3,10 +3,10 @@
  * segment.h, Budget).  The time the agent spends on its sampled paths,
  * read with agent_now_ns at their entry and exit while a budget is set,
  * is summed per thread and, at a thread's look at the control block (at
- * most once a millisecond), added to a process-wide sum; once a window
- * (BUDGET_WINDOW_NS of wall time, and BUDGET_MIN_CPU_NS of the
- * process's CPU time or more) the first thread past it reads
- * CLOCK_PROCESS_CPUTIME_ID and compares: over the budget, the mean
+ * most once a millisecond), added to a process-wide sum; every
+ * BUDGET_WINDOW_NS of wall time the first thread past it reads
+ * CLOCK_PROCESS_CPUTIME_ID (one system call), and once the window holds
+ * BUDGET_MIN_CPU_NS of the process's CPU time or more, compares: over the budget, the mean
  * sampling interval grows so that the next window spends about
  * BUDGET_AIM of it; under half of it, the interval shrinks towards the
  * rate asked for (at most 4x a window).  The fast paths pay nothing: what
