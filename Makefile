@@ -551,6 +551,7 @@ bench: bench-deps all
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench
 	@tests/bench/samplecost.sh $(B)
+	@tests/bench/budget.sh $(B)
 	@tests/bench/trendcost.sh $(B)
 	@tests/bench/trend_quality.sh $(B)
 	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \

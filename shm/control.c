@@ -81,6 +81,23 @@ int shm_control_heap(struct shm_reader *r, uint64_t *asked)
 	return rc;
 }
 
+int shm_control_budget(struct shm_reader *r, uint32_t ppm)
+{
+	if (ppm == 0 || ppm > 1000000u)
+		return -EINVAL;
+	struct ym_header h;
+	int rc = r->fd >= 0 ? shm_read_at(r->fd, &h, sizeof h, 0) : -EBADF;
+	if (rc < 0)
+		return rc;
+	if (!ym_abi_has_budget(h.abi_version))
+		return -EOPNOTSUPP;
+	if (h.sample_rate <= 1)   /* exact mode records every call */
+		return -EINVAL;
+	uint64_t v = ppm;
+	return control_write(r, __builtin_offsetof(struct ym_control, max_overhead),
+			     &v, sizeof v);
+}
+
 int shm_control_rate(struct shm_reader *r, uint64_t rate)
 {
 	if (rate < SHM_RATE_MIN || rate > SHM_RATE_MAX)

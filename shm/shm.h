@@ -203,6 +203,25 @@ static inline int shm_snapshot_py_known(const struct shm_snapshot *s)
 {
 	return ym_abi_has_python(s->hdr.abi_version);
 }
+/* Whether the writer says what rate was asked for and what a cost budget
+ * did (v9, header.budget): an older one's fields are unknown, not "no
+ * budget". */
+static inline int shm_snapshot_budget_known(const struct shm_snapshot *s)
+{
+	return ym_abi_has_budget(s->hdr.abi_version) &&
+	       s->hdr.budget.requested_rate != 0;
+}
+/* The rate the estimates' error is stated at: the longest in force since
+ * the start or the last reset (v9; a budget may have lengthened it),
+ * else the one in force. */
+static inline uint64_t shm_snapshot_error_rate(const struct shm_snapshot *s)
+{
+	uint64_t r = s->hdr.sample_rate;
+	if (shm_snapshot_budget_known(s) && s->hdr.budget.max_rate > r &&
+	    s->hdr.budget.max_rate <= (1ULL << 40))
+		r = s->hdr.budget.max_rate;
+	return r;
+}
 /* Stack i's kind (YM_KIND_MALLOC before v6). */
 static inline uint32_t shm_stack_kind(const struct shm_snapshot *s, uint32_t i)
 {
@@ -294,6 +313,11 @@ int shm_calls_read(struct shm_reader *r, uint64_t *calls);
 #define SHM_RATE_MIN 2ULL
 #define SHM_RATE_MAX (1ULL << 40)
 int shm_control_rate(struct shm_reader *r, uint64_t rate);
+/* Ask the agent for a cost budget of ppm millionths of the process's CPU
+ * time (segment.h, Budget): 0, or -EINVAL out of [1, 1000000] or in
+ * exact mode, -EOPNOTSUPP when the agent is older than v9, -EPERM
+ * read-only, another negative errno on I/O errors. */
+int shm_control_budget(struct shm_reader *r, uint32_t ppm);
 
 /* A validated copy of the header now, for the fields that change (flags,
  * sample_rate, exit_mono_ns...) between snapshots: read as

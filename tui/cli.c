@@ -85,6 +85,8 @@ static void help(void)
 "                         trend (growth rate)\n"
 "      --rate BYTES       ask the agent to sample every BYTES on average\n"
 "                         (2 to 1T; k, M, G suffixes: KiB, MiB, GiB)\n"
+"      --max-overhead PCT ask the agent to keep its sampling under PCT%% of\n"
+"                         the process's CPU time (it lengthens the rate)\n"
 "      --serve [ADDR:]PORT  serve /metrics (Prometheus) and /debug/pprof/heap\n"
 "                         for every agent process (or -p PID); ADDR default\n"
 "                         127.0.0.1; no screen, no write to any target\n"
@@ -139,7 +141,24 @@ static double parse_percent(const char *s)
 }
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
-       OPT_RATE, OPT_SERVE, OPT_CHILDREN, OPT_WEB_CONFIG, OPT_SNAPSHOT_ON };
+       OPT_RATE, OPT_SERVE, OPT_CHILDREN, OPT_WEB_CONFIG, OPT_SNAPSHOT_ON,
+       OPT_MAX_OVERHEAD };
+
+/* --max-overhead: a percentage above 0 and up to 100, in millionths (at
+ * least 1: 0.0001 %). */
+static uint32_t parse_budget(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end != s && *end == '%')
+		end++;
+	if (!*s || *end || errno || !isfinite(v) || v <= 0 || v > 100 ||
+	    v * 1e4 < 0.5)
+		usage_error("--max-overhead must be a percentage of CPU time above 0 "
+			    "and up to 100 (0.0001 at least), not '%s'", s);
+	return (uint32_t)(v * 1e4 + 0.5);
+}
 
 /* --snapshot-on peak:SIZE or pressure, into o (repeatable). */
 static void parse_snapshot_on(const char *s, struct options *o)
@@ -174,6 +193,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "on-change", required_argument, NULL, OPT_ON_CHANGE },
 		{ "sort", required_argument, NULL, OPT_SORT },
 		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "serve", required_argument, NULL, OPT_SERVE },
 		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ "children", no_argument, NULL, OPT_CHILDREN },
@@ -255,6 +275,9 @@ void cli_parse(int argc, char **argv, struct options *o)
 					    "1099511627776 (k, M, G suffixes: KiB, MiB, GiB), "
 					    "not '%s'", optarg);
 			break;
+		case OPT_MAX_OVERHEAD:
+			o->max_overhead = parse_budget(optarg);
+			break;
 		case OPT_SERVE:
 			if (addr_parse(optarg, &addr, err, sizeof err) != 0)
 				usage_error("%s", err);
@@ -289,8 +312,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 	if (!o->interval_set)
 		o->interval = o->delay;
 	if (o->serve && (o->batch || o->output || o->format_set || o->rate ||
-			 o->on_change >= 0 || o->iterations >= 0))
-		usage_error("--serve runs alone: no -b, -n, -f, -o, --rate or --on-change "
+			 o->max_overhead || o->on_change >= 0 || o->iterations >= 0))
+		usage_error("--serve runs alone: no -b, -n, -f, -o, --rate, --max-overhead or --on-change "
 			    "(it never writes to a target; -f prometheus is /metrics)");
 	if (o->web_config && !o->serve)
 		usage_error("--web-config applies to --serve");

@@ -52,8 +52,8 @@ int main(int argc, char **argv)
 	pid_t pid = target_choose(o.pid, &e);
 	if (pid < 0)
 		cli_die_err(&e);
-	if (!o.batch && !tty && o.rate) {
-		/* --rate from a script: ask for the rate (session_open says
+	if (!o.batch && !tty && (o.rate || o.max_overhead)) {
+		/* --rate or --max-overhead from a script: ask for the rate (session_open says
 		 * so in one line), no screen. */
 		struct session ss;
 		if (session_open(&ss, &o, pid, &e) != 0)

@@ -32,6 +32,8 @@ struct options {
 	uint64_t snap_peak;
 	enum model_sort sort;    /* --sort: reports and the screen's first */
 	uint64_t rate;           /* --rate: asked of the agent; 0 not given */
+	uint32_t max_overhead;   /* --max-overhead, in millionths of CPU
+				  * time: asked of the agent; 0 not given */
 	const char *output;      /* -o pattern, or NULL */
 	const char *serve;       /* --serve [ADDR:]PORT, or NULL */
 	const char *web_config;  /* --web-config FILE (with --serve), or NULL */

@@ -49,6 +49,39 @@ static int apply_rate(const struct options *o, struct shm_reader *r,
 	return 0;
 }
 
+/* --max-overhead: ask the agent for a cost budget of o->max_overhead
+ * millionths of CPU time (nothing when 0); one line on stderr says so.
+ * -1 with e set (status 1) when the agent cannot take it. */
+static int apply_budget(const struct options *o, struct shm_reader *r,
+			struct ym_err *e)
+{
+	if (!o->max_overhead)
+		return 0;
+	struct ym_header h;
+	if (shm_header_read(r, &h, NULL, 0) != 0)
+		return ym_err_set(e, 1, "pid %ld: cannot read the segment header", (long)r->pid);
+	int rc = shm_control_budget(r, o->max_overhead);
+	if (rc == -EOPNOTSUPP)
+		return ym_err_set(e, 1, "pid %ld: its agent (segment ABI %u) has no cost budget: "
+			"--max-overhead needs ABI 9; restart the process with the agent of "
+			"this ymtop", (long)r->pid, h.abi_version);
+	if (rc == -EINVAL)
+		return ym_err_set(e, 1, "pid %ld samples every allocation (YM_SAMPLE_RATE=1, chosen at "
+			"its start): a budget cannot change that; restart it with "
+			"YM_SAMPLE_RATE=BYTES", (long)r->pid);
+	if (rc == -EPERM)
+		return ym_err_set(e, 1, "pid %ld: the segment is read-only to us, so --max-overhead "
+			"cannot reach the agent; run ymtop as the process's user or root",
+			(long)r->pid);
+	if (rc != 0)
+		return ym_err_set(e, 1, "pid %ld: cannot write the control block: %s", (long)r->pid,
+			strerror(-rc));
+	fprintf(stderr, "ymtop: pid %ld: sampling cost budget %g%% of its CPU time asked; "
+		"the agent lengthens its rate when a window goes over\n", (long)r->pid,
+		o->max_overhead / 1e4);
+	return 0;
+}
+
 /* Wait up to ms for the agent to answer request `asked` (a process that
  * allocates answers at its next call).  1 when it did. */
 static int wait_heap(struct shm_reader *r, uint64_t asked, double ms)
@@ -180,7 +213,7 @@ int session_open(struct session *s, const struct options *o, pid_t pid,
 	struct shm_reader r;
 	if (target_attach(pid, &r, e) != 0)
 		return -1;
-	if (apply_rate(o, &r, e) != 0) {
+	if (apply_rate(o, &r, e) != 0 || apply_budget(o, &r, e) != 0) {
 		shm_reader_close(&r);
 		return -1;
 	}

@@ -113,7 +113,9 @@
  *    the old rate until its next sample, and every sample is weighed with
  *    the rate its countdown was drawn with, so estimates stay unbiased
  *    across the change.  Live samples keep the weight they were drawn
- *    with.  header.sample_rate is the rate in force for new countdowns.
+ *    with.  header.sample_rate is the rate in force for new countdowns
+ *    (v9: at or above the rate asked for, which a cost budget may
+ *    lengthen: header.budget).
  *    control.heap_request (v6): a reader adds one to ask for the
  *    allocator's statistics; the agent takes them on a slow path within
  *    YM_HEAP_MIN_INTERVAL_NS of the last ones and publishes them in
@@ -127,6 +129,10 @@
  *    back.  A quiet process answers at its next allocation.  (A reader
  *    can make calls slower this way, or with a larger value skip giant
  *    alarms: no more than it can do with pause and sample_rate.)
+ *    control.max_overhead (v9; 0: no request) asks for a cost budget in
+ *    millionths of CPU time (Budget below); the agent applies it at a
+ *    thread's next look, and sample_rate requests set
+ *    header.budget.requested_rate, the floor of header.sample_rate.
  *
  * Readers must treat the segment as hostile: check owner, mode and size,
  * magic and versions (ym_abi_readable), then every offset, capacity,
@@ -148,16 +154,18 @@
  * v7: additions only, compat stays 5 (each names itself "v7" where it is
  * declared).
  * v8: additions only, compat stays 5 (each names itself "v8" where it is
+ * declared).
+ * v9: additions only, compat stays 5 (each names itself "v9" where it is
  * declared). */
 #ifndef YM_TEST_ABI_NEWER
-#define YM_ABI_VERSION  8u       /* this file's version */
+#define YM_ABI_VERSION  9u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
 #define YM_HEADER_SIZE  4096u    /* header bytes this writer reserves */
 #else
 /* A test build only (make, test_abi.py): a writer one version ahead that
  * adds without breaking (same compat_version), with a longer header and
  * longer stack and alarm records, all filled with unknown data. */
-#define YM_ABI_VERSION  9u
+#define YM_ABI_VERSION  10u
 #define YM_ABI_COMPAT   5u
 #define YM_HEADER_SIZE  8192u
 #define YM_TEST_RECORD_TAIL 16u  /* bytes after a record's frames */
@@ -337,6 +345,33 @@ struct ym_heapstats {
 };
 _Static_assert(sizeof(struct ym_heapstats) == 128, "heap stats size");
 
+/* v9: Budget.  YM_MAX_OVERHEAD (or control.max_overhead) bounds the CPU
+ * time the agent spends in its sampled paths to budget_ppm millionths of
+ * the process's CPU time (CLOCK_PROCESS_CPUTIME_ID), judged over windows
+ * of window_ms of wall time or more: the agent lengthens the mean
+ * sampling interval, header.sample_rate, above requested_rate when a
+ * window was over the budget and shortens it back, never below
+ * requested_rate, when under.  Each sample is weighed at the rate it was
+ * drawn at, so estimates stay unbiased; max_rate, the longest interval
+ * in force since the start or the last reset, bounds their error.
+ * Written by the agent only, each field atomically, all but
+ * requested_rate and max_rate after creation only while budget_ppm is
+ * not 0 (0: no budget: the agent measures nothing).  spent_ns and cpu_ns
+ * are totals over the windows judged, window_* those of the last one,
+ * adjustments the changes of sample_rate the budget made. */
+struct ym_budget {
+	uint64_t requested_rate;   /* YM_SAMPLE_RATE or control.sample_rate */
+	uint64_t max_rate;         /* longest sample_rate since start/reset */
+	uint32_t budget_ppm;       /* 0: none */
+	uint32_t window_ms;
+	uint64_t adjustments;
+	uint64_t spent_ns;         /* in the sampled paths, all threads */
+	uint64_t cpu_ns;           /* the process's, over the same windows */
+	uint64_t window_spent_ns;
+	uint64_t window_cpu_ns;
+};
+_Static_assert(sizeof(struct ym_budget) == 64, "budget size");
+
 struct ym_header {
 	/* Fixed at creation. */
 	uint64_t magic;
@@ -351,7 +386,8 @@ struct ym_header {
 	uint64_t start_mono_ns;    /* CLOCK_MONOTONIC at the same moment */
 	uint64_t sample_rate;      /* mean bytes between samples; 1 = exact.
 				    * The one field here that may change
-				    * later (control.sample_rate): atomic */
+				    * later (control.sample_rate; v9: the
+				    * budget, header.budget): atomic */
 	uint64_t giant_bytes;
 	uint32_t max_depth;
 	uint32_t giant_fail;       /* 1: giant requests fail with ENOMEM */
@@ -431,6 +467,8 @@ struct ym_header {
 	uint64_t trend_slot_ns;
 	uint32_t trend_stacks;
 	uint32_t reserved_v8;
+	/* v9: the cost budget (struct ym_budget, Budget below). */
+	struct ym_budget budget;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */
@@ -451,7 +489,9 @@ struct ym_control {
 	uint64_t heap_request; /* v6: a reader adds 1 to ask for new heap
 				* statistics (header.heap.answered = it) */
 	uint64_t fast_limit;   /* v6: see Control above */
-	uint64_t reserved[3];
+	uint64_t reserved[2];
+	uint64_t max_overhead; /* v9: 0, or the budget a reader asks for, in
+				* millionths of CPU time (1..1000000) */
 };
 _Static_assert(sizeof(struct ym_control) == 64, "control size");
 
@@ -729,6 +769,7 @@ static inline int ym_abi_readable(uint64_t magic, uint32_t abi_version,
 #define YM_ABI_V7 7u   /* unseen calls, peak samples, heap call count */
 #define YM_ABI_V8 8u   /* why no heap figures, Python frames, the trend,
 			  the stripes' counted word */
+#define YM_ABI_V9 9u   /* the cost budget */
 
 /* Each stack record ends with struct ym_stack_ext (its kind and peak). */
 static inline int ym_abi_has_stack_ext(uint32_t abi_version)
@@ -784,6 +825,12 @@ static inline int ym_abi_has_python(uint32_t abi_version)
 static inline int ym_abi_has_trend(uint32_t abi_version)
 {
 	return abi_version >= YM_ABI_V8;
+}
+/* header.budget and control.max_overhead: the cost budget, the rate
+ * asked for beside the one in force. */
+static inline int ym_abi_has_budget(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V9;
 }
 /* struct ym_stripe.counted: moves with every change of stack counters. */
 static inline int ym_abi_has_counted(uint32_t abi_version)

@@ -55,6 +55,54 @@ static uint64_t env_num(const char *name, uint64_t def, uint64_t lo,
 	return def;
 }
 
+/* A percentage of up to 100 with up to 4 decimals ("5", "0.5", "2.5%")
+ * in millionths, at least 1; -1 when it is none. */
+static int64_t parse_percent(const char *s)
+{
+	int64_t v = 0;
+	int digits = 0, decimals = -1;
+	for (; *s; s++) {
+		if (*s >= '0' && *s <= '9') {
+			if (decimals >= 4 || v > 100000000)
+				return -1;
+			v = v * 10 + (*s - '0');
+			digits++;
+			if (decimals >= 0)
+				decimals++;
+		} else if (*s == '.' && decimals < 0) {
+			decimals = 0;
+		} else if (*s == '%' && s[1] == '\0') {
+			break;
+		} else {
+			return -1;
+		}
+	}
+	if (!digits)
+		return -1;
+	for (int d = decimals < 0 ? 0 : decimals; d < 4; d++)
+		v *= 10;
+	return v >= 1 && v <= 1000000 ? v : -1;
+}
+
+static uint32_t env_budget(int exact)
+{
+	const char *s = getenv("YM_MAX_OVERHEAD");
+	if (!s || !*s)
+		return 0;
+	int64_t v = parse_percent(s);
+	if (v < 0) {
+		agent_warn("YM_MAX_OVERHEAD", " must be a percentage above 0 and "
+			   "up to 100 (see ymagent(7)); ", "no budget");
+		return 0;
+	}
+	if (exact) {
+		agent_warn("YM_MAX_OVERHEAD", " has no effect with YM_SAMPLE_RATE=1 "
+			   "(exact mode records every call): ", "no budget");
+		return 0;
+	}
+	return (uint32_t)v;
+}
+
 static int env_bool(const char *name, int def)
 {
 	const char *s = getenv(name);
@@ -104,6 +152,7 @@ void agent_configure(void)
 	c->seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
 	c->keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
 	c->early_segment = env_bool("YM_EARLY_SEGMENT", 0);
+	c->budget_ppm = env_budget(c->rate <= 1);
 	c->trend_slot_ms = env_num("YM_TREND_SLOT_MS",
 				   YM_TREND_SLOT_NS / 1000000u, 0, 3600000);
 }

@@ -28,6 +28,7 @@
  *   symbols.c   symbol lookups without the loader's lock
  *   threads.c   TLS, the guard, thread slots and their counters
  *   sampling.c  the sampled slow path; reads CONTROL
+ *   budget.c    the cost budget: times the sampled paths, judges windows
  *   heapstats.c the allocator's own statistics, on a reader's request
  *   table.c     stacks, counters, counter planes, the agent's lock
  *   live.c      the live table and free's filters
@@ -54,7 +55,8 @@
  *   header      seg.c (fields fixed at creation, magic last; exit, uid);
  *               changing fields by the owner of what they count: flags
  *               PAUSED sampling.c, OVERFLOWED sampling.c and table.c,
- *               sample_rate sampling.c, drop_* where the drop happens,
+ *               sample_rate sampling.c, budget budget.c (v9),
+ *               drop_* where the drop happens,
  *               heap heapstats.c, retained_est and peaks table.c,
  *               exit_how/exit_status seg.c, UNSEEN and unseen_* seg.c
  *               (for got.c and life.c: seg_note_unseen), py_* python.c

@@ -32,18 +32,25 @@
  * nothing for growth in place within a size class, and grown blocks
  * would show at 0.15-0.50 of their size):
  *   u' >= u: the countdown is charged the growth u' - u.  An unsampled
- *     block stays unsampled with probability exp(-(u' - u)/R); a sampled
- *     one stays sampled (sample_keep).
+ *     block stays unsampled with probability exp(-(u' - u)/R), and one
+ *     that does not is weighed at s'/p(u'), 1/p(u'); a sampled one stays
+ *     sampled and its chance p becomes 1 - (1 - p) exp(-(u' - u)/R)
+ *     (sample_resize): its own, read from its weight, so a rate changed
+ *     since it was drawn (ymtop --rate, a cost budget) changes nothing
+ *     but the growth's share.
  *   u' < u: an unsampled block stays unsampled, a sampled one stays with
- *     probability p(u')/p(u) (sample_keep), so that repeated reallocs do
- *     not ratchet the sampled share towards 1.
+ *     probability min(1, p(u')/p) (sample_resize), so that repeated
+ *     reallocs do not ratchet the sampled share towards 1.
  *   A sampled block that stays keeps its stack and birth time (one
- *   long-lived allocation) and is re-weighed at s'/p(u'), 1/p(u').
+ *   long-lived allocation) and is re-weighed at s'/p, 1/p with p its
+ *   chance after.
  * What was charged for a block first allocated at (s0, u0) and then grown
  * is c = s0 + (u' - u0) = u' - (u0 - s0): the charges of its growth
  * telescope, and only the slack of its first allocation is missing.  So
- * it is sampled with probability p(c) <= p(u') and its weight s'/p(u')
- * estimates p(c)/p(u') >= c/u' = 1 - (u0 - s0)/u' of s': low by at most
+ * it is sampled with probability p(c) <= p(u'): a block sampled before
+ * its growth is weighed at exactly that (its chance, carried through),
+ * one sampled by its growth at p(u'), so that the estimate is of
+ * between p(c)/p(u') >= c/u' = 1 - (u0 - s0)/u' of s' and s': low by at most
  * the first slack over the present usable size (a shrink's thinning,
  * p(u')/p(u) of p(s0), likewise by at most (u - s0)/u).  Under glibc the
  * slack is 8-23 bytes: nothing past a few hundred bytes.  Under allocators
@@ -209,6 +216,58 @@ static inline int sample_keep(uint64_t *state, uint64_t rate, uint64_t old,
 		      sample_expm1(-(double)old / (double)rate);
 	double u = (double)(sample_rand(state) >> 11) * 0x1.0p-53;   /* [0, 1) */
 	return u < keep;
+}
+
+/* The chance a sample had of being one, read back from its weight in
+ * objects (1/p in YM_FX_ONE units): 1 for one object or less (exact
+ * mode, a block larger than many rates). */
+static inline double sample_p_of_weight(uint64_t weight_fx)
+{
+	if (weight_fx <= YM_FX_ONE)
+		return 1.0;
+	return (double)YM_FX_ONE / (double)weight_fx;
+}
+
+/* realloc of a sample that had chance p of being one, its usable size
+ * going from old to new bytes, the thread's countdown drawn at rate: 1 if
+ * it stays sampled, and its chance after in *p_out, which it is weighed
+ * with (s'/p_out bytes, 1/p_out objects).  Its own chance p, not p(old)
+ * at the rate now in force: the rate may have changed since it was
+ * drawn (ymtop --rate, a cost budget), and a block drawn at 4 KiB and
+ * re-weighed at 400 KiB would count a hundred times its size.
+ *   Growing (or the same size): it stays; had it not been sampled, the
+ *   growth new - old charged to the countdown would have sampled it with
+ *   probability p(new - old), so its chance after is
+ *   1 - (1 - p) e^(-(new - old)/rate): for a block never moved between
+ *   rates, p(c) with c everything ever charged for it (its request, then
+ *   each growth), exactly.
+ *   Shrinking: it stays with probability min(1, p(new)/p), its chance
+ *   after min(p, p(new)): the sampled share of blocks of usable size u
+ *   does not ratchet up with repeated reallocs (the top of this file).
+ * A failed realloc (new == old) leaves p as it was. */
+static inline int sample_resize(uint64_t *state, uint64_t rate, double p,
+				uint64_t old, uint64_t new, double *p_out)
+{
+	if (rate <= 1 || p >= 1.0) {
+		*p_out = 1.0;
+		return 1;
+	}
+	if (new >= old) {
+		/* (1 - p) e^(-g/R) = (1 - p) - (1 - p)(1 - e^(-g/R)) */
+		double q = -sample_expm1(-(double)(new - old) / (double)rate);
+		*p_out = p + (1.0 - p) * q;
+		return 1;
+	}
+	if (new == 0)
+		return 0;
+	double target = -sample_expm1(-(double)new / (double)rate);
+	if (target >= p) {
+		*p_out = p;
+		return 1;
+	}
+	*p_out = target;
+	double u = (double)(sample_rand(state) >> 11) * 0x1.0p-53;   /* [0, 1) */
+	return u < target / p;
 }
 
 /* The lifetime bucket of a duration in ns. */

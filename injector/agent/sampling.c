@@ -1,14 +1,16 @@
 /*
  * sampling: the sampled slow path and the control poll (sampling.h).
  *
- * State, this file's: the rate in force (ymtop --rate may change it;
- * agent_cfg.rate is the one at start), the last reset request seen, the
+ * State, this file's: the rate asked for (YM_SAMPLE_RATE, then ymtop
+ * --rate) and the rate in force (the same, or longer under a cost
+ * budget: budget.h), the last reset request seen, the
  * threads seeded from YM_SEED, and the segment's CONTROL section, which
  * the agent only reads.
  */
 #include <errno.h>
 #include <string.h>
 
+#include "budget.h"
 #include "heapstats.h"
 #include "live.h"
 #include "modules.h"
@@ -20,10 +22,17 @@
 #include "trend.h"
 
 static uint64_t rate;             /* atomic: mean bytes between samples */
+static uint64_t requested;        /* atomic: the rate asked for; 0: cfg's */
 static uint32_t seen_reset;       /* control.reset_seq carried out */
 static uint64_t seeded;           /* threads seeded from YM_SEED so far */
 static struct ym_header  *hdr;
 static struct ym_control *ctl;
+
+static uint64_t requested_rate(void)
+{
+	uint64_t r = __atomic_load_n(&requested, __ATOMIC_RELAXED);
+	return r ? r : agent_cfg.rate;
+}
 
 void sampling_map_segment(uint8_t *base, const struct ym_section *sec)
 {
@@ -31,12 +40,22 @@ void sampling_map_segment(uint8_t *base, const struct ym_section *sec)
 	ctl = (struct ym_control *)(base + sec[YM_SEC_CONTROL].offset);
 	/* Kept across fork: a child goes on at the rate ymtop last set. */
 	__atomic_store_n(&rate, sampling_rate(), __ATOMIC_RELAXED);
+	budget_map_segment(hdr, requested_rate(), sampling_rate());
 }
 
 uint64_t sampling_rate(void)
 {
 	uint64_t r = __atomic_load_n(&rate, __ATOMIC_RELAXED);
 	return r ? r : agent_cfg.rate;
+}
+
+/* The rate in force for new countdowns becomes r (taken by each thread at
+ * its next sample), published in the header. */
+static void set_rate(uint64_t r)
+{
+	__atomic_store_n(&rate, r, __ATOMIC_RELAXED);
+	__atomic_store_n(&hdr->sample_rate, r, __ATOMIC_RELEASE);
+	budget_note_rates(requested_rate(), r, 0);
 }
 
 void sampling_fork_child(void)
@@ -54,7 +73,7 @@ void sampling_thread_start(struct agent_tls *t)
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 }
 
-static void poll_control(int calls_out)
+static void poll_control(struct agent_tls *t, int calls_out, uint64_t now)
 {
 	/* First, before any lock of ours: the allocator's statistics when a
 	 * reader asked (heapstats.h; the real call has returned).  Not from
@@ -68,11 +87,23 @@ static void poll_control(int calls_out)
 	 * countdown with it (agent_sample).  Exact mode never changes: its
 	 * tables and free path are laid out for it. */
 	uint64_t want = __atomic_load_n(&ctl->sample_rate, __ATOMIC_ACQUIRE);
+	uint64_t asked = requested_rate();
 	uint64_t cur = __atomic_load_n(&rate, __ATOMIC_RELAXED);
-	if (want && want != cur && cur > 1 && want >= 2 && want <= (1ULL << 40)) {
-		__atomic_store_n(&rate, want, __ATOMIC_RELAXED);
-		__atomic_store_n(&hdr->sample_rate, want, __ATOMIC_RELEASE);
+	if (want && want != asked && cur > 1 && want >= 2 && want <= (1ULL << 40)) {
+		__atomic_store_n(&requested, want, __ATOMIC_RELAXED);
+		/* A budget that lengthened the rate keeps the longer one until
+		 * its next window says otherwise; never below the new floor. */
+		set_rate(budget_on() && cur > asked && cur > want ? cur : want);
+		asked = want;
+		cur = sampling_rate();
 	}
+	/* A cost budget asked for (budget.h), then its window. */
+	uint64_t mo = __atomic_load_n(&ctl->max_overhead, __ATOMIC_ACQUIRE);
+	if (mo && mo <= BUDGET_PPM_MAX && mo != budget_get() && cur > 1)
+		budget_set((uint32_t)mo);
+	uint64_t next = budget_poll(t, now, cur, asked);
+	if (next)
+		set_rate(next);
 	uint32_t pause = __atomic_load_n(&ctl->pause, __ATOMIC_ACQUIRE);
 	if (pause)
 		__atomic_fetch_or(&hdr->flags, YM_FLAG_PAUSED, __ATOMIC_RELAXED);
@@ -83,6 +114,7 @@ static void poll_control(int calls_out)
 		if (live_reset()) {
 			table_reset_counters();
 			seen_reset = reset;
+			budget_note_rates(asked, sampling_rate(), 1);
 		}
 		table_unlock();
 	}
@@ -110,7 +142,7 @@ sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
 		return 0;
 	if (!t->polled_ns || now - t->polled_ns >= POLL_INTERVAL_NS) {
 		t->polled_ns = now;
-		poll_control(calls_out);
+		poll_control(t, calls_out, now);
 		t->paused = (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) &
 			     YM_FLAG_PAUSED) != 0;
 	}
@@ -125,9 +157,8 @@ sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
  * sample (exact mode unwinds every allocation). */
 static inline __attribute__((always_inline)) int
 take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
-     int calls_out, struct ym_live *e)
+     int calls_out, uint64_t now, struct ym_live *e)
 {
-	uint64_t now = agent_now_ns();
 	uint64_t drawn = sampling_start(t, calls_out, now);
 	if (!drawn)
 		return 0;
@@ -151,7 +182,10 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 int sampling_take(struct agent_tls *t, void *p, size_t n, size_t charged,
 		  uint32_t kind, int calls_out, struct ym_live *e)
 {
-	return take(t, p, n, charged, kind, calls_out, e);
+	uint64_t now = agent_now_ns();
+	int ok = take(t, p, n, charged, kind, calls_out, now, e);
+	budget_spent(t, now);
+	return ok;
 }
 
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
@@ -159,7 +193,8 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
 	int saved = errno;
 	agent_guard_enter(t);
 	struct ym_live e;
-	if (!take(t, p, n, charged, YM_KIND_MALLOC, 1, &e))
+	uint64_t now = agent_now_ns();
+	if (!take(t, p, n, charged, YM_KIND_MALLOC, 1, now, &e))
 		goto out;
 	int ok = live_insert(&e, t->tid, AGENT_SPINS);
 	if (ok > 0) {
@@ -172,6 +207,7 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
 				  __ATOMIC_RELAXED);
 	}
 out:
+	budget_spent(t, now);
 	agent_guard_leave(t);
 	errno = saved;
 }
@@ -211,6 +247,7 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 		return;
 	}
 	agent_guard_enter(t);
+	uint64_t start = budget_on() ? agent_now_ns() : 0;
 	struct ym_live e;
 	/* Must not give up easily: a missed removal leaves a stale entry
 	 * (repaired when the address is sampled again). */
@@ -223,6 +260,8 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	}
 	if (sampling)
 		filter_outcome(t, found);
+	if (start)
+		budget_spent(t, start);
 	agent_guard_leave(t);
 }
 
@@ -247,15 +286,19 @@ void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q, size_t n
 		table_count_free(e, agent_now_ns(), own);
 		goto out;
 	}
-	/* Stays sampled with the probability that keeps the sampled share of
-	 * blocks of usable size u at p(u) (sample.h); then it is re-weighed
-	 * at n/p(u), 1/p(u). */
-	if (!sample_keep(&t->rng, rate, old_usable, usable)) {
+	/* Stays sampled, or not, by its own chance of being a sample and the
+	 * rate of the countdown its growth is charged to (sample.h,
+	 * sample_resize); then it is re-weighed at n/p, 1/p with p its chance
+	 * after. */
+	double p;
+	uint64_t r = t->rate ? t->rate : rate;
+	if (!sample_resize(&t->rng, r, sample_p_of_weight(e->weight_fx),
+			   old_usable, usable, &p)) {
 		table_count_drop(e, own);
 		goto out;
 	}
-	uint64_t w, wfx;
-	sample_weight(rate, n, usable, &w, &wfx);
+	uint64_t w = (uint64_t)((double)n / p + 0.5);
+	uint64_t wfx = (uint64_t)((double)YM_FX_ONE / p + 0.5);
 	table_count_resize(e, w, wfx, own);
 	e->weight_fx = wfx;
 	e->addr = (uint64_t)(uintptr_t)q;

@@ -75,6 +75,9 @@ struct agent_tls {
 	 * before the lock pays). */
 	uint32_t filter_hits;
 	uint32_t filter_found;
+	/* Time on the sampled paths not yet added to the process's sum
+	 * (budget.h; only while a budget is set). */
+	uint64_t budget_ns;
 };
 
 extern __thread struct agent_tls agent_tls

@@ -6,8 +6,8 @@
 
 Each round runs CMD once under each configuration, in a new random order
 (NAME=LIB[,VAR=VALUE...]; LIB "none" preloads nothing), and the medians
-of wall, user and system time are printed as ratios to the first
-configuration.  User time is the figure to compare for changes to the
+of wall, user, system and CPU (user + system) time are printed, wall, user
+and CPU as ratios to the first configuration.  User time is the figure to compare for changes to the
 agent's own code: an allocation-heavy workload's page faults and cgroup
 charging are system time, which moves by several percent between
 identical runs on a shared machine."""
@@ -30,7 +30,7 @@ def main():
         name, _, spec = c.partition("=")
         lib, *env = spec.split(",")
         confs.append((name, lib, dict(e.split("=", 1) for e in env)))
-    res = {name: ([], [], []) for name, _, _ in confs}
+    res = {name: ([], [], [], []) for name, _, _ in confs}
     for _ in range(rounds):
         for name, lib, extra in random.sample(confs, len(confs)):
             env = dict(os.environ)
@@ -51,15 +51,19 @@ def main():
             res[name][0].append(wall)
             res[name][1].append(after.ru_utime - before.ru_utime)
             res[name][2].append(after.ru_stime - before.ru_stime)
+            res[name][3].append(after.ru_utime - before.ru_utime +
+                                after.ru_stime - before.ru_stime)
     med = {n: [statistics.median(v) for v in res[n]] for n in res}
     first = med[confs[0][0]]
     print("%d rounds: %s" % (rounds, " ".join(cmd)))
-    print("%-10s %9s %7s %9s %7s %9s" % ("config", "wall s", "ratio",
-                                        "user s", "ratio", "sys s"))
+    print("%-10s %9s %7s %9s %7s %9s %9s %7s" % (
+        "config", "wall s", "ratio", "user s", "ratio", "sys s", "cpu s",
+        "ratio"))
     for name, _, _ in confs:
-        w, u, s = med[name]
-        print("%-10s %9.3f %6.3fx %9.3f %6.3fx %9.3f" %
-              (name, w, w / first[0], u, u / first[1] if first[1] else 0, s))
+        w, u, s, c = med[name]
+        print("%-10s %9.3f %6.3fx %9.3f %6.3fx %9.3f %9.3f %6.3fx" %
+              (name, w, w / first[0], u, u / first[1] if first[1] else 0, s,
+               c, c / first[3] if first[3] else 0))
     return 0
 
 

@@ -22,6 +22,11 @@
  *                the plugin (plugin_site); then dlclose it
  *   heap         prints "heap N": bytes of the malloc heap so far (first
  *                step: then N is what came before main)
+ *   budget:N     N rounds, each holds 1 MiB in 64 KiB blocks (hold_budget)
+ *                and makes 200000 malloc(256)/free pairs (budget_churn):
+ *                long enough at YM_SAMPLE_RATE=4096 for a cost budget to
+ *                change the rate while the held bytes accumulate
+ *   pause        print "paused", wait for a line on stdin, go on
  *   nowait       do not wait for stdin after "ready"
  *   title        write a process title over argv and the environment, as
  *                nginx's and PostgreSQL's setproctitle do (the last step:
@@ -76,6 +81,34 @@ NOINLINE static void churn_site(void)
 		sink = p;
 		free(p);
 	}
+}
+
+NOINLINE static void *hold_budget(void)
+{
+	void *p = malloc(65536);
+	if (p)
+		memset(p, 1, 64);
+	return p;
+}
+
+NOINLINE static void budget_churn(void)
+{
+	for (int i = 0; i < 200000; i++) {
+		void *p = malloc(256);
+		sink = p;
+		free(p);
+	}
+}
+
+static void budget_rounds(long n)
+{
+	void **v = keep((size_t)n * 16);
+	for (long i = 0; i < n; i++) {
+		for (int j = 0; j < 16; j++)
+			v[i * 16 + j] = hold_budget();
+		budget_churn();
+	}
+	sink = v;
 }
 
 NOINLINE static void count_site(long n, long size)
@@ -234,6 +267,8 @@ int main(int argc, char **argv)
 			churn_site();
 		else if (sscanf(a, "count:%ld:%ld", &n, &s) == 2)
 			count_site(n, s);
+		else if (sscanf(a, "budget:%ld", &n) == 1 && n > 0)
+			budget_rounds(n);
 		else if (!strcmp(a, "realloc"))
 			realloc_site();
 		else if (sscanf(a, "threads:%ld", &n) == 1)
@@ -253,6 +288,12 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "heap")) {
 			size_t arena = mallinfo2().arena;   /* before printf's buffer */
 			printf("heap %zu\n", arena);
+		} else if (!strcmp(a, "pause")) {
+			char line[64];
+			printf("paused\n");
+			fflush(stdout);
+			if (!fgets(line, sizeof line, stdin))
+				line[0] = '\0';
 		} else if (!strcmp(a, "nowait"))
 			nowait = 1;
 		else if (!strcmp(a, "title")) {

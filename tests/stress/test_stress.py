@@ -199,6 +199,19 @@ def test_fork_while_threads_allocate():
     same([p("stress_fork"), "threads", "100"], rate=512)
 
 
+def test_fork_while_threads_allocate_under_a_cost_budget():
+    """The budget's window judged by whichever thread samples, the rate
+    changed under the others, forks in between: the program sees
+    nothing."""
+    same([p("stress_fork"), "threads", "100"], rate=512,
+         env={"YM_MAX_OVERHEAD": "0.5"})
+
+
+def test_thread_waves_under_a_cost_budget():
+    same([p("stress_threads"), "waves", "20", "100"], rate=512,
+         env={"YM_MAX_OVERHEAD": "0.1"})
+
+
 def test_fork_without_exec_nested():
     same([p("stress_fork"), "nested", "8"])
 

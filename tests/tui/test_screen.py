@@ -154,6 +154,26 @@ def test_memory_view_explains_rss():
         s.wait(r"EXIT=0")
 
 
+def test_header_shows_the_rate_a_budget_put_in_force_beside_the_one_asked():
+    """A cost budget (YM_MAX_OVERHEAD) that lengthened the rate: the
+    header's rate is the one in force, followed by the one asked for, the
+    budget and its changes."""
+    from ymlib import WORKLOAD
+    t = Target([WORKLOAD, "budget:64"],
+               env={"YM_SAMPLE_RATE": "4096", "YM_MAX_OVERHEAD": "0.01",
+                    "YM_SEED": "7"})
+    s = Screen(t.pid, cols=160)
+    try:
+        text = s.wait(r"asked 4\.00 KiB, budget 0\.01%, [0-9]+ changes?\)")
+        m = re.search(r"rate ([0-9.]+ [KMGT]?i?B) \(asked 4\.00 KiB", text)
+        assert m and m.group(1) != "4.00 KiB", text
+        s.keys("q")
+        s.wait(r"EXIT=0")
+    finally:
+        s.close()
+        t.finish()
+
+
 def test_heap_line_says_why_a_musl_program_has_no_allocator_figures():
     """musl's allocator keeps no statistics: the header says so where the
     heap figures would be, and the Memory view's allocator row too."""

@@ -362,6 +362,65 @@ static void few_samples_marked_text_and_counted_json(void **state)
 	free(out);
 }
 
+/* JSON's sampling object: the rate in force always; the rate asked for
+ * and the budget only from a writer that says (v9), null (not known)
+ * from an older one, never 0.  With a budget, the text report says what
+ * it did, and the estimates' error is stated at the longest rate the
+ * budget put in force. */
+static void sampling_object_and_budget(void **state)
+{
+	struct fixture *fx = *state;
+	struct ym_header *h = &fx->m.snap.hdr;
+	h->abi_version = 8;
+	char *out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"sampling\":{\"effective_rate\":4096,"
+				    "\"requested_rate\":null,\"budget_percent\":null,"));
+	free(out);
+	double err_before = model_rel_error(&fx->m, 524320, 1);
+	h->abi_version = YM_ABI_VERSION;
+	h->budget.requested_rate = 4096;
+	h->budget.max_rate = 4096;
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"sampling\":{\"effective_rate\":4096,"
+				    "\"requested_rate\":4096,\"longest_rate\":4096,"
+				    "\"budget_percent\":null},"));
+	free(out);
+	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_null(strstr(out, "budget"));
+	free(out);
+	h->sample_rate = 65536;
+	h->budget.max_rate = 262144;
+	h->budget.budget_ppm = 25000;
+	h->budget.window_ms = 100;
+	h->budget.adjustments = 3;
+	h->budget.spent_ns = 1000;
+	h->budget.cpu_ns = 100000;
+	h->budget.window_spent_ns = 150;
+	h->budget.window_cpu_ns = 10000;
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"sampling\":{\"effective_rate\":65536,"
+				    "\"requested_rate\":4096,\"longest_rate\":262144,"
+				    "\"budget_percent\":2.5,\"window_ms\":100,"
+				    "\"adjustments\":3,\"spent_ns\":1000,"
+				    "\"cpu_ns\":100000,"));
+	free(out);
+	out = render(fx, REPORT_TEXT, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "budget 2.5% of CPU: rate 64.0 KiB (asked 4.00 KiB), "
+				    "1.5% last window, 3 changes\n"));
+	free(out);
+	/* The error at the longest rate (256 KiB), not at 4 KiB. */
+	assert_true(model_rel_error(&fx->m, 524320, 1) > err_before);
+	h->sample_rate = 262144;
+	double at_longest = model_rel_error(&fx->m, 524320, 1);
+	h->sample_rate = 65536;
+	assert_true(model_rel_error(&fx->m, 524320, 1) == at_longest);
+	/* Hostile: a budget above 100 % is none. */
+	h->budget.budget_ppm = 2000000;
+	out = render(fx, REPORT_JSON, WEIGHT_RETAINED, NULL);
+	assert_non_null(strstr(out, "\"budget_percent\":null},"));
+	free(out);
+}
+
 static void folded_sums(void **state)
 {
 	struct fixture *fx = *state;
@@ -869,6 +928,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(overflow_stack, setup, teardown),
 		cmocka_unit_test_setup_teardown(sqlite_counts_are_whole_numbers_with_kinds, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_disk_is_an_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(sampling_object_and_budget, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

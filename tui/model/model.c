@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "model.h"
 #include "shortlived.h"
 
@@ -106,12 +107,12 @@ static int few(uint64_t rate, double bytes, int64_t n, double err)
 
 double model_rel_error(const struct model *m, double bytes, int64_t n)
 {
-	return rel_error(m->snap.hdr.sample_rate, bytes, n);
+	return rel_error(shm_snapshot_error_rate(&m->snap), bytes, n);
 }
 
 int model_few(const struct model *m, double bytes, int64_t n)
 {
-	return few(m->snap.hdr.sample_rate, bytes, n, model_rel_error(m, bytes, n));
+	return few(shm_snapshot_error_rate(&m->snap), bytes, n, model_rel_error(m, bytes, n));
 }
 
 int model_update(struct model *m, struct shm_snapshot *snap)
@@ -234,7 +235,7 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 			s->peak_since_mark = *seen;
 			s->peak_since_mark_samples = (int64_t)*seen_n;
 		}
-		uint64_t rate = snap->hdr.sample_rate;
+		uint64_t rate = shm_snapshot_error_rate(snap);
 		s->retained_err = rel_error(rate, s->retained_bytes, s->live_samples);
 		s->peak_err = m->marked ?
 			rel_error(rate, s->peak_since_mark, s->peak_since_mark_samples) :
@@ -369,13 +370,13 @@ int64_t model_peak_samples(const struct model *m, const struct model_stack *s)
 
 int model_retained_few(const struct model *m, const struct model_stack *s)
 {
-	return few(m->snap.hdr.sample_rate, s->retained_bytes, s->live_samples,
+	return few(shm_snapshot_error_rate(&m->snap), s->retained_bytes, s->live_samples,
 		   s->retained_err);
 }
 
 int model_peak_few(const struct model *m, const struct model_stack *s)
 {
-	return few(m->snap.hdr.sample_rate, model_peak(m, s),
+	return few(shm_snapshot_error_rate(&m->snap), model_peak(m, s),
 		   model_peak_samples(m, s), s->peak_err);
 }
 
@@ -602,6 +603,46 @@ const char *model_unseen(const struct model *m, char *buf, size_t len,
 		 "unseen: %s keeps an allocator function where the agent "
 		 "cannot rewrite it; calls through it are not in these figures",
 		 obj);
+	return buf;
+}
+
+struct model_sampling model_sampling(const struct model *m)
+{
+	const struct ym_header *h = &m->snap.hdr;
+	struct model_sampling r;
+	memset(&r, 0, sizeof r);
+	r.effective = h->sample_rate;
+	r.requested = h->sample_rate;
+	r.longest = shm_snapshot_error_rate(&m->snap);
+	if (!shm_snapshot_budget_known(&m->snap))
+		return r;
+	const struct ym_budget *b = &h->budget;
+	r.known = 1;
+	r.requested = b->requested_rate;
+	/* Hostile input: a budget is a share of 100 % at most. */
+	r.budget_percent = b->budget_ppm <= 1000000u ? b->budget_ppm / 1e4 : 0;
+	r.window_ms = b->window_ms;
+	r.adjustments = b->adjustments;
+	r.spent_ns = b->spent_ns;
+	r.cpu_ns = b->cpu_ns;
+	r.window_spent_ns = b->window_spent_ns;
+	r.window_cpu_ns = b->window_cpu_ns;
+	return r;
+}
+
+const char *model_budget_text(const struct model *m, char *buf, size_t len)
+{
+	struct model_sampling s = model_sampling(m);
+	if (!s.known || s.budget_percent <= 0)
+		return NULL;
+	char a[32], b[32], last[48] = "";
+	if (s.window_cpu_ns)
+		snprintf(last, sizeof last, ", %.2g%% last window",
+			 100.0 * (double)s.window_spent_ns / (double)s.window_cpu_ns);
+	snprintf(buf, len, "budget %g%% of CPU: rate %s (asked %s)%s, %llu change%s",
+		 s.budget_percent, fmt_bytes((double)s.effective, a, sizeof a),
+		 fmt_bytes((double)s.requested, b, sizeof b), last,
+		 (unsigned long long)s.adjustments, s.adjustments == 1 ? "" : "s");
 	return buf;
 }
 

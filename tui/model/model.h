@@ -440,6 +440,31 @@ struct model_python {
 struct model_python model_python(const struct model *m);
 #define MODEL_PYTHON_LEN 160
 
+/* Sampling and the cost budget (v9, header.budget): known 0 when the
+ * agent is older (then only effective is known: the rate in force).
+ * requested the rate asked for (YM_SAMPLE_RATE, ymtop --rate), effective
+ * the one in force, at or above it when a budget lengthened it, longest
+ * the longest in force since the start or the last reset (the error of
+ * the estimates is stated at it);
+ * budget_percent 0 when no budget is set; adjustments its changes of the
+ * rate; spent_ns the agent's time on its sampled paths over cpu_ns of the
+ * process's CPU time (the windows judged), window_* those of the last
+ * window, window_ms its length. */
+struct model_sampling {
+	int      known;
+	uint64_t requested, effective, longest;
+	double   budget_percent;
+	uint32_t window_ms;
+	uint64_t adjustments;
+	uint64_t spent_ns, cpu_ns, window_spent_ns, window_cpu_ns;
+};
+struct model_sampling model_sampling(const struct model *m);
+/* The line that says what the budget did, into buf: "budget 2% of CPU:
+ * rate 64 KiB (asked 4 KiB), 0.9% last window, 12 changes"; NULL when
+ * there is no budget or the agent is older. */
+const char *model_budget_text(const struct model *m, char *buf, size_t len);
+#define MODEL_BUDGET_LEN 160
+
 /* Samples the agent took and could not count (drop_live: the live
  * table was full; drop_busy: its lock was taken): the retained figures,
  * the process's and the stacks', are short of their bytes.  The one line

@@ -367,7 +367,7 @@ int model_trend_update(struct model *m)
 				pts[npts++] = (struct pt){ p->stack, i, (double)p->retained };
 		}
 	qsort(pts, npts, sizeof *pts, cmp_pt);
-	double rate = (double)s->hdr.sample_rate;
+	double rate = (double)shm_snapshot_error_rate(s);
 	for (uint64_t a = 0; a < npts;) {
 		uint64_t b = a;
 		while (b < npts && pts[b].stack == pts[a].stack)

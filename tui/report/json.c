@@ -237,6 +237,31 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 		model_modules_at_fork(m) ? "false" : "true",
 		(unsigned long long)model_sample_rate(m),
 		(unsigned long long)(m->alive ? m->proc.rss_bytes : 0));
+	/* Sampling: the rate in force, the one asked for and the cost
+	 * budget (v9); null where an older agent does not say. */
+	struct model_sampling sm = model_sampling(m);
+	fprintf(f, "\"sampling\":{\"effective_rate\":%llu,",
+		(unsigned long long)sm.effective);
+	if (sm.known) {
+		fprintf(f, "\"requested_rate\":%llu,\"longest_rate\":%llu,"
+			"\"budget_percent\":", (unsigned long long)sm.requested,
+			(unsigned long long)sm.longest);
+		if (sm.budget_percent > 0)
+			fprintf(f, "%g,\"window_ms\":%u,\"adjustments\":%llu,"
+				"\"spent_ns\":%llu,\"cpu_ns\":%llu,"
+				"\"window_spent_ns\":%llu,\"window_cpu_ns\":%llu},",
+				sm.budget_percent, sm.window_ms,
+				(unsigned long long)sm.adjustments,
+				(unsigned long long)sm.spent_ns,
+				(unsigned long long)sm.cpu_ns,
+				(unsigned long long)sm.window_spent_ns,
+				(unsigned long long)sm.window_cpu_ns);
+		else
+			fputs("null},", f);
+	} else {
+		fputs("\"requested_rate\":null,\"budget_percent\":null,"
+		      "\"known\":false},", f);
+	}
 	/* Allocator calls the agent does not see: null, or where and why. */
 	char unseen[MODEL_UNSEEN_LEN];
 	const char *uobj, *uwhy;

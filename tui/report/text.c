@@ -339,6 +339,9 @@ int text_write(FILE *f, struct model *m, struct sym *s,
 		model_sample_rate(m) == 1 ? "exact" :
 		fmt_bytes((double)model_sample_rate(m), c, sizeof c),
 		model_injected(m) ? ", attached (data starts at the attach)" : "");
+	char budget[MODEL_BUDGET_LEN];
+	if (model_budget_text(m, budget, sizeof budget))
+		fprintf(f, "%s\n", budget);
 	double inuse = (double)t->alloc_bytes - (double)t->free_bytes;
 	/* Injected: the exact counters start at the attach, the estimates
 	 * too, but memory allocated before it is in neither (the heap line

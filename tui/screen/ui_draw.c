@@ -151,6 +151,16 @@ static int draw_header(struct view *v)
 	ui_put(y, x, 0, "  rate %s",
 	    model_sample_rate(m) == 1 ? "exact" :
 	    fmt_bytes((double)model_sample_rate(m), a, sizeof a));
+	/* A cost budget: the rate asked for beside the one in force. */
+	struct model_sampling sm = model_sampling(m);
+	if (sm.known && sm.budget_percent > 0) {
+		char q[32];
+		x = getcurx(stdscr);
+		ui_put(y, x, sm.effective > sm.requested ? A_BOLD : 0,
+		    " (asked %s, budget %g%%, %llu change%s)",
+		    fmt_bytes((double)sm.requested, q, sizeof q), sm.budget_percent,
+		    (unsigned long long)sm.adjustments, sm.adjustments == 1 ? "" : "s");
+	}
 	y++;
 	const struct ym_totals *t = &m->totals;
 	/* Injected: the exact counters started at the attach, unlike RSS and
