@@ -369,7 +369,7 @@ AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/hooks_life.
                     injector/agent/hooks_mmap.c injector/agent/hooks_jemalloc.c \
                     injector/agent/hooks_cxx.c \
                     injector/agent/hooks_exec.c \
-                    injector/agent/life.c $(TUI_SRC),$(AGENT_SRC))
+                    injector/agent/life.c injector/agent/detach.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
 UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a
 UNIT_LIBS_test_unwind := -lunwind -ldl -lpthread -lstdc++
