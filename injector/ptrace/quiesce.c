@@ -21,8 +21,8 @@
 #define PTRACE_EVENT_STOP 128
 #endif
 
-#define QUIESCE_TRIES     5
-#define QUIESCE_PAUSE_US  20000
+#define QUIESCE_TRIES     10
+#define QUIESCE_PAUSE_US  50000
 #define QUIESCE_MAX_MAPS  64
 #define QUIESCE_STACK_MAX (16u << 20)   /* words read a thread at most */
 
@@ -148,10 +148,11 @@ static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
 				snprintf(why, len, "thread %ld had a return address "
 					 "into the agent on its stack (a call not "
 					 "returned: %#llx at %#llx, %#llx above its "
-					 "stack pointer)", (long)tid,
+					 "stack pointer; pc %#llx)", (long)tid,
 					 (unsigned long long)buf[i],
 					 (unsigned long long)(at + 8 * i),
-					 (unsigned long long)(at + 8 * i - sp));
+					 (unsigned long long)(at + 8 * i - sp),
+					 (unsigned long long)r.rip);
 				return 0;
 			}
 		at += (uint64_t)got;
