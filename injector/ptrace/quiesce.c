@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "ptrace/borrow.h"
+#include "ptrace/chain.h"
+#include "ptrace/libcsyms.h"
 #include "ptrace/choose.h"
 #include "ptrace/procfs.h"
 #include "ptrace/quiesce.h"
@@ -112,9 +114,12 @@ static void let_go(struct stopped *s, int n)
 		ptrace(PTRACE_DETACH, s[i].tid, 0, (void *)(intptr_t)s[i].sig);
 }
 
-/* One thread: 1 outside the agent, 0 inside (why). */
+/* One thread: 1 outside the agent, 0 inside (why).  ch: its call chain
+ * unwound (libdw, the agent's code as the ranges to find): a chain known
+ * far enough with no agent frame settles it, else every stack word is
+ * looked at. */
 static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
-		   char *why, size_t len)
+		   struct chain *ch, char *why, size_t len)
 {
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &r) != 0)
@@ -134,6 +139,15 @@ static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
 				 "agent's code in a register", (long)tid);
 			return 0;
 		}
+	struct borrow b = { .pid = pid, .tid = tid, .mem = mem, .regs = r };
+	int clear = ch->dwfl ? inject_chain_clear(&b, ch) : -1;
+	if (clear == 0) {
+		snprintf(why, len, "thread %ld was in a call made by the agent "
+			 "(pc %#llx)", (long)tid, (unsigned long long)r.rip);
+		return 0;
+	}
+	if (clear == 1)
+		return 1;
 	uint64_t sp = r.rsp & ~(uint64_t)7, end = stack_end(pid, sp);
 	if (end > sp + QUIESCE_STACK_MAX)
 		end = sp + QUIESCE_STACK_MAX;
@@ -202,7 +216,7 @@ static int stop_all(pid_t pid, struct stopped *s, int *n, pid_t *tids,
 int inject_quiesced(pid_t pid, char *why, size_t len)
 {
 	struct agent_maps a;
-	if (read_agent_maps(pid, &a) != 0 || a.nall == 0) {
+	if (read_agent_maps(pid, &a) != 0 || a.ncode == 0) {
 		snprintf(why, len, "its mappings could not be read");
 		return 0;
 	}
@@ -216,6 +230,16 @@ int inject_quiesced(pid_t pid, char *why, size_t len)
 		snprintf(why, len, "cannot read process %ld's memory", (long)pid);
 		goto out;
 	}
+	/* The unwinder finds frames in the agent's code (the ranges chain.c
+	 * looks for). */
+	static struct libc_syms ranges;
+	static struct tmaps tm;
+	memset(&ranges, 0, sizeof ranges);
+	memset(&tm, 0, sizeof tm);
+	ranges.malloc_text = a.code[0];
+	tm.ldso = a.ncode > 1 ? a.code[1] : a.code[0];
+	struct chain ch;
+	inject_chain_open(&ch, pid, &ranges, &tm);
 	/* ymtop's own signals wait while the target is stopped. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -227,12 +251,13 @@ int inject_quiesced(pid_t pid, char *why, size_t len)
 		int rc = stop_all(pid, s, &n, tids, why, len);
 		ok = rc == 0;
 		for (int i = 0; ok && i < n; i++)
-			ok = outside(pid, mem, s[i].tid, &a, why, len);
+			ok = outside(pid, mem, s[i].tid, &a, &ch, why, len);
 		let_go(s, n);
 		if (rc != 0)
 			break;
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	inject_chain_close(&ch);
 out:
 	if (mem >= 0)
 		close(mem);

@@ -1,0 +1,175 @@
+"""ymtop -p PID --detach and --duration (man/ymtop.1, the unload rule in
+man/ymagent.7): the agent leaves a running process, which goes on at its
+own speed, frees the blocks sampled before, has no segment, can be
+attached again, and exits normally; a preloaded agent goes dormant."""
+import os
+import subprocess
+import time
+
+from ymlib import BUILD, Target, attach, report, run_tests, seg_path, ymtop
+
+CHURN = os.path.join(BUILD, "progs", "churn")
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+# make check runs a few cycles; tests/bench/detach.sh runs 100.
+CYCLES = int(os.environ.get("YM_DETACH_CYCLES", "4"))
+RATE = {"YM_SAMPLE_RATE": "4096"}   # many samples live at the detach
+
+
+class Churn(Target):
+    """churn THREADS, started without the agent (or preloaded)."""
+
+    def __init__(self, threads, env=None, preload=False):
+        super().__init__([CHURN, str(threads)], env=env, preload=preload)
+
+    def wait_segment(self, timeout=10):
+        pass   # preloaded: the test waits (Target.wait_segment)
+
+    def quit(self):
+        out, err = self.p.communicate("quit\n", timeout=60)
+        return self.p.returncode, out, err
+
+    def maps(self):
+        with open("/proc/%d/maps" % self.pid) as f:
+            return f.read().splitlines()
+
+    def agent_mapped(self):
+        return any("libymagent" in l for l in self.maps())
+
+    def fds(self):
+        return len(os.listdir("/proc/%d/fd" % self.pid))
+
+
+def detach(pid):
+    r = ymtop("-p", pid, "--detach")
+    assert r.stdout == "", r.stdout
+    line = r.stderr.strip()
+    assert "\n" not in line, line
+    return line
+
+
+def sampled_live(rep):
+    return sum(s.get("retained_objects", 0) for s in rep["stacks"])
+
+
+def check_detached(t, line):
+    assert "agent detached" in line, line
+    assert not os.path.exists(seg_path(t.pid)), "segment left"
+    if "unloaded" in line:
+        assert not t.agent_mapped(), "agent mapped after unload: " + line
+    else:
+        assert "dormant: " in line, line
+
+
+def run_detach(threads, env=None):
+    t = Churn(threads, env=dict(RATE, **(env or {})))
+    try:
+        attach(t.pid)
+        time.sleep(0.3)
+        rep = report(t.pid)
+        assert sampled_live(rep) > 0, "nothing sampled before the detach"
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "unloaded" in line, line
+        # The blocks sampled before are freed by the allocator alone.
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_detach_unloads_and_the_process_runs_on():
+    run_detach(4)
+
+
+def test_detach_under_jemalloc():
+    if not os.path.exists(JEMALLOC):
+        from ymlib import Skip
+        raise Skip("libjemalloc2 is not installed")
+    run_detach(4, {"LD_PRELOAD": JEMALLOC})
+
+
+def test_detach_while_32_threads_allocate():
+    run_detach(32)
+
+
+def test_attach_detach_cycles_leak_nothing():
+    t = Churn(2, env=RATE)
+    try:
+        attach(t.pid)
+        check_detached(t, detach(t.pid))
+        # After the first cycle the trampoline page is there for good.
+        maps0, fds0 = len(t.maps()), t.fds()
+        unloaded = 0
+        for _ in range(CYCLES):
+            rep = attach(t.pid)
+            assert rep["pid"] == t.pid
+            line = detach(t.pid)
+            check_detached(t, line)
+            unloaded += "unloaded" in line
+        assert unloaded == CYCLES, "%d of %d unloaded" % (unloaded, CYCLES)
+        assert len(t.maps()) == maps0, "\n".join(t.maps())
+        assert t.fds() == fds0
+        assert sum("ymagent-trampoline" in l for l in t.maps()) <= 2
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_detaches_at_the_end():
+    t = Churn(2, env=RATE)
+    try:
+        r = ymtop("-p", t.pid, "-b", "-i", "0.3", "-f", "json", "--duration",
+                  "1.5", timeout=60)
+        assert '"report_version"' in r.stdout, r.stdout[:200]
+        check_detached(t, r.stderr.strip().splitlines()[-1])
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_detaches_when_stopped():
+    t = Churn(2, env=RATE)
+    try:
+        y = subprocess.Popen([os.path.join(BUILD, "ymtop"), "-p", str(t.pid),
+                              "-b", "-i", "0.2", "--duration", "600"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        end = time.time() + 30
+        while not os.path.exists(seg_path(t.pid)) and time.time() < end:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        y.terminate()
+        out, err = y.communicate(timeout=60)
+        check_detached(t, err.strip().splitlines()[-1])
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_preloaded_goes_dormant():
+    t = Churn(2, env=RATE, preload=True)
+    try:
+        Target.wait_segment(t)
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "dormant: it was preloaded" in line, line
+        assert t.agent_mapped()
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_detach_needs_pid_and_runs_alone():
+    assert ymtop("--detach", check=False).returncode == 2
+    assert ymtop("-p", "1", "--detach", "-b", check=False).returncode == 2
+    assert ymtop("--duration", "5", check=False).returncode == 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))
