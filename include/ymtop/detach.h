@@ -19,7 +19,8 @@
  * one, which now passes every call through. */
 #define YM_DETACH_PRELOADED  2
 /* Dormant: a pointer into the agent may remain (a slot that could not be
- * written back, a handed-out pointer without a trampoline entry). */
+ * written back, a handed-out pointer without a trampoline entry, a block
+ * of its bootstrap buffer). */
 #define YM_DETACH_POINTERS   3
 /* Detached before: nothing done. */
 #define YM_DETACH_ALREADY    4

@@ -18,7 +18,11 @@
  *   4. the TLS key is deleted: no thread's exit calls the agent.
  *
  * Blocks sampled before need nothing: the agent never changes a block
- * or its size, so the allocator's free takes them as they are.  The
+ * or its size, so the allocator's free takes them as they are.  Blocks
+ * of its bootstrap buffer (hooks.c: what a call nested in the agent got
+ * before the real functions were known) lie in the agent's own data: an
+ * agent that ever lent one stays loaded (dormant), as its holder may free
+ * it later.  The
  * fork handlers are the loader's to drop (pthread_atfork registers them
  * with the agent's DSO handle, which dlclose unregisters); until then
  * they run as a detached agent's (nothing but its fork flag).
@@ -67,7 +71,7 @@ EXPORT int ymagent_detach(void)
 	threads_detach();                               /* 4 */
 	if (!agent_injected)
 		rc = YM_DETACH_PRELOADED;
-	else if (!tramp_complete())
+	else if (!tramp_complete() || hooks_boot_lent())
 		rc = YM_DETACH_POINTERS;
 	agent_guard_leave(t);
 	return rc;
@@ -77,7 +81,7 @@ EXPORT void *ymagent_unload_handle(void)
 {
 	struct agent_object self;
 	if (!__atomic_load_n(&detached, __ATOMIC_ACQUIRE) || !agent_injected ||
-	    !tramp_complete() ||
+	    !tramp_complete() || hooks_boot_lent() ||
 	    agent_find_object((const void *)ymagent_detach, &self) != 0)
 		return NULL;
 	return (void *)self.link_map;

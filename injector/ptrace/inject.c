@@ -343,7 +343,8 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 		return 0;
 	case YM_DETACH_POINTERS:
 		snprintf(r->why, sizeof r->why, "a pointer into it may remain (a "
-			 "slot it could not write back, or no trampoline page)");
+			 "slot it could not write back, no trampoline page, or a block "
+			 "of its bootstrap buffer)");
 		return 0;
 	case YM_DETACH_ALREADY:
 		snprintf(r->why, sizeof r->why, "it was detached before");

@@ -158,6 +158,10 @@ def test_preloaded_goes_dormant():
         check_detached(t, line)
         assert "dormant: it was preloaded" in line, line
         assert t.agent_mapped()
+        # Attaching again says why it cannot, in one line.
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        assert r.returncode == 1 and "dormant" in r.stderr, r.stderr
+        assert not os.path.exists(seg_path(t.pid))
         time.sleep(0.3)
         rc, out, err = t.quit()
         assert rc == 0 and "checked ok" in out, (rc, out, err)
