@@ -169,6 +169,37 @@ def test_preloaded_goes_dormant():
         t.kill()
 
 
+def test_debian_bash_forking_is_detached():
+    """The field trial's mistake: the agent injected into a shell.  bash
+    forks and execs without pause (fork handlers, exec hooks) while it is
+    attached, detached, and after; then exits 0."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ymtop-detach-")
+    stop = os.path.join(d, "stop")
+    sh = subprocess.Popen(["/bin/bash", "-c",
+                           'echo ready; n=0; while [ ! -e "$1" ]; do '
+                           '/bin/true; x=$(echo $n); n=$((n+1)); done; '
+                           'echo forks $n; exit 0', "bash", stop],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        assert sh.stdout.readline().strip() == "ready"
+        attach(sh.pid)
+        line = detach(sh.pid)
+        assert "agent detached" in line, line
+        assert not os.path.exists(seg_path(sh.pid))
+        if "unloaded" in line:
+            with open("/proc/%d/maps" % sh.pid) as f:
+                assert "libymagent" not in f.read()
+        time.sleep(0.5)
+        open(stop, "w").close()
+        out, _ = sh.communicate(timeout=60)
+        assert sh.returncode == 0 and out.startswith("forks "), out
+    finally:
+        if sh.poll() is None:
+            sh.kill()
+        subprocess.run(["rm", "-rf", d])
+
+
 def test_detach_needs_pid_and_runs_alone():
     assert ymtop("--detach", check=False).returncode == 2
     assert ymtop("-p", "1", "--detach", "-b", check=False).returncode == 2
