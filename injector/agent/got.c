@@ -31,6 +31,14 @@
  *   word holding the real function that cannot be written (a text
  *   relocation, unaligned, mprotect refused) is named in the segment
  *   (seg_note_unseen): the calls through it are not seen.
+ * - Injected, a GLOB_DAT slot or data word gets the hook's trampoline
+ *   entry (tramp.h), not the hook: code may copy what it reads there
+ *   (`&free`), and a copy must outlive the agent.  A call through such a
+ *   slot costs one more indirect jump while the agent is there; PLT slots
+ *   (JUMP_SLOT), which only their stub reads, get the hook itself.
+ * - Detach (got_unpatch_all): every slot and word holding a hook or its
+ *   entry gets the real function back, the entries jump to the real
+ *   functions, and nothing is patched again.
  * - dlopen and its new objects: the hooked dlopen and dlmopen patch after
  *   each successful load.  Objects of other namespaces (dlmopen) have
  *   their own C library and allocator and are never patched.
