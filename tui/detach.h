@@ -11,8 +11,8 @@
 #include <sys/types.h>
 
 /* Detach pid's agent; the outcome in msg (one line, no newline).  0 when
- * the agent detached (unloaded or dormant), -1 when nothing could be done
- * (msg says why). */
+ * the agent detached (unloaded or dormant), 1 when the process maps no
+ * agent, -1 when nothing could be done (msg says why). */
 int detach_target(pid_t pid, char *msg, size_t len);
 
 #endif

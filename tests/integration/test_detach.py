@@ -204,6 +204,13 @@ def test_detach_needs_pid_and_runs_alone():
     assert ymtop("--detach", check=False).returncode == 2
     assert ymtop("-p", "1", "--detach", "-b", check=False).returncode == 2
     assert ymtop("--duration", "5", check=False).returncode == 2
+    t = Churn(1)
+    try:
+        r = ymtop("-p", t.pid, "--detach", check=False)
+        assert r.returncode == 1 and "has no agent to detach" in r.stderr, r.stderr
+        assert t.quit()[0] == 0
+    finally:
+        t.kill()
 
 
 if __name__ == "__main__":
