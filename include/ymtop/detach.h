@@ -8,6 +8,9 @@
  *   void *ymagent_unload_handle(void) what dlclose unloads the agent
  *                                     with (its link map), NULL when it
  *                                     must stay loaded
+ *   void ymagent_release(void)        the check passed: the destructor
+ *                                     that dlclose runs next unmaps the
+ *                                     agent's memory
  */
 #ifndef YMTOP_DETACH_H
 #define YMTOP_DETACH_H

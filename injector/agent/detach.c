@@ -34,8 +34,10 @@
  * finds each one's instruction pointer, registers and every stack word
  * from its stack pointer up outside the agent's code (a thread inside has
  * its PC there, or a return address into it on its stack).  Otherwise
- * the agent stays mapped and dormant, and ymtop says why.  The
- * destructor then unmaps the agent's memory (detach_unload).
+ * the agent stays mapped and dormant, and ymtop says why.  When the check
+ * passed, ymtop calls ymagent_release and then dlclose in one borrowed
+ * thread; the destructor dlclose runs then unmaps the agent's memory
+ * (detach_unload).  At exit, or dormant, it leaves the memory alone.
  *
  * State, this file's: whether detach ran.
  */
@@ -55,6 +57,10 @@
 #include "ymtop/detach.h"
 
 static int detached;
+/* ymagent_release ran: ymtop found no thread inside the agent and is
+ * about to dlclose it; only then does the destructor unmap its memory
+ * (at exit, or dormant, a thread may still count there). */
+static int released;
 
 EXPORT int ymagent_detach(void)
 {
@@ -87,6 +93,12 @@ EXPORT void *ymagent_unload_handle(void)
 	return (void *)self.link_map;
 }
 
+EXPORT void ymagent_release(void)
+{
+	if (__atomic_load_n(&detached, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&released, 1, __ATOMIC_RELEASE);
+}
+
 int detach_done(void)
 {
 	return __atomic_load_n(&detached, __ATOMIC_ACQUIRE);
@@ -94,6 +106,8 @@ int detach_done(void)
 
 void detach_unload(void)
 {
+	if (!__atomic_load_n(&released, __ATOMIC_ACQUIRE))
+		return;
 	seg_unmap();
 	table_unmap_private();
 	live_unmap_private();

@@ -92,6 +92,7 @@ enum mode { LOAD, HEAP, DETACH, UNLOAD };
 /* What a DETACH or UNLOAD borrow takes and gives. */
 struct detach_io {
 	uintptr_t fn, fn_handle;   /* DETACH: the agent's functions */
+	uintptr_t fn_release;      /* UNLOAD: the agent's ymagent_release */
 	int code;                  /* DETACH: ymagent_detach's YM_DETACH_* */
 	uint64_t handle;           /* DETACH: out; UNLOAD: in */
 	int closed;                /* UNLOAD: dlclose's result */
@@ -277,8 +278,9 @@ static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
 		 : mode == DETACH ? inject_detach_call(&t, &s, ps.name, io->fn,
 						       io->fn_handle, &io->code,
 						       &io->handle, err, errlen)
-		 : mode == UNLOAD ? inject_dlclose_call(&t, &s, io->handle,
-							&io->closed, err, errlen)
+		 : mode == UNLOAD ? inject_dlclose_call(&t, &s, io->fn_release,
+							io->handle, &io->closed,
+							err, errlen)
 		 : start ? inject_start_agent(&t, &s, ps.name, err, errlen)
 		 : inject_load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
@@ -332,6 +334,7 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 		err[0] = '\0';
 	io.fn = inject_agent_symbol(pid, "ymagent_detach");
 	io.fn_handle = inject_agent_symbol(pid, "ymagent_unload_handle");
+	io.fn_release = inject_agent_symbol(pid, "ymagent_release");
 	if (borrow_run(pid, DETACH, NULL, 0, 0, &io, &res, err, errlen) != 0)
 		return -1;
 	r->code = io.code;

@@ -473,19 +473,24 @@ int inject_detach_call(struct borrow *t, const struct libc_syms *s,
 	return 0;
 }
 
-/* dlclose(handle) in t: the agent's unload.  0 (*ret: dlclose's result),
- * -1 (err), -2 gone. */
+/* ymagent_release (at fn_release), then dlclose(handle) in t: the
+ * agent's unload.  0 (*ret: dlclose's result), -1 (err), -2 gone. */
 int inject_dlclose_call(struct borrow *t, const struct libc_syms *s,
-			uint64_t handle, int *ret, char *err, size_t len)
+			uintptr_t fn_release, uint64_t handle, int *ret,
+			char *err, size_t len)
 {
-	if (!s->dlclose) {
-		inject_fail(err, len, "the target's C library has no dlclose");
+	if (!s->dlclose || !fn_release) {
+		inject_fail(err, len, "the target's C library has no dlclose, or "
+			    "the agent no ymagent_release");
 		return -1;
 	}
 	if (save_code(t, s, err, len) != 0)
 		return -1;
 	int64_t r = 0;
-	int rc = small_call(t, s->dlclose, NULL, handle, 0, 0, &r, err, len);
+	int rc = small_call(t, fn_release, NULL, 0, 0, 0, &r, err, len);
+	if (rc != 0)
+		return rc;
+	rc = small_call(t, s->dlclose, NULL, handle, 0, 0, &r, err, len);
 	*ret = (int)r;
 	return rc;
 }
