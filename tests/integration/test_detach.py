@@ -39,6 +39,57 @@ class Churn(Target):
         return len(os.listdir("/proc/%d/fd" % self.pid))
 
 
+def extent(pid, path):
+    lo, hi = None, 0
+    with open("/proc/%d/maps" % pid) as f:
+        for l in f:
+            parts = l.split()
+            if len(parts) >= 6 and parts[5] == path:
+                a, b = (int(x, 16) for x in parts[0].split("-"))
+                lo = a if lo is None else min(lo, a)
+                hi = max(hi, b)
+    return lo, hi
+
+
+def same_calls(pid, before, after):
+    """Each slot holds what it held before the attach, or, where it held
+    its own object's lazy-binding stub, the function that stub binds."""
+    for k, w in before.items():
+        if after[k] == w:
+            continue
+        lo, hi = extent(pid, k[0])
+        stub = int.from_bytes(w, "little")
+        assert lo <= stub < hi, (k, w.hex(), after[k].hex())
+
+
+def slots(pid):
+    """The words of the executable's and libc's GOT slots for the malloc
+    family, by relocation (readelf), read from /proc/PID/mem."""
+    bases = {}
+    with open("/proc/%d/maps" % pid) as f:
+        for l in f:
+            parts = l.split()
+            if len(parts) >= 6 and parts[2] == "00000000":
+                path = parts[5]
+                if path.endswith("/churn") or "/libc.so" in path:
+                    bases.setdefault(path, int(parts[0].split("-")[0], 16))
+    words = {}
+    with open("/proc/%d/mem" % pid, "rb") as mem:
+        for path, base in bases.items():
+            out = subprocess.run(["readelf", "-rW", path], capture_output=True,
+                                 text=True).stdout
+            for l in out.splitlines():
+                f = l.split()
+                if (len(f) >= 5 and f[2] in ("R_X86_64_JUMP_SLOT",
+                                             "R_X86_64_GLOB_DAT") and
+                        f[4].split("@")[0] in ("malloc", "free", "calloc",
+                                               "realloc")):
+                    mem.seek(base + int(f[0], 16))
+                    words[(path, f[0])] = mem.read(8)
+    assert len(words) >= 4, words
+    return words
+
+
 def detach(pid):
     r = ymtop("-p", pid, "--detach")
     assert r.stdout == "", r.stdout
@@ -63,13 +114,17 @@ def check_detached(t, line):
 def run_detach(threads, env=None):
     t = Churn(threads, env=dict(RATE, **(env or {})))
     try:
+        before = slots(t.pid)
         attach(t.pid)
+        assert slots(t.pid) != before, "the agent patched no slot"
         time.sleep(0.3)
         rep = report(t.pid)
         assert sampled_live(rep) > 0, "nothing sampled before the detach"
         line = detach(t.pid)
         check_detached(t, line)
         assert "unloaded" in line, line
+        # Every call goes where it went before the attach.
+        same_calls(t.pid, before, slots(t.pid))
         # The blocks sampled before are freed by the allocator alone.
         time.sleep(0.3)
         rc, out, err = t.quit()
