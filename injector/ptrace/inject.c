@@ -374,7 +374,8 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 	struct tmaps m;
 	if (io.closed != 0 || inject_read_maps(pid, &m) != 0 || m.has_agent) {
 		snprintf(r->why, sizeof r->why, "dlclose left it mapped (%s)",
-			 io.closed ? "it failed" : "another reference holds it");
+			 io.closed ? "it failed" : "another reference holds it, or the C "
+			 "library never unloads, as musl's");
 		return 0;
 	}
 	r->unloaded = 1;
