@@ -369,7 +369,7 @@ AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/hooks_life.
                     injector/agent/hooks_mmap.c injector/agent/hooks_jemalloc.c \
                     injector/agent/hooks_cxx.c \
                     injector/agent/hooks_exec.c \
-                    injector/agent/life.c $(TUI_SRC),$(AGENT_SRC))
+                    injector/agent/life.c injector/agent/detach.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
 UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a
 UNIT_LIBS_test_unwind := -lunwind -ldl -lpthread -lstdc++
@@ -547,6 +547,7 @@ bench: bench-deps all
 	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs \
 	  $(B)/bench/resident_bench $(B)/bench/trendwrite $(B)/progs/trendprog
 	@tests/bench/run.sh $(B)
+	@YM_BUILD=$(B) python3 tests/bench/detach.py 7 5
 	@$(B)/bench/resident_bench
 	@tests/bench/spawncost.sh $(B)
 	@$(B)/bench/unwind_bench

@@ -92,6 +92,11 @@ static void help(void)
 "                         127.0.0.1; no screen, no write to any target\n"
 "      --web-config FILE  --serve with TLS and basic auth, as node_exporter's\n"
 "                         web configuration file says\n"
+"      --detach           with -p: take the agent out of PID (sampling off,\n"
+"                         allocator restored, segment removed; unloaded when\n"
+"                         no thread is inside it), then exit\n"
+"      --duration SECS    with -p: watch for SECS, then detach (also when\n"
+"                         stopped earlier: q, SIGINT, SIGTERM)\n"
 "      --children         with -p: PID and the processes forked from it, in\n"
 "                         the process list (or --serve)\n"
 "      --skip REGEX       treat matching functions as allocator plumbing\n"
@@ -142,7 +147,7 @@ static double parse_percent(const char *s)
 
 enum { OPT_TOP = 256, OPT_SKIP, OPT_NO_SKIP, OPT_WEIGHT, OPT_ON_CHANGE, OPT_SORT,
        OPT_RATE, OPT_SERVE, OPT_CHILDREN, OPT_WEB_CONFIG, OPT_SNAPSHOT_ON,
-       OPT_MAX_OVERHEAD };
+       OPT_MAX_OVERHEAD, OPT_DETACH, OPT_DURATION };
 
 /* --max-overhead: a percentage above 0 and up to 100, in millionths (at
  * least 1: 0.0001 %). */
@@ -198,6 +203,8 @@ void cli_parse(int argc, char **argv, struct options *o)
 		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ "children", no_argument, NULL, OPT_CHILDREN },
 		{ "snapshot-on", required_argument, NULL, OPT_SNAPSHOT_ON },
+		{ "detach", no_argument, NULL, OPT_DETACH },
+		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -291,6 +298,12 @@ void cli_parse(int argc, char **argv, struct options *o)
 		case OPT_CHILDREN:
 			o->children = 1;
 			break;
+		case OPT_DETACH:
+			o->detach = 1;
+			break;
+		case OPT_DURATION:
+			o->duration = parse_secs(optarg, "--duration");
+			break;
 		case 'V':
 			printf("ymtop %s\n", YM_VERSION);
 			exit(0);
@@ -334,6 +347,12 @@ void cli_parse(int argc, char **argv, struct options *o)
 		usage_error("--on-change needs batch mode (-b)");
 	if (o->snap_on && !o->batch)
 		usage_error("--snapshot-on needs batch mode (-b)");
+	if ((o->detach || o->duration > 0) && !o->pid)
+		usage_error("--detach and --duration need -p PID");
+	if (o->detach && (o->batch || o->serve || o->duration > 0 || o->children))
+		usage_error("--detach runs alone: ymtop -p PID --detach");
+	if (o->duration > 0 && (o->serve || o->children))
+		usage_error("--duration applies to the screen and -b, with -p PID");
 	if (o->snap_on && o->on_change >= 0)
 		usage_error("--snapshot-on and --on-change are two rules for one thing: give one");
 }

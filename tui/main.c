@@ -2,11 +2,14 @@
  * ymtop: top for the heap of a running process.  See ymtop(1).
  */
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "batch.h"
 #include "cli.h"
+#include "detach.h"
 #include "diff.h"
 #include "session.h"
 #include "target.h"
@@ -49,9 +52,25 @@ int main(int argc, char **argv)
 		cli_free(&o);
 		return rc;
 	}
+	char msg[600];
+	if (o.detach) {
+		/* Nothing else: the agent leaves; one line says how. */
+		int rc = detach_target(o.pid, msg, sizeof msg);
+		fprintf(stderr, "ymtop: %s\n", msg);
+		cli_free(&o);
+		return rc == 0 ? 0 : 1;
+	}
 	pid_t pid = target_choose(o.pid, &e);
 	if (pid < 0)
 		cli_die_err(&e);
+	if (o.duration > 0) {
+		/* The time is up as ymtop is stopped: the loops end, then the
+		 * agent is detached below. */
+		sigaction(SIGALRM, &sa, NULL);
+		struct itimerval it = { { 0, 0 }, { (time_t)o.duration,
+			(suseconds_t)((o.duration - (double)(time_t)o.duration) * 1e6) } };
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
 	if (!o.batch && !tty && (o.rate || o.max_overhead)) {
 		/* --rate or --max-overhead from a script: ask for the rate (session_open says
 		 * so in one line), no screen. */
@@ -65,6 +84,12 @@ int main(int argc, char **argv)
 	if (!o.batch && !tty)
 		cli_die(2, "the live screen needs a terminal; use -b for reports");
 	int rc = o.batch ? batch_run(&o, pid) : ui_run(&o, pid);
+	if (o.duration > 0) {
+		/* 1: nothing mapped (the screen's X detached it already). */
+		if (detach_target(pid, msg, sizeof msg) < 0 && rc == 0)
+			rc = 1;
+		fprintf(stderr, "ymtop: %s\n", msg);
+	}
 	cli_free(&o);
 	return rc;
 }

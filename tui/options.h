@@ -38,6 +38,8 @@ struct options {
 	const char *serve;       /* --serve [ADDR:]PORT, or NULL */
 	const char *web_config;  /* --web-config FILE (with --serve), or NULL */
 	int      children;       /* --children: -p PID and its forked children */
+	int      detach;         /* --detach: with -p, detach the agent and exit */
+	double   duration;       /* --duration: with -p, seconds; 0 not given */
 	struct frames_rules rules;
 };
 

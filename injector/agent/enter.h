@@ -37,6 +37,12 @@ static inline void agent_take_sample(struct agent_tls *t, void *p, size_t n,
 				     size_t charged)
 {
 	agent_need_segment(t);
+	/* Detached: no sample is due again on this thread. */
+	if (unlikely(__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) ==
+		     SEG_DETACHED)) {
+		t->countdown = INT64_MAX;
+		return;
+	}
 	agent_sample(t, p, n, charged);
 }
 

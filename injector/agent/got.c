@@ -31,6 +31,14 @@
  *   word holding the real function that cannot be written (a text
  *   relocation, unaligned, mprotect refused) is named in the segment
  *   (seg_note_unseen): the calls through it are not seen.
+ * - Injected, a GLOB_DAT slot or data word gets the hook's trampoline
+ *   entry (tramp.h), not the hook: code may copy what it reads there
+ *   (`&free`), and a copy must outlive the agent.  A call through such a
+ *   slot costs one more indirect jump while the agent is there; PLT slots
+ *   (JUMP_SLOT), which only their stub reads, get the hook itself.
+ * - Detach (got_unpatch_all): every slot and word holding a hook or its
+ *   entry gets the real function back, the entries jump to the real
+ *   functions, and nothing is patched again.
  * - dlopen and its new objects: the hooked dlopen and dlmopen patch after
  *   each successful load.  Objects of other namespaces (dlmopen) have
  *   their own C library and allocator and are never patched.
@@ -50,6 +58,7 @@
 
 #include "base.h"
 #include "compat.h"
+#include "config.h"
 #include "dynamic.h"
 #include "hooknames.h"
 #include "threads.h"
@@ -62,6 +71,7 @@
 #include "os.h"
 #include "seg.h"
 #include "symbols.h"
+#include "tramp.h"
 
 static pthread_mutex_t got_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *(*real_dlopen)(const char *, int);
@@ -74,48 +84,53 @@ struct hook {
 	const char *name;
 	void *hook;       /* our function */
 	void *real;       /* sym_global before patching */
+	void *entry;      /* its trampoline entry (tramp.h), or NULL */
 };
+
+/* Detached (got_unpatch_all): slots go back to the real functions and no
+ * patch is made again.  Under got_lock. */
+static int got_detached;
 
 #define NBASE 37   /* the entries named here; then C++'s operators */
 #define NHOOKS (NBASE + HOOKS_CXX_N)
 static struct hook hooks[NHOOKS] = {
-	{ "malloc", NULL, NULL },
-	{ "free", NULL, NULL },
-	{ "calloc", NULL, NULL },
-	{ "realloc", NULL, NULL },
-	{ "reallocarray", NULL, NULL },
-	{ "posix_memalign", NULL, NULL },
-	{ "aligned_alloc", NULL, NULL },
-	{ "memalign", NULL, NULL },
-	{ "valloc", NULL, NULL },
-	{ "pvalloc", NULL, NULL },
-	{ "cfree", NULL, NULL },
-	{ "_exit", NULL, NULL },
-	{ "_Exit", NULL, NULL },
-	{ "setuid", NULL, NULL },
-	{ "seteuid", NULL, NULL },
-	{ "setreuid", NULL, NULL },
-	{ "setresuid", NULL, NULL },
-	{ "dlclose", NULL, NULL },
-	{ "mallocx", NULL, NULL },   /* jemalloc's API (hooks_jemalloc.h) */
-	{ "rallocx", NULL, NULL },
-	{ "xallocx", NULL, NULL },
-	{ "sdallocx", NULL, NULL },
-	{ "dallocx", NULL, NULL },
-	{ "mmap", NULL, NULL },      /* anonymous mappings (hooks_mmap.h) */
-	{ "mmap64", NULL, NULL },
-	{ "munmap", NULL, NULL },
-	{ "mremap", NULL, NULL },
-	{ "execve", NULL, NULL },    /* the exec family (hooks_exec.h) */
-	{ "execv", NULL, NULL },
-	{ "execvp", NULL, NULL },
-	{ "execvpe", NULL, NULL },
-	{ "fexecve", NULL, NULL },
-	{ "execl", NULL, NULL },
-	{ "execlp", NULL, NULL },
-	{ "execle", NULL, NULL },
-	{ "dlmopen", NULL, NULL },  /* NBASE - 2: real_dlmopen */
-	{ "dlopen", NULL, NULL },   /* NBASE - 1: real_dlopen */
+	{ "malloc", NULL, NULL, NULL },
+	{ "free", NULL, NULL, NULL },
+	{ "calloc", NULL, NULL, NULL },
+	{ "realloc", NULL, NULL, NULL },
+	{ "reallocarray", NULL, NULL, NULL },
+	{ "posix_memalign", NULL, NULL, NULL },
+	{ "aligned_alloc", NULL, NULL, NULL },
+	{ "memalign", NULL, NULL, NULL },
+	{ "valloc", NULL, NULL, NULL },
+	{ "pvalloc", NULL, NULL, NULL },
+	{ "cfree", NULL, NULL, NULL },
+	{ "_exit", NULL, NULL, NULL },
+	{ "_Exit", NULL, NULL, NULL },
+	{ "setuid", NULL, NULL, NULL },
+	{ "seteuid", NULL, NULL, NULL },
+	{ "setreuid", NULL, NULL, NULL },
+	{ "setresuid", NULL, NULL, NULL },
+	{ "dlclose", NULL, NULL, NULL },
+	{ "mallocx", NULL, NULL, NULL },   /* jemalloc's API (hooks_jemalloc.h) */
+	{ "rallocx", NULL, NULL, NULL },
+	{ "xallocx", NULL, NULL, NULL },
+	{ "sdallocx", NULL, NULL, NULL },
+	{ "dallocx", NULL, NULL, NULL },
+	{ "mmap", NULL, NULL, NULL },      /* anonymous mappings (hooks_mmap.h) */
+	{ "mmap64", NULL, NULL, NULL },
+	{ "munmap", NULL, NULL, NULL },
+	{ "mremap", NULL, NULL, NULL },
+	{ "execve", NULL, NULL, NULL },    /* the exec family (hooks_exec.h) */
+	{ "execv", NULL, NULL, NULL },
+	{ "execvp", NULL, NULL, NULL },
+	{ "execvpe", NULL, NULL, NULL },
+	{ "fexecve", NULL, NULL, NULL },
+	{ "execl", NULL, NULL, NULL },
+	{ "execlp", NULL, NULL, NULL },
+	{ "execle", NULL, NULL, NULL },
+	{ "dlmopen", NULL, NULL, NULL },  /* NBASE - 2: real_dlmopen */
+	{ "dlopen", NULL, NULL, NULL },   /* NBASE - 1: real_dlopen */
 	/* [NBASE, NHOOKS): operator new and delete (hooks_cxx.h),
 	 * named by got_init. */
 };
@@ -150,6 +165,16 @@ int got_init(void)
 			hooks[i].hook = ours[i];
 		}
 		hooks[i].real = sym_global(hooks[i].name);
+	}
+	/* Injected: what a slot hands out (GLOB_DAT, data words) points
+	 * at the trampoline page, so that detach can unload the agent. */
+	if (agent_injected && tramp_init() == 0) {
+		for (size_t i = 0; i < NHOOKS; i++) {
+			int fresh;
+			if (hooks[i].real)
+				hooks[i].entry = tramp_entry(hooks[i].name,
+							     hooks[i].hook, &fresh);
+		}
 	}
 	*(void **)&real_dlopen = hooks[NBASE - 1].real;
 	*(void **)&real_dlmopen = hooks[NBASE - 2].real;
@@ -250,7 +275,7 @@ static int writable_now(uintptr_t a)
  * cannot be written stays bound to the real function, and is named.
  * data: a data word, which may lie in a page the program protected;
  * GOT slots are in RELRO or the loader's own writable .got.plt. */
-static void write_slot(struct obj *o, void **slot, void *fn, int data)
+static int write_slot(struct obj *o, void **slot, void *fn, int data)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t page = (uintptr_t)slot & ~(pg - 1);
@@ -258,16 +283,40 @@ static void write_slot(struct obj *o, void **slot, void *fn, int data)
 	if (!in_rw(o, (uintptr_t)slot) ||
 	    (data && !ro && !writable_now((uintptr_t)slot)) ||
 	    (ro && os_protect((void *)page, pg, PROT_READ | PROT_WRITE) != 0)) {
-		seg_note_unseen(YM_UNSEEN_READONLY, o->name);
-		return;
+		if (!got_detached)
+			seg_note_unseen(YM_UNSEEN_READONLY, o->name);
+		return -1;
 	}
 	__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	if (ro)
 		os_protect((void *)page, pg, PROT_READ);
+	return 0;
 }
 
 /* A relocation of one of our names: its slot, or its data word (data:
  * R_X86_64_64 with addend 0, only REL(A) tables can say that). */
+/* What a slot of this type is rewritten to: the hook itself for a PLT
+ * slot (only the PLT stub reads it, at every call), its trampoline entry
+ * for what code may copy and keep (a GLOB_DAT slot: `&malloc`; a data
+ * word), so that a copy outlives the agent (tramp.h). */
+static void *hook_for(const struct hook *h, uint32_t type)
+{
+	if (type == R_X86_64_JUMP_SLOT)
+		return h->hook;
+	if (!h->entry)
+		tramp_refused();
+	return h->entry ? h->entry : h->hook;
+}
+
+/* Patched by us: the hook or its trampoline entry. */
+static int is_ours(const struct hook *h, const void *cur)
+{
+	return cur == h->hook || (h->entry && cur == h->entry);
+}
+
+/* A relocation of one of our names: its slot, or its data word (data:
+ * R_X86_64_64 with addend 0, only REL(A) tables can say that).  Detached:
+ * a slot or word holding our hook or entry gets the real function back. */
 static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info,
 		      int data)
 {
@@ -289,18 +338,26 @@ static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info,
 			return;
 		if ((uintptr_t)slot & 7) {
 			/* A packed table: no single store; left as it is. */
-			if (type == R_X86_64_64 &&
+			if (type == R_X86_64_64 && !got_detached &&
 			    !memcmp(slot, &hooks[i].real, sizeof *slot))
 				seg_note_unseen(YM_UNSEEN_READONLY, o->name);
 			return;
 		}
 		void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-		if (cur == hooks[i].hook)
+		if (got_detached) {
+			/* A word that keeps our hook keeps the agent loaded. */
+			if (is_ours(&hooks[i], cur) &&
+			    write_slot(o, slot, hooks[i].real, type == R_X86_64_64) != 0)
+				tramp_refused();
+			return;
+		}
+		void *fn = hook_for(&hooks[i], type);
+		if (is_ours(&hooks[i], cur))
 			return;   /* patched already */
 		if (type == R_X86_64_64) {
 			/* Data: only while it still holds the function. */
 			if (cur == hooks[i].real)
-				write_slot(o, slot, hooks[i].hook, 1);
+				write_slot(o, slot, fn, 1);
 			return;
 		}
 		/* Bound to the real function, or not bound yet (a lazy stub in
@@ -311,7 +368,7 @@ static void patch_rel(struct obj *o, uintptr_t off, ElfW(Xword) info,
 			(uintptr_t)cur == o->base + sy->st_value;
 		if (cur == hooks[i].real ||
 		    ((uintptr_t)cur >= o->lo && (uintptr_t)cur < o->hi && !own_def))
-			write_slot(o, slot, hooks[i].hook, 0);
+			write_slot(o, slot, fn, 0);
 		return;
 	}
 }
@@ -441,7 +498,8 @@ void got_patch_all(void)
 {
 	int saved = errno;
 	pthread_mutex_lock(&got_lock);
-	loader_iterate(patch_cb, NULL);
+	if (!got_detached)
+		loader_iterate(patch_cb, NULL);
 	pthread_mutex_unlock(&got_lock);
 	errno = saved;
 }
@@ -450,10 +508,28 @@ void got_patch_try(void)
 {
 	int saved = errno;
 	if (pthread_mutex_trylock(&got_lock) == 0) {
-		loader_iterate(patch_cb, NULL);
+		if (!got_detached)
+			loader_iterate(patch_cb, NULL);
 		pthread_mutex_unlock(&got_lock);
 	}
 	errno = saved;
+}
+
+int got_unpatch_all(void)
+{
+	int saved = errno;
+	pthread_mutex_lock(&got_lock);
+	got_detached = 1;
+	loader_iterate(patch_cb, NULL);
+	/* Copies of what the slots handed out: their entries now jump to
+	 * the real functions. */
+	for (size_t i = 0; i < NHOOKS; i++)
+		if (hooks[i].entry)
+			tramp_point(hooks[i].name, hooks[i].real);
+	int complete = tramp_complete();
+	pthread_mutex_unlock(&got_lock);
+	errno = saved;
+	return complete;
 }
 
 /* dlopen through a patched slot: load, then hook what was loaded.  Known

@@ -15,5 +15,10 @@ int  got_init(void) AGENT_HIDDEN;
 void got_patch_all(void) AGENT_HIDDEN;
 /* The same, unless a patch is running (then it will see the objects). */
 void got_patch_try(void) AGENT_HIDDEN;
+/* Detach: every slot and data word holding a hook (or its trampoline
+ * entry) gets the real function back, the trampoline's entries jump to
+ * the real functions, and nothing is patched again.  1 when no pointer
+ * into the agent remains (tramp_complete), 0 when one may. */
+int  got_unpatch_all(void) AGENT_HIDDEN;
 
 #endif

@@ -70,6 +70,11 @@ void heapstats_pre_wake(void)
 	__atomic_store_n(&pre_limit, 0, __ATOMIC_RELAXED);
 }
 
+void heapstats_detach(void)
+{
+	__atomic_store_n(&agent_fast_limit, &no_limit, __ATOMIC_RELEASE);
+}
+
 void heapstats_fork_child(void)
 {
 	__atomic_store_n(&agent_fast_limit, &no_limit, __ATOMIC_RELEASE);

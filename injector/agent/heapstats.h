@@ -49,6 +49,9 @@ void heapstats_pre_wake(void) AGENT_HIDDEN;
  * restore it and answer. */
 void heapstats_poked(struct agent_tls *t) AGENT_HIDDEN;
 /* After fork, before the parent's segment is unmapped. */
+/* Detach: the fast paths compare against no limit (a reader's lowered
+ * threshold would send every call to a slow path that passes through). */
+void heapstats_detach(void) AGENT_HIDDEN;
 void heapstats_fork_child(void) AGENT_HIDDEN;
 
 #endif

@@ -28,6 +28,9 @@ void  hook__exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
 /* p lies in the bootstrap buffer: what the hooks give a call nested in
  * the agent (guard held) before the next functions are known. */
 int   hooks_boot_block(const void *p) AGENT_HIDDEN;
+/* A bootstrap block was ever handed out: it lies in the agent's own data,
+ * and whoever holds it may free it after the agent is gone (detach.c). */
+int   hooks_boot_lent(void) AGENT_HIDDEN;
 void  hook__Exit(int) __attribute__((noreturn)) AGENT_HIDDEN;
 int   hook_setuid(uid_t) AGENT_HIDDEN;
 int   hook_seteuid(uid_t) AGENT_HIDDEN;

@@ -85,6 +85,11 @@ int hooks_boot_block(const void *p)
 	return is_boot(p);
 }
 
+int hooks_boot_lent(void)
+{
+	return __atomic_load_n(&boot_used, __ATOMIC_RELAXED) != 0;
+}
+
 /* ---- Accounting: in the thread's own slot (threads.h) ---- */
 
 /* The thread's slot when this call may take the fast path, else NULL. */

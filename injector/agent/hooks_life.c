@@ -134,10 +134,14 @@ EXPORT int dlclose(void *handle)
  * segment until its first allocation, and an idle one may never allocate:
  * ymtop makes one of its threads call this (as it calls dlopen to inject),
  * which creates the segment now.  Returns 1 when the segment exists, 0
- * when the agent is passive (YM_DISABLE, YM_FOLLOW_FORK=0, a failure). */
+ * when the agent is passive (YM_DISABLE, YM_FOLLOW_FORK=0, a failure), 2
+ * when a detach left it dormant. */
 EXPORT int ymagent_start(void)
 {
 	struct agent_tls *t = &agent_tls;
+	/* Left dormant by a detach (detach.c): it stays out of the way. */
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) == SEG_DETACHED)
+		return 2;
 	agent_guard_enter(t);
 	agent_enter(t);
 	agent_segment_start();

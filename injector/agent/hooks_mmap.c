@@ -416,7 +416,8 @@ static __attribute__((noinline)) void pend_mapping(struct agent_tls *t, void *p,
 	agent_guard_enter(t);
 	int state = __atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE);
 	/* A vfork child's mappings are not ours (it shares our memory). */
-	if (state == SEG_PASSIVE || seg_in_vfork_child() || !maps_take())
+	if (state == SEG_PASSIVE || state == SEG_DETACHED || seg_in_vfork_child() ||
+	    !maps_take())
 		goto out;
 	/* Configured (SEG_PRE, or a segment): drawn now, and only a sample
 	 * is kept (its frames taken); before, every mapping waits. */

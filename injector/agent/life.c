@@ -20,6 +20,8 @@
  *               path needs, fork
  *   hooks_mmap.c      anonymous mmap/munmap/mremap by the program
  *   hooks_exec.c      the exec family: the segment's name around an exec
+ *   detach.c    ymagent_detach: the agent leaves (ymtop --detach), the
+ *               unload rule
  *   seg.c       the segment: creation, activation, exit, setuid
  *   stale.c     segments of processes that are gone
  *   config.c    YM_* environment, read once; the mode (injected, slots)
@@ -34,6 +36,7 @@
  *   live.c      the live table and free's filters
  *   giant.c     giant requests, the alarm ring
  *   modules.c   loaded objects, our own text
+ *   tramp.c     the trampoline page: handed-out pointers outlive the agent
  *   trend.c     the trend history: a slot of the largest and rising stacks' estimates
  *   loader.c    the loader's list, walked without waiting in fork
  *               children; the object holding an address; _r_debug
@@ -82,6 +85,7 @@
 
 #include "compat.h"
 #include "config.h"
+#include "detach.h"
 #include "enter.h"
 #include "got.h"
 #include "hooknames.h"
@@ -226,7 +230,12 @@ __attribute__((constructor)) static void agent_init(void)
 	agent_guard_leave(t);
 }
 
+/* Run by exit(), or by dlclose when ymtop unloads a detached agent
+ * (detach.c: no thread is inside it then). */
 __attribute__((destructor)) static void agent_fini(void)
 {
-	agent_exiting_in_exit();
+	if (detach_done())
+		detach_unload();
+	else
+		agent_exiting_in_exit();
 }

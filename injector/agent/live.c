@@ -156,6 +156,13 @@ int live_init_private(uint32_t max_live, int exact_mode, int glibc_usable)
 	return 0;
 }
 
+void live_unmap_private(void)
+{
+	if (live_heads)
+		os_unmap(live_heads, heads_bytes());
+	live_heads = NULL;
+}
+
 void live_reset_private(void)
 {
 	if (live_heads)

@@ -80,6 +80,8 @@ void live_init_gate(int exact, int glibc_usable) AGENT_HIDDEN;
 int  live_init_private(uint32_t max_live, int exact, int glibc_usable) AGENT_HIDDEN;
 /* After fork: the child starts from empty tables (zero-filled pages). */
 void live_reset_private(void) AGENT_HIDDEN;
+/* The agent is unloaded (detach.h): the chains' heads unmapped. */
+void live_unmap_private(void) AGENT_HIDDEN;
 /* Point the table at a segment laid out by shm_layout (sections[]);
  * it writes only what it had backed (backing.h). */
 void live_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN;

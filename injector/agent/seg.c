@@ -31,6 +31,7 @@
 #include "stale.h"
 #include "table.h"
 #include "threads.h"
+#include "tramp.h"
 #include "trend.h"
 
 int agent_seg_state;
@@ -205,6 +206,10 @@ static pid_t owner_pid;
 static int forked;
 
 static void seg_exit_status_init(void);
+/* The trampoline entry the on_exit handler was registered through, when
+ * injected (tramp.h: glibc cannot unregister it, and the agent may be
+ * unloaded). */
+static void *exit_entry;
 
 void seg_note_owner(void)
 {
@@ -327,8 +332,40 @@ void seg_fork_child(int follow)
 	seg_base = NULL;
 	hdr = NULL;
 	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&agent_seg_state, follow ? SEG_NONE : SEG_PASSIVE,
-			 __ATOMIC_RELEASE);
+	/* A detached agent's children stay detached. */
+	if (__atomic_load_n(&agent_seg_state, __ATOMIC_ACQUIRE) != SEG_DETACHED)
+		__atomic_store_n(&agent_seg_state, follow ? SEG_NONE : SEG_PASSIVE,
+				 __ATOMIC_RELEASE);
+}
+
+/* Detach (detach.c): no slow path samples, counts or makes a segment from
+ * now on (SEG_DETACHED); the segment's name goes, its memory stays until
+ * seg_unmap (a thread still inside a slow path may write there).  The
+ * exit handler's trampoline entry returns at once.  Returns 1 when there
+ * was a segment.  Guard held. */
+int seg_detach(void)
+{
+	int was = __atomic_exchange_n(&agent_seg_state, SEG_DETACHED,
+				      __ATOMIC_SEQ_CST);
+	if (was == SEG_PRE || was == SEG_CREATING)
+		threads_drop_pre();
+	if (exit_entry)
+		tramp_point("on_exit", tramp_ret());
+	if (was != SEG_ACTIVE || !seg_base || self_pid != getpid())
+		return 0;
+	shm_unlink_pid(self_pid, pidns);
+	return 1;
+}
+
+/* The agent is being unloaded (its destructor, run by dlclose after
+ * detach): no thread can reach its code or its segment any more. */
+void seg_unmap(void)
+{
+	if (seg_base && self_pid == getpid())
+		os_unmap(seg_base, seg_size);
+	seg_base = NULL;
+	hdr = NULL;
+	__atomic_store_n(&unseen_hdr, NULL, __ATOMIC_SEQ_CST);
 }
 
 /* 1 once our on_exit handler is registered (seg_exit_status_init). */
@@ -459,7 +496,25 @@ static void record_exit_status(int status, void *arg)
  * stays unknown.  A fork child inherits the handler. */
 static void seg_exit_status_init(void)
 {
-	exit_handler_armed = on_exit(record_exit_status, NULL) == 0;
+	int fresh = 0;
+	void *e = agent_injected ?
+		tramp_entry("on_exit", (void *)record_exit_status, &fresh) : NULL;
+	if (e && !fresh) {
+		/* An earlier agent of this process registered the entry. */
+		exit_entry = e;
+		exit_handler_armed = 1;
+		return;
+	}
+	void (*fn)(int, void *) = record_exit_status;
+	if (e)
+		*(void **)&fn = e;
+	else if (agent_injected)
+		tramp_refused();   /* the handler would outlive the agent */
+	exit_handler_armed = on_exit(fn, NULL) == 0;
+	if (e && exit_handler_armed)
+		exit_entry = e;
+	else if (e)
+		tramp_point("on_exit", tramp_ret());
 }
 
 /* The process is about to take the effective uid `euid` (setuid and its

@@ -71,6 +71,13 @@ void agent_exiting_in_exit(void) AGENT_HIDDEN;
  * When the exec returns (it failed), seg_exec_failed names it again. */
 int  seg_exec_begin(void) AGENT_HIDDEN;
 void seg_exec_failed(int token) AGENT_HIDDEN;
+/* Detach (detach.c): SEG_DETACHED for good, the segment's name removed
+ * (1 when there was one), the exit handler's trampoline entry made a
+ * `ret`.  The memory stays until seg_unmap.  Guard held. */
+int  seg_detach(void) AGENT_HIDDEN;
+/* The agent's destructor after detach (dlclose): the segment unmapped. */
+void seg_unmap(void) AGENT_HIDDEN;
+
 /* The process is about to take the effective uid `euid`. */
 void agent_owner_change(uid_t euid) AGENT_HIDDEN;
 

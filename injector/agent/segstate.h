@@ -10,7 +10,10 @@
 
 #include "base.h"
 
-enum { SEG_NONE = 0, SEG_PRE, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE };
+/* SEG_DETACHED: ymtop detached the agent (detach.c): every call passes
+ * through, for good, also in fork children. */
+enum { SEG_NONE = 0, SEG_PRE, SEG_CREATING, SEG_ACTIVE, SEG_PASSIVE,
+       SEG_DETACHED };
 
 /* SEG_* (atomic): seg.c alone moves it. */
 extern int agent_seg_state AGENT_HIDDEN;

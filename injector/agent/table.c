@@ -106,6 +106,16 @@ int table_init_private(uint32_t max_stacks)
 	return 0;
 }
 
+void table_unmap_private(void)
+{
+	if (stack_index)
+		os_unmap(stack_index, stack_index_bytes());
+	if (stack_writers)
+		os_unmap(stack_writers, stack_writers_bytes());
+	stack_index = NULL;
+	stack_writers = NULL;
+}
+
 void table_reset_private(void)
 {
 	if (stack_index)

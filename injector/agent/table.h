@@ -28,6 +28,8 @@ int  table_init_private(uint32_t max_stacks) AGENT_HIDDEN;
 /* After fork: the child starts from empty tables (zero-filled pages), no
  * plane handed out, the lock free. */
 void table_reset_private(void) AGENT_HIDDEN;
+/* The agent is unloaded (detach.h): the private index unmapped. */
+void table_unmap_private(void) AGENT_HIDDEN;
 /* Point the tables at a segment laid out by shm_layout (sections[]) whose
  * header is at base.  The tables write only segment memory they had
  * backed (backing.h): the caller calls backing_init first. */

@@ -208,6 +208,14 @@ void threads_init(void)
 				 __ATOMIC_RELEASE);
 }
 
+void threads_detach(void)
+{
+	int expect = 2;
+	if (__atomic_compare_exchange_n(&key_state, &expect, 3, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		pthread_key_delete(thread_key);
+}
+
 static int thread_key_ok(void)
 {
 	return __atomic_load_n(&key_state, __ATOMIC_ACQUIRE) == 2;

@@ -231,6 +231,9 @@ static inline void thread_count_free_here(const struct agent_tls *t, size_t u)
  * other threads' counters (relaxed loads): any thread, any time. */
 uint64_t threads_calls(void) AGENT_HIDDEN;
 
+/* Detach: the key deleted, so that no thread's exit calls the agent's
+ * destructor (its registration fails from then on: EINVAL). */
+void threads_detach(void) AGENT_HIDDEN;
 /* Before the segment: the key whose destructor marks a slot exited. */
 void threads_init(void) AGENT_HIDDEN;
 /* Point at the segment's THREADS section (header at base); back and

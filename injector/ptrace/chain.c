@@ -219,6 +219,11 @@ static int chain_clear(struct chain *c, struct borrow *t)
 	return -1;
 }
 
+int inject_chain_clear(struct borrow *t, struct chain *c)
+{
+	return chain_clear(c, t);
+}
+
 /* musl without CFI (Debian's libc.so has none): a thread stopped inside
  * libc cannot be unwound.  It may run dlopen when it waits in a system
  * call that none of musl's code makes while it holds a lock dlopen or the

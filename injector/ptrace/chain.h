@@ -37,4 +37,8 @@ void inject_chain_close(struct chain *c);
 /* 1: t (stopped, t->regs read) may run dlopen now; 0: not now. */
 int inject_safe_moment(struct borrow *t, struct chain *c);
 
+/* The call chain of t alone: 1 no frame in the ranges, 0 one is, -1 not
+ * enough of the chain is known (quiesce.c then scans the stack). */
+int inject_chain_clear(struct borrow *t, struct chain *c);
+
 #endif

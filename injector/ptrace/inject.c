@@ -56,7 +56,9 @@
 #include "ptrace/libcsyms.h"
 #include "ptrace/load.h"
 #include "ptrace/procfs.h"
+#include "ptrace/quiesce.h"
 #include "ptrace/util.h"
+#include "ymtop/detach.h"
 
 #ifndef NT_X86_XSTATE
 #define NT_X86_XSTATE 0x202
@@ -85,7 +87,16 @@ static int after_other_ymtop(pid_t pid, char *err, size_t len)
 /* 0: go on; 1: the agent is loaded, by another ymtop that was doing it
  * when we looked (other: we waited for one); 2: another ymtop was
  * tracing the process and is done, look again; -1: refused (err). */
-enum mode { LOAD, HEAP };
+enum mode { LOAD, HEAP, DETACH, UNLOAD };
+
+/* What a DETACH or UNLOAD borrow takes and gives. */
+struct detach_io {
+	uintptr_t fn, fn_handle;   /* DETACH: the agent's functions */
+	uintptr_t fn_release;      /* UNLOAD: the agent's ymagent_release */
+	int code;                  /* DETACH: ymagent_detach's YM_DETACH_* */
+	uint64_t handle;           /* DETACH: out; UNLOAD: in */
+	int closed;                /* UNLOAD: dlclose's result */
+};
 
 static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 		    enum mode mode, const char *agent, char *err, size_t len)
@@ -111,7 +122,7 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 			    ps->name, (long)ps->tgid);
 		return -1;
 	}
-	if (ps->tracer && mode == HEAP) {
+	if (ps->tracer && mode != LOAD) {
 		inject_fail(err, len, "process %ld (%s) is traced by pid %ld",
 			    (long)pid, ps->name, (long)ps->tracer);
 		return -1;
@@ -166,7 +177,7 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 			    strerror(-rc));
 		return -1;
 	}
-	if (mode == HEAP)
+	if (mode != LOAD)
 		return m->has_agent && m->have_libc ? 3 : -1;
 	if (m->has_agent && other) {
 		return 1;   /* another ymtop loaded it meanwhile */
@@ -186,15 +197,15 @@ static int precheck(pid_t pid, struct pstatus *ps, struct tmaps *m, int other,
 }
 
 static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
-		      uintptr_t fn, struct inject_result *res, char *err,
-		      size_t errlen)
+		      uintptr_t fn, struct detach_io *io,
+		      struct inject_result *res, char *err, size_t errlen)
 {
 	struct pstatus ps;
 	struct tmaps m;
 	struct libc_syms s;
 	memset(res, 0, sizeof *res);
 	int pc = precheck(pid, &ps, &m, 0, mode, agent, err, errlen);
-	if (pc < 0 && mode == HEAP && !err[0])
+	if (pc < 0 && mode != LOAD && !err[0])
 		inject_fail(err, errlen, "process %ld has no agent mapped", (long)pid);
 	for (int i = 0; pc == 2 && i < 4; i++)
 		pc = precheck(pid, &ps, &m, 1, mode, agent, err, errlen);
@@ -264,6 +275,12 @@ static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
 		inject_nap_us(1500000);
 	inject_restart_eintr_wait(&t);
 	int lr = mode == HEAP ? inject_heapstats_call(&t, &s, ps.name, fn, err, errlen)
+		 : mode == DETACH ? inject_detach_call(&t, &s, ps.name, io->fn,
+						       io->fn_handle, &io->code,
+						       &io->handle, err, errlen)
+		 : mode == UNLOAD ? inject_dlclose_call(&t, &s, io->fn_release,
+							io->handle, &io->closed,
+							err, errlen)
 		 : start ? inject_start_agent(&t, &s, ps.name, err, errlen)
 		 : inject_load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
@@ -295,7 +312,7 @@ out:
 int inject_agent(pid_t pid, const char *agent, int bring,
 		 struct inject_result *res, char *err, size_t errlen)
 {
-	return borrow_run(pid, LOAD, agent, bring, 0, res, err, errlen);
+	return borrow_run(pid, LOAD, agent, bring, 0, NULL, res, err, errlen);
 }
 
 int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
@@ -305,5 +322,62 @@ int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
 		err[0] = '\0';
 	/* Read before any thread stops: the agent's own file says where. */
 	uintptr_t fn = inject_agent_symbol(pid, "ymagent_heapstats");
-	return borrow_run(pid, HEAP, NULL, 0, fn, res, err, errlen);
+	return borrow_run(pid, HEAP, NULL, 0, fn, NULL, res, err, errlen);
+}
+
+int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
+{
+	struct inject_result res;
+	struct detach_io io = { 0 };
+	memset(r, 0, sizeof *r);
+	if (errlen)
+		err[0] = '\0';
+	io.fn = inject_agent_symbol(pid, "ymagent_detach");
+	io.fn_handle = inject_agent_symbol(pid, "ymagent_unload_handle");
+	io.fn_release = inject_agent_symbol(pid, "ymagent_release");
+	if (borrow_run(pid, DETACH, NULL, 0, 0, &io, &res, err, errlen) != 0)
+		return -1;
+	r->code = io.code;
+	switch (io.code) {
+	case YM_DETACH_PRELOADED:
+		snprintf(r->why, sizeof r->why, "it was preloaded (LD_PRELOAD): "
+			 "its malloc is the process's, which now passes every call "
+			 "through");
+		return 0;
+	case YM_DETACH_POINTERS:
+		snprintf(r->why, sizeof r->why, "a pointer into it may remain (a "
+			 "slot it could not write back, no trampoline page, or a block "
+			 "of its bootstrap buffer)");
+		return 0;
+	case YM_DETACH_ALREADY:
+		snprintf(r->why, sizeof r->why, "it was detached before");
+		return 0;
+	case YM_DETACH_UNLOADABLE:
+		break;
+	default:
+		inject_fail(err, errlen, "process %ld: the agent answered %d to "
+			    "ymagent_detach", (long)pid, io.code);
+		return -1;
+	}
+	if (!io.handle) {
+		snprintf(r->why, sizeof r->why, "it did not give its handle");
+		return 0;
+	}
+	/* The unload rule: no thread inside the agent (quiesce.h). */
+	if (inject_quiesced(pid, r->why, sizeof r->why) != 1)
+		return 0;
+	if (borrow_run(pid, UNLOAD, NULL, 0, 0, &io, &res, err, errlen) != 0) {
+		snprintf(r->why, sizeof r->why, "dlclose could not be called: %s", err);
+		err[0] = '\0';
+		return 0;
+	}
+	struct tmaps m;
+	if (io.closed != 0 || inject_read_maps(pid, &m) != 0 || m.has_agent) {
+		snprintf(r->why, sizeof r->why, "dlclose left it mapped (%s)",
+			 io.closed ? "it failed" : "another reference holds it, or the C "
+			 "library never unloads, as musl's");
+		return 0;
+	}
+	r->unloaded = 1;
+	return 0;
 }

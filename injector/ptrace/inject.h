@@ -52,4 +52,18 @@ int inject_agent(pid_t pid, const char *agent, int bring,
 int inject_heapstats(pid_t pid, struct inject_result *res, char *err,
 		     size_t errlen);
 
+/* ymtop -p PID --detach: a borrowed thread calls the agent's
+ * ymagent_detach (sampling off, every slot back to the allocator, the
+ * segment removed: include/ymtop/detach.h), then, under the unload rule
+ * (quiesce.h: every thread stopped and seen outside the agent), another
+ * borrowed thread calls dlclose on it.  0: done, r->unloaded 1 when the
+ * agent is gone from the process, else dormant (pass-through) with the
+ * reason in r->why; -1 with one line in err (nothing was detached). */
+struct detach_result {
+	int  code;         /* YM_DETACH_* */
+	int  unloaded;
+	char why[320];
+};
+int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen);
+
 #endif

@@ -192,6 +192,8 @@ static int read_syms(const struct dynsyms *d, struct libc_syms *s)
 			libc_dlopen = sym.st_value;
 		} else if (!strcmp(n, "dlerror") && !hidden) {
 			s->dlerror = sym.st_value;
+		} else if (!strcmp(n, "dlclose") && !hidden) {
+			s->dlclose = sym.st_value;
 		} else if (!strcmp(n, "dlsym") && !hidden) {
 			s->dlsym = sym.st_value;
 		} else if (!strcmp(n, "memfd_create") && !hidden) {
@@ -237,7 +239,7 @@ static void relocate(struct libc_syms *s, uintptr_t base)
 {
 	uintptr_t *const found[] = {
 		&s->dlopen, &s->dlerror, &s->dlsym, &s->entry,
-		&s->memfd_create, &s->open, &s->close,
+		&s->memfd_create, &s->open, &s->close, &s->dlclose,
 	};
 	for (size_t i = 0; i < sizeof found / sizeof *found; i++)
 		if (*found[i])

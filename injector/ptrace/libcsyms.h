@@ -20,6 +20,7 @@
 struct libc_syms {
 	uintptr_t dlopen, dlerror, dlsym, entry;
 	uintptr_t memfd_create, open, close;   /* to bring the agent in */
+	uintptr_t dlclose;                     /* to unload it (detach.h) */
 	struct range malloc_text;   /* libc's allocator, conservatively */
 	/* musl only (its libc is its loader, and Debian's has no CFI to
 	 * unwind it with): the code that holds a lock dlopen or the agent's

@@ -16,6 +16,7 @@
 #include "ptrace/procfs.h"
 #include "ptrace/util.h"
 #include "resume.h"
+#include "ymtop/detach.h"
 
 #define PATH_GAP       (PATH_MAX + 64)   /* room for the path on the stack */
 #define RTLD_NOW_FLAG  2                 /* RTLD_NOW, as the target's glibc */
@@ -407,6 +408,13 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 			    "version's agent", (long)t->pid, name);
 		return -1;
 	}
+	if (ok == 2) {
+		inject_fail(err, len, "process %ld (%s) keeps the agent an earlier "
+			    "ymtop --detach left loaded and dormant (it could not be "
+			    "unloaded then); it cannot be attached again: restart the "
+			    "process to profile it", (long)t->pid, name);
+		return -1;
+	}
 	if (ok != 1) {
 		inject_fail(err, len, "process %ld (%s) has the agent loaded but it is "
 			    "passive: disabled (YM_DISABLE), not following forks "
@@ -432,4 +440,57 @@ int inject_heapstats_call(struct borrow *t, const struct libc_syms *s,
 		return -1;
 	}
 	return 0;
+}
+
+/* Detach (detach.h): the agent's ymagent_detach at fn, then, when it
+ * says the agent may be unloaded, ymagent_unload_handle at fn_handle.
+ * 0 with *code and *handle; -1 (err); -2 gone. */
+int inject_detach_call(struct borrow *t, const struct libc_syms *s,
+		       const char *name, uintptr_t fn, uintptr_t fn_handle,
+		       int *code, uint64_t *handle, char *err, size_t len)
+{
+	int32_t c = 0;
+	*handle = 0;
+	int rc = call_agent(t, s, "ymagent_detach", fn, &c, err, len);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		inject_fail(err, len, "process %ld (%s): its agent has no "
+			    "ymagent_detach (an older agent); it stays", (long)t->pid,
+			    name);
+		return -1;
+	}
+	*code = c;
+	if (c != YM_DETACH_UNLOADABLE || !fn_handle)
+		return 0;
+	struct call k = {
+		.code = stub, .code_len = sizeof stub, .fn = fn_handle,
+		.sp = below_red_zone(t, PATH_GAP),
+	};
+	int gone = 0;
+	if (inject_remote_call(t, &k, handle, &gone, err, len) != 0)
+		return gone ? -2 : -1;
+	return 0;
+}
+
+/* ymagent_release (at fn_release), then dlclose(handle) in t: the
+ * agent's unload.  0 (*ret: dlclose's result), -1 (err), -2 gone. */
+int inject_dlclose_call(struct borrow *t, const struct libc_syms *s,
+			uintptr_t fn_release, uint64_t handle, int *ret,
+			char *err, size_t len)
+{
+	if (!s->dlclose || !fn_release) {
+		inject_fail(err, len, "the target's C library has no dlclose, or "
+			    "the agent no ymagent_release");
+		return -1;
+	}
+	if (save_code(t, s, err, len) != 0)
+		return -1;
+	int64_t r = 0;
+	int rc = small_call(t, fn_release, NULL, 0, 0, 0, &r, err, len);
+	if (rc != 0)
+		return rc;
+	rc = small_call(t, s->dlclose, NULL, handle, 0, 0, &r, err, len);
+	*ret = (int)r;
+	return rc;
 }

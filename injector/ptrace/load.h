@@ -32,4 +32,14 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 int inject_heapstats_call(struct borrow *t, const struct libc_syms *s,
 			  const char *name, uintptr_t fn, char *err, size_t len);
 
+/* Detach: ymagent_detach (fn) and, when it allows the unload,
+ * ymagent_unload_handle (fn_handle) in t; then, once the unload rule
+ * holds, ymagent_release and dlclose(handle).  0; -1 (err); -2 gone. */
+int inject_detach_call(struct borrow *t, const struct libc_syms *s,
+		       const char *name, uintptr_t fn, uintptr_t fn_handle,
+		       int *code, uint64_t *handle, char *err, size_t len);
+int inject_dlclose_call(struct borrow *t, const struct libc_syms *s,
+			uintptr_t fn_release, uint64_t handle, int *ret,
+			char *err, size_t len);
+
 #endif

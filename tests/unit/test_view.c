@@ -462,6 +462,17 @@ static void help_names_only_table_keys(void **state)
 	assert_false(view_key_known('x'));
 }
 
+/* X asks the screen to detach the agent (ui.c confirms first); x is no
+ * key. */
+static void detach_key(void **state)
+{
+	(void)state;
+	struct view v;
+	memset(&v, 0, sizeof v);
+	assert_true(view_key_known('X'));
+	assert_int_equal(view_key(&v, 'X'), REACT_DETACH);
+}
+
 /* The sort menu's keys go through a table too. */
 static void sort_menu_keys(void **state)
 {
@@ -513,6 +524,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(help_names_only_table_keys),
 		cmocka_unit_test(sort_menu_keys),
+		cmocka_unit_test(detach_key),
 		cmocka_unit_test(prompt_keys),
 		cmocka_unit_test_setup_teardown(navigation_and_scroll, setup, teardown),
 		cmocka_unit_test_setup_teardown(views_cycle_and_keys_react, setup, teardown),

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "detach.h"
 #include "fmt.h"
 #include "session.h"
 #include "ui.h"
@@ -187,6 +188,21 @@ static void prompt_rate(struct view *v)
 		view_set_rate(v, buf);
 }
 
+/* X: detach once confirmed (y); the final data stays on the screen. 1
+ * when the agent was detached. */
+static int confirm_detach(struct view *v, pid_t pid)
+{
+	char buf[8] = "", label[160], msg[600];
+	snprintf(label, sizeof label, "detach the agent from process %ld: sampling "
+		 "stops, it is unloaded if it can be (y, then Enter; Esc cancels): ",
+		 (long)pid);
+	if (!prompt_line(v, label, buf, sizeof buf) || (buf[0] != 'y' && buf[0] != 'Y'))
+		return 0;
+	int rc = detach_target(pid, msg, sizeof msg);
+	view_set_status(v, "%s", msg);
+	return rc == 0;
+}
+
 static void sort_menu(struct view *v)
 {
 	static const enum model_sort keys[] = { SORT_RETAINED, SORT_GROWTH, SORT_ALLOCATED,
@@ -282,7 +298,7 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 	int ret = UI_QUIT;
 	uint64_t delay = (uint64_t)(o->delay * 1e9);
 	uint64_t next = view_now_ns() + delay;
-	int exited_seen = 0, fetching = 0;
+	int exited_seen = 0, fetching = 0, detached = 0;
 	for (;;) {
 		/* debuginfod lookups run in child processes (sym/fetch.h): a
 		 * progress line while they do, new names when a file came. */
@@ -317,8 +333,12 @@ int ui_screen(const struct options *o, pid_t pid, int back)
 			prompt_rate(&v);
 			react |= REACT_RELOAD;
 		}
+		if ((react & REACT_DETACH) && !detached && !exited_seen &&
+		    confirm_detach(&v, pid))
+			detached = 1;   /* no segment now: the last data stays */
 		uint64_t now = view_now_ns();
-		if (((react & REACT_RELOAD) || now >= next) && !v.frozen && !exited_seen) {
+		if (((react & REACT_RELOAD) || now >= next) && !v.frozen && !exited_seen &&
+		    !detached) {
 			take(&ss, &v);
 			next = now + delay;
 			if (!ss.model.alive) {

@@ -518,6 +518,15 @@ static int act_back(struct view *v, int key)
 	return v->back ? REACT_BACK : REACT_NONE;
 }
 
+/* X: take the agent out of the process (ymtop(1) --detach); ui.c asks
+ * for a confirmation first. */
+static int act_detach(struct view *v, int key)
+{
+	(void)v;
+	(void)key;
+	return REACT_DETACH;
+}
+
 static int act_redraw(struct view *v, int key)
 {
 	(void)key;
@@ -543,6 +552,7 @@ static const struct {
 	{ 's', act_write }, { 'f', act_write }, { '?', act_help }, { 'h', act_help },
 	{ 'a', act_dismiss }, { 'q', act_quit }, { '/', act_ask },
 	{ 'r', act_rate }, { 't', act_full_names }, { 'H', act_back },
+	{ 'X', act_detach },
 	{ VK_LEFT, act_sideways }, { VK_RIGHT, act_sideways },
 	{ VK_RESIZE, act_redraw }, { VK_REDRAW, act_redraw },
 };
@@ -585,6 +595,7 @@ const char *const view_help_text[VIEW_HELP_LINES] = {
 	"  s             write a text report;  f  folded stacks (flame graphs)",
 	"  a             dismiss the alarm banner",
 	"  t             long names: fitted (the method kept) or whole",
+	"  X             detach the agent from the process, once confirmed",
 	"  ^L            redraw;  ?  this help;  q  quit",
 	"",
 	"RETAINED, LIVE: estimated from samples (injected: since the attach);",

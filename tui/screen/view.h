@@ -45,7 +45,8 @@ enum {
 	REACT_FILTER  = 8,       /* read a filter string (ui_prompt) */
 	REACT_SORTMENU = 16,     /* show the sort menu */
 	REACT_RATE    = 32,      /* read a sample rate (ui prompt) */
-	REACT_BACK    = 64       /* H: back to the host list (host_ui.c) */
+	REACT_BACK    = 64,      /* H: back to the host list (host_ui.c) */
+	REACT_DETACH  = 128      /* X: detach the agent, once confirmed (ui.c) */
 };
 
 #define VIEW_HISTORY 120     /* samples kept for sparklines */
@@ -147,7 +148,7 @@ int view_key(struct view *v, int key);
 int view_key_known(int key);
 /* The help screen's lines and the status line's key hint; they name only
  * keys of the key table. */
-#define VIEW_HELP_LINES 24
+#define VIEW_HELP_LINES 25
 extern const char *const view_help_text[VIEW_HELP_LINES];
 extern const char view_key_line[];
 /* A key in the sort menu (ui.c), sel its selected line of n:

@@ -1,0 +1,272 @@
+"""ymtop -p PID --detach and --duration (man/ymtop.1, the unload rule in
+man/ymagent.7): the agent leaves a running process, which goes on at its
+own speed, frees the blocks sampled before, has no segment, can be
+attached again, and exits normally; a preloaded agent goes dormant."""
+import os
+import subprocess
+import time
+
+from ymlib import BUILD, Target, attach, report, run_tests, seg_path, ymtop
+
+CHURN = os.path.join(BUILD, "progs", "churn")
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+# make check runs a few cycles; tests/bench/detach.sh runs 100.
+CYCLES = int(os.environ.get("YM_DETACH_CYCLES", "4"))
+RATE = {"YM_SAMPLE_RATE": "4096"}   # many samples live at the detach
+
+
+class Churn(Target):
+    """churn THREADS, started without the agent (or preloaded)."""
+
+    def __init__(self, threads, env=None, preload=False):
+        super().__init__([CHURN, str(threads)], env=env, preload=preload)
+
+    def wait_segment(self, timeout=10):
+        pass   # preloaded: the test waits (Target.wait_segment)
+
+    def quit(self):
+        out, err = self.p.communicate("quit\n", timeout=60)
+        return self.p.returncode, out, err
+
+    def maps(self):
+        with open("/proc/%d/maps" % self.pid) as f:
+            return f.read().splitlines()
+
+    def agent_mapped(self):
+        return any("libymagent" in l for l in self.maps())
+
+    def fds(self):
+        return len(os.listdir("/proc/%d/fd" % self.pid))
+
+
+def extent(pid, path):
+    lo, hi = None, 0
+    with open("/proc/%d/maps" % pid) as f:
+        for l in f:
+            parts = l.split()
+            if len(parts) >= 6 and parts[5] == path:
+                a, b = (int(x, 16) for x in parts[0].split("-"))
+                lo = a if lo is None else min(lo, a)
+                hi = max(hi, b)
+    return lo, hi
+
+
+def same_calls(pid, before, after):
+    """Each slot holds what it held before the attach, or, where it held
+    its own object's lazy-binding stub, the function that stub binds."""
+    for k, w in before.items():
+        if after[k] == w:
+            continue
+        lo, hi = extent(pid, k[0])
+        stub = int.from_bytes(w, "little")
+        assert lo <= stub < hi, (k, w.hex(), after[k].hex())
+
+
+def slots(pid):
+    """The words of the executable's and libc's GOT slots for the malloc
+    family, by relocation (readelf), read from /proc/PID/mem."""
+    bases = {}
+    with open("/proc/%d/maps" % pid) as f:
+        for l in f:
+            parts = l.split()
+            if len(parts) >= 6 and parts[2] == "00000000":
+                path = parts[5]
+                if path.endswith("/churn") or "/libc.so" in path:
+                    bases.setdefault(path, int(parts[0].split("-")[0], 16))
+    words = {}
+    with open("/proc/%d/mem" % pid, "rb") as mem:
+        for path, base in bases.items():
+            out = subprocess.run(["readelf", "-rW", path], capture_output=True,
+                                 text=True).stdout
+            for l in out.splitlines():
+                f = l.split()
+                if (len(f) >= 5 and f[2] in ("R_X86_64_JUMP_SLOT",
+                                             "R_X86_64_GLOB_DAT") and
+                        f[4].split("@")[0] in ("malloc", "free", "calloc",
+                                               "realloc")):
+                    mem.seek(base + int(f[0], 16))
+                    words[(path, f[0])] = mem.read(8)
+    assert len(words) >= 4, words
+    return words
+
+
+def detach(pid):
+    r = ymtop("-p", pid, "--detach")
+    assert r.stdout == "", r.stdout
+    line = r.stderr.strip()
+    assert "\n" not in line, line
+    return line
+
+
+def sampled_live(rep):
+    return sum(s.get("retained_objects", 0) for s in rep["stacks"])
+
+
+def check_detached(t, line):
+    assert "agent detached" in line, line
+    assert not os.path.exists(seg_path(t.pid)), "segment left"
+    if "unloaded" in line:
+        assert not t.agent_mapped(), "agent mapped after unload: " + line
+    else:
+        assert "dormant: " in line, line
+
+
+def run_detach(threads, env=None):
+    t = Churn(threads, env=dict(RATE, **(env or {})))
+    try:
+        before = slots(t.pid)
+        attach(t.pid)
+        assert slots(t.pid) != before, "the agent patched no slot"
+        time.sleep(0.3)
+        rep = report(t.pid)
+        assert sampled_live(rep) > 0, "nothing sampled before the detach"
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "unloaded" in line, line
+        # Every call goes where it went before the attach.
+        same_calls(t.pid, before, slots(t.pid))
+        # The blocks sampled before are freed by the allocator alone.
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_detach_unloads_and_the_process_runs_on():
+    run_detach(4)
+
+
+def test_detach_under_jemalloc():
+    if not os.path.exists(JEMALLOC):
+        from ymlib import Skip
+        raise Skip("libjemalloc2 is not installed")
+    run_detach(4, {"LD_PRELOAD": JEMALLOC})
+
+
+def test_detach_while_32_threads_allocate():
+    run_detach(32)
+
+
+def test_attach_detach_cycles_leak_nothing():
+    t = Churn(2, env=RATE)
+    try:
+        attach(t.pid)
+        check_detached(t, detach(t.pid))
+        # After the first cycle the trampoline page is there for good.
+        maps0, fds0 = len(t.maps()), t.fds()
+        unloaded = 0
+        for _ in range(CYCLES):
+            rep = attach(t.pid)
+            assert rep["pid"] == t.pid
+            line = detach(t.pid)
+            check_detached(t, line)
+            unloaded += "unloaded" in line
+        assert unloaded == CYCLES, "%d of %d unloaded" % (unloaded, CYCLES)
+        assert len(t.maps()) == maps0, "\n".join(t.maps())
+        assert t.fds() == fds0
+        assert sum("ymagent-trampoline" in l for l in t.maps()) <= 2
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_detaches_at_the_end():
+    t = Churn(2, env=RATE)
+    try:
+        r = ymtop("-p", t.pid, "-b", "-i", "0.3", "-f", "json", "--duration",
+                  "1.5", timeout=60)
+        assert '"report_version"' in r.stdout, r.stdout[:200]
+        check_detached(t, r.stderr.strip().splitlines()[-1])
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_detaches_when_stopped():
+    t = Churn(2, env=RATE)
+    try:
+        y = subprocess.Popen([os.path.join(BUILD, "ymtop"), "-p", str(t.pid),
+                              "-b", "-i", "0.2", "--duration", "600"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        end = time.time() + 30
+        while not os.path.exists(seg_path(t.pid)) and time.time() < end:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        y.terminate()
+        out, err = y.communicate(timeout=60)
+        check_detached(t, err.strip().splitlines()[-1])
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_preloaded_goes_dormant():
+    t = Churn(2, env=RATE, preload=True)
+    try:
+        Target.wait_segment(t)
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "dormant: it was preloaded" in line, line
+        assert t.agent_mapped()
+        # Attaching again says why it cannot, in one line.
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        assert r.returncode == 1 and "dormant" in r.stderr, r.stderr
+        assert not os.path.exists(seg_path(t.pid))
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_debian_bash_forking_is_detached():
+    """The field trial's mistake: the agent injected into a shell.  bash
+    forks and execs without pause (fork handlers, exec hooks) while it is
+    attached, detached, and after; then exits 0."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ymtop-detach-")
+    stop = os.path.join(d, "stop")
+    sh = subprocess.Popen(["/bin/bash", "-c",
+                           'echo ready; n=0; while [ ! -e "$1" ]; do '
+                           '/bin/true; x=$(echo $n); n=$((n+1)); done; '
+                           'echo forks $n; exit 0', "bash", stop],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        assert sh.stdout.readline().strip() == "ready"
+        attach(sh.pid)
+        line = detach(sh.pid)
+        assert "agent detached" in line, line
+        assert not os.path.exists(seg_path(sh.pid))
+        if "unloaded" in line:
+            with open("/proc/%d/maps" % sh.pid) as f:
+                assert "libymagent" not in f.read()
+        time.sleep(0.5)
+        open(stop, "w").close()
+        out, _ = sh.communicate(timeout=60)
+        assert sh.returncode == 0 and out.startswith("forks "), out
+    finally:
+        if sh.poll() is None:
+            sh.kill()
+        subprocess.run(["rm", "-rf", d])
+
+
+def test_detach_needs_pid_and_runs_alone():
+    assert ymtop("--detach", check=False).returncode == 2
+    assert ymtop("-p", "1", "--detach", "-b", check=False).returncode == 2
+    assert ymtop("--duration", "5", check=False).returncode == 2
+    t = Churn(1)
+    try:
+        r = ymtop("-p", t.pid, "--detach", check=False)
+        assert r.returncode == 1 and "has no agent to detach" in r.stderr, r.stderr
+        assert t.quit()[0] == 0
+    finally:
+        t.kill()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_tests(globals()))
