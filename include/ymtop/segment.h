@@ -148,16 +148,18 @@
  * v7: additions only, compat stays 5 (each names itself "v7" where it is
  * declared).
  * v8: additions only, compat stays 5 (each names itself "v8" where it is
+ * declared).
+ * v9: additions only, compat stays 5 (each names itself "v9" where it is
  * declared). */
 #ifndef YM_TEST_ABI_NEWER
-#define YM_ABI_VERSION  8u       /* this file's version */
+#define YM_ABI_VERSION  9u       /* this file's version */
 #define YM_ABI_COMPAT   5u       /* what its writers put in compat_version */
 #define YM_HEADER_SIZE  4096u    /* header bytes this writer reserves */
 #else
 /* A test build only (make, test_abi.py): a writer one version ahead that
  * adds without breaking (same compat_version), with a longer header and
  * longer stack and alarm records, all filled with unknown data. */
-#define YM_ABI_VERSION  9u
+#define YM_ABI_VERSION  10u
 #define YM_ABI_COMPAT   5u
 #define YM_HEADER_SIZE  8192u
 #define YM_TEST_RECORD_TAIL 16u  /* bytes after a record's frames */
@@ -729,6 +731,7 @@ static inline int ym_abi_readable(uint64_t magic, uint32_t abi_version,
 #define YM_ABI_V7 7u   /* unseen calls, peak samples, heap call count */
 #define YM_ABI_V8 8u   /* why no heap figures, Python frames, the trend,
 			  the stripes' counted word */
+#define YM_ABI_V9 9u   /* the pymalloc wrapper's state */
 
 /* Each stack record ends with struct ym_stack_ext (its kind and peak). */
 static inline int ym_abi_has_stack_ext(uint32_t abi_version)
