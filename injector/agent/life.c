@@ -84,9 +84,11 @@
 #include "got.h"
 #include "hooknames.h"
 #include "hooks_cxx.h"
+#include "hooks_py.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
+#include "python.h"
 #include "seg.h"
 #include "symbols.h"
 #include "threads.h"
@@ -183,6 +185,9 @@ __attribute__((constructor)) static void agent_init(void)
 	 * (compat.h); fork children keep the answers. */
 	agent_r_debug();
 	agent_compat_init(compat_lookup);
+	/* The pymalloc wrapper, installed by a pending call once the
+	 * interpreter is found and initialised (python.h). */
+	python_hook_register(pyhook_install);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();
 	/* Objects loaded behind our dlopen hook get their slots at the

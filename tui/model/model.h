@@ -436,9 +436,14 @@ struct model_python {
 	int      seen, frames;
 	uint32_t version, codes;
 	uint64_t dropped;
+	/* The pymalloc wrapper (segment.h YM_PYHOOK_*; UNKNOWN from an
+	 * agent before v9) and its name: "waiting", "pending", "installed",
+	 * "malloc" (not needed), "removed", "none"; NULL when not known. */
+	uint32_t pymalloc;
+	const char *pymalloc_name;
 };
 struct model_python model_python(const struct model *m);
-#define MODEL_PYTHON_LEN 160
+#define MODEL_PYTHON_LEN 192
 
 /* Samples the agent took and could not count (drop_live: the live
  * table was full; drop_busy: its lock was taken): the retained figures,
