@@ -71,6 +71,7 @@ static int (*is_initialized)(void);
 static int (*add_pending)(int (*)(void *), void *);
 static int (*installer)(void *);
 static uint32_t hook_state;
+static void rediscover(void);
 static tstate_fn this_tstate;
 static uintptr_t code_type, str_type, bytes_type;
 static struct ym_header *py_hdr;
@@ -199,6 +200,9 @@ int python_pending(int (*fn)(void *))
 
 void python_poll(void)
 {
+	if (unlikely(py_hdr && !__atomic_load_n(&L, __ATOMIC_RELAXED) &&
+		     __atomic_load_n(&py_hdr->py_state, __ATOMIC_RELAXED) == YM_PY_NONE))
+		rediscover();
 	if (likely(__atomic_load_n(&hook_state, __ATOMIC_RELAXED) !=
 		   YM_PYHOOK_WAITING) || !is_initialized() ||
 	    !python_hook_cas(YM_PYHOOK_WAITING, YM_PYHOOK_PENDING))
@@ -209,7 +213,60 @@ void python_poll(void)
 		python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_WAITING);
 }
 
+static void discover(uint8_t *base, struct ym_header *h);
+static uint8_t *py_base;
+static unsigned long long seen_adds;   /* the loader's at the last look */
+static uint32_t discovering;
+
 void python_map_segment(uint8_t *base, struct ym_header *h)
+{
+	unsigned long long v[2];
+	loader_counters(v);
+	__atomic_store_n(&seen_adds, v[0], __ATOMIC_RELAXED);
+	py_base = base;
+	discover(base, h);
+}
+
+/* 1 when no interpreter was loaded, or the one loaded is ready to be
+ * called: the sample may come from inside the dlopen that maps it, before
+ * its relocation (its functions would jump through an empty GOT).
+ * glibc's _dl_find_object finds an object once dlopen has relocated it;
+ * without it (glibc before 2.35), the loader's list must say
+ * RT_CONSISTENT. */
+static int interpreter_ready(void)
+{
+	static const char *const names[] = { "PyGILState_GetThisThreadState" };
+	void *out[1] = { 0 };
+	struct find f = { names, out, 1 };
+	loader_iterate(find_cb, &f);
+	if (!out[0] || out[0] == SYM_OTHER)
+		return 1;
+	struct agent_object o;
+	const struct r_debug *r = agent_r_debug();
+	return agent_find_object(out[0], &o) == 0 && (!r || r->r_state == RT_CONSISTENT);
+}
+
+/* An interpreter loaded after the segment was made (libpython dlopen'ed
+ * by an embedding program): looked for again when the loader has added
+ * objects since, on the sampled path (where the loader's list may be
+ * walked), by one thread at a time. */
+static void rediscover(void)
+{
+	unsigned long long v[2];
+	loader_counters(v);
+	if (v[0] == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&discovering, 1, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&seen_adds, v[0], __ATOMIC_RELAXED);
+	if (py_hdr && __atomic_load_n(&py_hdr->py_state, __ATOMIC_ACQUIRE) == YM_PY_NONE &&
+	    !interpreter_ready())
+		__atomic_store_n(&seen_adds, 0, __ATOMIC_RELAXED);   /* later */
+	else if (py_hdr && __atomic_load_n(&py_hdr->py_state, __ATOMIC_ACQUIRE) == YM_PY_NONE)
+		discover(py_base, py_hdr);
+	__atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
+}
+
+static void discover(uint8_t *base, struct ym_header *h)
 {
 	static const char *const names[] = {
 		"Py_Version", "PyGILState_GetThisThreadState", "PyCode_Type",
