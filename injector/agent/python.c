@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backing.h"
+#include "config.h"
 #include "loader.h"
 #include "symbols.h"
 
@@ -156,6 +157,10 @@ static void hook_prepare(void *const *fn)
 			return;
 	if (!installer || __atomic_load_n(&hook_state, __ATOMIC_ACQUIRE))
 		return;   /* none, or chosen already (a segment after fork) */
+	if (!agent_cfg.pymalloc) {   /* YM_PYMALLOC=0 */
+		__atomic_store_n(&hook_state, YM_PYHOOK_OFF, __ATOMIC_RELEASE);
+		return;
+	}
 	is_initialized = (int (*)(void))fn[0];
 	add_pending = (int (*)(int (*)(void *), void *))fn[1];
 	python_mem.get = (void (*)(int, void *))fn[2];

@@ -611,7 +611,7 @@ struct model_python model_python(const struct model *m)
 	static const char *const hook_names[] = {
 		[YM_PYHOOK_NONE] = "none", [YM_PYHOOK_WAITING] = "waiting",
 		[YM_PYHOOK_PENDING] = "pending", [YM_PYHOOK_ON] = "installed",
-		[YM_PYHOOK_MALLOC] = "malloc", [YM_PYHOOK_OFF] = "removed",
+		[YM_PYHOOK_MALLOC] = "malloc", [YM_PYHOOK_OFF] = "off",
 	};
 	struct model_python p = { 0, 0, 0, 0, 0, 0, NULL };
 	if (!shm_snapshot_py_known(&m->snap) || h->py_state == YM_PY_NONE)
@@ -637,7 +637,7 @@ static const char *pyhook_note(uint32_t hook)
 	case YM_PYHOOK_PENDING:
 		return "pymalloc hook pending (runs at the main thread's next pending-call check): Python objects of 512 bytes or less are not sampled yet";
 	case YM_PYHOOK_OFF:
-		return "pymalloc hook removed: Python objects of 512 bytes or less are not sampled";
+		return "pymalloc hook off (YM_PYMALLOC=0, or removed): Python objects of 512 bytes or less are not sampled";
 	default:
 		return NULL;
 	}

@@ -438,7 +438,7 @@ struct model_python {
 	uint64_t dropped;
 	/* The pymalloc wrapper (segment.h YM_PYHOOK_*; UNKNOWN from an
 	 * agent before v9) and its name: "waiting", "pending", "installed",
-	 * "malloc" (not needed), "removed", "none"; NULL when not known. */
+	 * "malloc" (not needed), "off", "none"; NULL when not known. */
 	uint32_t pymalloc;
 	const char *pymalloc_name;
 };
