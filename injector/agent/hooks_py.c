@@ -92,17 +92,22 @@ static void *w_calloc(void *ctx, size_t a, size_t b)
 }
 
 /* The filter said p may be a sample (or p is NULL). */
-static NOINLINE void free_other(struct agent_tls *t, void *p)
+static NOINLINE void free_other(const struct py_alloc *o, void *p)
 {
+	struct agent_tls *t = &agent_tls;
 	if (p && thread_fast(t) && (agent_exact() || agent_filter_live_maybe(p)))
 		agent_free_sampled(t, p);
+	o->free(o->ctx, p);
 }
 
+/* Fast path: the filter's bit test, then a tail call (no frame). */
 static void w_free(void *ctx, void *p)
 {
 	const struct py_alloc *o = ctx;
-	if (unlikely(agent_filter_maybe(p)))
-		free_other(&agent_tls, p);
+	if (unlikely(agent_filter_maybe(p))) {
+		free_other(o, p);
+		return;
+	}
 	o->free(o->ctx, p);
 }
 

@@ -38,7 +38,9 @@
  *               children; the object holding an address; _r_debug
  *   backing.c   memory behind the segment's pages
  *   unwind.c    the calling thread's stack, from .eh_frame
- *   python.c    the calling thread's CPython frames, code object names
+ *   python.c    the calling thread's CPython frames, code object names,
+ *               the pymalloc hook's state and trigger
+ *   hooks_py.c  the wrapper of CPython's object and PyMem allocators
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
  *   compat.c    what glibc 2.17 lacks
  *   os.c        the agent's own memory, by system call

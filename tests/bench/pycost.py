@@ -11,7 +11,7 @@ process) and the ratio of medians, then their geometric mean.
 
 Environment: PYTHON (default /usr/bin/python3.11), WORKLOADS (names,
 space-separated), CONFIGS ("none default", and "malloc": the agent with
-PYTHONMALLOC=malloc)."""
+PYTHONMALLOC=malloc; "nopy": the agent with YM_PYMALLOC=0, no wrapper)."""
 import math
 import os
 import random
@@ -32,6 +32,8 @@ def run(python, agent, workload, config):
         env["LD_PRELOAD"] = agent
     if config == "malloc":
         env["PYTHONMALLOC"] = "malloc"
+    if config == "nopy":
+        env["YM_PYMALLOC"] = "0"
     out = subprocess.run([python, WORK, workload], env=env, check=True,
                          capture_output=True, text=True).stdout
     return float(out.split()[-1])
