@@ -279,6 +279,28 @@ def test_an_interpreter_dlopened_after_the_segment_gets_frames_and_the_wrapper()
            "keep_small retained, embedded")
 
 
+def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpreters():
+    python = PYENV["3.12"]
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    prog = os.path.join(os.path.dirname(KEEPER), "subinterp.py")
+    t = Target([python, prog], env={"YM_SAMPLE_RATE": RATE})
+    try:
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    seen = {}
+    for s in rep["stacks"]:
+        d = display(s)
+        if d and d.get("kind") == "python" and d["function"] in ("sub_keep", "main_keep"):
+            names = [f["function"] for f in s["frames"] if f.get("kind") == "python"]
+            other = "main_keep" if d["function"] == "sub_keep" else "sub_keep"
+            assert other not in names and "in_thread" not in names, names
+            seen[d["function"]] = seen.get(d["function"], 0) + s["retained_bytes"]
+    within(seen.get("sub_keep", 0), 200 * 40000, 0.15, "sub_keep retained")
+    within(seen.get("main_keep", 0), 200 * 65536, 0.15, "main_keep retained")
+
+
 def test_a_code_object_made_where_a_freed_one_was_keeps_its_own_name():
     # Exact mode with pymalloc's objects would fill the stack table at
     # the interpreter's start: this test is about code objects, not them.
