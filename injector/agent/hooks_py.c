@@ -5,19 +5,20 @@
  * (orig, orig_arena: written once, in the pending call, with the GIL held,
  * before the wrapper is installed; every caller takes the GIL after that),
  * and the wrapper structures handed to the interpreter.  None is ever
- * cleared: a block allocated through the wrapper may be freed through it
- * at any later time, also after pymalloc_unhook (a wrapper installed on
- * top of ours keeps calling it).
+ * cleared: a wrapper installed on top of ours (tracemalloc started after
+ * the agent) keeps calling it after pymalloc_unhook.  Blocks allocated
+ * through the wrapper are the interpreter's or malloc's own and need
+ * nothing of the agent to be freed.
  */
 #include "hooks_py.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "config.h"
 #include "enter.h"
-#include "live.h"
 #include "python.h"
 #include "sampling.h"
 #include "threads.h"
@@ -45,7 +46,7 @@ enum { DOMAIN_RAW = 0, DOMAIN_MEM = 1, DOMAIN_OBJ = 2 };
  * bytes are its own, 0 and larger ones go to malloc. */
 #define PY_SMALL 512u
 
-static struct py_alloc orig[3];
+static struct py_alloc orig[3];   /* [RAW]: where sampled blocks come from */
 static struct py_arena orig_arena;
 
 static inline int small_request(size_t n)
@@ -63,89 +64,86 @@ static inline int due(struct agent_tls *t, size_t n)
 	return unlikely(t->countdown < 0);
 }
 
-static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n)
+/* A due request of n bytes: served by the raw domain's allocator
+ * (malloc), with the guard held so that the malloc hooks pass it through
+ * uncounted, then counted and sampled here.  pymalloc's free and realloc
+ * send a block that is not in their arenas to the raw domain: its free
+ * reaches the free hook, which takes it out of the sample, so the wrapper
+ * needs no free of its own (sys.getallocatedblocks() reads one less for
+ * each such block freed). */
+static NOINLINE void *alloc_sampled(struct agent_tls *t, size_t a, size_t n,
+				    int zero)
 {
-	if (p)
+	const struct py_alloc *r = &orig[DOMAIN_RAW];
+	agent_guard_enter(t);
+	void *p = zero ? r->calloc(r->ctx, a, n / a) : r->malloc(r->ctx, n);
+	int saved = errno;
+	agent_guard_leave(t);
+	errno = saved;
+	if (p) {
+		struct ym_thread *s = thread_fast(t);
+		if (s)
+			thread_count_call(s, n);
 		agent_take_sample(t, p, n, n);
+	}
 	return p;
 }
 
-/* Fast path: the TLS load, the size test, the countdown (as malloc's),
- * then the interpreter's allocator. */
-static void *w_malloc(void *ctx, size_t n)
+/* A due realloc: the interpreter's, then the block moved to one of the
+ * raw domain's (at most 512 bytes copied), sampled. */
+static NOINLINE void *realloc_sampled(const struct py_alloc *o,
+				      struct agent_tls *t, void *p, size_t n)
 {
-	const struct py_alloc *o = ctx;
-	struct agent_tls *t = &agent_tls;
-	if (unlikely(due(t, n)))
-		return sample_due(t, o->malloc(o->ctx, n), n);
-	return o->malloc(o->ctx, n);
+	void *q = o->realloc(o->ctx, p, n);
+	if (!q)
+		return q;
+	void *r = alloc_sampled(t, 1, n, 0);
+	if (!r)
+		return q;   /* stays unsampled */
+	memcpy(r, q, n);
+	o->free(o->ctx, q);
+	return r;
 }
 
-static void *w_calloc(void *ctx, size_t a, size_t b)
-{
-	const struct py_alloc *o = ctx;
-	struct agent_tls *t = &agent_tls;
-	size_t n;
-	if (!__builtin_mul_overflow(a, b, &n) && unlikely(due(t, n)))
-		return sample_due(t, o->calloc(o->ctx, a, b), n);
-	return o->calloc(o->ctx, a, b);
+/* Fast paths, one set a domain (no context to load): the TLS load, the
+ * size test, the countdown (as malloc's), then a tail call to the
+ * interpreter's allocator.  free is the interpreter's own. */
+#define WRAP(D)                                                               \
+static void *w_malloc_##D(void *ctx, size_t n)                                \
+{                                                                             \
+	struct agent_tls *t = &agent_tls;                                     \
+	if (unlikely(due(t, n)))                                              \
+		return alloc_sampled(t, 1, n, 0);                             \
+	return orig[D].malloc(ctx, n);                                        \
+}                                                                             \
+static void *w_calloc_##D(void *ctx, size_t a, size_t b)                      \
+{                                                                             \
+	struct agent_tls *t = &agent_tls;                                     \
+	size_t n;                                                             \
+	if (a && !__builtin_mul_overflow(a, b, &n) && unlikely(due(t, n)))    \
+		return alloc_sampled(t, a, n, 1);                             \
+	return orig[D].calloc(ctx, a, b);                                     \
+}                                                                             \
+static void *w_realloc_##D(void *ctx, void *p, size_t n)                      \
+{                                                                             \
+	struct agent_tls *t = &agent_tls;                                     \
+	if (unlikely(due(t, n)))                                              \
+		return realloc_sampled(&orig[D], t, p, n);                    \
+	return orig[D].realloc(ctx, p, n);                                    \
 }
+WRAP(DOMAIN_MEM)
+WRAP(DOMAIN_OBJ)
 
-/* The filter said p may be a sample (or p is NULL). */
-static NOINLINE void free_other(const struct py_alloc *o, void *p)
-{
-	struct agent_tls *t = &agent_tls;
-	if (p && thread_fast(t) && (agent_exact() || agent_filter_live_maybe(p)))
-		agent_free_sampled(t, p);
-	o->free(o->ctx, p);
-}
-
-/* Fast path: the filter's bit test, then a tail call (no frame). */
-static void w_free(void *ctx, void *p)
-{
-	const struct py_alloc *o = ctx;
-	if (unlikely(agent_filter_maybe(p))) {
-		free_other(o, p);
-		return;
-	}
-	o->free(o->ctx, p);
-}
-
-/* p may be a sample: the wrapper's own (a small request) leaves the
- * sample, and the call is an allocation of n; malloc's goes back as it
- * was, for the realloc hook that pymalloc's call reaches. */
-static NOINLINE void *realloc_other(const struct py_alloc *o,
-				    struct agent_tls *t, void *p, size_t n)
-{
-	struct ym_live e;
-	if (p && thread_fast(t) && (agent_exact() || agent_filter_live_maybe(p)) &&
-	    agent_realloc_take(t, p, &e)) {
-		if (!small_request(e.size)) {
-			agent_realloc_put(t, &e, p, e.size, e.size, e.size);
-			return o->realloc(o->ctx, p, n);
-		}
-		agent_realloc_put(t, &e, NULL, 0, 0, 0);
-	}
-	if (unlikely(due(t, n)))
-		return sample_due(t, o->realloc(o->ctx, p, n), n);
-	return o->realloc(o->ctx, p, n);
-}
-
-static void *w_realloc(void *ctx, void *p, size_t n)
-{
-	const struct py_alloc *o = ctx;
-	struct agent_tls *t = &agent_tls;
-	if (unlikely(agent_filter_maybe(p)))
-		return realloc_other(o, t, p, n);
-	if (unlikely(due(t, n)))
-		return sample_due(t, o->realloc(o->ctx, p, n), n);
-	return o->realloc(o->ctx, p, n);
-}
-
-static struct py_alloc ours[3] = {
-	[DOMAIN_MEM] = { &orig[DOMAIN_MEM], w_malloc, w_calloc, w_realloc, w_free },
-	[DOMAIN_OBJ] = { &orig[DOMAIN_OBJ], w_malloc, w_calloc, w_realloc, w_free },
+static void *(*const w_malloc[3])(void *, size_t) = {
+	[DOMAIN_MEM] = w_malloc_DOMAIN_MEM, [DOMAIN_OBJ] = w_malloc_DOMAIN_OBJ,
 };
+static void *(*const w_calloc[3])(void *, size_t, size_t) = {
+	[DOMAIN_MEM] = w_calloc_DOMAIN_MEM, [DOMAIN_OBJ] = w_calloc_DOMAIN_OBJ,
+};
+static void *(*const w_realloc[3])(void *, void *, size_t) = {
+	[DOMAIN_MEM] = w_realloc_DOMAIN_MEM, [DOMAIN_OBJ] = w_realloc_DOMAIN_OBJ,
+};
+static struct py_alloc ours[3];
 
 /* Arenas: mapped and unmapped with the guard held (the mmap hooks pass
  * them through): their objects are sampled one by one. */
@@ -178,17 +176,19 @@ int pyhook_install(void *arg)
 	/* Claimed first: pymalloc_unhook may turn a queued call off. */
 	if (!python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_ON))
 		return 0;
-	struct py_alloc raw, cur;
-	python_mem.get(DOMAIN_RAW, &raw);
+	struct py_alloc cur;
+	python_mem.get(DOMAIN_RAW, &orig[DOMAIN_RAW]);
 	int wrapped = 0;
 	for (int d = DOMAIN_MEM; d <= DOMAIN_OBJ; d++) {
 		python_mem.get(d, &cur);
 		/* The raw domain's allocator is malloc (or a wrapper of it,
 		 * PYTHONMALLOC=malloc_debug): nothing hidden from the malloc
 		 * hooks. */
-		if (cur.malloc == raw.malloc || cur.malloc == w_malloc)
+		if (cur.malloc == orig[DOMAIN_RAW].malloc || cur.malloc == w_malloc[d])
 			continue;
 		orig[d] = cur;
+		ours[d] = (struct py_alloc){ cur.ctx, w_malloc[d], w_calloc[d],
+					     w_realloc[d], cur.free };
 		python_mem.set(d, &ours[d]);
 		wrapped++;
 	}
@@ -208,10 +208,10 @@ static int uninstall(void *arg)
 	int stuck = 0;
 	struct py_alloc cur;
 	for (int d = DOMAIN_MEM; d <= DOMAIN_OBJ; d++) {
-		if (!orig[d].malloc)
+		if (!ours[d].malloc)
 			continue;
 		python_mem.get(d, &cur);
-		if (cur.malloc == w_malloc && cur.ctx == &orig[d])
+		if (cur.malloc == w_malloc[d])
 			python_mem.set(d, &orig[d]);
 		else
 			stuck = 1;

@@ -12,12 +12,17 @@
  * Once, not twice: pymalloc serves requests of 1 to 512 bytes and
  * forwards every other size to malloc (PyMem_RawMalloc), where the malloc
  * hooks sample it.  So the wrapper samples requests of 1..512 bytes only
- * and passes the others through uncharged.  A block it sampled is freed
- * through it (the filter and the live table, as free does); a realloc of
- * one is a free of it and an allocation of the new size; a realloc of a
- * malloc sample is left to the realloc hook that pymalloc's call reaches.
- * The exact per-thread counters stay the malloc family's (the allocator
- * calls man/ymagent.7 counts); pymalloc objects are in the stacks.
+ * and passes the others through uncharged.  A request it samples is
+ * served by the raw domain's allocator (malloc, the malloc hooks passing
+ * it through) instead of pymalloc: pymalloc's free and realloc send a
+ * block outside their arenas to the raw domain, so its free and realloc
+ * reach the free and realloc hooks, which take it out of the sample or
+ * carry it.  The wrapper has no free: PyObject_Free and PyMem_Free cost
+ * nothing more.  A realloc that is due is the interpreter's, then a move
+ * to a sampled block of the raw domain (at most 512 bytes copied).  The
+ * exact per-thread counters count the sampled blocks only (the malloc
+ * family's calls, as man/ymagent.7 says); pymalloc objects are in the
+ * stacks.
  *
  * pymalloc's arenas (mmap of 1 MiB, 3.11-3.13) are then the allocator's
  * own memory, whose objects are sampled: the arena allocator is wrapped
@@ -46,8 +51,8 @@ int pyhook_install(void *arg) AGENT_HIDDEN;
  * when another wrapper sits on top of it (then the agent's code must stay
  * mapped); NONE, WAITING, PENDING, MALLOC: never installed (a queued
  * installer finds the state changed and does nothing).  Blocks allocated
- * through the wrapper are pymalloc's own: the interpreter's free takes
- * them after the unhook as any other. */
+ * through the wrapper are pymalloc's or malloc's own: the interpreter's
+ * free (never wrapped) takes them after the unhook as any other. */
 uint32_t pymalloc_unhook(void) AGENT_HIDDEN;
 
 #endif
