@@ -170,12 +170,11 @@ static void w_arena_free(void *ctx, void *p, size_t n)
 
 static struct py_arena ours_arena = { &orig_arena, w_arena_alloc, w_arena_free };
 
-int pyhook_install(void *arg)
+static void install(void)
 {
-	(void)arg;
 	/* Claimed first: pymalloc_unhook may turn a queued call off. */
 	if (!python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_ON))
-		return 0;
+		return;
 	struct py_alloc cur;
 	python_mem.get(DOMAIN_RAW, &orig[DOMAIN_RAW]);
 	int wrapped = 0;
@@ -197,14 +196,20 @@ int pyhook_install(void *arg)
 		python_mem.set_arena(&ours_arena);
 	}
 	python_hook_set(wrapped ? YM_PYHOOK_ON : YM_PYHOOK_MALLOC);
+}
+
+int pyhook_install(void *arg)
+{
+	(void)arg;
+	install();
+	python_pending_done();
 	return 0;
 }
 
-static int uninstall(void *arg)
+static void remove_wrapper(void)
 {
-	(void)arg;
 	if (python_hook_state() != YM_PYHOOK_ON)
-		return 0;
+		return;
 	int stuck = 0;
 	struct py_alloc cur;
 	for (int d = DOMAIN_MEM; d <= DOMAIN_OBJ; d++) {
@@ -224,6 +229,13 @@ static int uninstall(void *arg)
 		stuck = 1;
 	if (!stuck)
 		python_hook_set(YM_PYHOOK_OFF);
+}
+
+static int uninstall(void *arg)
+{
+	(void)arg;
+	remove_wrapper();
+	python_pending_done();
 	return 0;
 }
 
@@ -236,4 +248,10 @@ uint32_t pymalloc_unhook(void)
 	    python_hook_state() == YM_PYHOOK_ON)
 		python_pending(uninstall);
 	return python_hook_state();
+}
+
+int pymalloc_unloadable(void)
+{
+	uint32_t s = python_hook_state();
+	return s != YM_PYHOOK_ON && python_pending_outstanding() == 0;
 }

@@ -55,4 +55,9 @@ int pyhook_install(void *arg) AGENT_HIDDEN;
  * free (never wrapped) takes them after the unhook as any other. */
 uint32_t pymalloc_unhook(void) AGENT_HIDDEN;
 
+/* 1 when nothing of the interpreter's can reach the agent's code any
+ * more: the wrapper is not installed (or removed) and no pending call of
+ * the agent's is queued or running.  A detach unmaps the agent only then. */
+int pymalloc_unloadable(void) AGENT_HIDDEN;
+
 #endif

@@ -72,6 +72,7 @@ static int (*is_initialized)(void);
 static int (*add_pending)(int (*)(void *), void *);
 static int (*installer)(void *);
 static uint32_t hook_state;
+static uint32_t outstanding;   /* pending calls queued, not yet returned */
 static void rediscover(void);
 static tstate_fn this_tstate;
 static uintptr_t code_type, str_type, bytes_type;
@@ -200,7 +201,23 @@ uint32_t python_hook_state(void)
 
 int python_pending(int (*fn)(void *))
 {
-	return add_pending ? add_pending(fn, NULL) : -1;
+	if (!add_pending)
+		return -1;
+	__atomic_fetch_add(&outstanding, 1, __ATOMIC_ACQ_REL);
+	if (add_pending(fn, NULL) == 0)
+		return 0;
+	__atomic_fetch_sub(&outstanding, 1, __ATOMIC_ACQ_REL);
+	return -1;
+}
+
+void python_pending_done(void)
+{
+	__atomic_fetch_sub(&outstanding, 1, __ATOMIC_ACQ_REL);
+}
+
+uint32_t python_pending_outstanding(void)
+{
+	return __atomic_load_n(&outstanding, __ATOMIC_ACQUIRE);
 }
 
 void python_poll(void)
@@ -214,7 +231,7 @@ void python_poll(void)
 		return;
 	/* The queue is full (32 calls, signal handlers' too): try again at
 	 * a later sample. */
-	if (add_pending(installer, NULL) != 0)
+	if (python_pending(installer) != 0)
 		python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_WAITING);
 }
 

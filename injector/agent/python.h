@@ -76,8 +76,13 @@ void python_hook_set(uint32_t state) AGENT_HIDDEN;
 uint32_t python_hook_state(void) AGENT_HIDDEN;
 /* from -> to if the state is from (1), else 0. */
 int python_hook_cas(uint32_t from, uint32_t to) AGENT_HIDDEN;
-/* Queue fn as a pending call of the interpreter: 0, or -1. */
+/* Queue fn as a pending call of the interpreter: 0, or -1.  fn calls
+ * python_pending_done as it returns; python_pending_outstanding counts
+ * those queued and not yet returned (each holds a pointer into the
+ * agent's code). */
 int python_pending(int (*fn)(void *)) AGENT_HIDDEN;
+void python_pending_done(void) AGENT_HIDDEN;
+uint32_t python_pending_outstanding(void) AGENT_HIDDEN;
 /* Queue the installer if the interpreter is waiting for it and is
  * initialised now.  Cost otherwise: one load. */
 void python_poll(void) AGENT_HIDDEN;
