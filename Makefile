@@ -555,6 +555,7 @@ bench: bench-deps all
 	@tests/bench/budget.sh $(B)
 	@tests/bench/trendcost.sh $(B)
 	@tests/bench/trend_quality.sh $(B)
+	@python3 tests/bench/pycost.py $(B) 7
 	@for l in "" $(JEMALLOC_LIB) $(TCMALLOC_LIB); do \
 	  [ -z "$$l" ] || [ -e "$$l" ] || continue; \
 	  LD_PRELOAD=$$l $(B)/bench/heapstats_bench 4 1024; done

@@ -659,6 +659,12 @@ static int check_records(struct shm_snapshot *s, uint64_t alarms_after,
 		s->hdr.py_state = YM_PY_NONE;
 		s->hdr.py_drop = 0;
 	}
+	/* v9's pymalloc hook: a v8 writer had reserved zeros there, an
+	 * unknown value says nothing either: not known. */
+	if (!ym_abi_has_pyhook(s->hdr.abi_version) || s->hdr.py_hook > YM_PYHOOK_OFF ||
+	    s->hdr.py_state == YM_PY_NONE)
+		s->hdr.py_hook = YM_PYHOOK_UNKNOWN;
+	s->hdr.reserved_v9_py = 0;
 	if (!s->pycodes)
 		s->npycodes = 0;
 	for (uint32_t i = 0; i < s->npycodes; i++) {

@@ -468,7 +468,11 @@ struct ym_header {
 	uint32_t trend_stacks;
 	uint32_t reserved_v8;
 	/* v9: the cost budget (struct ym_budget, Budget below). */
-	struct ym_budget budget;
+	struct ym_budget budget;	/* v9 (pymalloc): the agent's wrapper around the interpreter's object
+	 * and PyMem allocators (YM_PYHOOK_*, below), written by the agent
+	 * with release at each change; 0 from a v8 writer: not known. */
+	uint32_t py_hook;
+	uint32_t reserved_v9_py;
 	/* New fields go here (the rest of header_size is reserved). */
 #ifdef YM_TEST_ABI_NEWER
 	uint8_t  test_newer[256];  /* fields an older reader does not know */
@@ -691,6 +695,23 @@ static inline uint64_t ym_pyframe(uint32_t code, uint32_t line, int entry)
 #define YM_PY_MISMATCH 3u  /* a known version whose objects did not match
 			    * the layout (a patched build): native only */
 
+/* v9: header.py_hook.  The wrapper samples objects allocated through
+ * PyObject_Malloc and PyMem_Malloc (pymalloc's domains) at their own size
+ * and stack; it is installed in the interpreter's main thread with the
+ * GIL held, by a pending call (Py_AddPendingCall) queued once the
+ * interpreter is initialised.  Python frames never depend on it. */
+#define YM_PYHOOK_UNKNOWN 0u  /* a v8 writer: not known */
+#define YM_PYHOOK_NONE    1u  /* no interpreter the agent wraps */
+#define YM_PYHOOK_WAITING 2u  /* the interpreter is not initialised yet */
+#define YM_PYHOOK_PENDING 3u  /* queued; runs at the main thread's next
+			       * check of the eval loop's pending calls */
+#define YM_PYHOOK_ON      4u  /* installed: pymalloc objects are sampled */
+#define YM_PYHOOK_MALLOC  5u  /* not needed: the domains are malloc's
+			       * (PYTHONMALLOC=malloc), which the malloc
+			       * hooks see */
+#define YM_PYHOOK_OFF     6u  /* off: YM_PYMALLOC=0, or removed
+			       * (pymalloc_unhook) */
+
 /* One code object, copied once at the first sample through it.  The
  * agent keys it by the object's address and by its name, file and line
  * table objects, so that a code object freed and another made at the
@@ -769,7 +790,8 @@ static inline int ym_abi_readable(uint64_t magic, uint32_t abi_version,
 #define YM_ABI_V7 7u   /* unseen calls, peak samples, heap call count */
 #define YM_ABI_V8 8u   /* why no heap figures, Python frames, the trend,
 			  the stripes' counted word */
-#define YM_ABI_V9 9u   /* the cost budget */
+#define YM_ABI_V9 9u   /* the cost budget, the pymalloc wrapper's state */
+
 
 /* Each stack record ends with struct ym_stack_ext (its kind and peak). */
 static inline int ym_abi_has_stack_ext(uint32_t abi_version)
@@ -820,6 +842,11 @@ static inline int ym_abi_has_heap_reason(uint32_t abi_version)
 static inline int ym_abi_has_python(uint32_t abi_version)
 {
 	return abi_version >= YM_ABI_V8;
+}
+/* v9: header.py_hook: the pymalloc wrapper's state. */
+static inline int ym_abi_has_pyhook(uint32_t abi_version)
+{
+	return abi_version >= YM_ABI_V9;
 }
 /* header.trend*: the trend section. */
 static inline int ym_abi_has_trend(uint32_t abi_version)

@@ -152,7 +152,7 @@ void agent_configure(void)
 	c->seed = env_num("YM_SEED", 0, 0, UINT64_MAX);
 	c->keep_segment = env_bool("YM_KEEP_SEGMENT", 0);
 	c->early_segment = env_bool("YM_EARLY_SEGMENT", 0);
-	c->budget_ppm = env_budget(c->rate <= 1);
+	c->budget_ppm = env_budget(c->rate <= 1);	c->pymalloc = env_bool("YM_PYMALLOC", 1);
 	c->trend_slot_ms = env_num("YM_TREND_SLOT_MS",
 				   YM_TREND_SLOT_NS / 1000000u, 0, 3600000);
 }

@@ -24,7 +24,7 @@ struct agent_config {
 	uint64_t seed;              /* YM_SEED; 0: from time and tid */
 	uint32_t max_depth, max_stacks, max_live, max_threads;
 	uint64_t trend_slot_ms;     /* YM_TREND_SLOT_MS; 0: no trend */
-	uint32_t budget_ppm;        /* YM_MAX_OVERHEAD in millionths; 0 none */
+	uint32_t budget_ppm;        /* YM_MAX_OVERHEAD in millionths; 0 none */	int      pymalloc;          /* YM_PYMALLOC (1): wrap pymalloc (hooks_py.h) */
 };
 
 extern struct agent_config agent_cfg AGENT_HIDDEN;

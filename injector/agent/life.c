@@ -42,7 +42,9 @@
  *               children; the object holding an address; _r_debug
  *   backing.c   memory behind the segment's pages
  *   unwind.c    the calling thread's stack, from .eh_frame
- *   python.c    the calling thread's CPython frames, code object names
+ *   python.c    the calling thread's CPython frames, code object names,
+ *               the pymalloc hook's state and trigger
+ *   hooks_py.c  the wrapper of CPython's object and PyMem allocators
  *   clock.c     agent_now_ns: CLOCK_MONOTONIC from the time-stamp counter
  *   compat.c    what glibc 2.17 lacks
  *   os.c        the agent's own memory, by system call
@@ -90,9 +92,11 @@
 #include "got.h"
 #include "hooknames.h"
 #include "hooks_cxx.h"
+#include "hooks_py.h"
 #include "loader.h"
 #include "modules.h"
 #include "next.h"
+#include "python.h"
 #include "seg.h"
 #include "symbols.h"
 #include "threads.h"
@@ -189,6 +193,9 @@ __attribute__((constructor)) static void agent_init(void)
 	 * (compat.h); fork children keep the answers. */
 	agent_r_debug();
 	agent_compat_init(compat_lookup);
+	/* The pymalloc wrapper, installed by a pending call once the
+	 * interpreter is found and initialised (python.h). */
+	python_hook_register(pyhook_install);
 	agent_injected = detect_injected();
 	agent_slots = agent_injected || detect_behind();
 	/* Objects loaded behind our dlopen hook get their slots at the

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backing.h"
+#include "config.h"
 #include "loader.h"
 #include "symbols.h"
 
@@ -64,6 +65,15 @@ struct debug_offsets_313 {
 typedef void *(*tstate_fn)(void);
 
 static const struct pylayout *L;     /* NULL: no frames taken */
+/* The pymalloc hook's trigger (python.h).  hook_state (YM_PYHOOK_*)
+ * outlives segments: a forked child inherits the wrapper and its state. */
+struct python_mem python_mem;
+static int (*is_initialized)(void);
+static int (*add_pending)(int (*)(void *), void *);
+static int (*installer)(void *);
+static uint32_t hook_state;
+static uint32_t outstanding;   /* pending calls queued, not yet returned */
+static void rediscover(void);
 static tstate_fn this_tstate;
 static uintptr_t code_type, str_type, bytes_type;
 static struct ym_header *py_hdr;
@@ -138,14 +148,157 @@ static int layout_checks(const struct pylayout *l, void *code_type_p,
 	       d->co_code_adaptive == l->code_adaptive;
 }
 
+/* The interpreter's allocator functions (names[6..12) of
+ * python_map_segment): the hook waits for the interpreter's start when
+ * all are there and an installer is registered. */
+static void hook_prepare(void *const *fn)
+{
+	for (int k = 0; k < 6; k++)
+		if (!fn[k] || fn[k] == SYM_OTHER)
+			return;
+	if (!installer || __atomic_load_n(&hook_state, __ATOMIC_ACQUIRE))
+		return;   /* none, or chosen already (a segment after fork) */
+	if (!agent_cfg.pymalloc) {   /* YM_PYMALLOC=0 */
+		__atomic_store_n(&hook_state, YM_PYHOOK_OFF, __ATOMIC_RELEASE);
+		return;
+	}
+	is_initialized = (int (*)(void))fn[0];
+	add_pending = (int (*)(int (*)(void *), void *))fn[1];
+	python_mem.get = (void (*)(int, void *))fn[2];
+	python_mem.set = (void (*)(int, void *))fn[3];
+	python_mem.get_arena = (void (*)(void *))fn[4];
+	python_mem.set_arena = (void (*)(void *))fn[5];
+	__atomic_store_n(&hook_state, YM_PYHOOK_WAITING, __ATOMIC_RELEASE);
+}
+
+void python_hook_register(int (*install)(void *))
+{
+	installer = install;
+}
+
+void python_hook_set(uint32_t state)
+{
+	if (state)
+		__atomic_store_n(&hook_state, state, __ATOMIC_RELEASE);
+	if (py_hdr)
+		__atomic_store_n(&py_hdr->py_hook, state ? state : YM_PYHOOK_NONE,
+				 __ATOMIC_RELEASE);
+}
+
+int python_hook_cas(uint32_t from, uint32_t to)
+{
+	if (!__atomic_compare_exchange_n(&hook_state, &from, to, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	python_hook_set(to);
+	return 1;
+}
+
+uint32_t python_hook_state(void)
+{
+	return __atomic_load_n(&hook_state, __ATOMIC_ACQUIRE);
+}
+
+int python_pending(int (*fn)(void *))
+{
+	if (!add_pending)
+		return -1;
+	__atomic_fetch_add(&outstanding, 1, __ATOMIC_ACQ_REL);
+	if (add_pending(fn, NULL) == 0)
+		return 0;
+	__atomic_fetch_sub(&outstanding, 1, __ATOMIC_ACQ_REL);
+	return -1;
+}
+
+void python_pending_done(void)
+{
+	__atomic_fetch_sub(&outstanding, 1, __ATOMIC_ACQ_REL);
+}
+
+uint32_t python_pending_outstanding(void)
+{
+	return __atomic_load_n(&outstanding, __ATOMIC_ACQUIRE);
+}
+
+void python_poll(void)
+{
+	if (unlikely(py_hdr && !__atomic_load_n(&L, __ATOMIC_RELAXED) &&
+		     __atomic_load_n(&py_hdr->py_state, __ATOMIC_RELAXED) == YM_PY_NONE))
+		rediscover();
+	if (likely(__atomic_load_n(&hook_state, __ATOMIC_RELAXED) !=
+		   YM_PYHOOK_WAITING) || !is_initialized() ||
+	    !python_hook_cas(YM_PYHOOK_WAITING, YM_PYHOOK_PENDING))
+		return;
+	/* The queue is full (32 calls, signal handlers' too): try again at
+	 * a later sample. */
+	if (python_pending(installer) != 0)
+		python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_WAITING);
+}
+
+static void discover(uint8_t *base, struct ym_header *h);
+static uint8_t *py_base;
+static unsigned long long seen_adds;   /* the loader's at the last look */
+static uint32_t discovering;
+
 void python_map_segment(uint8_t *base, struct ym_header *h)
+{
+	unsigned long long v[2];
+	loader_counters(v);
+	__atomic_store_n(&seen_adds, v[0], __ATOMIC_RELAXED);
+	py_base = base;
+	discover(base, h);
+}
+
+/* 1 when no interpreter was loaded, or the one loaded is ready to be
+ * called: the sample may come from inside the dlopen that maps it, before
+ * its relocation (its functions would jump through an empty GOT).
+ * glibc's _dl_find_object finds an object once dlopen has relocated it;
+ * without it (glibc before 2.35), the loader's list must say
+ * RT_CONSISTENT. */
+static int interpreter_ready(void)
+{
+	static const char *const names[] = { "PyGILState_GetThisThreadState" };
+	void *out[1] = { 0 };
+	struct find f = { names, out, 1 };
+	loader_iterate(find_cb, &f);
+	if (!out[0] || out[0] == SYM_OTHER)
+		return 1;
+	struct agent_object o;
+	const struct r_debug *r = agent_r_debug();
+	return agent_find_object(out[0], &o) == 0 && (!r || r->r_state == RT_CONSISTENT);
+}
+
+/* An interpreter loaded after the segment was made (libpython dlopen'ed
+ * by an embedding program): looked for again when the loader has added
+ * objects since, on the sampled path (where the loader's list may be
+ * walked), by one thread at a time. */
+static void rediscover(void)
+{
+	unsigned long long v[2];
+	loader_counters(v);
+	if (v[0] == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&discovering, 1, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&seen_adds, v[0], __ATOMIC_RELAXED);
+	if (py_hdr && __atomic_load_n(&py_hdr->py_state, __ATOMIC_ACQUIRE) == YM_PY_NONE &&
+	    !interpreter_ready())
+		__atomic_store_n(&seen_adds, 0, __ATOMIC_RELAXED);   /* later */
+	else if (py_hdr && __atomic_load_n(&py_hdr->py_state, __ATOMIC_ACQUIRE) == YM_PY_NONE)
+		discover(py_base, py_hdr);
+	__atomic_store_n(&discovering, 0, __ATOMIC_RELEASE);
+}
+
+static void discover(uint8_t *base, struct ym_header *h)
 {
 	static const char *const names[] = {
 		"Py_Version", "PyGILState_GetThisThreadState", "PyCode_Type",
 		"PyUnicode_Type", "PyBytes_Type", "_PyRuntime",
+		"Py_IsInitialized", "Py_AddPendingCall", "PyMem_GetAllocator",
+		"PyMem_SetAllocator", "PyObject_GetArenaAllocator",
+		"PyObject_SetArenaAllocator",
 	};
-	void *out[6] = { 0 };
-	struct find f = { names, out, 6 };
+	void *out[12] = { 0 };
+	struct find f = { names, out, 12 };
 	__atomic_store_n(&L, NULL, __ATOMIC_RELAXED);
 	memset(index_, 0, sizeof index_);
 	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
@@ -182,8 +335,11 @@ void python_map_segment(uint8_t *base, struct ym_header *h)
 		codes = (struct ym_pycode *)(void *)(base + h->py_codes.offset);
 		codes_cap = h->py_codes.capacity;
 		__atomic_store_n(&L, l, __ATOMIC_RELEASE);
+		hook_prepare(out + 6);
 	}
 	__atomic_store_n(&h->py_state, state, __ATOMIC_RELEASE);
+	python_hook_set(__atomic_load_n(&hook_state, __ATOMIC_ACQUIRE));
+	python_poll();
 }
 
 /* ---- the line table (CPython 3.11-3.13 "location table") ---- */

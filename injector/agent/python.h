@@ -48,4 +48,43 @@ void python_map_segment(uint8_t *base, struct ym_header *h) AGENT_HIDDEN;
  * ten loads a frame plus the line table's scan up to the instruction. */
 uint32_t python_append(uint64_t *frames, uint32_t depth, uint32_t max) AGENT_HIDDEN;
 
+/* ---- v9: the pymalloc hook's trigger (hooks_py.h has the wrapper) ----
+ *
+ * When the frames are read (a known interpreter) and it has the
+ * allocator API, the hook waits (YM_PYHOOK_WAITING) for the interpreter
+ * to be initialised (Py_IsInitialized: one load); the first sample after
+ * that (python_poll, on the sampled path where it may call out; also when
+ * a segment is made, which is how `ymtop -p` queues it at once) queues
+ * the registered installer with Py_AddPendingCall, which takes no GIL and
+ * only the pending-call queue's own lock, held by nothing that allocates
+ * (3.11 a PyThread lock, 3.12 the same, 3.13 a PyMutex), and the
+ * interpreter's main thread runs it with the GIL held at its next check
+ * of the eval loop's pending calls.  header.py_hook says which. */
+struct python_mem {
+	void (*get)(int domain, void *allocator);    /* PyMem_GetAllocator */
+	void (*set)(int domain, void *allocator);    /* PyMem_SetAllocator */
+	void (*get_arena)(void *allocator);          /* PyObject_GetArenaAllocator */
+	void (*set_arena)(void *allocator);          /* PyObject_SetArenaAllocator */
+};
+extern struct python_mem python_mem AGENT_HIDDEN;
+
+/* The pending call that installs the wrapper (life.c registers
+ * hooks_py.c's, before any segment). */
+void python_hook_register(int (*install)(void *)) AGENT_HIDDEN;
+/* The hook's state (YM_PYHOOK_*), kept and written to the header. */
+void python_hook_set(uint32_t state) AGENT_HIDDEN;
+uint32_t python_hook_state(void) AGENT_HIDDEN;
+/* from -> to if the state is from (1), else 0. */
+int python_hook_cas(uint32_t from, uint32_t to) AGENT_HIDDEN;
+/* Queue fn as a pending call of the interpreter: 0, or -1.  fn calls
+ * python_pending_done as it returns; python_pending_outstanding counts
+ * those queued and not yet returned (each holds a pointer into the
+ * agent's code). */
+int python_pending(int (*fn)(void *)) AGENT_HIDDEN;
+void python_pending_done(void) AGENT_HIDDEN;
+uint32_t python_pending_outstanding(void) AGENT_HIDDEN;
+/* Queue the installer if the interpreter is waiting for it and is
+ * initialised now.  Cost otherwise: one load. */
+void python_poll(void) AGENT_HIDDEN;
+
 #endif

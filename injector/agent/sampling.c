@@ -164,8 +164,10 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 		return 0;
 	/* Modules first: an unload seen there flushes the unwinder's rules
 	 * for its addresses before this unwind. */
-	if (calls_out)   /* dl_iterate_phdr takes the loader's lock */
+	if (calls_out) {   /* dl_iterate_phdr takes the loader's lock */
 		modules_check(now);
+		python_poll();
+	}
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = agent_capture(frames);
 	*e = (struct ym_live){

@@ -74,12 +74,13 @@ agent_capture(uint64_t *out)
 	uint64_t buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent_cfg.max_depth + 16;
 	int n = unwind_backtrace(buf, want);
-	int i = 0;
-	while (i < n && buf[i] >= agent_self.lo && buf[i] < agent_self.hi)
-		i++;
+	/* The agent's frames leave: the hook's on top, and the pymalloc
+	 * wrapper's between the interpreter's (hooks_py.h) when an object
+	 * pymalloc forwards reaches malloc through it. */
 	uint32_t d = 0;
-	for (; i < n && d < agent_cfg.max_depth; i++)
-		out[d++] = buf[i];
+	for (int i = 0; i < n && d < agent_cfg.max_depth; i++)
+		if (buf[i] < agent_self.lo || buf[i] >= agent_self.hi)
+			out[d++] = buf[i];
 	d = python_append(out, d, agent_cfg.max_depth);
 	YM_ASSERT(d <= YM_LIMIT_DEPTH);
 	return d;

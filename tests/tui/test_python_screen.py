@@ -37,5 +37,27 @@ def test_python_rows_and_one_function_row():
         t.finish()
 
 
+def test_attach_says_pymalloc_hook_pending_until_it_runs():
+    # Started without the agent; its main thread waits in a read of
+    # stdin (GIL released), so the wrapper's installer stays queued.
+    from ymlib import Plain, attach, rerun_isolated
+    if rerun_isolated(__file__, "test_attach_says_pymalloc_hook_pending_until_it_runs"):
+        return
+    t = Plain([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": "8192"})
+    s = None
+    try:
+        attach(t.pid)
+        s = Screen(t.pid, cols=170, rows=40)
+        s.wait(r"pymalloc hook pending", timeout=20)
+        say(t, "small 60000", "done")
+        ln = line_of("KEEP.append((i, str(i) * 3))")
+        text = s.wait(r"keep_small \(py/keeper\.py:%d\)" % ln, timeout=20)
+        assert "pymalloc hook pending" not in text, text
+    finally:
+        if s:
+            s.close()
+        t.finish()
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))

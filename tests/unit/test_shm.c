@@ -610,6 +610,39 @@ static void python_code_table(void **state)
 	}
 }
 
+/* v9's header.py_hook (the pymalloc wrapper's state) as the writer put it;
+ * from a v8 writer (reserved then) or out of range: not known, never a
+ * state; without an interpreter: not known either. */
+static void python_hook_state_known_from_v9_writers_only(void **state)
+{
+	(void)state;
+	static const struct { uint32_t abi, hook, py, want; } cases[] = {
+		{ YM_ABI_V9, YM_PYHOOK_PENDING, YM_PY_FRAMES, YM_PYHOOK_PENDING },
+		{ YM_ABI_V9, YM_PYHOOK_ON, YM_PY_FRAMES, YM_PYHOOK_ON },
+		{ YM_ABI_V8, YM_PYHOOK_ON, YM_PY_FRAMES, YM_PYHOOK_UNKNOWN },
+		{ YM_ABI_V9, 99, YM_PY_FRAMES, YM_PYHOOK_UNKNOWN },
+		{ YM_ABI_V9, YM_PYHOOK_ON, YM_PY_NONE, YM_PYHOOK_UNKNOWN },
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		struct seg s;
+		struct shm_snapshot snap;
+		char err[256] = "";
+		seg_pycodes = 4;
+		seg_make(&s, 8);
+		seg_pycodes = 0;
+		s.h->abi_version = (uint16_t)cases[c].abi;
+		s.h->py_state = cases[c].py;
+		s.h->py_version = 0x030b02f0;
+		s.h->py_hook = cases[c].hook;
+		s.h->reserved_v9_py = 7;
+		assert_int_equal(open_snap(&s, &snap, err), 0);
+		assert_int_equal(snap.hdr.py_hook, cases[c].want);
+		assert_int_equal(snap.hdr.reserved_v9_py, 0);
+		shm_snapshot_free(&snap);
+		seg_free(&s);
+	}
+}
+
 /* dst: src as a newer writer would lay it out, that appends to everything
  * (segment.h, Versions and sizes): a header of 8 KiB, every record `extra`
  * bytes longer, and the bytes this reader does not know all non-zero. */
@@ -821,6 +854,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(layout_is_sane),
 		cmocka_unit_test(python_code_table),
+		cmocka_unit_test(python_hook_state_known_from_v9_writers_only),
 		cmocka_unit_test(names_round_trip),
 		cmocka_unit_test(valid_segment_snapshots),
 		cmocka_unit_test(live_copy_follows_the_stripes_in_use),

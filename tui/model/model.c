@@ -649,7 +649,12 @@ const char *model_budget_text(const struct model *m, char *buf, size_t len)
 struct model_python model_python(const struct model *m)
 {
 	const struct ym_header *h = &m->snap.hdr;
-	struct model_python p = { 0, 0, 0, 0, 0 };
+	static const char *const hook_names[] = {
+		[YM_PYHOOK_NONE] = "none", [YM_PYHOOK_WAITING] = "waiting",
+		[YM_PYHOOK_PENDING] = "pending", [YM_PYHOOK_ON] = "installed",
+		[YM_PYHOOK_MALLOC] = "malloc", [YM_PYHOOK_OFF] = "off",
+	};
+	struct model_python p = { 0, 0, 0, 0, 0, 0, NULL };
 	if (!shm_snapshot_py_known(&m->snap) || h->py_state == YM_PY_NONE)
 		return p;
 	p.seen = 1;
@@ -657,15 +662,41 @@ struct model_python model_python(const struct model *m)
 	p.version = h->py_version;
 	p.codes = m->snap.npycodes;
 	p.dropped = h->py_drop;
+	/* The reader made anything else UNKNOWN. */
+	p.pymalloc = h->py_hook <= YM_PYHOOK_OFF ? h->py_hook : YM_PYHOOK_UNKNOWN;
+	p.pymalloc_name = hook_names[p.pymalloc];
 	return p;
+}
+
+/* The line that says the pymalloc wrapper is not (yet) sampling Python's
+ * small objects, NULL when it is, or is not needed, or not known. */
+static const char *pyhook_note(uint32_t hook)
+{
+	switch (hook) {
+	case YM_PYHOOK_WAITING:
+		return "pymalloc hook waiting for the interpreter's start: Python objects of 512 bytes or less are not sampled yet";
+	case YM_PYHOOK_PENDING:
+		return "pymalloc hook pending (runs at the main thread's next pending-call check): Python objects of 512 bytes or less are not sampled yet";
+	case YM_PYHOOK_OFF:
+		return "pymalloc hook off (YM_PYMALLOC=0, or removed): Python objects of 512 bytes or less are not sampled";
+	default:
+		return NULL;
+	}
 }
 
 const char *model_python_note(const struct model *m, char *buf, size_t len)
 {
 	const struct ym_header *h = &m->snap.hdr;
-	if (!shm_snapshot_py_known(&m->snap) ||
-	    (h->py_state != YM_PY_UNKNOWN && h->py_state != YM_PY_MISMATCH))
+	if (!shm_snapshot_py_known(&m->snap))
 		return NULL;
+	if (h->py_state != YM_PY_UNKNOWN && h->py_state != YM_PY_MISMATCH) {
+		const char *hook = h->py_state == YM_PY_FRAMES ?
+			pyhook_note(model_python(m).pymalloc) : NULL;
+		if (!hook)
+			return NULL;
+		snprintf(buf, len, "%s", hook);
+		return buf;
+	}
 	char ver[32];
 	uint32_t v = h->py_version;
 	if (v)

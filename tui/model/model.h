@@ -436,9 +436,14 @@ struct model_python {
 	int      seen, frames;
 	uint32_t version, codes;
 	uint64_t dropped;
+	/* The pymalloc wrapper (segment.h YM_PYHOOK_*; UNKNOWN from an
+	 * agent before v9) and its name: "waiting", "pending", "installed",
+	 * "malloc" (not needed), "off", "none"; NULL when not known. */
+	uint32_t pymalloc;
+	const char *pymalloc_name;
 };
 struct model_python model_python(const struct model *m);
-#define MODEL_PYTHON_LEN 160
+#define MODEL_PYTHON_LEN 192
 
 /* Sampling and the cost budget (v9, header.budget): known 0 when the
  * agent is older (then only effective is known: the rate in force).

@@ -303,6 +303,8 @@ int json_write(FILE *f, struct model *m, struct sym *s,
 			py.frames ? "true" : "false", py.codes,
 			(unsigned long long)py.dropped);
 		fmt_json_string(f, model_python_note(m, pynote, sizeof pynote));
+		fputs(",\"pymalloc\":", f);
+		fmt_json_string(f, py.pymalloc_name);
 		fputs("},", f);
 	} else {
 		fputs("null,", f);

@@ -1,0 +1,257 @@
+/*
+ * The pymalloc wrapper (hooks_py.h).
+ *
+ * State, this file's: the interpreter's allocators the wrapper calls
+ * (orig, orig_arena: written once, in the pending call, with the GIL held,
+ * before the wrapper is installed; every caller takes the GIL after that),
+ * and the wrapper structures handed to the interpreter.  None is ever
+ * cleared: a wrapper installed on top of ours (tracemalloc started after
+ * the agent) keeps calling it after pymalloc_unhook.  Blocks allocated
+ * through the wrapper are the interpreter's or malloc's own and need
+ * nothing of the agent to be freed.
+ */
+#include "hooks_py.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "config.h"
+#include "enter.h"
+#include "python.h"
+#include "sampling.h"
+#include "threads.h"
+#include "ymtop/segment.h"
+
+#define NOINLINE __attribute__((noinline))
+
+/* CPython's PyMemAllocatorEx and PyObjectArenaAllocator (stable since
+ * 3.5). */
+struct py_alloc {
+	void *ctx;
+	void *(*malloc)(void *ctx, size_t n);
+	void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+	void *(*realloc)(void *ctx, void *p, size_t n);
+	void  (*free)(void *ctx, void *p);
+};
+struct py_arena {
+	void *ctx;
+	void *(*alloc)(void *ctx, size_t n);
+	void  (*free)(void *ctx, void *p, size_t n);
+};
+enum { DOMAIN_RAW = 0, DOMAIN_MEM = 1, DOMAIN_OBJ = 2 };
+
+/* pymalloc's SMALL_REQUEST_THRESHOLD (3.11-3.13): requests of 1..512
+ * bytes are its own, 0 and larger ones go to malloc. */
+#define PY_SMALL 512u
+
+static struct py_alloc orig[3];   /* [RAW]: where sampled blocks come from */
+static struct py_arena orig_arena;
+
+static inline int small_request(size_t n)
+{
+	return n - 1 < PY_SMALL;
+}
+
+/* The countdown charged with a small request when the thread may take
+ * the fast path: 1 when a sample is due. */
+static inline int due(struct agent_tls *t, size_t n)
+{
+	if (!small_request(n) || !thread_fast(t))
+		return 0;
+	t->countdown -= (int64_t)n;
+	return unlikely(t->countdown < 0);
+}
+
+/* A due request of n bytes: served by the raw domain's allocator
+ * (malloc), with the guard held so that the malloc hooks pass it through
+ * uncounted, then counted and sampled here.  pymalloc's free and realloc
+ * send a block that is not in their arenas to the raw domain: its free
+ * reaches the free hook, which takes it out of the sample, so the wrapper
+ * needs no free of its own (sys.getallocatedblocks() reads one less for
+ * each such block freed). */
+static NOINLINE void *alloc_sampled(struct agent_tls *t, size_t a, size_t n,
+				    int zero)
+{
+	const struct py_alloc *r = &orig[DOMAIN_RAW];
+	agent_guard_enter(t);
+	void *p = zero ? r->calloc(r->ctx, a, n / a) : r->malloc(r->ctx, n);
+	int saved = errno;
+	agent_guard_leave(t);
+	errno = saved;
+	if (p) {
+		struct ym_thread *s = thread_fast(t);
+		if (s)
+			thread_count_call(s, n);
+		agent_take_sample(t, p, n, n);
+	}
+	return p;
+}
+
+/* A due realloc: the interpreter's, then the block moved to one of the
+ * raw domain's (at most 512 bytes copied), sampled. */
+static NOINLINE void *realloc_sampled(const struct py_alloc *o,
+				      struct agent_tls *t, void *p, size_t n)
+{
+	void *q = o->realloc(o->ctx, p, n);
+	if (!q)
+		return q;
+	void *r = alloc_sampled(t, 1, n, 0);
+	if (!r)
+		return q;   /* stays unsampled */
+	memcpy(r, q, n);
+	o->free(o->ctx, q);
+	return r;
+}
+
+/* Fast paths, one set a domain (no context to load): the TLS load, the
+ * size test, the countdown (as malloc's), then a tail call to the
+ * interpreter's allocator.  free is the interpreter's own. */
+#define WRAP(D)                                                               \
+static void *w_malloc_##D(void *ctx, size_t n)                                \
+{                                                                             \
+	struct agent_tls *t = &agent_tls;                                     \
+	if (unlikely(due(t, n)))                                              \
+		return alloc_sampled(t, 1, n, 0);                             \
+	return orig[D].malloc(ctx, n);                                        \
+}                                                                             \
+static void *w_calloc_##D(void *ctx, size_t a, size_t b)                      \
+{                                                                             \
+	struct agent_tls *t = &agent_tls;                                     \
+	size_t n;                                                             \
+	if (a && !__builtin_mul_overflow(a, b, &n) && unlikely(due(t, n)))    \
+		return alloc_sampled(t, a, n, 1);                             \
+	return orig[D].calloc(ctx, a, b);                                     \
+}                                                                             \
+static void *w_realloc_##D(void *ctx, void *p, size_t n)                      \
+{                                                                             \
+	struct agent_tls *t = &agent_tls;                                     \
+	if (unlikely(due(t, n)))                                              \
+		return realloc_sampled(&orig[D], t, p, n);                    \
+	return orig[D].realloc(ctx, p, n);                                    \
+}
+WRAP(DOMAIN_MEM)
+WRAP(DOMAIN_OBJ)
+
+static void *(*const w_malloc[3])(void *, size_t) = {
+	[DOMAIN_MEM] = w_malloc_DOMAIN_MEM, [DOMAIN_OBJ] = w_malloc_DOMAIN_OBJ,
+};
+static void *(*const w_calloc[3])(void *, size_t, size_t) = {
+	[DOMAIN_MEM] = w_calloc_DOMAIN_MEM, [DOMAIN_OBJ] = w_calloc_DOMAIN_OBJ,
+};
+static void *(*const w_realloc[3])(void *, void *, size_t) = {
+	[DOMAIN_MEM] = w_realloc_DOMAIN_MEM, [DOMAIN_OBJ] = w_realloc_DOMAIN_OBJ,
+};
+static struct py_alloc ours[3];
+
+/* Arenas: mapped and unmapped with the guard held (the mmap hooks pass
+ * them through): their objects are sampled one by one. */
+static void *w_arena_alloc(void *ctx, size_t n)
+{
+	const struct py_arena *o = ctx;
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	void *p = o->alloc(o->ctx, n);
+	int saved = errno;
+	agent_guard_leave(t);
+	errno = saved;
+	return p;
+}
+
+static void w_arena_free(void *ctx, void *p, size_t n)
+{
+	const struct py_arena *o = ctx;
+	struct agent_tls *t = &agent_tls;
+	agent_guard_enter(t);
+	o->free(o->ctx, p, n);
+	agent_guard_leave(t);
+}
+
+static struct py_arena ours_arena = { &orig_arena, w_arena_alloc, w_arena_free };
+
+static void install(void)
+{
+	/* Claimed first: pymalloc_unhook may turn a queued call off. */
+	if (!python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_ON))
+		return;
+	struct py_alloc cur;
+	python_mem.get(DOMAIN_RAW, &orig[DOMAIN_RAW]);
+	int wrapped = 0;
+	for (int d = DOMAIN_MEM; d <= DOMAIN_OBJ; d++) {
+		python_mem.get(d, &cur);
+		/* The raw domain's allocator is malloc (or a wrapper of it,
+		 * PYTHONMALLOC=malloc_debug): nothing hidden from the malloc
+		 * hooks. */
+		if (cur.malloc == orig[DOMAIN_RAW].malloc || cur.malloc == w_malloc[d])
+			continue;
+		orig[d] = cur;
+		ours[d] = (struct py_alloc){ cur.ctx, w_malloc[d], w_calloc[d],
+					     w_realloc[d], cur.free };
+		python_mem.set(d, &ours[d]);
+		wrapped++;
+	}
+	if (wrapped) {
+		python_mem.get_arena(&orig_arena);
+		python_mem.set_arena(&ours_arena);
+	}
+	python_hook_set(wrapped ? YM_PYHOOK_ON : YM_PYHOOK_MALLOC);
+}
+
+int pyhook_install(void *arg)
+{
+	(void)arg;
+	install();
+	python_pending_done();
+	return 0;
+}
+
+static void remove_wrapper(void)
+{
+	if (python_hook_state() != YM_PYHOOK_ON)
+		return;
+	int stuck = 0;
+	struct py_alloc cur;
+	for (int d = DOMAIN_MEM; d <= DOMAIN_OBJ; d++) {
+		if (!ours[d].malloc)
+			continue;
+		python_mem.get(d, &cur);
+		if (cur.malloc == w_malloc[d])
+			python_mem.set(d, &orig[d]);
+		else
+			stuck = 1;
+	}
+	struct py_arena a;
+	python_mem.get_arena(&a);
+	if (a.alloc == w_arena_alloc && a.ctx == &orig_arena)
+		python_mem.set_arena(&orig_arena);
+	else
+		stuck = 1;
+	if (!stuck)
+		python_hook_set(YM_PYHOOK_OFF);
+}
+
+static int uninstall(void *arg)
+{
+	(void)arg;
+	remove_wrapper();
+	python_pending_done();
+	return 0;
+}
+
+uint32_t pymalloc_unhook(void)
+{
+	/* Not installed yet: a queued installer finds OFF and does
+	 * nothing. */
+	if (!python_hook_cas(YM_PYHOOK_WAITING, YM_PYHOOK_OFF) &&
+	    !python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_OFF) &&
+	    python_hook_state() == YM_PYHOOK_ON)
+		python_pending(uninstall);
+	return python_hook_state();
+}
+
+int pymalloc_unloadable(void)
+{
+	uint32_t s = python_hook_state();
+	return s != YM_PYHOOK_ON && python_pending_outstanding() == 0;
+}
