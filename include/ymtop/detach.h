@@ -4,7 +4,9 @@
  * --detach, injector/ptrace/detach.c).  The agent's side is
  * injector/agent/detach.c; man/ymagent.7 states the unload rule.
  *
- *   int ymagent_detach(void)          the steps of detach.c, once
+ *   int ymagent_detach(void)          the steps of detach.c, once;
+ *                                     each call says what may become
+ *                                     of the agent (YM_DETACH_*)
  *   void *ymagent_unload_handle(void) what dlclose unloads the agent
  *                                     with (its link map), NULL when it
  *                                     must stay loaded
@@ -25,7 +27,12 @@
  * written back, a handed-out pointer without a trampoline entry, a block
  * of its bootstrap buffer). */
 #define YM_DETACH_POINTERS   3
-/* Detached before: nothing done. */
+/* Detached before: nothing done (an agent that answers each call with
+ * the state above, as this one does, never says it). */
 #define YM_DETACH_ALREADY    4
+/* Not yet unloadable: the Python interpreter's allocator tables still
+ * lead to the agent until its main thread runs the pending call that
+ * puts them back (hooks_py.h); ask again. */
+#define YM_DETACH_PYTHON     5
 
 #endif

@@ -10,8 +10,10 @@
  *      function back, and the trampoline's entries (tramp.h: what the
  *      slots handed out, the exit handler) jump to the real functions
  *      (got_unpatch_all);
- *      [the Python allocator tables wrapped by python.c go back here:
- *       pymalloc_unhook(), when that wrapper exists]
+ *      the interpreter's allocator tables that hooks_py.c wrapped go
+ *      back by a pending call (pymalloc_unhook): the interpreter's main
+ *      thread runs it between two bytecodes, so the agent may be
+ *      unloaded only once it has (YM_DETACH_PYTHON until then);
  *   3. the segment's name is removed (seg_detach); its memory stays
  *      mapped until the agent is unloaded: a thread still inside a slow
  *      path may write there;
@@ -47,6 +49,7 @@
 #include "detach.h"
 #include "got.h"
 #include "heapstats.h"
+#include "hooks_py.h"
 #include "hooknames.h"
 #include "live.h"
 #include "loader.h"
@@ -57,37 +60,49 @@
 #include "ymtop/detach.h"
 
 static int detached;
+/* A slot or data word could not be written back (step 2). */
+static int pointers_left;
 /* ymagent_release ran: ymtop found no thread inside the agent and is
  * about to dlclose it; only then does the destructor unmap its memory
  * (at exit, or dormant, a thread may still count there). */
 static int released;
 
+/* What may become of the agent now that the steps ran (YM_DETACH_*). */
+static int detach_state(void)
+{
+	if (!agent_injected)
+		return YM_DETACH_PRELOADED;
+	if (__atomic_load_n(&pointers_left, __ATOMIC_ACQUIRE) ||
+	    !tramp_complete() || hooks_boot_lent())
+		return YM_DETACH_POINTERS;
+	if (!pymalloc_unloadable())
+		return YM_DETACH_PYTHON;
+	return YM_DETACH_UNLOADABLE;
+}
+
+/* The steps once; a later call (ymtop asking again, or a second
+ * --detach) does nothing but say what may become of the agent now. */
 EXPORT int ymagent_detach(void)
 {
 	struct agent_tls *t = &agent_tls;
 	if (__atomic_exchange_n(&detached, 1, __ATOMIC_SEQ_CST))
-		return YM_DETACH_ALREADY;
+		return detach_state();
 	agent_guard_enter(t);
-	int rc = YM_DETACH_UNLOADABLE;
 	seg_detach();                                   /* 1, 3 */
 	heapstats_detach();
 	if (agent_slots && !got_unpatch_all())          /* 2 */
-		rc = YM_DETACH_POINTERS;
-	/* pymalloc_unhook() belongs here (step 2). */
+		__atomic_store_n(&pointers_left, 1, __ATOMIC_RELEASE);
+	pymalloc_unhook();                              /* 2 */
 	threads_detach();                               /* 4 */
-	if (!agent_injected)
-		rc = YM_DETACH_PRELOADED;
-	else if (!tramp_complete() || hooks_boot_lent())
-		rc = YM_DETACH_POINTERS;
 	agent_guard_leave(t);
-	return rc;
+	return detach_state();
 }
 
 EXPORT void *ymagent_unload_handle(void)
 {
 	struct agent_object self;
-	if (!__atomic_load_n(&detached, __ATOMIC_ACQUIRE) || !agent_injected ||
-	    !tramp_complete() || hooks_boot_lent() ||
+	if (!__atomic_load_n(&detached, __ATOMIC_ACQUIRE) ||
+	    detach_state() != YM_DETACH_UNLOADABLE ||
 	    agent_find_object((const void *)ymagent_detach, &self) != 0)
 		return NULL;
 	return (void *)self.link_map;

@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -337,6 +338,15 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 	io.fn_release = inject_agent_symbol(pid, "ymagent_release");
 	if (borrow_run(pid, DETACH, NULL, 0, 0, &io, &res, err, errlen) != 0)
 		return -1;
+	/* The interpreter puts its allocator tables back between two
+	 * bytecodes of its main thread: asked again, 50 ms apart, 2 s at
+	 * most (a main thread blocked in a C call never does). */
+	for (int i = 0; io.code == YM_DETACH_PYTHON && i < 40; i++) {
+		struct timespec ts = { 0, 50000000 };
+		nanosleep(&ts, NULL);
+		if (borrow_run(pid, DETACH, NULL, 0, 0, &io, &res, err, errlen) != 0)
+			return -1;
+	}
 	r->code = io.code;
 	switch (io.code) {
 	case YM_DETACH_PRELOADED:
@@ -348,6 +358,13 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 		snprintf(r->why, sizeof r->why, "a pointer into it may remain (a "
 			 "slot it could not write back, no trampoline page, or a block "
 			 "of its bootstrap buffer)");
+		return 0;
+	case YM_DETACH_PYTHON:
+		snprintf(r->why, sizeof r->why, "the Python interpreter still calls "
+			 "its allocator wrapper: its main thread has not run the pending "
+			 "call that removes it (it runs between bytecodes; a thread "
+			 "blocked in a C call does not); --detach again unloads it once "
+			 "it has");
 		return 0;
 	case YM_DETACH_ALREADY:
 		snprintf(r->why, sizeof r->why, "it was detached before");

@@ -260,6 +260,33 @@ def test_attach_to_python_started_without_the_agent():
     within(got["keep_small"], truth["keep_small"], 0.15, "keep_small retained")
 
 
+def test_detach_waits_for_the_interpreter_to_put_its_allocators_back():
+    """--detach from a Python whose pymalloc ymtop -p wrapped: the
+    interpreter's tables lead to the agent until its main thread runs the
+    pending call that puts them back.  Blocked in a read of stdin it has
+    not: the agent stays dormant and ymtop says why; once the thread has
+    run Python again, a second --detach unloads the agent, and the
+    interpreter frees what it allocated through the wrapper and exits 0."""
+    t = Plain([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": RATE})
+    try:
+        attach(t.pid)
+        run(t, "small 60000")
+        assert report(t.pid)["python"]["pymalloc"] == "installed"
+        r = ymtop("-p", t.pid, "--detach")
+        assert "dormant: the Python interpreter still calls its allocator " \
+            "wrapper" in r.stderr, r.stderr
+        run(t, "small 1000")
+        r = ymtop("-p", t.pid, "--detach")
+        assert "agent detached and unloaded" in r.stderr, r.stderr
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read()
+        run(t, "free")
+        rc, _, err = t.finish()
+        assert rc == 0, err
+    finally:
+        t.kill()
+
+
 def test_an_interpreter_dlopened_after_the_segment_gets_frames_and_the_wrapper():
     # A C program makes the segment with its own allocations, then loads
     # libpython with dlopen and runs keeper.py in it (an embedded Python).

@@ -4,6 +4,7 @@ small N, large N, thread N, sqlite N, fork N, fresh N, trace, quit.
 Each prints "done" when finished; "trace" prints the tracemalloc figures
 of everything kept so far as JSON lines {"file", "line", "size"}."""
 import json
+import gc
 import os
 import sys
 import threading
@@ -102,6 +103,9 @@ def main():
             keep_from_fresh_code(n)
         elif cmd == "trace":
             trace_lines()
+        elif cmd == "free":
+            KEEP.clear()
+            gc.collect()
         elif cmd == "quit":
             break
         print("done", flush=True)
