@@ -445,6 +445,14 @@ int live_has(uint64_t addr)
 	return found || __atomic_load_n(&st->seq, __ATOMIC_RELAXED) != s1;
 }
 
+void live_prefetch(uint64_t addr)
+{
+	if (!stripes)
+		return;
+	struct ym_stripe *st = stripe_of(addr);
+	__builtin_prefetch(live_head(stripe_no(st), addr), 1, 3);
+}
+
 /* Stripe held: the link that holds addr's entry (a head or an entry's
  * next), or the 0 that ends its chain; NULL when the chain is longer
  * than the stripe has entries (never, unless the segment was written by
@@ -487,7 +495,12 @@ static uint32_t lane_pop(struct ym_stripe *st, uint32_t lane)
 		*ym_stripe_free(st, lane) = 0;
 		return 0;
 	}
-	*ym_stripe_free(st, lane) = *ym_live_next(live_at(stripe_no(st), j - 1));
+	uint32_t next = *ym_live_next(live_at(stripe_no(st), j - 1));
+	*ym_stripe_free(st, lane) = next;
+	/* The next pop reads that entry's link: freed entries are taken
+	 * back long after (a program frees in bursts), out of the cache. */
+	if (next != 0 && next <= st->used)
+		__builtin_prefetch(live_at(stripe_no(st), next - 1), 1, 3);
 	return j;
 }
 
