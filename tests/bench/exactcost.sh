@@ -4,7 +4,7 @@
 #   python  Debian's python3 with PYTHONMALLOC=malloc building, dumping and
 #           parsing JSON (tests/bench/pyjson.py ROUNDS_PY: 12.5 million
 #           malloc/free pairs at 5, 30-60 native frames deep);
-#   cc1plus gcc's C++ compiler proper alone on tests/bench/cxxwork.cc,
+#   cc1plus gcc's C++ compiler proper alone on tests/bench/cxxsmall.cc,
 #           preprocessed once beforehand (g++ -E), at -O1.
 # Configurations: none, exact (the agent preloaded, YM_SAMPLE_RATE=1),
 # heaptrack (heaptrack -o FILE CMD: the target and heaptrack_interpret,
@@ -28,7 +28,7 @@ CC1=${CC1:-$(g++ -print-prog-name=cc1plus)}
 TMP=$(mktemp -d /tmp/ymexact.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 command -v heaptrack >/dev/null || { echo "exactcost: no heaptrack: skipped"; exit 0; }
-g++ -std=c++17 -E "$HERE/cxxwork.cc" -o "$TMP/cxxwork.ii"
+g++ -std=c++17 -E "$HERE/cxxsmall.cc" -o "$TMP/cxx.ii"
 
 CONFIGS="none exact heaptrack"
 [ -n "${BASE:-}" ] && CONFIGS="$CONFIGS base-exact"
@@ -36,7 +36,7 @@ CONFIGS="none exact heaptrack"
 workload() {
 	case $1 in
 	python)  echo "/usr/bin/python3 $HERE/pyjson.py $ROUNDS_PY" ;;
-	cc1plus) echo "$CC1 -fpreprocessed $TMP/cxxwork.ii -quiet -O1 -std=c++17 -o $TMP/cxxwork.s" ;;
+	cc1plus) echo "$CC1 -fpreprocessed $TMP/cxx.ii -quiet -O1 -std=c++17 -o $TMP/cxx.s" ;;
 	esac
 }
 
