@@ -504,15 +504,6 @@ static uint32_t lane_pop(struct ym_stripe *st, uint32_t lane)
 	return j;
 }
 
-/* Exact mode's entries are backed 64 KiB at a time (a page holds
- * entries of 8 stripes, so one call covers the next 64 entries of those
- * and their neighbours'); when sampling, a page at a time: a process
- * keeps what its samples use. */
-static size_t ahead_bytes(void)
-{
-	return exact ? (size_t)60 << 10 : 0;
-}
-
 /* Stripe held: a free entry's j + 1, 0 when none is left or /dev/shm is
  * full.  Its own lane first; then a new entry, unless more than half of
  * what the stripe handed out lies free in other lanes (threads that
@@ -525,8 +516,12 @@ static uint32_t live_take(struct ym_stripe *st, uint32_t tid)
 	uint32_t used = (uint32_t)st->used;
 	if (used < stripe_capacity() && (used - st->count) * 2 <= used) {
 		j = used + 1;
-		if (backing_get_ahead(live_at(stripe_no(st), j - 1),
-				      sizeof(struct ym_live), ahead_bytes()) == 0) {
+		/* A page at a time: a stripe's blocks of entries are
+		 * interleaved with the other stripes' (ym_live_index), so
+		 * the bytes ahead are mostly other parts' entries, which a
+		 * single-threaded program never uses. */
+		if (backing_get(live_at(stripe_no(st), j - 1),
+				sizeof(struct ym_live)) == 0) {
 			__atomic_store_n(&st->used, j, __ATOMIC_RELEASE);
 			return j;
 		}
