@@ -158,7 +158,8 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
 {
 	int saved = errno;
 	agent_guard_enter(t);
-	live_prefetch((uint64_t)(uintptr_t)p);
+	if (agent_exact())   /* its unwind hides the head's miss */
+		live_prefetch((uint64_t)(uintptr_t)p);
 	struct ym_live e;
 	if (!take(t, p, n, charged, YM_KIND_MALLOC, 1, &e))
 		goto out;
