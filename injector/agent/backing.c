@@ -105,7 +105,7 @@ static void warn_full(void)
 	(void)w;
 }
 
-int backing_get(const void *p, size_t len)
+static int get(const void *p, size_t len, uint64_t ahead)
 {
 	uint64_t lo, hi;
 	if (!chunks_of(p, len, &lo, &hi))
@@ -125,14 +125,18 @@ int backing_get(const void *p, size_t len)
 			return -1;
 		}
 		/* One call for the whole run of missing chunks. */
-		uint64_t end = c + 1;
-		while (end < hi && !chunk_done(end))
+		uint64_t end = c + 1, last = hi + ahead;
+		while (end < last && !chunk_done(end))
 			end++;
 		uint64_t off = c << BACKING_CHUNK_LOG;
 		uint64_t stop = end << BACKING_CHUNK_LOG;
 		if (stop > seg_size)
 			stop = seg_size;
 		if (os_advise(seg_base + off, stop - off, MADV_POPULATE_WRITE) != 0) {
+			if (end > hi) {   /* what lies ahead may not fit: ask for less */
+				errno = saved;
+				return get(p, len, 0);
+			}
 			if (errno != EINTR) {   /* EINTR: a fatal signal */
 				__atomic_store_n(&skip, RETRY_AFTER, __ATOMIC_RELAXED);
 				warn_full();
@@ -145,6 +149,16 @@ int backing_get(const void *p, size_t len)
 	}
 	errno = saved;
 	return 0;
+}
+
+int backing_get(const void *p, size_t len)
+{
+	return get(p, len, 0);
+}
+
+int backing_get_ahead(const void *p, size_t len, size_t ahead)
+{
+	return get(p, len, ahead >> BACKING_CHUNK_LOG);
 }
 
 uint64_t backing_bytes(void)

@@ -41,6 +41,13 @@ void backing_created(void);
  * chunk fail without a system call.  Safe from any thread, lock-free. */
 int backing_get(const void *p, size_t len);
 
+/* backing_get, and when it must populate, the missing chunks of the
+ * `ahead` bytes after the range too, in the same system call: for a
+ * table appended to at a high rate (exact mode's stack records), where
+ * one call a page was a system call every few records.  When tmpfs
+ * cannot supply what lies ahead, the range alone. */
+int backing_get_ahead(const void *p, size_t len, size_t ahead);
+
 /* Bytes of the segment backed so far (tests, and ymagent's own memory). */
 uint64_t backing_bytes(void);
 

@@ -264,6 +264,8 @@ static NOINLINE void free_other(struct ym_thread *s, void *p)
 {
 	if (p == NULL || is_boot(p))
 		return;   /* bootstrap memory is static; never freed */
+	if (agent_exact())   /* the head's miss beside the block header's */
+		live_prefetch((uint64_t)(uintptr_t)p);
 	thread_count_free(s, freed_size(p));
 	if (agent_exact() || agent_filter_live_maybe(p))
 		agent_free_sampled(&agent_tls, p);

@@ -452,6 +452,14 @@ int live_has(uint64_t addr)
 	return found || __atomic_load_n(&st->seq, __ATOMIC_RELAXED) != s1;
 }
 
+void live_prefetch(uint64_t addr)
+{
+	if (!stripes)
+		return;
+	struct ym_stripe *st = stripe_of(addr);
+	__builtin_prefetch(live_head(stripe_no(st), addr), 1, 3);
+}
+
 /* Stripe held: the link that holds addr's entry (a head or an entry's
  * next), or the 0 that ends its chain; NULL when the chain is longer
  * than the stripe has entries (never, unless the segment was written by
@@ -494,7 +502,12 @@ static uint32_t lane_pop(struct ym_stripe *st, uint32_t lane)
 		*ym_stripe_free(st, lane) = 0;
 		return 0;
 	}
-	*ym_stripe_free(st, lane) = *ym_live_next(live_at(stripe_no(st), j - 1));
+	uint32_t next = *ym_live_next(live_at(stripe_no(st), j - 1));
+	*ym_stripe_free(st, lane) = next;
+	/* The next pop reads that entry's link: freed entries are taken
+	 * back long after (a program frees in bursts), out of the cache. */
+	if (next != 0 && next <= st->used)
+		__builtin_prefetch(live_at(stripe_no(st), next - 1), 1, 3);
 	return j;
 }
 
@@ -510,6 +523,10 @@ static uint32_t live_take(struct ym_stripe *st, uint32_t tid)
 	uint32_t used = (uint32_t)st->used;
 	if (used < stripe_capacity() && (used - st->count) * 2 <= used) {
 		j = used + 1;
+		/* A page at a time: a stripe's blocks of entries are
+		 * interleaved with the other stripes' (ym_live_index), so
+		 * the bytes ahead are mostly other parts' entries, which a
+		 * single-threaded program never uses. */
 		if (backing_get(live_at(stripe_no(st), j - 1),
 				sizeof(struct ym_live)) == 0) {
 			__atomic_store_n(&st->used, j, __ATOMIC_RELEASE);

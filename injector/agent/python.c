@@ -528,6 +528,91 @@ static uint32_t code_index(uintptr_t code, uintptr_t linetable, uintptr_t qualna
 	return found;
 }
 
+/* ---- the line memo ----
+ *
+ * A line is a linear decode of the code object's location table up to
+ * the frame's instruction: in exact mode under a deep interpreter stack
+ * that decode, for every frame of every allocation, cost more than the
+ * native unwind (BENCHMARKS.md, exact mode on python3).  The memo keeps
+ * the answer by code object, table (address and length), first line and
+ * instruction: the inputs of table_line, the same objects by address as
+ * the code index keys on.  Direct-mapped, shared by the threads; each
+ * entry is a seqlock (seq odd while written), so a reader never takes a
+ * torn entry: it sees seq change and decodes instead, and a writer that
+ * finds the entry taken leaves it. */
+#define MEMO_SLOTS 2048u
+struct line_memo {
+	uint32_t seq;
+	uint32_t line;
+	uintptr_t code, lt;
+	uint64_t key;   /* table length << 32 | instruction */
+	int64_t first;
+	uint64_t reserved[3];
+};
+static _Alignas(64) struct line_memo memo[MEMO_SLOTS];
+
+static struct line_memo *memo_slot(uintptr_t code, int64_t at)
+{
+	uint64_t h = ((code >> 4) ^ (uint64_t)at * 0x9e3779b97f4a7c15ull) *
+		     0xc2b2ae3d27d4eb4full;
+	return &memo[(h >> 40) % MEMO_SLOTS];
+}
+
+/* 1 with *line when the memo holds it. */
+static int memo_get(const struct line_memo *m, uintptr_t code, uintptr_t lt,
+		    uint64_t key, int64_t first, uint32_t *line)
+{
+	uint32_t s = __atomic_load_n(&m->seq, __ATOMIC_ACQUIRE);
+	if (s & 1)
+		return 0;
+	int hit = __atomic_load_n(&m->code, __ATOMIC_RELAXED) == code &&
+		  __atomic_load_n(&m->lt, __ATOMIC_RELAXED) == lt &&
+		  __atomic_load_n(&m->key, __ATOMIC_RELAXED) == key &&
+		  __atomic_load_n(&m->first, __ATOMIC_RELAXED) == first;
+	uint32_t v = __atomic_load_n(&m->line, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (!hit || __atomic_load_n(&m->seq, __ATOMIC_RELAXED) != s)
+		return 0;
+	*line = v;
+	return 1;
+}
+
+static void memo_put(struct line_memo *m, uintptr_t code, uintptr_t lt,
+		     uint64_t key, int64_t first, uint32_t line)
+{
+	uint32_t s = __atomic_load_n(&m->seq, __ATOMIC_RELAXED);
+	if ((s & 1) || !__atomic_compare_exchange_n(&m->seq, &s, s + 1, 0,
+						    __ATOMIC_ACQUIRE,
+						    __ATOMIC_RELAXED))
+		return;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&m->code, code, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->lt, lt, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->key, key, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->first, first, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->line, line, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* The line of instruction `at` of code (line table lt, n bytes long). */
+static uint32_t code_line(uintptr_t code, uintptr_t lt, int64_t n, int64_t at)
+{
+	if (n <= 0 || n >= (1 << 26))
+		return 0;
+	int64_t first = (int32_t)load32(code + L->code_firstlineno);
+	const uint8_t *p = (const uint8_t *)(lt + BYTES_SVAL);
+	if (at < 0 || at > UINT32_MAX)
+		return table_line(p, p + n, first, at);
+	uint64_t key = (uint64_t)n << 32 | (uint64_t)at;
+	struct line_memo *m = memo_slot(code, at);
+	uint32_t line;
+	if (memo_get(m, code, lt, key, first, &line))
+		return line;
+	line = table_line(p, p + n, first, at);
+	memo_put(m, code, lt, key, first, line);
+	return line;
+}
+
 /* ---- the walk ---- */
 
 /* Frame word for one complete frame, 0 when the frame is not one (the
@@ -544,12 +629,7 @@ static uint64_t frame_word(uintptr_t f, int entry)
 		return 0;
 	uintptr_t start = code + L->code_adaptive;
 	int64_t at = ((int64_t)load(f + L->frame_instr) - (int64_t)start) / 2;
-	int64_t n = (int64_t)load(lt + VAR_SIZE);
-	uint32_t line = 0;
-	if (n > 0 && n < (1 << 26)) {
-		const uint8_t *p = (const uint8_t *)(lt + BYTES_SVAL);
-		line = table_line(p, p + n, (int32_t)load32(code + L->code_firstlineno), at);
-	}
+	uint32_t line = code_line(code, lt, (int64_t)load(lt + VAR_SIZE), at);
 	uint32_t idx = code_index(code, lt, qual, load(code + L->code_filename));
 	if (idx == CODE_UNKNOWN)
 		__atomic_fetch_add(&py_hdr->py_drop, 1, __ATOMIC_RELAXED);

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "backing.h"
+#include "config.h"
 #include "hash.h"
 #include "os.h"
 #include "sample.h"
@@ -239,9 +240,12 @@ uint32_t table_intern_kind(const uint64_t *f, uint32_t depth, uint32_t tid,
 	found = probe(h, f, depth, &slot);   /* raced with another insert? */
 	if (found == UINT32_MAX) {
 		uint64_t used = hdr->stacks_used;
+		/* Records are appended: exact mode, which may add one at
+		 * every event, backs the next 60 KiB in the same call. */
 		if (slot == UINT32_MAX ||
 		    used >= hdr->sections[YM_SEC_STACKS].capacity ||
-		    backing_get(stack_at((uint32_t)used), stack_stride) != 0) {
+		    backing_get_ahead(stack_at((uint32_t)used), stack_stride,
+				      agent_exact() ? (size_t)60 << 10 : 0) != 0) {
 			found = YM_STACK_OVERFLOW;
 			__atomic_fetch_add(&hdr->drop_stacks, 1,
 					   __ATOMIC_RELAXED);
