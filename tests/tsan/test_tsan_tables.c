@@ -30,10 +30,15 @@
 #include <unistd.h>
 
 #include "agent/backing.h"
+#include "agent/config.h"
 #include "agent/live.h"
 #include "agent/table.h"
 #include "agent/trend.h"
 #include "shm.h"
+
+/* The agent's configuration as config.c leaves it with no environment:
+ * the tables' sampling-mode paths (table.c reads agent_exact). */
+struct agent_config agent_cfg = { .rate = 512 << 10 };
 
 /* The segment, as the agent's seg.c lays it out. */
 static struct ym_header *hdr;
