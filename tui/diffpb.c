@@ -450,17 +450,24 @@ static int sample(struct pb *b, struct rd m, json_t *stacks, size_t inuse, size_
 			    json_array_size(stacks), nv, b->ntypes);
 	}
 	json_t *st = json_object(), *frames = json_array();
-	if (!st || !frames)
+	if (!st || !frames) {
+		json_decref(st);
+		json_decref(frames);
 		goto oom;
-	json_object_set_new(st, "frames", frames);
+	}
+	if (json_object_set_new(st, "frames", frames) != 0) {   /* frames freed */
+		json_decref(st);
+		goto oom;
+	}
 	for (size_t i = 0; i < nl; i++) {
 		struct location *l = find(b->locs, b->nlocs, sizeof *b->locs, locs[i]);
 		if (!l) {
+			uint64_t id = locs[i];
 			json_decref(st);
 			free(locs);
 			return fail(b, "sample %zu refers to location %" PRIu64
 				    ", which the profile lacks",
-				    json_array_size(stacks), locs[i]);
+				    json_array_size(stacks), id);
 		}
 		for (uint32_t k = 0; k < (l->nlines ? l->nlines : 1); k++) {
 			if (json_array_size(frames) >= DIFF_MAX_FRAMES ||
