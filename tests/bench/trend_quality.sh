@@ -49,7 +49,9 @@ echo "trend_quality: slots of $SLOT_MS ms (SCALE=$SCALE); load: $(cut -d' ' -f1-
 N="nice -n 10"
 TMP=$(mktemp -d); chmod 755 "$TMP"
 PIDS=""
-trap 'for p in $PIDS; do kill "$p" 2>/dev/null || true; done; sleep 1; rm -rf "$TMP"' EXIT
+# A driver loop's redis-benchmark would outlive the loop: its children first.
+trap 'for p in $PIDS; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+      sleep 1; rm -rf "$TMP"' EXIT
 
 # leak: 1 MiB/min (x SCALE) beside a 1 GiB cache filled in 2 slots and a
 # 64 MiB churn.
