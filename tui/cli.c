@@ -58,7 +58,7 @@ static void help(void)
 {
 	printf(
 "usage: ymtop [-p PID] [-d SECS] [-b [-i SECS] [-n N]] [-f FORMAT] [-o PATH]\n"
-"       ymtop diff [-f text|json] [--top N] OLD.json NEW.json\n"
+"       ymtop diff [-f text|json] [--top N] OLD NEW\n"
 "\n"
 "top for the heap of a running process.  The process runs the agent:\n"
 "  LD_PRELOAD=%s/libymagent.so ./app\n"

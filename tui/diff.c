@@ -1,8 +1,9 @@
 /*
- * diff: two JSON reports compared stack by stack (see diff.h).
+ * diff: two reports compared stack by stack (see diff.h).
  *
- * Each report is read whole (at most DIFF_MAX_FILE bytes), parsed by
- * jansson and checked: an object, report_version absent or at most
+ * Each report is read whole (at most DIFF_MAX_FILE bytes, from a file, a
+ * pipe or the standard input), a pprof profile turned into the JSON
+ * report's shape (diffpb.h), JSON parsed by jansson, and checked: an object, report_version absent or at most
  * DIFF_REPORT_VERSION, a "stacks" array of at most DIFF_MAX_STACKS
  * objects, each with finite non-negative retained_bytes and
  * allocated_bytes and a "frames" array of at most DIFF_MAX_FRAMES objects.
@@ -28,11 +29,9 @@
 #include <jansson.h>
 
 #include "diff.h"
+#include "diffpb.h"
 #include "fmt.h"
 
-#define DIFF_MAX_FILE   (256u << 20)   /* bytes of one report */
-#define DIFF_MAX_STACKS (1u << 22)     /* YM_LIMIT_STACKS */
-#define DIFF_MAX_FRAMES 4096u          /* frames with inlined ones */
 #define DIFF_MAX_KEY    (8u << 20)     /* bytes of one stack's key: 4096 frames of long C++ names */
 
 /* One stack of one report, or two merged. */
@@ -78,59 +77,85 @@ static int bad(const char *path, const char *fmt, ...)
 	return 2;
 }
 
-/* The whole file into a new buffer, at most DIFF_MAX_FILE bytes. */
+/* The whole file into a new buffer, at most DIFF_MAX_FILE bytes: a
+ * regular file, a pipe or socket (a FIFO, <(...)), or "-", the standard
+ * input, whatever it is. */
 static int slurp(const char *path, char **out, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	int is_stdin = !strcmp(path, "-");
+	/* A FIFO is opened blocking, as cat does: its writer may come
+	 * later, and a read before it would be the end.  Anything else
+	 * non-blocking, so that a device does not hold the open. */
+	struct stat pre;
+	int fifo = !is_stdin && stat(path, &pre) == 0 && S_ISFIFO(pre.st_mode);
+	int fd = is_stdin ? 0 : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY |
+						 (fifo ? 0 : O_NONBLOCK));
 	if (fd < 0)
 		return bad(path, "%s", strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return bad(path, "not a regular file");
+	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode) ||
+	    (!is_stdin && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) &&
+	     !S_ISSOCK(st.st_mode))) {
+		if (!is_stdin)
+			close(fd);
+		return bad(path, "not a regular file, pipe or socket");
 	}
-	if ((unsigned long long)st.st_size > DIFF_MAX_FILE) {
-		close(fd);
+	if (!is_stdin && !S_ISREG(st.st_mode)) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl >= 0)
+			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	}
+	if (S_ISREG(st.st_mode) && (unsigned long long)st.st_size > DIFF_MAX_FILE) {
+		if (!is_stdin)
+			close(fd);
 		return bad(path, "larger than %u MiB: not a report ymtop diff reads",
 			   DIFF_MAX_FILE >> 20);
 	}
-	size_t cap = (size_t)st.st_size + 1, n = 0;
+	/* A regular file's size is a hint; a pipe's is unknown: read to
+	 * the end either way, never past DIFF_MAX_FILE + 1 bytes. */
+	size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536, n = 0;
 	char *buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return bad(path, "out of memory");
-	}
-	for (;;) {
-		if (n == cap) {   /* grew while read: bounded all the same */
+	const char *why = NULL;
+	int e = 0;
+	if (!buf)
+		why = "out of memory";
+	while (!why) {
+		if (n == cap) {
 			if (cap > DIFF_MAX_FILE) {
-				free(buf);
-				close(fd);
-				return bad(path, "larger than %u MiB: not a report ymtop diff reads",
-					   DIFF_MAX_FILE >> 20);
+				why = "larger";
+				break;
 			}
-			char *nb = realloc(buf, cap * 2);
+			size_t nc = cap * 2 > (size_t)DIFF_MAX_FILE + 1 ?
+				    (size_t)DIFF_MAX_FILE + 1 : cap * 2;
+			char *nb = realloc(buf, nc);
 			if (!nb) {
-				free(buf);
-				close(fd);
-				return bad(path, "out of memory");
+				why = "out of memory";
+				break;
 			}
 			buf = nb;
-			cap *= 2;
+			cap = nc;
 		}
 		ssize_t r = read(fd, buf + n, cap - n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			int e = errno;
-			free(buf);
-			close(fd);
-			return bad(path, "%s", strerror(e));
+			e = errno;
+			why = "read";
+			break;
 		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
-	close(fd);
+	if (!is_stdin)
+		close(fd);
+	if (why) {
+		free(buf);
+		if (!strcmp(why, "larger"))
+			return bad(path, "larger than %u MiB: not a report ymtop diff reads",
+				   DIFF_MAX_FILE >> 20);
+		return bad(path, "%s", e ? strerror(e) : why);
+	}
 	*out = buf;
 	*len = n;
 	return 0;
@@ -221,15 +246,21 @@ static int load(struct dreport *r, int side, struct dset *set)
 	int rc = slurp(r->path, &buf, &len);
 	if (rc)
 		return rc;
-	if (len >= 2 && (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b) {
+	if (diffpb_is_profile((const unsigned char *)buf, len)) {
+		char msg[256];
+		int prc = diffpb_read((const unsigned char *)buf, len, &r->root,
+				      msg, sizeof msg);
 		free(buf);
-		return bad(r->path, "a gzip file (pprof?): ymtop diff reads ymtop's JSON reports (-f json)");
+		if (prc != 0)
+			return bad(r->path, "pprof: %s", msg);
+	} else {
+		json_error_t err;
+		r->root = json_loadb(buf, len, 0, &err);
+		free(buf);
+		if (!r->root)
+			return bad(r->path, "not a JSON report (line %d: %.120s)",
+				   err.line, err.text);
 	}
-	json_error_t err;
-	r->root = json_loadb(buf, len, 0, &err);
-	free(buf);
-	if (!r->root)
-		return bad(r->path, "not a JSON report (line %d: %.120s)", err.line, err.text);
 	if (!json_is_object(r->root))
 		return bad(r->path, "not a ymtop JSON report (not an object)");
 	const json_t *ver = json_object_get(r->root, "report_version");
@@ -504,7 +535,7 @@ static int usage(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs(" (usage: ymtop diff [-f text|json] [--top N] OLD.json NEW.json)\n", stderr);
+	fputs(" (usage: ymtop diff [-f text|json] [--top N] OLD NEW)\n", stderr);
 	return 2;
 }
 
@@ -539,8 +570,9 @@ int diff_main(int argc, char **argv)
 			break;
 		}
 		case 'h':
-			printf("usage: ymtop diff [-f text|json] [--top N] OLD.json NEW.json\n"
-			       "Compare two JSON reports of ymtop stack by stack, growth first.\n");
+			printf("usage: ymtop diff [-f text|json] [--top N] OLD NEW\n"
+			       "Compare two reports of ymtop (JSON or pprof; - for the standard\n"
+			       "input) stack by stack, growth first.\n");
 			return 0;
 		case ':':
 			return usage("option %s needs a value", argv[optind - 1]);
@@ -550,6 +582,8 @@ int diff_main(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		return usage("needs two reports");
+	if (!strcmp(argv[optind], "-") && !strcmp(argv[optind + 1], "-"))
+		return usage("only one report can be the standard input");
 	struct dreport r[2];
 	memset(r, 0, sizeof r);
 	r[0].path = argv[optind];

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fmt.h"
+#include "kmsg.h"
 #include "proc.h"
 #include "report/report.h"
 #include "session.h"
@@ -130,6 +131,39 @@ static int ns_alive(struct nsset *s, uint32_t ns)
 	return 0;
 }
 
+/* How a process that did not exit ended, as far as the kernel log says
+ * (kmsg.h): killed by the OOM killer, not by it, or not known and why. */
+static const char *gone_how(pid_t pid, const struct ym_header *h,
+			    uint32_t own_ns, char *buf, size_t len)
+{
+	char why[256];
+	long tck = sysconf(_SC_CLK_TCK);
+	if ((own_ns ? own_ns : YM_PIDNS_INIT) != YM_PIDNS_INIT) {
+		snprintf(why, sizeof why, "the kernel log names the pids of the "
+			 "initial pid namespace, not of ours");
+	} else if (tck <= 0 || h->start_ticks > UINT64_MAX / 1000000u) {
+		snprintf(why, sizeof why, "its start time is not known");
+	} else {
+		uint64_t at = 0;
+		switch (kmsg_oom_killed(pid, h->start_ticks * 1000000u / (uint64_t)tck,
+					&at, why, sizeof why)) {
+		case KMSG_OOM_YES:
+			snprintf(buf, len, "it was killed by the OOM killer (the kernel "
+				 "log, %.1f s after boot)", (double)at / 1e6);
+			return buf;
+		case KMSG_OOM_NO:
+			return "it ended without exiting: a signal or _exit, not the OOM "
+			       "killer (the kernel log since it started names no OOM "
+			       "kill of it)";
+		case KMSG_OOM_UNKNOWN:
+			break;
+		}
+	}
+	snprintf(buf, len, "it ended without exiting: a signal or _exit; whether "
+		 "the OOM killer took it is not known: %s", why);
+	return buf;
+}
+
 int stale_sweep(void)
 {
 	uint32_t own_ns = proc_pidns(0);
@@ -181,9 +215,10 @@ int stale_sweep(void)
 		int kept = keep_report(&r, &h, report, sizeof report, err, sizeof err);
 		char vis[FMT_VIS_SIZE(sizeof h.exe)];
 		h.exe[sizeof h.exe - 1] = '\0';
+		char howbuf[400];
 		const char *how = foreign ? "its pid namespace (a container) is gone" :
 			h.flags & YM_FLAG_EXITED ? "it exited" :
-			"it ended without exiting: a signal (an OOM kill?) or _exit";
+			gone_how(pid, &h, own_ns, howbuf, sizeof howbuf);
 		if (kept != 0) {
 			fprintf(stderr, "ymtop: process %ld (%s) is gone (%s); its segment %s "
 				"is kept: cannot write its final report: %s\n", (long)pid,

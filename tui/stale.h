@@ -11,7 +11,10 @@
  * we may remove (ours, any as root) and that were not kept on purpose
  * (YM_KEEP_SEGMENT): each one's final state is written as a text report
  * into stale_dir(), then it is removed, one line on stderr saying so.
- * A process killed by a signal (an OOM kill) leaves nothing else behind.
+ * A process killed by a signal (an OOM kill) leaves nothing else behind;
+ * for one that did not exit, the line says whether the kernel log names
+ * an OOM kill of it since it started (kmsg.h), or that it is not known
+ * and why.
  * At most 64 a call.  Returns how many were removed. */
 int stale_sweep(void);
 

@@ -1,6 +1,10 @@
 """bench: python3 building and dropping structures (dicts, lists, strings,
-objects), the allocation pattern of an interpreter-heavy program."""
+objects), the allocation pattern of an interpreter-heavy program.
+
+    pywork.py [ROUNDS [PAUSE_S]]   (PAUSE_S: a sleep after each round, for
+                                    a light workload that runs for hours)"""
 import sys
+import time
 
 
 class Node:
@@ -24,6 +28,7 @@ def build(n):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+    pause = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
     total = 0
     for r in range(rounds):
         root, index = build(60000)
@@ -33,6 +38,8 @@ def main():
         for w in words:
             counts[w[:3]] = counts.get(w[:3], 0) + 1
         del root, index, words, counts
+        if pause:
+            time.sleep(pause)
     print(total)
 
 

@@ -186,6 +186,137 @@ def test_an_unreadable_file_under_the_pid_is_stale_when_not_mapped():
         finally:
             t.kill()
 
+def start_us(pid):
+    """pid's start, microseconds after boot (/proc/PID/stat field 22)."""
+    with open("/proc/%d/stat" % pid) as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    return ticks * 1000000 // os.sysconf("SC_CLK_TCK")
+
+
+def sweep_line(pid, kmsg):
+    """Kill a fresh agent process, then let ymtop find its segment with
+    YM_KMSG=kmsg(start) (the kernel log's text, or a path when a str):
+    the line ymtop says about it."""
+    t = Target([WORKLOAD, "big"], env={"YM_SAMPLE_RATE": "65536"})
+    start = start_us(t.pid)
+    t.kill()
+    with tempfile.TemporaryDirectory() as state:
+        log = kmsg(t.pid, start)
+        if isinstance(log, bytes):
+            path = os.path.join(state, "kmsg")
+            with open(path, "wb") as f:
+                f.write(log)
+            log = path
+        env = dict(os.environ, XDG_STATE_HOME=state, YM_KMSG=log)
+        r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        lines = [l for l in r.stderr.splitlines() if "removed its segment" in l]
+        assert len(lines) == 1 and "process %d " % t.pid in lines[0], r.stderr
+        assert os.listdir(os.path.join(state, "ymtop")), "no final report"
+        return lines[0]
+
+
+def test_an_oom_kill_is_named_from_the_kernel_log():
+    """A process killed without exiting, found later: the kernel log's
+    records (here a file in /dev/kmsg's format, YM_KMSG) say whether the
+    OOM killer took it, else the line says it is not known and why."""
+    if os.readlink("/proc/self/ns/pid") != "pid:[4026531836]":
+        raise Skip("not in the initial pid namespace: the kernel log's pids are not ours")
+    if rerun_isolated(__file__, "test_an_oom_kill_is_named_from_the_kernel_log"):
+        return
+
+    def record(seq, us, text):
+        return ("6,%d,%d,-;%s\n" % (seq, us, text)).encode()
+
+    def killed(pid, start):
+        return (record(1, 0, "Linux version 6.1") +
+                record(2, start + 500000, "workload invoked oom-killer: gfp_mask=0xcc0") +
+                b" SUBSYSTEM=memory\n" +
+                record(3, start + 600000, "oom-kill:constraint=CONSTRAINT_MEMCG,"
+                       "task=workload,pid=%d,uid=0" % pid) +
+                record(4, start + 600001, "Memory cgroup out of memory: Killed process "
+                       "%d (workload) total-vm:10000kB" % pid))
+    line = sweep_line(0, killed)
+    assert "killed by the OOM killer" in line, line
+
+    def other(pid, start):   # another pid's kill, and one of this pid before it started
+        return (record(1, 0, "Linux version 6.1") +
+                record(2, max(start - 2000000, 1), "Out of memory: Killed process %d (old)" % pid) +
+                record(3, start + 1000, "Out of memory: Killed process %d (x)" % (pid + 1)) +
+                record(4, start + 2000, "oom-kill:constraint=CONSTRAINT_NONE,pid=%d1,uid=0" % pid))
+    line = sweep_line(0, other)
+    assert "not the OOM killer" in line and "without exiting" in line, line
+
+    line = sweep_line(0, lambda pid, start: "/nonexistent/kmsg")
+    assert "not known" in line and "kernel log is unreadable" in line, line
+
+    line = sweep_line(0, lambda pid, start: record(9, start + 5000000, "later"))
+    assert "not known" in line and "kernel log starts" in line, line
+
+
+def test_a_real_oom_kill_in_a_memory_cgroup():
+    """python3 under the agent in a memory cgroup of 64 MiB allocates
+    until the OOM killer takes it; a later ymtop says so (from
+    /dev/kmsg).  Needs root, a writable memory cgroup and a readable
+    kernel log."""
+    if os.geteuid() != 0 or os.readlink("/proc/self/ns/pid") != "pid:[4026531836]":
+        raise Skip("needs root in the initial pid namespace")
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            os.read(fd, 8192)
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise Skip("the kernel log is unreadable: %s" % e)
+    if rerun_isolated(__file__, "test_a_real_oom_kill_in_a_memory_cgroup"):
+        return
+    v1 = "/sys/fs/cgroup/memory"
+    name = "ymtop-test-oom-%d" % os.getpid()
+    if os.path.isdir(v1):
+        cg, limit = os.path.join(v1, name), "memory.limit_in_bytes"
+    elif os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        cg, limit = os.path.join("/sys/fs/cgroup", name), "memory.max"
+    else:
+        raise Skip("no memory cgroup")
+    try:
+        os.mkdir(cg)
+        with open(os.path.join(cg, limit), "w") as f:
+            f.write(str(64 << 20))
+    except OSError as e:
+        raise Skip("cannot make a memory cgroup: %s" % e)
+    try:
+        prog = ("import os\n"
+                "open('%s/cgroup.procs', 'w').write(str(os.getpid()))\n"
+                "print('ready', flush=True)\n"
+                "held = []\n"
+                "while True:\n"
+                "    held.append(bytearray(1 << 20))\n") % cg
+        p = subprocess.Popen([shutil.which("python3") or "python3", "-c", prog],
+                             env=dict(os.environ, LD_PRELOAD=AGENT, YM_SAMPLE_RATE="65536"),
+                             stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        p.wait(timeout=120)
+        assert p.returncode == -9, p.returncode
+        assert os.path.exists(seg_path(p.pid)), "the killed process's segment is gone"
+        with tempfile.TemporaryDirectory() as state:
+            env = {k: v for k, v in os.environ.items() if k != "YM_KMSG"}
+            env["XDG_STATE_HOME"] = state
+            r = subprocess.run([os.path.join(BUILD, "ymtop"), "-b", "-n", "1"],
+                               capture_output=True, text=True, env=env, timeout=60)
+            lines = [l for l in r.stderr.splitlines() if "removed its segment" in l]
+            assert len(lines) == 1 and "process %d " % p.pid in lines[0], r.stderr
+            assert "killed by the OOM killer" in lines[0], lines[0]
+    finally:
+        for _ in range(100):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.05)
+
 
 if __name__ == "__main__":
     raise SystemExit(run_tests(globals()))

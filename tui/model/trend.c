@@ -15,9 +15,18 @@
  * stack's estimate of B bytes has a variance of at most B x R, and a
  * change G of the estimate between the window's ends, at most (|G| + 2 x
  * min(start, end)) x R (the samples added, and those of the level
- * replaced by churn).  Steady growth is also a line: its R^2 is high and
- * the last third of the window still grows at half the overall rate or
- * more; growth that stopped there is a plateau.
+ * replaced by churn).  A series that never fell saw no sample freed: no
+ * churn replaced its level, so the second term is 0 there (a leak's
+ * series; a churning stack's falls between its points).  Steady growth
+ * is also a line: its R^2 is high and the last third of the window still
+ * grows at half the overall rate or more; growth that stopped there is a
+ * plateau.
+ *
+ * At the default rate (512 KiB) a 1 MiB/min leak has about 20 samples
+ * after 10 minutes: the 3-sigma test needs about 10 of them, which a
+ * Poisson count of mean 20 falls short of in 0.5 % of runs.  The
+ * stopped test is a veto on growing, so it takes 3 noise units as well:
+ * at 2 it vetoed 1 % of such leaks whose last third drew few samples.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +41,9 @@
 #define TREND_T      4.0
 #define TREND_SIGMA  3.0
 #define TREND_R2     0.6
+/* A last third short of the overall rate by this many noise units has
+ * stopped (plateau, not growing). */
+#define TREND_STOP   3.0
 /* Grid points at most (a longer window is read more coarsely). */
 #define TREND_GRID   720u
 
@@ -88,6 +100,18 @@ static double mean(const double *y, uint32_t n)
 	return n ? sum / n : 0;
 }
 
+/* Whether the series never fell: no sample of it was freed within the
+ * window (or none that a slot saw: one freed and one taken between two
+ * points hide each other, which is why this is only about the churn
+ * term, not the growth's own noise). */
+static int never_fell(const double *y, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++)
+		if (y[i] < y[i - 1])
+			return 0;
+	return 1;
+}
+
 /* The sampling noise of a change d of a stack's estimate from a level
  * `level` (the lower end), at mean rate R: the samples added carry at
  * most |d| x R of variance, those of the level replaced by churn at most
@@ -138,14 +162,15 @@ void trend_fit(const double *t, const double *y, uint32_t n, double rate,
 	double first_y = mean(y, h), last_y = mean(y + k, n - k);
 	double growth = all.slope * span, rise = last_y - first_y;
 	double floor_y = first_y < last_y ? first_y : last_y;
-	if (floor_y < 0)
+	if (floor_y < 0 || never_fell(y, n))
 		floor_y = 0;
 	/* Stopped: the last third grew less than half what the overall
-	 * rate gives it, by more than 2 x the noise of that growth. */
+	 * rate gives it, by more than TREND_STOP x the noise of that
+	 * growth. */
 	double span3 = t[n - 1] - t[k], want3 = all.slope * span3;
 	double got3 = last.slope * span3;
 	int stopped = got3 < 0.5 * want3 &&
-		      want3 - got3 > 2 * noise(want3, 0, rate);
+		      want3 - got3 > TREND_STOP * noise(want3, 0, rate);
 	out->bytes_per_s = all.slope;
 	if (growth > TREND_SIGMA * noise(growth, floor_y, rate) && all.t > TREND_T &&
 	    all.r2 >= TREND_R2 && !stopped) {
