@@ -186,6 +186,7 @@ def test_an_unreadable_file_under_the_pid_is_stale_when_not_mapped():
         finally:
             t.kill()
 
+
 def start_us(pid):
     """pid's start, microseconds after boot (/proc/PID/stat field 22)."""
     with open("/proc/%d/stat" % pid) as f:
