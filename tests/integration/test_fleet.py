@@ -638,10 +638,14 @@ def test_serve_serves_300_processes():
 
 def test_serve_copies_only_what_changed():
     """A process whose segment did not change since the last scrape is not
-    copied again (ymtop_segment_snapshots_total{stacks="kept"}), and a
-    change of one process's figures between two scrapes is seen at the
-    second.  In pid and mount namespaces of their own: nobody else's
-    process is served."""
+    copied again (ymtop_segment_snapshots_total{stacks="kept"}) and its
+    refresh reads the segment at most 6 times
+    (ymtop_segment_reads_total{by="refresh"}: the front, with the header,
+    control block and thread slots; the second look at the sequence
+    words; the stripes; the alarms' second look; the modules; whether its
+    allocator answered), and a change of one process's figures between
+    two scrapes is seen at the second.  In pid and mount namespaces of
+    their own: nobody else's process is served."""
     if rerun_isolated(__file__, "test_serve_copies_only_what_changed",
                       pid_ns=True, timeout=600):
         return
@@ -657,6 +661,8 @@ def test_serve_copies_only_what_changed():
                    fams["ymtop_process_retained_bytes"]}
             snaps = {l["stacks"]: v for l, v in
                      fams["ymtop_segment_snapshots_total"]}
+            reads = {l["by"]: v for l, v in fams["ymtop_segment_reads_total"]}
+            snaps["reads"] = reads["refresh"]
             return ret, snaps
         held = 2 * 1000 + 2 * 2000 + 2 * 3000   # fleet_of's blocks
         ret1, snaps1 = scrape()
@@ -666,6 +672,9 @@ def test_serve_copies_only_what_changed():
         assert ret2 == ret1, (ret1, ret2)
         assert snaps2["kept"] - snaps1["kept"] == 2, (snaps1, snaps2)
         assert snaps2["copied"] == snaps1["copied"], (snaps1, snaps2)
+        # 10 a process when the header, thread slots, control block and
+        # allocator's statistics had reads of their own.
+        assert snaps2["reads"] - snaps1["reads"] <= 2 * 6, (snaps1, snaps2)
         a, b = procs
         a.stdin.write("free\n")
         a.stdin.flush()
