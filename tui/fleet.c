@@ -219,6 +219,24 @@ static void count_unstarted(struct fleet *f)
 		f->unstarted += !f->root || in_tree(f->root, f->pids[i]);
 }
 
+/* Whether n processes may each keep their stat and status open (two
+ * descriptors besides the segment's) under the open files limit, with
+ * the spare; when not, every kept one is closed at once, before any
+ * segment is opened. */
+static int keep_proc_files(struct fleet *f, int n)
+{
+	struct rlimit rl;
+	int keep = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		   (rl.rlim_cur == RLIM_INFINITY ||
+		    3 * (rlim_t)n + FLEET_FD_SPARE < rl.rlim_cur);
+	for (int i = 0; i < f->n; i++) {
+		f->p[i]->s.keep_proc = keep;
+		if (!keep)
+			proc_files_close(&f->p[i]->s.proc_files);
+	}
+	return keep;
+}
+
 void fleet_update(struct fleet *f)
 {
 	unsigned long long reads = proc_reads, seg = shm_reads;
@@ -237,6 +255,7 @@ void fleet_update(struct fleet *f)
 		if (!f->root || in_tree(f->root, pids[i]))
 			pids[k++] = pids[i];
 	n = k;
+	int keep = keep_proc_files(f, n > f->n ? n : f->n);
 	/* Gone from the list: dropped; new in it: opened after the others,
 	 * so that every process is asked at once and refreshed in one pass. */
 	for (int i = f->n; i-- > 0;) {
@@ -275,6 +294,7 @@ void fleet_update(struct fleet *f)
 		p->s.lean = 1;
 		p->pid = pids[j];
 		p->s.symbol_wait_s = 0;
+		p->s.keep_proc = keep;
 		f->p[f->n++] = p;
 	}
 	ask_all(f);
