@@ -41,11 +41,14 @@ static uint64_t now_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+unsigned long long shm_reads;
+
 /* Read exactly len bytes at off, or fail: a short read means the file
  * shrank under us. */
 int shm_read_at(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
+	shm_reads++;
 	while (done < len) {
 		ssize_t n = pread(fd, (char *)buf + done, len - done,
 				  (off_t)(off + done));
@@ -206,6 +209,17 @@ int shm_reader_open_fd(struct shm_reader *r, int fd, pid_t pid, uid_t uid,
 	int fl = fcntl(fd, F_GETFL);
 	r->writable = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
 	r->may_ask = r->writable;
+	/* Checked against the file's size; a hostile header that moves them
+	 * later moves nothing here: a front read holds the bytes it read. */
+	const struct ym_section *c = &h.sections[YM_SEC_CONTROL];
+	const struct ym_section *t = &h.sections[YM_SEC_THREADS];
+	if (c->offset + sizeof(struct ym_control) <= SHM_FRONT_MAX)
+		r->front_ctl_end = c->offset + sizeof(struct ym_control);
+	if (t->offset < SHM_FRONT_MAX && t->stride <= SHM_FRONT_MAX) {
+		r->front_thr_off = t->offset;
+		r->front_thr_stride = t->stride;
+	}
+	r->front_threads = h.threads_used;
 	return 0;
 }
 
@@ -283,6 +297,75 @@ static int copy_section_at(struct shm_reader *r, uint64_t off, uint64_t count,
 		compact(buf, count, stride, size);
 	*out = buf;
 	return 0;
+}
+
+/* The front of the segment (struct shm_reader) in one read: a new
+ * buffer in *out and its length (at least the header's), or -errno. */
+static ssize_t read_front(struct shm_reader *r, uint8_t **out)
+{
+	uint64_t want = sizeof(struct ym_header);
+	if (r->front_ctl_end > want)
+		want = r->front_ctl_end;
+	if (r->front_thr_stride && r->front_threads <= SHM_FRONT_MAX) {
+		uint64_t end = r->front_thr_off + r->front_threads * r->front_thr_stride;
+		if (end > want && end <= SHM_FRONT_MAX)
+			want = end;
+	}
+	if (want > r->size)
+		want = r->size;   /* >= the header's size: checked at open */
+	*out = malloc(want);
+	if (!*out)
+		return -ENOMEM;
+	int rc = shm_read_at(r->fd, *out, want, 0);
+	if (rc < 0) {
+		free(*out);
+		*out = NULL;
+		return rc;
+	}
+	return (ssize_t)want;
+}
+
+/* The segment's bytes [off, off + n) in a front read of len bytes, or
+ * NULL when it did not reach them. */
+static const uint8_t *in_front(const uint8_t *front, size_t len, uint64_t off,
+			       uint64_t n)
+{
+	return off <= len && n <= len - off ? front + off : NULL;
+}
+
+/* count records of stride bytes at src (a front read) into a new buffer,
+ * as copy_section_at does from the segment. */
+static int dup_records(const uint8_t *src, uint64_t count, uint32_t stride,
+		       size_t size, void **out)
+{
+	size_t bytes = (size_t)count * stride;
+	*out = NULL;
+	if (bytes == 0)
+		return 0;
+	void *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, src, bytes);
+	if (size)
+		compact(buf, count, stride, size);
+	*out = buf;
+	return 0;
+}
+
+/* The thread slots in use (h->threads_used, checked) from the front read,
+ * or from the segment where the front did not reach them. */
+static int copy_threads(struct shm_reader *r, const struct ym_header *h,
+			const uint8_t *front, size_t len, void **out)
+{
+	const struct ym_section *sec = &h->sections[YM_SEC_THREADS];
+	const uint8_t *p = in_front(front, len, sec->offset,
+				    h->threads_used * sec->stride);
+	r->front_threads = h->threads_used;
+	if (p)
+		return dup_records(p, h->threads_used, sec->stride,
+				   sizeof(struct ym_thread), out);
+	return copy_section_at(r, sec->offset, h->threads_used, sec->stride,
+			       sizeof(struct ym_thread), out);
 }
 
 /* Copy count records of section sec; with size non-zero, compacted to
@@ -698,6 +781,29 @@ static int read_again(struct shm_reader *r, void *word, size_t n, size_t off)
 	return shm_read_at(r->fd, word, n, off);
 }
 
+/* A stable copy of the allocator's statistics in h: kept when of known
+ * kind, with the bits and reason known here (else none: allocator
+ * YM_HEAP_NONE, present 0). */
+static int heap_keep(struct ym_header *h)
+{
+	struct ym_heapstats *hs = &h->heap;
+	if (hs->allocator > YM_HEAP_TCMALLOC) {
+		memset(hs, 0, sizeof *hs);
+		return 0;
+	}
+	hs->present &= YM_HEAP_IN_USE | YM_HEAP_FREE | YM_HEAP_MAPPED |
+		YM_HEAP_ARENAS | YM_HEAP_ACTIVE | YM_HEAP_RESIDENT | YM_HEAP_RETAINED |
+		(ym_abi_has_heap_calls(h->abi_version) ? YM_HEAP_CALLS : 0);
+	if (hs->allocator == YM_HEAP_NONE)
+		hs->present = 0;
+	/* v8: why there are none; not known from a v7 writer, or a reason
+	 * this reader does not know. */
+	if (!ym_abi_has_heap_reason(h->abi_version) || hs->allocator != YM_HEAP_NONE ||
+	    hs->none_why > YM_HEAP_WHY_OTHER)
+		hs->none_why = YM_HEAP_WHY_UNKNOWN;
+	return 0;
+}
+
 /* The allocator's statistics (segment.h, struct ym_heapstats): the
  * header copy holds them, possibly torn; copy them again in the seqcount
  * loop over heap.seq, and keep only a stable copy of known kind (else
@@ -714,22 +820,8 @@ static int read_heap(struct shm_reader *r, struct ym_header *h)
 		rc = read_again(r, &seq2, sizeof seq2, off);
 		if (rc < 0)
 			return rc;
-		if (ym_seq_stable(hs->seq, seq2)) {
-			if (hs->allocator > YM_HEAP_TCMALLOC)
-				break;
-			hs->present &= YM_HEAP_IN_USE | YM_HEAP_FREE |
-				YM_HEAP_MAPPED | YM_HEAP_ARENAS | YM_HEAP_ACTIVE |
-				YM_HEAP_RESIDENT | YM_HEAP_RETAINED |
-				(ym_abi_has_heap_calls(h->abi_version) ? YM_HEAP_CALLS : 0);
-			if (hs->allocator == YM_HEAP_NONE)
-				hs->present = 0;
-			/* v8: why there are none; not known from a v7
-			 * writer, or a reason this reader does not know. */
-			if (!ym_abi_has_heap_reason(h->abi_version) || hs->allocator != YM_HEAP_NONE ||
-			    hs->none_why > YM_HEAP_WHY_OTHER)
-				hs->none_why = YM_HEAP_WHY_UNKNOWN;
-			return 0;
-		}
+		if (ym_seq_stable(hs->seq, seq2))
+			return heap_keep(h);
 	}
 	memset(hs, 0, sizeof *hs);
 	return 0;
@@ -841,18 +933,21 @@ int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
 
 int shm_calls_read(struct shm_reader *r, uint64_t *calls)
 {
-	struct ym_header h;
 	*calls = 0;
-	int rc = shm_header_read(r, &h, NULL, 0);
-	if (rc < 0)
-		return rc;
+	if (r->fd < 0)
+		return -EBADF;
+	uint8_t *front;
+	ssize_t len = read_front(r, &front);
+	if (len < 0)
+		return (int)len;
+	struct ym_header h;
+	memcpy(&h, front, sizeof h);
 	ym_seq_fence();
-	const struct ym_section *sec = &h.sections[YM_SEC_THREADS];
-	size_t bytes = (size_t)h.threads_used * sec->stride;   /* checked */
-	uint8_t *buf = bytes ? malloc(bytes) : NULL;
-	if (bytes && !buf)
-		return -ENOMEM;
-	rc = bytes ? shm_read_at(r->fd, buf, bytes, sec->offset) : 0;
+	int rc = shm_header_check(&h, r->size, NULL, 0);
+	struct ym_thread *t = NULL;
+	if (rc == 0)
+		rc = copy_threads(r, &h, front, (size_t)len, (void **)&t);
+	free(front);
 	uint32_t seq2 = 0;
 	if (rc == 0)
 		rc = read_again(r, &seq2, sizeof seq2,
@@ -860,12 +955,9 @@ int shm_calls_read(struct shm_reader *r, uint64_t *calls)
 	if (rc == 0 && !ym_seq_stable(h.retire_seq, seq2))
 		rc = -EAGAIN;
 	uint64_t sum = h.retired.alloc_objects + h.retired.free_objects;
-	for (uint64_t i = 0; rc == 0 && i < h.threads_used; i++) {
-		const struct ym_totals *t = (const struct ym_totals *)(void *)
-			(buf + i * sec->stride);
-		sum += t->alloc_objects + t->free_objects;
-	}
-	free(buf);
+	for (uint64_t i = 0; rc == 0 && i < h.threads_used; i++)
+		sum += t[i].t.alloc_objects + t[i].t.free_objects;
+	free(t);
 	if (rc == 0)
 		*calls = sum;
 	return rc;
@@ -891,47 +983,76 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 	int rc = 0;
 	/* Header and thread slots together under retire_seq, so that a slot
 	 * folded into `retired` is counted exactly once: the seqcount loop
-	 * of segment.h, by reads (the header read holds the first one). */
+	 * of segment.h, by reads (the front read holds the first one, of
+	 * retire_seq and of heap.seq, with the header; the second look at
+	 * both is one read of the words between them). */
+	enum { AGAIN_FROM = __builtin_offsetof(struct ym_header, retire_seq),
+	       HEAP_SEQ = __builtin_offsetof(struct ym_header, heap) };
+	uint8_t again[HEAP_SEQ + sizeof(uint32_t) - AGAIN_FROM];
+	int ctl_read = 0;
 	for (int tries = 0;; tries++) {
-		rc = shm_read_at(r->fd, &s->hdr, sizeof s->hdr, 0);
-		if (rc < 0)
-			return fail(err, len, rc, "segment truncated while reading");
+		uint8_t *front;
+		ssize_t flen = read_front(r, &front);
+		if (flen < 0)
+			return fail(err, len, (int)flen, flen == -ENOMEM ?
+				    "out of memory copying the segment" :
+				    "segment truncated while reading");
+		memcpy(&s->hdr, front, sizeof s->hdr);
 		ym_seq_fence();
 		rc = shm_header_check(&s->hdr, r->size, err, len);
-		if (rc < 0)
+		if (rc == 0 && (uint32_t)r->nspid != s->hdr.pid)
+			rc = fail(err, len, -EPROTO, "segment pid changed");
+		if (rc < 0) {
+			free(front);
+			free(s->threads);
+			s->threads = NULL;
 			return rc;
-		if ((uint32_t)r->nspid != s->hdr.pid)
-			return fail(err, len, -EPROTO, "segment pid changed");
+		}
 		s->pid = r->pid;
 		s->seg_dev = r->dev;
 		s->seg_ino = r->ino;
 		free(s->threads);
 		s->nthreads = (uint32_t)s->hdr.threads_used;
-		rc = copy_section(r, &s->hdr, YM_SEC_THREADS, s->nthreads,
-				  sizeof(struct ym_thread), (void **)&s->threads);
+		rc = copy_threads(r, &s->hdr, front, (size_t)flen, (void **)&s->threads);
+		const uint8_t *c = in_front(front, (size_t)flen,
+					    s->hdr.sections[YM_SEC_CONTROL].offset,
+					    sizeof s->ctl);
+		if (c)
+			memcpy(&s->ctl, c, sizeof s->ctl);
+		ctl_read = c != NULL;
+		free(front);
+		if (rc < 0)
+			goto out;
+		rc = read_again(r, again, sizeof again, AGAIN_FROM);
 		if (rc < 0)
 			goto out;
 		uint32_t seq2;
-		rc = read_again(r, &seq2, sizeof seq2,
-				__builtin_offsetof(struct ym_header, retire_seq));
-		if (rc < 0)
-			goto out;
+		memcpy(&seq2, again, sizeof seq2);
 		if (ym_seq_stable(s->hdr.retire_seq, seq2) || tries >= 8)
 			break;
 	}
+	/* The allocator's statistics: the header's copy when heap.seq stayed
+	 * even and unchanged since it, else their own seqcount loop. */
+	uint32_t heap_seq2;
+	memcpy(&heap_seq2, again + (HEAP_SEQ - AGAIN_FROM), sizeof heap_seq2);
+	if (ym_abi_has_heapstats(s->hdr.abi_version) &&
+	    ym_seq_stable(s->hdr.heap.seq, heap_seq2))
+		rc = heap_keep(&s->hdr);
+	else
+		rc = read_heap(r, &s->hdr);
+	if (rc < 0)
+		goto out;
 	/* The stripes before the stacks: a stack's counters change before
 	 * the counted word that says so. */
 	rc = read_counted(r, s);
 	if (rc < 0)
 		goto out;
-	rc = read_heap(r, &s->hdr);
-	if (rc < 0)
-		goto out;
 	s->taken_mono_ns = now_ns(CLOCK_MONOTONIC);
 	s->taken_real_ns = now_ns(CLOCK_REALTIME);
 
-	rc = shm_read_at(r->fd, &s->ctl, sizeof s->ctl,
-		     s->hdr.sections[YM_SEC_CONTROL].offset);
+	if (!ctl_read)
+		rc = shm_read_at(r->fd, &s->ctl, sizeof s->ctl,
+				 s->hdr.sections[YM_SEC_CONTROL].offset);
 	if (rc < 0)
 		goto out;
 	s->nstacks = (uint32_t)s->hdr.stacks_used;

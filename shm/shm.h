@@ -121,7 +121,17 @@ struct shm_reader {
 	uint64_t size;
 	int      skip_live;     /* next snapshots leave the live table out */
 	int      skip_trend;    /* ... and the trend section (trend_skipped) */
+	/* The front of the segment in one read (shm_snapshot_take,
+	 * shm_calls_read): the header and, where the segment lays them out
+	 * within SHM_FRONT_MAX bytes of offset 0 (the agent puts them right
+	 * after the header), the control block and the thread slots.  Where
+	 * they were at open (every header read is checked against it) and
+	 * the slots in use at the last read; zeroes: the header alone. */
+	uint64_t front_ctl_end, front_thr_off;
+	uint32_t front_thr_stride;
+	uint64_t front_threads;
 };
+#define SHM_FRONT_MAX 65536u
 
 /* A validated copy of the segment at one moment.  Every count below is
  * bounded by the capacities checked against the file size; every record
@@ -275,6 +285,9 @@ void shm_snapshot_free(struct shm_snapshot *s);
 /* len bytes at off of fd (pread until done): 0, -ENODATA short, or a
  * negative errno. */
 int shm_read_at(int fd, void *buf, size_t len, uint64_t off);
+/* The reads shm_read_at made since the start (one a call, pread's
+ * retries within it not counted): a refresh's cost in system calls. */
+extern unsigned long long shm_reads;
 
 /* Validate a header copy against the file size it came from. */
 int shm_header_check(const struct ym_header *h, uint64_t file_size,

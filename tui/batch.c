@@ -13,6 +13,8 @@
 
 #include "batch.h"
 #include "cli.h"
+#include "fleet.h"
+#include "report/prometheus.h"
 #include "report/outfile.h"
 #include "report/report.h"
 #include "session.h"
@@ -149,6 +151,109 @@ static void wait_next(struct session *ss, double secs, int to_stdout)
 		if (clock_mono_s() - t0 < step)
 			return;
 	}
+}
+
+/* One exposition of f's processes to standard output or o->output
+ * (its %p and %e refused: they would name one process of several). */
+static void write_many(const struct options *o, struct fleet *f, unsigned counter)
+{
+	struct report_opts ro = { o->format, o->top, &o->rules, o->weight, o->sort };
+	struct prom_source *src = calloc((size_t)f->n + 1, sizeof *src);
+	if (!src)
+		cli_die(1, "out of memory");
+	for (int i = 0; i < f->n; i++) {
+		session_symbols(&f->p[i]->s, 1);
+		src[i].m = &f->p[i]->s.model;
+		src[i].s = f->p[i]->s.sym;
+	}
+	if (!o->output) {
+		errno = 0;
+		int rc = prometheus_write_many(stdout, src, (size_t)f->n, &ro);
+		fflush(stdout);
+		free(src);
+		if ((rc != 0 || ferror(stdout)) && (errno == EPIPE || stdout_gone())) {
+			fleet_free(f);
+			exit(0);
+		}
+		if (rc != 0 || ferror(stdout))
+			cli_die(1, "writing the report to standard output failed: %s",
+				strerror(errno));
+		return;
+	}
+	char path[4096], other[4096], err[512];
+	uint64_t now = (uint64_t)time(NULL);
+	if (outfile_expand(o->output, 1, "a", now, counter, path, sizeof path) != 0 ||
+	    outfile_expand(o->output, 2, "b", now, counter, other, sizeof other) != 0)
+		cli_die(2, "bad -o pattern '%s' (placeholders: %%t %%n %%%% with several -p)",
+			o->output);
+	if (strcmp(path, other))
+		cli_die(2, "-o '%s': %%p and %%e name one process, and several -p "
+			"write one report of them all (use %%t or %%n)", o->output);
+	struct outfile of;
+	if (outfile_begin_replace(&of, path, err, sizeof err) != 0)
+		cli_die(1, "%s", err);
+	if (prometheus_write_many(of.f, src, (size_t)f->n, &ro) != 0) {
+		int e = errno;
+		outfile_abort(&of);
+		cli_die(1, "writing %s failed: %s", path, strerror(e));
+	}
+	free(src);
+	if (outfile_commit(&of, err, sizeof err) != 0)
+		cli_die(1, "%s", err);
+	fprintf(stderr, "ymtop: wrote %s\n", path);
+}
+
+int batch_run_many(const struct options *o)
+{
+	static struct fleet f;
+	static struct ym_err e;
+	fleet_init(&f, 0);
+	double settle = 0;
+	uint64_t now = clock_mono_ns();
+	for (int i = 0; i < o->npids; i++) {
+		if (fleet_find(&f, o->pids[i]) >= 0)
+			continue;   /* the same -p twice */
+		if (fleet_add(&f, o, o->pids[i], &e) != 0)
+			cli_die_err(&e);
+		struct ym_header h;
+		struct session *s = &f.p[f.n - 1]->s;
+		double d = shm_header_read(&s->reader, &h, NULL, 0) == 0 ?
+			batch_settle(o, &h, now) : 0;
+		if (d > settle)
+			settle = d;
+	}
+	/* Just injected: a baseline now, the first report after the
+	 * settle time (as batch_run). */
+	if (settle > 0) {
+		fleet_update(&f);
+		double end = clock_mono_s() + settle;
+		while (!stop_asked && clock_mono_s() < end) {
+			struct timespec ts = { 0, 100000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	long limit = o->iterations < 0 ? 0 : o->iterations;
+	for (unsigned iter = 1;; iter++) {
+		fleet_update(&f);
+		if (!f.n)
+			break;   /* every process exited: nothing left to write */
+		write_many(o, &f, iter);
+		if ((limit && (long)iter >= limit) || !f.n || stop_asked)
+			break;
+		double end = clock_mono_s() + o->interval;
+		while (!stop_asked && clock_mono_s() < end) {
+			if (!o->output && stdout_gone()) {
+				fleet_free(&f);
+				exit(0);
+			}
+			struct timespec ts = { 0, 100000000 };
+			nanosleep(&ts, NULL);
+		}
+		if (stop_asked)
+			break;
+	}
+	fleet_free(&f);
+	return 0;
 }
 
 int batch_run(const struct options *o, pid_t pid)

@@ -20,6 +20,14 @@
  * exit status. */
 int batch_run(const struct options *o, pid_t pid);
 
+/* Several -p (o->pids, -f prometheus): attach to each as -p does
+ * (injecting the agent where it has none) and write every o->interval
+ * seconds, o->iterations times (0: until every process exited), one
+ * exposition of every process's series, labelled pid and exe as
+ * --serve's /metrics?per_pid=1 labels them.  A process that exited is
+ * left out of the later reports.  Returns the exit status. */
+int batch_run_many(const struct options *o);
+
 /* How long a report waits after an attach for its data: the first report
  * of a freshly injected agent is taken once the agent has run this many
  * seconds (-i when given, else BATCH_SETTLE_S), not at the attach, when it

@@ -63,7 +63,8 @@ static void help(void)
 "top for the heap of a running process.  The process runs the agent:\n"
 "  LD_PRELOAD=%s/libymagent.so ./app\n"
 "\n"
-"  -p, --pid PID          process to watch (default: the only one running the agent)\n"
+"  -p, --pid PID          process to watch (default: the only one running the agent);\n"
+"                         several with -b -f prometheus: one report of them all\n"
 "  -d, --delay SECS       screen refresh (default 1)\n"
 "  -b, --batch            write reports instead of the live screen\n"
 "  -i, --interval SECS    seconds between batch reports (default: the delay)\n"
@@ -221,9 +222,17 @@ void cli_parse(int argc, char **argv, struct options *o)
 	char err[256];
 	while ((c = getopt_long(argc, argv, ":p:d:bi:n:f:o:Vh", longs, NULL)) != -1) {
 		switch (c) {
-		case 'p':
-			o->pid = (pid_t)parse_long(optarg, 1, 4194304, "-p PID");
+		case 'p': {
+			pid_t pid = (pid_t)parse_long(optarg, 1, 4194304, "-p PID");
+			pid_t *v = realloc(o->pids, (size_t)(o->npids + 1) * sizeof *v);
+			if (!v)
+				cli_die(1, "out of memory");
+			v[o->npids++] = pid;
+			o->pids = v;
+			if (!o->pid)
+				o->pid = pid;
 			break;
+		}
 		case 'd':
 			o->delay = parse_secs(optarg, "-d");
 			break;
@@ -330,6 +339,11 @@ void cli_parse(int argc, char **argv, struct options *o)
 			    "(it never writes to a target; -f prometheus is /metrics)");
 	if (o->web_config && !o->serve)
 		usage_error("--web-config applies to --serve");
+	if (o->npids > 1 && (!o->batch || o->format != REPORT_PROMETHEUS ||
+			     o->children || o->on_change >= 0 || o->snap_on))
+		usage_error("several -p make one report of every process's series: "
+			    "-b -f prometheus only (no --children, --on-change or "
+			    "--snapshot-on); other reports take one -p");
 	if (o->children && (!o->pid || o->batch))
 		usage_error("--children needs -p PID, and the screen or --serve (not -b)");
 	if ((o->format == REPORT_PROMETHEUS || o->serve) && !top_set)
@@ -360,4 +374,7 @@ void cli_parse(int argc, char **argv, struct options *o)
 void cli_free(struct options *o)
 {
 	frames_rules_free(&o->rules);
+	free(o->pids);
+	o->pids = NULL;
+	o->npids = 0;
 }

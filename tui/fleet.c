@@ -141,15 +141,20 @@ static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
  * process that made no call since its figures (idle: it would not
  * answer, and they stand); if it makes one before its refresh, that
  * refresh asks and waits itself. */
-static void ask_all(struct fleet_proc **p, int n)
+static void ask_all(struct fleet *f)
 {
-	int pending = 0;
+	struct fleet_proc **p = f->p;
+	int n = f->n, pending = 0;
+	unsigned long long asking = 0;
 	for (int i = 0; i < n; i++) {
 		p[i]->s.heap_asked = 0;
 		p[i]->s.asked_ahead = !session_heap_still_current(&p[i]->s);
+		unsigned long long seg = shm_reads;
 		if (p[i]->s.asked_ahead)
 			pending += session_ask_heap(&p[i]->s);
+		asking += shm_reads - seg;
 	}
+	unsigned long long seg = shm_reads;
 	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
 	while (pending && clock_mono_s() < end && !stop_asked) {
 		struct timespec ts = { 0, 2000000 };
@@ -158,6 +163,7 @@ static void ask_all(struct fleet_proc **p, int n)
 		for (int i = 0; i < n; i++)
 			pending += p[i]->s.heap_asked && !session_heap_answered(&p[i]->s);
 	}
+	f->reads_asking += asking + shm_reads - seg;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -213,9 +219,27 @@ static void count_unstarted(struct fleet *f)
 		f->unstarted += !f->root || in_tree(f->root, f->pids[i]);
 }
 
+/* Whether n processes may each keep their stat and status open (two
+ * descriptors besides the segment's) under the open files limit, with
+ * the spare; when not, every kept one is closed at once, before any
+ * segment is opened. */
+static int keep_proc_files(struct fleet *f, int n)
+{
+	struct rlimit rl;
+	int keep = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		   (rl.rlim_cur == RLIM_INFINITY ||
+		    3 * (rlim_t)n + FLEET_FD_SPARE < rl.rlim_cur);
+	for (int i = 0; i < f->n; i++) {
+		f->p[i]->s.keep_proc = keep;
+		if (!keep)
+			proc_files_close(&f->p[i]->s.proc_files);
+	}
+	return keep;
+}
+
 void fleet_update(struct fleet *f)
 {
-	unsigned long long reads = proc_reads;
+	unsigned long long reads = proc_reads, seg = shm_reads;
 	count_unstarted(f);
 	int n = f->fixed ? 0 : list(f, 0);
 	f->reads_list += proc_reads - reads;
@@ -231,6 +255,7 @@ void fleet_update(struct fleet *f)
 		if (!f->root || in_tree(f->root, pids[i]))
 			pids[k++] = pids[i];
 	n = k;
+	int keep = keep_proc_files(f, n > f->n ? n : f->n);
 	/* Gone from the list: dropped; new in it: opened after the others,
 	 * so that every process is asked at once and refreshed in one pass. */
 	for (int i = f->n; i-- > 0;) {
@@ -269,9 +294,10 @@ void fleet_update(struct fleet *f)
 		p->s.lean = 1;
 		p->pid = pids[j];
 		p->s.symbol_wait_s = 0;
+		p->s.keep_proc = keep;
 		f->p[f->n++] = p;
 	}
-	ask_all(f->p, f->n);
+	ask_all(f);
 	/* Borrowed threads for idle processes: within FLEET_BORROW_S of each
 	 * update; the rest at the next (figures taken stay current). */
 	double until = clock_mono_s() + FLEET_BORROW_S;
@@ -279,6 +305,7 @@ void fleet_update(struct fleet *f)
 		if (!fresh(f, f->p[i], clock_mono_s() < until))
 			drop(f, i);
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
+	f->reads_segment += shm_reads - seg;
 }
 
 void fleet_free(struct fleet *f)

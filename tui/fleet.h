@@ -62,6 +62,11 @@ struct fleet {
 	/* Since the start: the /proc reads (proc_reads) of the processes'
 	 * refreshes, and of the listings that find them. */
 	unsigned long long reads_refresh, reads_list;
+	/* Since the start: the reads of the segments (shm_reads) by the
+	 * updates, and of those the ones that asked for the allocators'
+	 * statistics and waited for the answers (the rest: the listing and
+	 * the refreshes). */
+	unsigned long long reads_segment, reads_asking;
 };
 
 /* Empty: every agent process (root 0), or root and its descendants.  Also

@@ -60,6 +60,11 @@ int main(int argc, char **argv)
 		cli_free(&o);
 		return rc == 0 ? 0 : 1;
 	}
+	if (o.npids > 1) {
+		int rc = batch_run_many(&o);
+		cli_free(&o);
+		return rc;
+	}
 	pid_t pid = target_choose(o.pid, &e);
 	if (pid < 0)
 		cli_die_err(&e);

@@ -13,7 +13,11 @@
 #include "report/report.h"
 
 struct options {
-	pid_t    pid;
+	pid_t    pid;            /* -p: the first given */
+	/* Every -p given, in order (npids > 1 only with -b -f prometheus:
+	 * one exposition of every process's series, batch_run_many). */
+	pid_t   *pids;
+	int      npids;
 	double   delay;          /* -d: screen refresh, seconds */
 	double   interval;       /* -i: batch period (default: delay) */
 	int      interval_set;

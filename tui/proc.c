@@ -178,7 +178,46 @@ int proc_stat_parse(const char *buf, struct proc_stat *st)
 	return 0;
 }
 
-int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
+/* path through *fd, kept open for the next read (pread at 0 makes the
+ * file anew) when fd is not NULL: opened when closed, and opened again
+ * once when a read fails (a kept file of a process that is gone reads
+ * nothing; its pid may name another process by now, which the caller
+ * tells by the start time).  Else as read_small. */
+static ssize_t read_kept(const char *path, int *fd, char *buf, size_t len)
+{
+	if (!fd)
+		return read_small(path, buf, len);
+	proc_reads++;
+	for (int tries = 0; tries < 2; tries++) {
+		if (*fd < 0 && (*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return errno ? -errno : -EIO;
+		ssize_t n = pread(*fd, buf, len - 1, 0);
+		if (n > 0) {
+			buf[n] = '\0';
+			return n;
+		}
+		close(*fd);
+		*fd = -1;
+	}
+	return -ESRCH;
+}
+
+void proc_files_init(struct proc_files *pf)
+{
+	pf->pid = 0;
+	pf->stat_fd = pf->status_fd = -1;
+}
+
+void proc_files_close(struct proc_files *pf)
+{
+	if (pf->pid && pf->stat_fd >= 0)
+		close(pf->stat_fd);
+	if (pf->pid && pf->status_fd >= 0)
+		close(pf->status_fd);
+	proc_files_init(pf);
+}
+
+static int stat_read(pid_t pid, pid_t tid, struct proc_stat *st, int *fd)
 {
 	char path[96], buf[4096];
 	if (tid)
@@ -186,7 +225,7 @@ int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
 			 (long)pid, (long)tid);
 	else
 		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-	ssize_t n = read_small(path, buf, sizeof buf);
+	ssize_t n = read_kept(path, fd, buf, sizeof buf);
 	if (n < 0) {
 		memset(st, 0, sizeof *st);
 		st->exit_code = -1;
@@ -195,13 +234,23 @@ int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
 	return proc_stat_parse(buf, st);
 }
 
+int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
+{
+	return stat_read(pid, tid, st, NULL);
+}
+
 /* stat and status into o (pid set); the namespace fields from status
- * (NSpid), not the namespace's inode. */
-static int read_stat_status(pid_t pid, struct proc_info *o)
+ * (NSpid), not the namespace's inode.  Through pf's descriptors when pf
+ * is not NULL (proc_reread_kept). */
+static int read_stat_status(pid_t pid, struct proc_info *o, struct proc_files *pf)
 {
 	char path[64], buf[4096];
 	struct proc_stat st;
-	int rc = proc_stat_read(pid, 0, &st);
+	if (pf && pf->pid != pid) {
+		proc_files_close(pf);
+		pf->pid = pid;   /* from now on its descriptors are pf's */
+	}
+	int rc = stat_read(pid, 0, &st, pf ? &pf->stat_fd : NULL);
 	if (rc < 0)
 		return rc;
 	_Static_assert(sizeof o->comm == sizeof st.comm, "comm");
@@ -214,7 +263,7 @@ static int read_stat_status(pid_t pid, struct proc_info *o)
 	o->exit_code = st.exit_code;
 	o->tgid = o->nspid = pid;
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	if (read_small(path, buf, sizeof buf) > 0) {
+	if (read_kept(path, pf ? &pf->status_fd : NULL, buf, sizeof buf) > 0) {
 		const char *u = strstr(buf, "\nUid:");
 		if (u) {
 			const char *q = u + 5;
@@ -251,7 +300,7 @@ int proc_read(pid_t pid, struct proc_info *o)
 {
 	memset(o, 0, sizeof *o);
 	o->pid = pid;
-	int rc = read_stat_status(pid, o);
+	int rc = read_stat_status(pid, o, NULL);
 	if (rc == 0)
 		o->pidns = proc_pidns(pid);
 	return rc;
@@ -259,10 +308,15 @@ int proc_read(pid_t pid, struct proc_info *o)
 
 int proc_reread(struct proc_info *io)
 {
+	return proc_reread_kept(io, NULL);
+}
+
+int proc_reread_kept(struct proc_info *io, struct proc_files *pf)
+{
 	struct proc_info o;
 	memset(&o, 0, sizeof o);
 	o.pid = io->pid;
-	int rc = read_stat_status(io->pid, &o);
+	int rc = read_stat_status(io->pid, &o, pf);
 	if (rc != 0)
 		return rc;
 	o.pidns = o.start_ticks == io->start_ticks && io->pidns ? io->pidns

@@ -53,6 +53,20 @@ int proc_read(pid_t pid, struct proc_info *out);
  * or -errno. */
 int proc_reread(struct proc_info *io);
 
+/* A process's stat and status kept open between proc_reread_kept calls
+ * (the fleet's refreshes: an open, a read and a close each less a file):
+ * two descriptors, -1 when closed, of process pid; none at all while
+ * pid is 0 (zeroed memory holds no descriptor). */
+struct proc_files {
+	pid_t pid;
+	int   stat_fd, status_fd;
+};
+void proc_files_init(struct proc_files *pf);
+void proc_files_close(struct proc_files *pf);
+/* proc_reread through pf (opened on first use, or for another pid); pf
+ * NULL: as proc_reread. */
+int proc_reread_kept(struct proc_info *io, struct proc_files *pf);
+
 /* Files ymtop has opened or looked at under /proc (stat, status, maps,
  * cmdline, ns/pid...),
  * for the cost of a refresh (the server's ymtop_proc_reads_total). */

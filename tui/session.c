@@ -283,7 +283,10 @@ static int read_facts(struct session *s, const struct shm_snapshot *snap,
 	int have_proc, lean = s->lean && s->lean_proc.pid == pid;
 	if (lean) {
 		f->proc = s->lean_proc;
-		have_proc = proc_reread(&f->proc) == 0;
+		if (!s->keep_proc)
+			proc_files_close(&s->proc_files);
+		have_proc = proc_reread_kept(&f->proc, s->keep_proc ?
+					     &s->proc_files : NULL) == 0;
 	} else
 		have_proc = proc_read(pid, &f->proc) == 0;
 	enum proc_writer w = have_proc ? proc_writer_stat(&f->proc,
@@ -486,6 +489,7 @@ void session_wait(struct session *s, double secs)
 
 void session_close(struct session *s)
 {
+	proc_files_close(&s->proc_files);
 	resident_free(&s->resident);
 	model_free(&s->model);
 	sym_free(s->sym);

@@ -62,6 +62,10 @@ struct session {
 	 * last reads: */
 	int      lean;
 	struct proc_info lean_proc;  /* pid 0: none yet */
+	/* Lean, and keep_proc set (the fleet, while descriptors last): the
+	 * process's stat and status stay open between refreshes. */
+	int      keep_proc;
+	struct proc_files proc_files;
 	char     lean_name[64], name_comm[64];   /* the name, of that comm */
 	double   maps_at;
 	uint64_t maps_vsize;

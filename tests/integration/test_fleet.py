@@ -232,6 +232,55 @@ def test_kinds_apart_and_adding_up_read_by_promtool():
         t.finish()
 
 
+def test_prometheus_batch_of_several_pids():
+    """-b -f prometheus with several -p: one exposition with every
+    process's series, labelled pid and exe as --serve's ?per_pid=1 labels
+    them (two reports_prog and Debian's python3), read by promtool; the
+    same written to -o, whose %p and %e are refused (one file for all);
+    other formats take one -p."""
+    a, b = start(), start()
+    t = Target(["python3", "-c", PY_KINDS], env={"YM_SAMPLE_RATE": RATE})
+    try:
+        text = ymtop("-b", "-n", "1", "-p", a.pid, "-p", b.pid, "-p", t.pid,
+                     "-f", "prometheus").stdout
+        fams = parse(text)
+        ret = {int(l["pid"]): (l["exe"], v)
+               for l, v in fams["ymtop_process_retained_bytes"]}
+        assert set(ret) == {a.pid, b.pid, t.pid}, ret
+        assert ret[a.pid][0] == ret[b.pid][0] == "reports_prog", ret
+        assert ret[t.pid][0].startswith("python3"), ret
+        for p in (a, b):
+            within(ret[p.pid][1], FILL + PAGES, 0.15, "retained %d" % p.pid)
+            within(stack_value(fams, p.pid, "fill_blocks"), FILL, 0.15,
+                   "fill_blocks %d" % p.pid)
+        mapped = {int(l["pid"]): v for l, v in
+                  fams["ymtop_process_mmap_retained_bytes"]}
+        within(mapped[t.pid], 64 * MiB, 0.15, "python3's mmap")
+        for fam in ("ymtop_stack_retained_bytes", "ymtop_process_allocations_total"):
+            assert {int(l["pid"]) for l, _ in fams[fam]} == set(ret), fam
+        r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        with Dir() as d:
+            path = os.path.join(d, "fleet.prom")
+            ymtop("-b", "-n", "1", "-p", a.pid, "-p", b.pid, "-f", "prometheus",
+                  "-o", path)
+            pids = {l["pid"] for l, _ in
+                    parse(open(path).read())["ymtop_process_retained_bytes"]}
+            assert pids == {str(a.pid), str(b.pid)}, pids
+            r = ymtop("-b", "-n", "1", "-p", a.pid, "-p", b.pid, "-f", "prometheus",
+                      "-o", os.path.join(d, "x-%p.prom"), check=False)
+            assert r.returncode == 2 and "%p and %e" in r.stderr, r
+            assert os.listdir(d) == ["fleet.prom"], os.listdir(d)
+        r = ymtop("-b", "-n", "1", "-p", a.pid, "-p", b.pid, "-f", "json",
+                  check=False)
+        assert r.returncode == 2 and "-b -f prometheus only" in r.stderr, r
+    finally:
+        t.finish()
+        a.finish()
+        b.finish()
+
+
 def test_node_exporter_textfile_serves_the_file():
     exe = shutil.which("prometheus-node-exporter")
     if not exe:
@@ -638,10 +687,14 @@ def test_serve_serves_300_processes():
 
 def test_serve_copies_only_what_changed():
     """A process whose segment did not change since the last scrape is not
-    copied again (ymtop_segment_snapshots_total{stacks="kept"}), and a
-    change of one process's figures between two scrapes is seen at the
-    second.  In pid and mount namespaces of their own: nobody else's
-    process is served."""
+    copied again (ymtop_segment_snapshots_total{stacks="kept"}) and its
+    refresh reads the segment at most 6 times
+    (ymtop_segment_reads_total{by="refresh"}: the front, with the header,
+    control block and thread slots; the second look at the sequence
+    words; the stripes; the alarms' second look; the modules; whether its
+    allocator answered), and a change of one process's figures between
+    two scrapes is seen at the second.  In pid and mount namespaces of
+    their own: nobody else's process is served."""
     if rerun_isolated(__file__, "test_serve_copies_only_what_changed",
                       pid_ns=True, timeout=600):
         return
@@ -657,6 +710,8 @@ def test_serve_copies_only_what_changed():
                    fams["ymtop_process_retained_bytes"]}
             snaps = {l["stacks"]: v for l, v in
                      fams["ymtop_segment_snapshots_total"]}
+            reads = {l["by"]: v for l, v in fams["ymtop_segment_reads_total"]}
+            snaps["reads"] = reads["refresh"]
             return ret, snaps
         held = 2 * 1000 + 2 * 2000 + 2 * 3000   # fleet_of's blocks
         ret1, snaps1 = scrape()
@@ -666,6 +721,9 @@ def test_serve_copies_only_what_changed():
         assert ret2 == ret1, (ret1, ret2)
         assert snaps2["kept"] - snaps1["kept"] == 2, (snaps1, snaps2)
         assert snaps2["copied"] == snaps1["copied"], (snaps1, snaps2)
+        # 10 a process when the header, thread slots, control block and
+        # allocator's statistics had reads of their own.
+        assert snaps2["reads"] - snaps1["reads"] <= 2 * 6, (snaps1, snaps2)
         a, b = procs
         a.stdin.write("free\n")
         a.stdin.flush()

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fleet.h"
@@ -118,6 +119,61 @@ static void this_process_and_thread_read_for_real(void **state)
 	assert_int_equal(fleet_ppid(0x7ffffff0), 0);
 }
 
+/* A process's stat and status kept open (the fleet's refreshes): a read
+ * through them is the file made anew (a child's RSS that grew), on the
+ * same descriptors; once the child is reaped they read nothing, the
+ * path is gone, and the read says so with both closed. */
+static void kept_files_read_anew_and_follow_an_exit(void **state)
+{
+	(void)state;
+	int go[2], done[2];
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(done), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+		close(go[1]);   /* the parent's close is the child's EOF */
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		size_t n = 64u << 20;
+		char *p = malloc(n);
+		if (!p)
+			_exit(1);
+		memset(p, 1, n);
+		if (write(done[1], "x", 1) != 1 || read(go[0], &c, 1) < 0)
+			_exit(1);
+		_exit(p[n - 1] == 1 ? 0 : 1);
+	}
+	struct proc_files pf;
+	proc_files_init(&pf);
+	struct proc_info pi;
+	memset(&pi, 0, sizeof pi);
+	pi.pid = pid;
+	assert_int_equal(proc_reread_kept(&pi, &pf), 0);
+	int stat_fd = pf.stat_fd, status_fd = pf.status_fd;
+	assert_true(stat_fd >= 0 && status_fd >= 0);
+	uint64_t rss = pi.rss_bytes, anon = pi.mem.rss_anon;
+	char c;
+	assert_int_equal(write(go[1], "x", 1), 1);
+	assert_int_equal(read(done[0], &c, 1), 1);
+	assert_int_equal(proc_reread_kept(&pi, &pf), 0);
+	assert_int_equal(pf.stat_fd, stat_fd);
+	assert_int_equal(pf.status_fd, status_fd);
+	assert_true(pi.rss_bytes >= rss + (60u << 20));
+	assert_true(pi.mem.rss_anon >= anon + (60u << 10));   /* kB */
+	close(go[1]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	assert_int_equal(proc_reread_kept(&pi, &pf), -ENOENT);
+	assert_int_equal(pf.stat_fd, -1);
+	proc_files_close(&pf);
+	close(go[0]);
+	close(done[0]);
+	close(done[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -126,6 +182,7 @@ int main(void)
 		cmocka_unit_test(missing_fields_read_as_unknown),
 		cmocka_unit_test(a_long_comm_is_cut_to_fit),
 		cmocka_unit_test(this_process_and_thread_read_for_real),
+		cmocka_unit_test(kept_files_read_anew_and_follow_an_exit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

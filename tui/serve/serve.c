@@ -170,6 +170,14 @@ static enum MHD_Result metrics(struct server *sv, struct MHD_Connection *c)
 		"ymtop_proc_reads_total{by=\"refresh\"} %llu\n"
 		"ymtop_proc_reads_total{by=\"listing\"} %llu\n",
 		sv->f.reads_refresh, sv->f.reads_list);
+	fprintf(b.f, "# HELP ymtop_segment_reads_total Reads ymtop made of the "
+		"served processes' segments (header, thread slots, stripes, "
+		"records...): to list and refresh them, and to ask for their "
+		"allocators' statistics and wait for the answers.\n"
+		"# TYPE ymtop_segment_reads_total counter\n"
+		"ymtop_segment_reads_total{by=\"refresh\"} %llu\n"
+		"ymtop_segment_reads_total{by=\"asking\"} %llu\n",
+		sv->f.reads_segment - sv->f.reads_asking, sv->f.reads_asking);
 	if (body_close(&b, ok) != 0)
 		return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	return respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
