@@ -463,7 +463,7 @@ stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_SRC     := tests/fuzz/fuzz_segment.c tui/model/model.c tui/model/shortlived.c \
-                tui/model/trend.c shm/layout.c shm/reader.c
+                tui/model/trend.c tui/fmt.c shm/layout.c shm/reader.c
 FUZZ_BIN     := $(B)/fuzz/fuzz_segment
 FUZZ_SEEDS   := $(B)/fuzz/seeds
 FUZZ_RUN      = mkdir -p $(B)/fuzz/corpus && $(FUZZ_BIN) -max_len=131072 \
@@ -475,7 +475,7 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard shm/*.h tui/model/model.h tui/model/trend.h 
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -Iinclude -Ishm -Itui $(STD) -O1 -g $(WARN) \
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  -o $@ $(FUZZ_SRC) -lm
+	  -o $@ $(FUZZ_SRC) -lbsd -lm
 
 $(FUZZ_SEEDS)/.done: tests/fuzz/make_seeds.sh $(B)/libymagent.so $(ABI_NEWER) $(B)/progs/workload $(B)/progs/libplugin.so
 	rm -rf $(FUZZ_SEEDS)
