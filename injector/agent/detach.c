@@ -103,7 +103,7 @@ EXPORT void *ymagent_unload_handle(void)
 	struct agent_object self;
 	if (!__atomic_load_n(&detached, __ATOMIC_ACQUIRE) ||
 	    detach_state() != YM_DETACH_UNLOADABLE ||
-	    agent_find_object((const void *)ymagent_detach, &self) != 0)
+	    agent_find_object((const void *)&detached, &self) != 0)
 		return NULL;
 	return (void *)self.link_map;
 }

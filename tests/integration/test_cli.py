@@ -90,20 +90,32 @@ def test_process_without_agent_and_no_agent_file_exit_1():
 
 
 def fake_segment(data):
-    """A live process without the agent, and a segment file for its pid."""
-    p = subprocess.Popen(["sleep", "30"])
+    """A live process without the agent that maps a segment file for its
+    pid holding data (a file it does not map is stale: ymtop -p removes it
+    and loads the agent, test_leftovers.py)."""
+    code = ("import mmap, sys\n"
+            "f = open(sys.stdin.readline().strip(), 'r+b')\n"
+            "m = mmap.mmap(f.fileno(), 0)\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
     path = seg_path(p.pid)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, data)
     os.close(fd)
+    p.stdin.write(path + "\n")
+    p.stdin.flush()
+    assert p.stdout.readline().strip() == "ready"
     return p, path
 
 
 def test_garbage_segment_exit_1():
-    for data in (b"", b"garbage" * 1000, os.urandom(1 << 16)):
+    for data in (b"garbage" * 1000, os.urandom(1 << 16)):
         p, path = fake_segment(data)
         try:
             one_line_error(ymtop("-b", "-p", p.pid, check=False), 1)
+            assert os.path.exists(path), "a segment its process maps was removed"
         finally:
             os.unlink(path)
             p.kill()
