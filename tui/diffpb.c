@@ -267,7 +267,8 @@ static int by_id(const void *a, const void *b)
 /* The entry of id in a table sorted by id (its first field), or NULL. */
 static void *find(void *v, size_t n, size_t sz, uint64_t id)
 {
-	return id ? bsearch(&id, v, n, sz, by_id) : NULL;
+	/* bsearch and qsort take no NULL table, even empty. */
+	return id && n ? bsearch(&id, v, n, sz, by_id) : NULL;
 }
 
 /* String i, or NULL when out of range. */
@@ -617,9 +618,12 @@ int diffpb_read(const unsigned char *buf, size_t len, json_t **root,
 		fail(&b, "not a profile.proto (its string table does not start with \"\")");
 		goto out;
 	}
-	qsort(b.maps, b.nmaps, sizeof *b.maps, by_id);
-	qsort(b.funcs, b.nfuncs, sizeof *b.funcs, by_id);
-	qsort(b.locs, b.nlocs, sizeof *b.locs, by_id);
+	if (b.nmaps)
+		qsort(b.maps, b.nmaps, sizeof *b.maps, by_id);
+	if (b.nfuncs)
+		qsort(b.funcs, b.nfuncs, sizeof *b.funcs, by_id);
+	if (b.nlocs)
+		qsort(b.locs, b.nlocs, sizeof *b.locs, by_id);
 	regexes(&b);
 	r = json_object();
 	json_t *stacks = json_array();
