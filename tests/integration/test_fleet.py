@@ -468,7 +468,12 @@ def raw(port, data, src="127.0.0.1", timeout=10):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
                                  source_address=(src, 0))
     try:
-        s.sendall(data)
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The server answered and closed before reading everything
+            # (a 413 or 431 to an oversized request): read its answer.
+            pass
         out = b""
         while True:
             try:
