@@ -232,43 +232,27 @@ static int in_rw(const struct obj *o, uintptr_t a)
 	return 0;
 }
 
+struct writable_q {
+	uintptr_t a;
+	int w;
+};
+
+static int writable_line(const struct os_maps_line *l, void *arg)
+{
+	struct writable_q *q = arg;
+	if (q->a < l->start || q->a >= l->end)
+		return 0;
+	q->w = l->perms[1] == 'w';
+	return 1;
+}
+
 /* The mapping that holds a is writable now, by /proc/self/maps: a
  * program may have made its own data read-only (mprotect), which the
  * segment's flags do not say.  0 when it cannot tell. */
 static int writable_now(uintptr_t a)
 {
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	char buf[4096];
-	size_t have = 0;
-	int found = -1;
-	for (;;) {
-		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = '\0';
-		char *line = buf, *nl;
-		while (found < 0 && (nl = strchr(line, '\n')) != NULL) {
-			/* "lo-hi perms ...", addresses in hex */
-			char *e;
-			unsigned long lo = strtoul(line, &e, 16), hi = 0;
-			if (*e == '-')
-				hi = strtoul(e + 1, &e, 16);
-			if (*e == ' ' && a >= lo && a < hi)
-				found = e[2] == 'w';
-			line = nl + 1;
-		}
-		if (found >= 0)
-			break;
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
-		if (have == sizeof buf - 1)
-			break;   /* a line longer than the buffer: give up */
-	}
-	close(fd);
-	return found == 1;
+	struct writable_q q = { a, 0 };
+	return os_maps_walk(writable_line, &q) == 1 && q.w;
 }
 
 /* One aligned 8-byte store, through a writable mapping.  A word that

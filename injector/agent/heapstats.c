@@ -16,6 +16,7 @@
 
 #include "heapstats.h"
 #include "next.h"
+#include "os.h"
 #include "segstate.h"
 #include "symbols.h"
 
@@ -218,20 +219,6 @@ static uint32_t take_tcmalloc(struct ym_heapstats *h)
 	return got;
 }
 
-/* A hexadecimal number at *s, which moves past it. */
-static uint64_t hex(const char **s)
-{
-	uint64_t v = 0;
-	for (;; (*s)++) {
-		char c = **s;
-		int d = c >= '0' && c <= '9' ? c - '0' :
-			c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-		if (d < 0 || v >> 60)
-			return v;
-		v = v << 4 | (uint64_t)d;
-	}
-}
-
 /* glibc's heap of another arena than the main one: HEAP_MAX_SIZE-aligned
  * (64 MiB on 64-bit), starting with its heap_info {ar_ptr, prev, size,
  * mprotect_size, pagesize, pad}: 48 bytes; an arena's first heap has prev
@@ -240,18 +227,15 @@ static uint64_t hex(const char **s)
 #define GLIBC_HEAP_ALIGN (64ULL << 20)
 #define GLIBC_HEAP_INFO  48u
 
-/* perms: the rest of a maps line after the range ("rw-p 00000000 00:00 0
- * ..."): only private anonymous memory is read (a file mapping could
- * fault past its file's end).  1: an arena's first heap; 0: not one;
- * -1: we cannot tell (process_vm_readv refused, e.g. by seccomp). */
-static int arena_heap(uint64_t start, uint64_t end, const char *perms)
+/* 1: an arena's first heap; 0: not one; -1: we cannot tell
+ * (process_vm_readv refused, e.g. by seccomp).  Only private anonymous
+ * memory is read (a file mapping could fault past its file's end). */
+static int arena_heap(const struct os_maps_line *l)
 {
-	if (start % GLIBC_HEAP_ALIGN || end - start < 4096 ||
-	    strncmp(perms, "rw-p ", 5) != 0)
-		return 0;
-	const char *q = perms + 5;
-	if (hex(&q) != 0 || strncmp(q, " 00:00 0", 8) != 0 ||
-	    (q[8] != ' ' && q[8] != '\0'))
+	uint64_t start = l->start;
+	if (start % GLIBC_HEAP_ALIGN || l->end < start || l->end - start < 4096 ||
+	    strcmp(l->perms, "rw-p") != 0 || l->offset != 0 ||
+	    l->dev_major != 0 || l->dev_minor != 0 || l->inode != 0)
 		return 0;
 	/* Another thread may unmap this heap between our read of the maps
 	 * and this look (glibc's heap_trim does, for the heaps of other
@@ -265,47 +249,22 @@ static int arena_heap(uint64_t start, uint64_t end, const char *perms)
 	return w[0] == start + GLIBC_HEAP_INFO && w[1] == 0;
 }
 
+static int arena_line(const struct os_maps_line *l, void *arg)
+{
+	int a = arena_heap(l);
+	if (a < 0)
+		return -2;   /* unknown, never a short count */
+	*(uint64_t *)arg += (uint64_t)a;
+	return 0;
+}
+
 /* The main arena and one for each first heap of another (mallinfo2 sums
- * them all; malloc_info, which lists them, allocates): /proc/self/maps,
- * read into a buffer on the stack.  0 when it cannot be read. */
+ * them all; malloc_info, which lists them, allocates): /proc/self/maps.
+ * 0 when it cannot be read. */
 static uint64_t glibc_arenas(void)
 {
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	char buf[4096];
-	size_t have = 0;
 	uint64_t n = 1;
-	ssize_t got;
-	while ((got = read(fd, buf + have, sizeof buf - 1 - have)) > 0) {
-		have += (size_t)got;
-		buf[have] = '\0';
-		char *line = buf, *nl;
-		while ((nl = memchr(line, '\n', (size_t)(buf + have - line))) != NULL) {
-			const char *p = line;
-			uint64_t start = hex(&p), end = 0;
-			if (*p == '-') {
-				p++;
-				end = hex(&p);
-			}
-			*nl = '\0';
-			if (*p == ' ' && end > start) {
-				int a = arena_heap(start, end, p + 1);
-				if (a < 0) {
-					close(fd);
-					return 0;   /* unknown, never a short count */
-				}
-				n += (uint64_t)a;
-			}
-			line = nl + 1;
-		}
-		have = (size_t)(buf + have - line);
-		memmove(buf, line, have);
-		if (have == sizeof buf - 1)   /* a line longer than the buffer */
-			have = 0;
-	}
-	close(fd);
-	return n;
+	return os_maps_walk(arena_line, &n) == 0 ? n : 0;
 }
 
 static uint32_t take_glibc(struct ym_heapstats *h)

@@ -39,44 +39,20 @@ static uint8_t *code;
 static struct tramp_data *data;
 static int refused;
 
+static int page_line(const struct os_maps_line *l, void *arg)
+{
+	if (l->offset != 0 || !strstr(l->path, "/memfd:" TRAMP_NAME))
+		return 0;
+	*(uintptr_t *)arg = (uintptr_t)l->start;
+	return 1;
+}
+
 /* The page's base address from /proc/self/maps: the line naming the
  * memfd at file offset 0.  0 when none. */
 static uintptr_t find_page(void)
 {
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	char buf[4096];
-	size_t have = 0;
 	uintptr_t found = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = '\0';
-		char *line = buf, *nl;
-		while (!found && (nl = strchr(line, '\n')) != NULL) {
-			*nl = '\0';
-			/* "lo-hi perms offset dev inode path" */
-			char *e;
-			unsigned long lo = strtoul(line, &e, 16);
-			char *p = strstr(line, "/memfd:" TRAMP_NAME);
-			char *off = strchr(e, ' ');
-			off = off ? strchr(off + 1, ' ') : NULL;
-			if (p && off && strtoul(off + 1, NULL, 16) == 0)
-				found = lo;
-			line = nl + 1;
-		}
-		if (found)
-			break;
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
-		if (have == sizeof buf - 1)
-			break;   /* a line longer than the buffer: give up */
-	}
-	close(fd);
-	return found;
+	return os_maps_walk(page_line, &found) == 1 ? found : 0;
 }
 
 static void write_code(void)
