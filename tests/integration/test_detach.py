@@ -224,6 +224,61 @@ def test_preloaded_goes_dormant():
         t.kill()
 
 
+INSIDE = os.path.join(BUILD, "progs", "inside")
+BLOCKCTOR = os.path.join(BUILD, "progs", "libblockctor.so")
+
+
+class Inside(Target):
+    """tests/progs/inside.c, started without the agent."""
+
+    def __init__(self):
+        super().__init__([INSIDE], env=RATE, preload=False)
+
+    def wait_segment(self, timeout=10):
+        pass
+
+    def say(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+
+def test_a_thread_inside_the_agent_leaves_it_dormant_then_unloaded():
+    """The unload rule's other branch, made certain: a thread of
+    tests/progs/inside.c dlopens a library whose constructor blocks, so
+    that it waits inside the agent's dlopen hook (its return address on
+    the thread's stack).  --detach restores every slot and removes the
+    segment but leaves the agent loaded and dormant, naming that thread;
+    the process allocates and frees correctly meanwhile; once the thread
+    has left, dlopen ends without patching anything again and a second
+    --detach unloads the agent."""
+    t = Inside()
+    try:
+        attach(t.pid)
+        line = t.say("block " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        tid = int(line[1])
+        first = detach(t.pid)
+        assert "agent detached" in first and "dormant: " in first, first
+        assert "thread %d " % tid in first, first
+        assert not os.path.exists(seg_path(t.pid)), "segment left"
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" in f.read(), "unloaded with a thread inside"
+        for _ in range(3):
+            assert t.say("alloc") == "alloc ok"
+        assert t.say("release") == "released"
+        second = detach(t.pid)
+        assert "agent detached and unloaded" in second, second
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read(), "agent mapped after unload"
+        t.p.stdin.write("alloc\nquit\n")
+        t.p.stdin.flush()
+        out, err = t.p.communicate(timeout=60)
+        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+
+
 def test_debian_bash_forking_is_detached():
     """The field trial's mistake: the agent injected into a shell.  bash
     forks and execs without pause (fork handlers, exec hooks) while it is
