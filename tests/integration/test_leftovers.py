@@ -13,6 +13,7 @@ from ymlib import (AGENT, BUILD, MiB, Plain, Skip, Target, attach, functions,
 
 EXECER = os.path.join(BUILD, "progs", "execer")
 WORKLOAD = os.path.join(BUILD, "progs", "workload")
+PYTHON3 = "/usr/bin/python3"
 
 # Commands as a shell runs them: fork and exec (ls, cat, true), a
 # command substitution, a pipeline, a subshell; and children that sample
@@ -272,6 +273,8 @@ def test_a_real_oom_kill_in_a_memory_cgroup():
             os.close(fd)
     except OSError as e:
         raise Skip("the kernel log is unreadable: %s" % e)
+    if not os.access(PYTHON3, os.X_OK):
+        raise Skip("%s is not installed" % PYTHON3)
     if rerun_isolated(__file__, "test_a_real_oom_kill_in_a_memory_cgroup"):
         return
     v1 = "/sys/fs/cgroup/memory"
@@ -295,7 +298,10 @@ def test_a_real_oom_kill_in_a_memory_cgroup():
                 "held = []\n"
                 "while True:\n"
                 "    held.append(bytearray(1 << 20))\n") % cg
-        p = subprocess.Popen([shutil.which("python3") or "python3", "-c", prog],
+        # Debian's interpreter by path: a python3 earlier in PATH may be a
+        # shim (pyenv: a shell script) whose shells and helpers would run
+        # under the agent and in the cgroup too.
+        p = subprocess.Popen([PYTHON3, "-c", prog],
                              env=dict(os.environ, LD_PRELOAD=AGENT, YM_SAMPLE_RATE="65536"),
                              stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "ready"
