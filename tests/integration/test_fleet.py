@@ -237,8 +237,11 @@ def test_prometheus_batch_of_several_pids():
     process's series, labelled pid and exe as --serve's ?per_pid=1 labels
     them (two reports_prog and Debian's python3), read by promtool; the
     same written to -o, whose %p and %e are refused (one file for all);
-    other formats take one -p."""
-    a, b = start(), start()
+    other formats take one -p.  The sampling state of each: the rate in
+    force and the one asked for, and the cost budget of the one that has
+    one (b)."""
+    a = start()
+    b = Target([PROG], env={"YM_SAMPLE_RATE": RATE, "YM_MAX_OVERHEAD": "50"})
     t = Target(["python3", "-c", PY_KINDS], env={"YM_SAMPLE_RATE": RATE})
     try:
         text = ymtop("-b", "-n", "1", "-p", a.pid, "-p", b.pid, "-p", t.pid,
@@ -256,8 +259,24 @@ def test_prometheus_batch_of_several_pids():
         mapped = {int(l["pid"]): v for l, v in
                   fams["ymtop_process_mmap_retained_bytes"]}
         within(mapped[t.pid], 64 * MiB, 0.15, "python3's mmap")
-        for fam in ("ymtop_stack_retained_bytes", "ymtop_process_allocations_total"):
+        for fam in ("ymtop_stack_retained_bytes", "ymtop_process_allocations_total",
+                    "ymtop_process_sample_rate_bytes",
+                    "ymtop_process_requested_sample_rate_bytes"):
             assert {int(l["pid"]) for l, _ in fams[fam]} == set(ret), fam
+        for fam in ("ymtop_process_sample_rate_bytes",
+                    "ymtop_process_requested_sample_rate_bytes",
+                    "ymtop_process_cost_budget_percent"):
+            assert "# HELP %s " % fam in text and "# TYPE %s gauge" % fam in text, fam
+        asked = {int(l["pid"]): v for l, v in
+                 fams["ymtop_process_requested_sample_rate_bytes"]}
+        assert set(asked.values()) == {float(RATE)}, asked
+        # A budget of 50 % leaves the rate as asked for at this load;
+        # whatever it did, the rate in force is never shorter.
+        for l, v in fams["ymtop_process_sample_rate_bytes"]:
+            assert v >= float(RATE), (l, v)
+        budget = {int(l["pid"]): v for l, v in
+                  fams["ymtop_process_cost_budget_percent"]}
+        assert budget == {b.pid: 50.0}, budget
         r = subprocess.run(["promtool", "check", "metrics"], input=text,
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, (r.stdout, r.stderr)
@@ -1044,20 +1063,30 @@ def test_serve_labels_the_cgroup():
 
 def test_serve_aggregate_read_by_promtool():
     """promtool check metrics passes the aggregate exposition (withheld
-    and "(unresolved)" series included)."""
+    and "(unresolved)" series included); the sampling gauges of two
+    processes with the same budget are one series each in the aggregate,
+    one a process per pid."""
     exe = shutil.which("promtool")
     if not exe:
         raise Skip("promtool is not installed")
     if rerun_isolated(__file__, "test_serve_aggregate_read_by_promtool",
                       pid_ns=True, timeout=600):
         return
-    a, b = start(), start()
+    env = {"YM_SAMPLE_RATE": RATE, "YM_MAX_OVERHEAD": "50"}
+    a, b = Target([PROG], env=env), Target([PROG], env=env)
     srv = Server()
     try:
         for path in ("/metrics", "/metrics?per_pid=1"):
             text = srv.get(path)[1].decode()
             fams = parse(text)
             assert "ymtop_stack_series_withheld" in fams, path
+            n = 1 if path == "/metrics" else 2
+            budget = [v for l, v in fams["ymtop_process_cost_budget_percent"]
+                      if l["exe"] == "reports_prog"]
+            assert budget == [50.0] * n, (path, budget)
+            asked = [v for l, v in fams["ymtop_process_requested_sample_rate_bytes"]
+                     if l["exe"] == "reports_prog"]
+            assert asked == [float(RATE)] * n, (path, asked)
             r = subprocess.run([exe, "check", "metrics"], input=text,
                                capture_output=True, text=True)
             # promtool lints (counter names, units) on stdout with code

@@ -333,7 +333,7 @@ static void stack_value(FILE *f, double v)
 
 enum pfield {
 	P_RETAINED, P_MMAP, P_INUSE, P_HEAP_AGE, P_RSS, P_ALLOC_BYTES, P_REQ_BYTES,
-	P_ALLOCS, P_ALARMS
+	P_ALLOCS, P_ALARMS, P_RATE, P_REQ_RATE, P_BUDGET
 };
 
 /* Units (man/ymtop.1, "Units"): retained and the stack series count
@@ -371,6 +371,17 @@ static const struct {
 		"Exact allocation calls since the agent started." },
 	[P_ALARMS] = { "ymtop_process_alarms_total", "counter",
 		"Allocations that raised an alarm (YM_ALARM_SIZE, failures)." },
+	[P_RATE] = { "ymtop_process_sample_rate_bytes", "gauge",
+		"Mean bytes between samples in force now (1: exact mode); a cost "
+		"budget may make it longer than the one asked for.  Aggregated: the "
+		"longest among the processes." },
+	[P_REQ_RATE] = { "ymtop_process_requested_sample_rate_bytes", "gauge",
+		"Mean bytes between samples asked for (YM_SAMPLE_RATE); absent when "
+		"the agent does not say (older than ABI 9).  Aggregated: the longest." },
+	[P_BUDGET] = { "ymtop_process_cost_budget_percent", "gauge",
+		"The agent's cost budget (YM_MAX_OVERHEAD, --max-overhead), percent of "
+		"the process's CPU time; absent without a budget or when the agent "
+		"does not say.  Aggregated: the largest, when every process has one." },
 };
 
 /* The value of a process field; 0 when the process has none (not
@@ -395,6 +406,17 @@ static int pvalue(const struct model *m, enum pfield k, double *v)
 	case P_REQ_BYTES: *v = (double)t->req_bytes; return 1;
 	case P_ALLOCS: *v = (double)t->alloc_objects; return 1;
 	case P_ALARMS: *v = (double)model_alarms_written(m); return 1;
+	case P_RATE: *v = (double)model_sampling(m).effective; return 1;
+	case P_REQ_RATE: {
+		struct model_sampling sm = model_sampling(m);
+		*v = (double)sm.requested;
+		return sm.known;
+	}
+	case P_BUDGET: {
+		struct model_sampling sm = model_sampling(m);
+		*v = sm.budget_percent;
+		return sm.known && sm.budget_percent > 0;
+	}
 	}
 	return 0;
 }
@@ -523,7 +545,11 @@ static int write_rows(FILE *f, const struct prom_source *src, struct row *rows,
 		/* A gauge some processes have and others not (in use from the
 		 * allocator's statistics, mmap with an older agent) would be a
 		 * part shown as the whole: absent unless every member has it. */
-		int every = k == P_MMAP || k == P_INUSE || k == P_HEAP_AGE;
+		int every = k == P_MMAP || k == P_INUSE || k == P_HEAP_AGE ||
+			    k == P_REQ_RATE || k == P_BUDGET;
+		/* Not additive: the heap's age, rates and budgets. */
+		int largest = k == P_HEAP_AGE || k == P_RATE || k == P_REQ_RATE ||
+			      k == P_BUDGET;
 		for (size_t r = 0; r < nrows; r++) {
 			double sum = 0, v;
 			int have = 0, missing = 0;
@@ -533,8 +559,7 @@ static int write_rows(FILE *f, const struct prom_source *src, struct row *rows,
 					continue;
 				}
 				have = 1;
-				/* The heap's age: the oldest member's. */
-				sum = k == P_HEAP_AGE ? (v > sum ? v : sum) : sum + v;
+				sum = largest ? (v > sum ? v : sum) : sum + v;
 			}
 			if (every && missing)
 				have = 0;
@@ -547,6 +572,8 @@ static int write_rows(FILE *f, const struct prom_source *src, struct row *rows,
 			fprintf(f, "%s{%s}", pfields[k].name, rows[r].labels);
 			if (k == P_HEAP_AGE)
 				fprintf(f, " %.3f\n", sum);
+			else if (k == P_BUDGET)
+				fprintf(f, " %g\n", sum);
 			else
 				value(f, sum);
 		}

@@ -22,6 +22,10 @@
  *     ymtop_process_allocated_bytes_total   counter (exact)
  *     ymtop_process_allocations_total       counter (exact)
  *     ymtop_process_alarms_total            counter
+ *     ymtop_process_sample_rate_bytes       gauge   (the rate in force;
+ *                                                    aggregated: the longest)
+ *     ymtop_process_requested_sample_rate_bytes gauge (asked for; ABI 9)
+ *     ymtop_process_cost_budget_percent     gauge   (only with a budget)
  *     ymtop_process_dropped_total           counter, label reason
  *                                           (stacks, live, busy, threads,
  *                                           modules)
@@ -38,7 +42,7 @@
  * their own series (o->top; <= 0: PROM_TOP_DEFAULT); the rest are summed
  * into one series per kind with function="(other)", location="".
  * Cardinality per label set is therefore at most N + 4 stack series per
- * family (with the "(unresolved)" ones, below) plus 15 process series
+ * family (with the "(unresolved)" ones, below) plus 18 process series
  * and the unseen gauges.  Per label set and kind the retained
  * stack series (each rounded down) add up to no more than the process
  * series (ymtop_process_retained_bytes for malloc,
