@@ -29,47 +29,62 @@ static void gap_mean_is_rate(void **state)
 	assert_true(min >= 1);
 }
 
+/* sample_weight(rate, size, usable) weighs w bytes (within dw) and fx
+ * objects (within dfx); 0: exactly. */
+struct weight_case {
+	uint64_t rate, size, usable;
+	double w, dw, fx, dfx;
+};
+
+static void expect_weights(const struct weight_case *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t w, fx;
+		sample_weight(c[i].rate, c[i].size, c[i].usable, &w, &fx);
+		if (fabs((double)w - c[i].w) > c[i].dw ||
+		    fabs((double)fx / YM_FX_ONE - c[i].fx) > c[i].dfx)
+			fail_msg("case %zu: rate %llu size %llu usable %llu: w %llu "
+				 "(want %.3f), fx %.6f (want %.6f)", i,
+				 (unsigned long long)c[i].rate,
+				 (unsigned long long)c[i].size,
+				 (unsigned long long)c[i].usable,
+				 (unsigned long long)w, c[i].w,
+				 (double)fx / YM_FX_ONE, c[i].fx);
+	}
+}
+
 static void exact_mode_always_due(void **state)
 {
 	(void)state;
 	uint64_t rng = sample_seed(2);
 	assert_true(sample_next_gap(&rng, 1) < 0);
-	uint64_t w, fx;
-	sample_weight(1, 1, 24, &w, &fx);
-	assert_int_equal(w, 1);
-	assert_int_equal(fx, YM_FX_ONE);
-	sample_weight(1, 12345, 12352, &w, &fx);
-	assert_int_equal(w, 12345);
-	assert_int_equal(fx, YM_FX_ONE);
+	/* Every block weighs its request and one object. */
+	const struct weight_case c[] = {
+		{ 1, 1, 24, 1, 0, 1, 0 },
+		{ 1, 12345, 12352, 12345, 0, 1, 0 },
+	};
+	expect_weights(c, sizeof c / sizeof *c);
 }
 
 static void weight_formula(void **state)
 {
 	(void)state;
-	uint64_t w, fx;
 	const uint64_t R = 65536;
-	/* Huge blocks are always sampled: weight = size. */
-	sample_weight(R, 64 * R, 64 * R, &w, &fx);
-	assert_int_equal(w, 64 * R);
-	assert_int_equal(fx, YM_FX_ONE);
-	/* s = R: p = 1 - 1/e. */
-	sample_weight(R, R, R, &w, &fx);
-	double p = 1 - exp(-1.0);
-	assert_true(fabs((double)w - R / p) < 1.0);
-	assert_true(fabs((double)fx / YM_FX_ONE - 1 / p) < 1e-4);
-	/* Tiny blocks: about R bytes and R/s objects per sample. */
-	sample_weight(R, 16, 16, &w, &fx);
-	assert_true(fabs((double)w - (R + 8)) < 2);
-	assert_true(fabs((double)fx / YM_FX_ONE - R / 16.0) < 1);
-	/* The probability is the charged usable size's, the bytes the
-	 * request's: s = R/2 in a block of R, p = 1 - 1/e. */
-	sample_weight(R, R / 2, R, &w, &fx);
-	assert_true(fabs((double)w - R / 2 / p) < 1.0);
-	assert_true(fabs((double)fx / YM_FX_ONE - 1 / p) < 1e-4);
-	/* A usable size of 0 was never charged: weighs its request. */
-	sample_weight(R, 0, 0, &w, &fx);
-	assert_int_equal(w, 0);
-	assert_int_equal(fx, YM_FX_ONE);
+	const double p = 1 - exp(-1.0);   /* s = R */
+	const struct weight_case c[] = {
+		/* Huge blocks are always sampled: weight = size. */
+		{ R, 64 * R, 64 * R, 64.0 * R, 0, 1, 0 },
+		/* s = R: p = 1 - 1/e. */
+		{ R, R, R, R / p, 1, 1 / p, 1e-4 },
+		/* Tiny blocks: about R bytes and R/s objects per sample. */
+		{ R, 16, 16, R + 8, 2, R / 16.0, 1 },
+		/* The probability is the charged usable size's, the bytes the
+		 * request's: s = R/2 in a block of R, p = 1 - 1/e. */
+		{ R, R / 2, R, R / 2 / p, 1, 1 / p, 1e-4 },
+		/* A usable size of 0 was never charged: weighs its request. */
+		{ R, 0, 0, 0, 0, 1, 0 },
+	};
+	expect_weights(c, sizeof c / sizeof *c);
 }
 
 /* The agent's countdown, simulated: the sum of weights estimates the true
