@@ -6,7 +6,8 @@ import os
 import subprocess
 import time
 
-from ymlib import BUILD, Target, attach, report, run_tests, seg_path, ymtop
+from ymlib import (BUILD, Plain, Target, attach, report, run_tests, seg_path,
+                   ymtop)
 
 CHURN = os.path.join(BUILD, "progs", "churn")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -228,14 +229,11 @@ INSIDE = os.path.join(BUILD, "progs", "inside")
 BLOCKCTOR = os.path.join(BUILD, "progs", "libblockctor.so")
 
 
-class Inside(Target):
+class Inside(Plain):
     """tests/progs/inside.c, started without the agent."""
 
     def __init__(self):
-        super().__init__([INSIDE], env=RATE, preload=False)
-
-    def wait_segment(self, timeout=10):
-        pass
+        super().__init__([INSIDE], env=RATE)
 
     def say(self, line):
         self.p.stdin.write(line + "\n")

@@ -3,19 +3,14 @@ from the process ymtop -p loaded it into; the status line says how; with
 --duration, q afterwards has nothing left to detach and exits 0."""
 import os
 
-from ymlib import BUILD, Target, run_tests, seg_path
-from test_screen import Screen, tmux
+from ymlib import BUILD, Plain, seg_path
+from test_screen import Screen, main
 
 CHURN = os.path.join(BUILD, "progs", "churn")
 
 
-class Plain(Target):
-    def wait_segment(self, timeout=10):
-        pass
-
-
 def test_x_asks_then_detaches():
-    t = Plain([CHURN, "2"], preload=False)
+    t = Plain([CHURN, "2"])
     s = Screen(t.pid, cols=160, extra="--duration 600")
     try:
         s.wait(r"rate 512 KiB", timeout=60)
@@ -39,8 +34,4 @@ def test_x_asks_then_detaches():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run_tests(dict(globals()))
-    finally:
-        tmux("kill-server", check=False)
-    raise SystemExit(rc)
+    raise SystemExit(main(globals()))

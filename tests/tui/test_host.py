@@ -12,8 +12,8 @@ import shutil
 import subprocess
 import tempfile
 
-from test_screen import Screen, tmux
-from ymlib import AGENT, BUILD, YMTOP, Skip, run_tests
+from test_screen import Screen, main, tmux
+from ymlib import AGENT, BUILD, YMTOP, Skip
 
 TUIPROG = os.path.join(BUILD, "progs", "tuiprog")
 PREFORK = os.path.join(BUILD, "progs", "prefork")
@@ -208,9 +208,4 @@ def test_list_counts_processes_that_have_sampled_nothing():
 
 
 if __name__ == "__main__":
-    rc = 1
-    try:
-        rc = run_tests(globals())
-    finally:
-        tmux("kill-server", check=False)
-    raise SystemExit(rc)
+    raise SystemExit(main(globals()))

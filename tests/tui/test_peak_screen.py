@@ -6,8 +6,8 @@ import os
 import re
 import sys
 
-from ymlib import BUILD, Target, run_tests
-from test_screen import Screen, rows_of, say, tmux
+from ymlib import BUILD, Target
+from test_screen import Screen, main, rows_of, say
 
 PROG = os.path.join(BUILD, "progs", "peaks")
 
@@ -101,8 +101,4 @@ def test_one_sample_peak_marked_and_ranked_below():
 
 
 if __name__ == "__main__":
-    try:
-        rc = run_tests(dict(globals()))
-    finally:
-        tmux("kill-server", check=False)
-    sys.exit(rc)
+    sys.exit(main(globals()))

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from ymlib import BUILD, YMTOP, Skip, Target, run_tests
+from ymlib import BUILD, YMTOP, Plain, Skip, Target, run_tests
 
 PROG = os.path.join(BUILD, "progs", "tuiprog")
 SOCK = "ymtop-test-%d" % os.getpid()
@@ -463,10 +463,7 @@ def test_injected_header_shows_the_heap_and_r_sets_rate():
     # Injected: the samples start at the attach; the allocator's own
     # statistics have what came before, beside RSS and the retained
     # estimate.  r asks for a rate.
-    class Plain(Target):
-        def wait_segment(self, timeout=10):
-            pass
-    t = Plain([PROG], env={"YM_SEED": "7"}, preload=False)
+    t = Plain([PROG], env={"YM_SEED": "7"})
     s = Screen(t.pid, cols=120)
     try:
         s.wait(r"RSS \S+ \S+ +retained~ \S+ \S+ +heap \d\S* \S+ \+free")
@@ -505,11 +502,7 @@ def test_injected_exact_counters_are_a_net_change_not_in_use():
     py = os.path.realpath("/usr/bin/python3")
     if not os.path.exists(py):
         raise Skip("no /usr/bin/python3 here")
-    class Plain(Target):
-        def wait_segment(self, timeout=10):
-            pass
-    t = Plain([py, "-c", PY_FREES_OLDER], env={"YM_SAMPLE_RATE": "1"},
-              preload=False)
+    t = Plain([py, "-c", PY_FREES_OLDER], env={"YM_SAMPLE_RATE": "1"})
     s = Screen(t.pid, cols=160)
     try:
         s.wait(r"rate exact")
@@ -697,9 +690,16 @@ def test_unseen_allocator_line_under_the_header():
         t.kill()
 
 
-if __name__ == "__main__":
+def main(tests):
+    """A terminal test file's run: its tests, then this socket's tmux
+    server stopped whatever happened; the exit status."""
+    rc = 1
     try:
-        rc = run_tests(dict(globals()))
+        rc = run_tests(dict(tests))
     finally:
         tmux("kill-server", check=False)
-    sys.exit(rc)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(globals()))
