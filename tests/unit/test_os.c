@@ -151,11 +151,14 @@ static void a_line_longer_than_the_buffer(void **state)
 	static char t[20000];
 	size_t n = 0;
 	n += (size_t)snprintf(t + n, sizeof t - n,
-			      "1000-2000 r--p 00000000 08:01 12 /first\n"
+			      "1000-2000 r--p 00000000 08:01 12 /first\n");
+	size_t second = n;
+	n += (size_t)snprintf(t + n, sizeof t - n,
 			      "3000-4000 rw-p 00001000 08:01 77 /");
-	while (n < 4090)
+	while (n < second + 4096)
 		t[n++] = 'd';
-	/* Past the buffer: what a naive reader would take for a line. */
+	/* Right after the buffer's worth of the line (4096 bytes): what a
+	 * reader that took the rest of the line for a new one would parse. */
 	n += (size_t)snprintf(t + n, sizeof t - n,
 			      "5000-6000 rw-p 00000000 00:00 0 /fake");
 	while (n < 9000)
