@@ -547,7 +547,8 @@ bench: bench-deps all
 	  $(B)/bench/spawnloop $(B)/bench/libempty.so $(B)/progs/allocs \
 	  $(B)/bench/resident_bench $(B)/bench/trendwrite $(B)/progs/trendprog
 	@tests/bench/run.sh $(B)
-	@YM_BUILD=$(B) python3 tests/bench/detach.py 7 5	@tests/bench/fastpath.sh $(B)
+	@YM_BUILD=$(B) python3 tests/bench/detach.py 7 5
+	@tests/bench/fastpath.sh $(B)
 	@tests/bench/exactcost.sh $(B)
 	@$(B)/bench/resident_bench
 	@tests/bench/spawncost.sh $(B)

@@ -92,14 +92,29 @@ int hooks_boot_lent(void)
 
 /* ---- Accounting: in the thread's own slot (threads.h) ---- */
 
+/* n is below the fast paths' threshold (heapstats.h), read once.  On
+ * x86-64 the compare reads the word itself (one instruction, where the
+ * relaxed load and a compare are two): an aligned 8-byte read is atomic
+ * there, as the relaxed load's plain mov is. */
+static inline int below_limit(size_t n)
+{
+	const uint64_t *lim = __atomic_load_n(&agent_fast_limit, __ATOMIC_RELAXED);
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	int below;
+	__asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(n), "m"(*lim));
+	return below;
+#else
+	return n < __atomic_load_n(lim, __ATOMIC_RELAXED);
+#endif
+}
+
 /* The thread's slot when this call may take the fast path, else NULL. */
 static inline struct ym_thread *fast_slot(const struct agent_tls *t, size_t n)
 {
 	struct ym_thread *s = thread_fast(t);
 	/* The giant threshold, in the control block: a reader lowers it to
 	 * ask for the allocator's statistics (heapstats.h). */
-	return likely(n < __atomic_load_n(agent_fast_limit, __ATOMIC_RELAXED)) ?
-		s : NULL;
+	return likely(below_limit(n)) ? s : NULL;
 }
 
 /* Charge the thread's byte countdown with c bytes: 1 when a sample is
@@ -234,9 +249,10 @@ static NOINLINE void *malloc_slow(struct agent_tls *t, size_t n)
 	return p;
 }
 
-/* Fast path: 13 instructions ending in a tail call to the real malloc
+/* Fast path: 12 instructions ending in a tail call to the real malloc
  * (no frame, nothing after the call), two tests: the TLS gate word and
- * the giant compare through agent_fast_limit (8), two counter adds (2),
+ * the giant compare through agent_fast_limit, which reads the control
+ * block's word in the compare (7), two counter adds (2),
  * the countdown (2), the jump (1).  The countdown is charged with the
  * request, known before the call, so that nothing is left to do after it
  * (sample.h; a usable size read after the call costs a frame and a call:
@@ -333,7 +349,7 @@ static NOINLINE void *calloc_slow(struct agent_tls *t, size_t a, size_t b,
 	return p;
 }
 
-/* Fast path: 16 instructions ending in a tail call: malloc's, with the
+/* Fast path: 15 instructions ending in a tail call: malloc's, with the
  * overflow-checked multiply.  A failed call under the giant threshold
  * stays counted when sampling (exact mode uncounts it). */
 EXPORT void *calloc(size_t a, size_t b)
@@ -422,7 +438,7 @@ static NOINLINE void *realloc_failed(struct ym_thread *s, size_t n)
 	return NULL;
 }
 
-/* Fast path: 64 instructions to ret, one call: the TLS gate word, one
+/* Fast path: 63 instructions to ret, one call: the TLS gate word, one
  * bit of the gate
  * (which is set for NULL, bootstrap blocks and possible samples, and
  * everywhere when filter_all: so the block is glibc's and not sampled,
