@@ -679,8 +679,8 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A scrape of /metrics by a Prometheus server (with its timeout header)
- * arrived (under mu): when the last SERVE_LEARN
+/* A scrape of /metrics by a Prometheus server (its User-Agent and its
+ * timeout header: other clients' requests are not periodic) arrived (under mu): when the last SERVE_LEARN
  * arrivals came at intervals within a fifth of their median (and that
  * median is SERVE_AHEAD_MIN_S or more), the next is expected one median
  * later; else none is. */
@@ -850,7 +850,10 @@ static enum MHD_Result wait_for(struct server *sv, struct MHD_Connection *c,
 		pthread_mutex_unlock(&sv->mu);
 		return text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "ymtop is stopping\n");
 	}
-	if (h && (kind == W_METRICS || kind == W_PER_PID))
+	const char *ua = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_USER_AGENT);
+	if (h && ua && !strncmp(ua, "Prometheus/", 11) &&
+	    (kind == W_METRICS || kind == W_PER_PID))
 		learn(sv, w->arrival);   /* a Prometheus server's scrape */
 	if (kind == W_PER_PID && !sv->want_per_pid) {
 		sv->want_per_pid = 1;
