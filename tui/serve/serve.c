@@ -503,6 +503,7 @@ static void answer_from(struct waiter *w, const struct pub *p, double now)
 static double dispatch(struct server *sv, double now)
 {
 	double next = 0;
+	int fresh = 0;
 	for (struct waiter *w = sv->waiting, *nx; w; w = nx) {
 		nx = w->next;
 		if (w->kind == W_HEAP) {
@@ -521,6 +522,7 @@ static double dispatch(struct server *sv, double now)
 			continue;
 		}
 		if (fresh_for(sv->cur, w->arrival) || now >= w->deadline) {
+			fresh += fresh_for(sv->cur, w->arrival);
 			answer_from(w, sv->cur, now);
 			resume(sv, w);
 			continue;
@@ -528,9 +530,9 @@ static double dispatch(struct server *sv, double now)
 		if (!next || w->deadline < next)
 			next = w->deadline;
 	}
-	/* Every request answered (by an update started ahead for it): none
-	 * is wanted until the next one */
-	if (!sv->waiting)
+	/* Every request answered by an update that started after it or
+	 * ahead for it: no other is wanted until the next request */
+	if (fresh && !sv->waiting)
 		sv->want_update = 0;
 	return next;
 }
@@ -736,10 +738,11 @@ static double parse_timeout(const char *s)
 }
 
 /* How long a request with timeout t may wait before its answer: a tenth
- * (half a second at least) before it, and never less than half of it. */
+ * (a second at least: a loaded host's scheduler, TLS) before it, and
+ * never less than half of it. */
 static double budget(double t)
 {
-	double margin = t / 10 > 0.5 ? t / 10 : 0.5;
+	double margin = t / 10 > 1.0 ? t / 10 : 1.0;
 	return t - margin > t / 2 ? t - margin : t / 2;
 }
 
@@ -859,9 +862,19 @@ static enum MHD_Result wait_for(struct server *sv, struct MHD_Connection *c,
 		sv->want_per_pid = 1;
 		sv->want_update = 1;
 	}
-	if (kind != W_HEAP && fresh_for(sv->cur, w->arrival) &&
+	/* When the update it needs (after the one under way, if any) would
+	 * end past its deadline by the last update's duration, the request
+	 * is answered at once from the last complete update, not at its
+	 * deadline with the same figures. */
+	double last = sv->last_duration;
+	double after = sv->updating && sv->upd_start + last > w->arrival ?
+		       sv->upd_start + last : w->arrival;
+	int late = sv->seq && after + last > w->deadline;
+	if (kind != W_HEAP && (fresh_for(sv->cur, w->arrival) || late) &&
 	    (kind != W_PER_PID || sv->cur->per_pid)) {
 		answer_from(w, sv->cur, w->arrival);
+		if (!fresh_for(sv->cur, w->arrival))
+			sv->want_update = 1;   /* fresher for the next request */
 		plan_ahead(sv, w->arrival);
 		pthread_cond_signal(&sv->work);
 		pthread_mutex_unlock(&sv->mu);

@@ -55,8 +55,7 @@
 /* A request's deadline: X-Prometheus-Scrape-Timeout-Seconds (a positive
  * decimal, at most SERVE_DEADLINE_MAX_S; else 400), or
  * SERVE_DEFAULT_TIMEOUT_S without it (Prometheus's default); the answer
- * comes a tenth of it (half a second at least, half of it at most)
- * before. */
+ * comes a tenth of it (a second at least, half of it at most) before. */
 #define SERVE_DEFAULT_TIMEOUT_S 10
 #define SERVE_DEADLINE_MAX_S    600
 /* The scrape interval learnt from the last SERVE_LEARN /metrics arrivals
