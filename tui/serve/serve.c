@@ -619,8 +619,9 @@ static void plan_ahead(struct server *sv, double now)
 static void *updater(void *arg)
 {
 	struct server *sv = arg;
+	/* No update before a request wants one: an idle server costs
+	 * nothing, and stops at once */
 	pthread_mutex_lock(&sv->mu);
-	sv->want_update = 1;   /* the first update at once */
 	while (!sv->quit) {
 		double now = clock_mono_s();
 		int ahead = !sv->want_update && sv->ahead_at && now >= sv->ahead_at;
