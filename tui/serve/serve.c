@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,7 @@ struct server {
 	pthread_mutex_t mu;
 	pthread_cond_t  work;    /* the update thread: wanted, quit */
 	pthread_cond_t  disp;    /* the dispatcher: a new pub, a waiter, quit */
-	int    quit;
+	atomic_int quit;         /* also read without mu by the test delay */
 	int    want_update;      /* a request waits for an update */
 	int    want_per_pid;     /* render ?per_pid=1 too (once asked) */
 	int    updating;
