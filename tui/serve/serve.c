@@ -684,10 +684,10 @@ static int by_value(const void *a, const void *b)
 }
 
 /* A scrape of /metrics by a Prometheus server (its User-Agent and its
- * timeout header: other clients' requests are not periodic) arrived (under mu): when the last SERVE_LEARN
- * arrivals came at intervals within a fifth of their median (and that
- * median is SERVE_AHEAD_MIN_S or more), the next is expected one median
- * later; else none is. */
+ * timeout header: other clients' requests are not periodic) arrived
+ * (under mu): when the last SERVE_LEARN arrivals came at intervals within
+ * a fifth of their median (and that median is SERVE_AHEAD_MIN_S or more),
+ * the next is expected one median later; else none is. */
 static void learn(struct server *sv, double now)
 {
 	if (sv->narrivals == SERVE_LEARN) {
