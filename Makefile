@@ -231,7 +231,7 @@ TUI_SRC := $(foreach d,$(TUI_DIRS),$(wildcard $(d)/*.c)) $(wildcard injector/ptr
            shm/layout.c shm/reader.c shm/control.c
 TUI_OBJ := $(TUI_SRC:%.c=$(B)/tui/%.o)
 TUI_CFLAGS := $(BASE_CFLAGS) $(SAN) -Itui $(shell $(PKG_CONFIG) --cflags $(TUI_PKGS) 2>/dev/null)
-TUI_LIBS := $(shell $(PKG_CONFIG) --libs $(TUI_PKGS) 2>/dev/null) -lelf -liberty -lm
+TUI_LIBS := $(shell $(PKG_CONFIG) --libs $(TUI_PKGS) 2>/dev/null) -lelf -liberty -lm -lpthread
 
 $(B)/tui/%.o: %.c
 	@mkdir -p $(dir $@)

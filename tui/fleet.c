@@ -135,6 +135,12 @@ static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 	return ok;
 }
 
+static void between(struct fleet *f)
+{
+	if (f->between)
+		f->between(f->between_arg);
+}
+
 /* Ask every watched process for the allocator's statistics at once, and
  * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
  * then has figures no older than itself, or shows their age.  Not a
@@ -159,6 +165,7 @@ static void ask_all(struct fleet *f)
 	while (pending && clock_mono_s() < end && !stop_asked) {
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
+		between(f);
 		pending = 0;
 		for (int i = 0; i < n; i++)
 			pending += p[i]->s.heap_asked && !session_heap_answered(&p[i]->s);
@@ -301,9 +308,11 @@ void fleet_update(struct fleet *f)
 	/* Borrowed threads for idle processes: within FLEET_BORROW_S of each
 	 * update; the rest at the next (figures taken stay current). */
 	double until = clock_mono_s() + FLEET_BORROW_S;
-	for (int i = f->n; i-- > 0;)
+	for (int i = f->n; i-- > 0;) {
 		if (!fresh(f, f->p[i], clock_mono_s() < until))
 			drop(f, i);
+		between(f);
+	}
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
 	f->reads_segment += shm_reads - seg;
 }

@@ -67,6 +67,14 @@ struct fleet {
 	 * statistics and waited for the answers (the rest: the listing and
 	 * the refreshes). */
 	unsigned long long reads_segment, reads_asking;
+	/* Called by fleet_update, on its own thread, between two processes'
+	 * refreshes and while it waits for the allocators' answers: then
+	 * every process's model and the symbols are whole (each process's as
+	 * of its last refresh, p[] in no particular order, a process added by
+	 * this update with no snapshot yet: s.snapshots 0).  ymtop --serve
+	 * answers requests that cannot wait from there.  NULL: none. */
+	void (*between)(void *arg);
+	void  *between_arg;
 };
 
 /* Empty: every agent process (root 0), or root and its descendants.  Also

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import base64
@@ -206,11 +207,22 @@ class Trial:
             self.srv_err.append(line.rstrip())
 
     def metrics(self, query=""):
+        """A direct scrape (60 s allowed: figures from an update started
+        after it), asked again while ymtop answers 503 (the figures per
+        process not rendered yet)."""
         req = urllib.request.Request("https://127.0.0.1:%d/metrics%s" % (self.port, query),
-                                     headers={"Authorization": self.auth})
+                                     headers={"Authorization": self.auth,
+                                              "X-Prometheus-Scrape-Timeout-Seconds": "60"})
         t = time.monotonic()
-        with urllib.request.urlopen(req, context=self.ctx, timeout=300) as r:
-            body = r.read().decode()
+        for _ in range(20):
+            try:
+                with urllib.request.urlopen(req, context=self.ctx, timeout=300) as r:
+                    body = r.read().decode()
+                break
+            except urllib.error.HTTPError as e:
+                if e.code != 503:
+                    raise
+                time.sleep(1)
         return time.monotonic() - t, body
 
     # ---- prometheus ----
@@ -356,6 +368,8 @@ def one(tr, n):
         dur = tr.range('scrape_duration_seconds{job="ymtop"}', launch, t1)
         ups = tr.range('up{job="ymtop"}', launch, t1)
         samples = tr.range('scrape_samples_scraped{job="ymtop"}', t0, t1)
+        uage = tr.range('ymtop_update_age_seconds{job="ymtop"}', launch, t1)
+        udur = tr.range('ymtop_update_duration_seconds{job="ymtop"}', launch, t1)
         retained = tr.range('ymtop_process_retained_bytes{exe="postgres"}', t0, t1)
         inuse_agg = tr.range('ymtop_process_in_use_bytes{exe="postgres"}', t0, t1)
         later = [v for _, v in dur[1:]]
@@ -393,6 +407,13 @@ def one(tr, n):
         print("       postmaster VmRSS %.1f MiB, ymtop_process_rss_bytes %s" %
               (pm_rss / 2**20, "%.1f MiB" % (rss[pm][1] / 2**20) if pm in rss
                else "absent"), flush=True)
+        print("       up %d of %d scrapes; ymtop_update_age_seconds median %s max %s; "
+              "ymtop_update_duration_seconds median %s max %s" %
+              (sum(1 for _, v in ups if v == 1), len(ups),
+               "%.2f" % statistics.median(v for _, v in uage) if uage else "-",
+               "%.2f" % max(v for _, v in uage) if uage else "-",
+               "%.2f" % statistics.median(v for _, v in udur) if udur else "-",
+               "%.2f" % max(v for _, v in udur) if udur else "-"), flush=True)
         if tr.srv_err:
             print("       ymtop said: %s" % " | ".join(tr.srv_err[-5:]), flush=True)
             tr.srv_err.clear()

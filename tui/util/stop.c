@@ -1,4 +1,4 @@
 /* stop: see stop.h. */
 #include "stop.h"
 
-volatile sig_atomic_t stop_asked;
+atomic_int stop_asked;

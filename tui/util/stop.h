@@ -6,8 +6,10 @@
 #ifndef YMTOP_UTIL_STOP_H
 #define YMTOP_UTIL_STOP_H
 
-#include <signal.h>
+#include <stdatomic.h>
 
-extern volatile sig_atomic_t stop_asked;
+/* Atomic (lock-free, so safe to set from a signal handler): ymtop
+ * --serve's update thread reads it while the handler runs on another. */
+extern atomic_int stop_asked;
 
 #endif
