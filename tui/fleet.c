@@ -173,11 +173,16 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* pid is watched (f->p is by pid ascending between updates). */
-static int watched(pid_t pid, void *arg)
+static int pid_cmp(const void *a, const void *b)
 {
-	const struct fleet *f = arg;
-	int lo = 0, hi = f->n;
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* pid is among f->p[0..n), which are by pid ascending. */
+static int watched_in(const struct fleet *f, int n, pid_t pid)
+{
+	int lo = 0, hi = n;
 	while (lo < hi) {
 		int mid = lo + (hi - lo) / 2;
 		if (f->p[mid]->pid == pid)
@@ -188,6 +193,13 @@ static int watched(pid_t pid, void *arg)
 			hi = mid;
 	}
 	return 0;
+}
+
+/* pid is watched (f->p is by pid ascending between updates). */
+static int watched(pid_t pid, void *arg)
+{
+	const struct fleet *f = arg;
+	return watched_in(f, f->n, pid);
 }
 
 /* The agent processes we may read into f->pids (unstarted: those that
@@ -255,18 +267,23 @@ void fleet_update(struct fleet *f)
 		if (!f->root || in_tree(f->root, pids[i]))
 			pids[k++] = pids[i];
 	n = k;
+	/* By pid, as f->p is: which are gone and which are new is then a
+	 * search in each, not a scan (a scan of a thousand processes for
+	 * each of a thousand is a million comparisons a refresh). */
+	if (n > 1)
+		qsort(pids, (size_t)n, sizeof *pids, pid_cmp);
 	int keep = keep_proc_files(f, n > f->n ? n : f->n);
 	/* Gone from the list: dropped; new in it: opened after the others,
 	 * so that every process is asked at once and refreshed in one pass. */
-	for (int i = f->n; i-- > 0;) {
-		int listed = f->fixed;
-		for (int j = 0; j < n && !listed; j++)
-			listed = pids[j] == f->p[i]->pid;
-		if (!listed)
+	for (int i = f->n; i-- > 0;)
+		if (!f->fixed && !(n && bsearch(&f->p[i]->pid, pids, (size_t)n,
+					       sizeof *pids, pid_cmp)))
 			drop(f, i);
-	}
+	int known = f->n;   /* f->p[0..known) by pid ascending */
 	for (int j = 0; j < n; j++) {
-		if (fleet_find(f, pids[j]) >= 0)
+		if (j > 0 && pids[j] == pids[j - 1])
+			continue;
+		if (watched_in(f, known, pids[j]))
 			continue;
 		if (room(f) != 0) {
 			f->skipped++;
