@@ -167,6 +167,14 @@ int proc_stat_parse(const char *buf, struct proc_stat *st)
 			st->rss_pages = parse_u64(&p);
 			continue;
 		}
+		if (f == 28 || f == 50 || f == 51) {
+			uint64_t v = parse_u64(&p);
+			*(f == 28 ? &st->start_stack : f == 50 ? &st->env_start :
+			  &st->env_end) = v;
+			while (*p && *p != ' ')
+				p++;
+			continue;
+		}
 		if (f == 52 && *p >= '0' && *p <= '9') {
 			uint64_t v = parse_u64(&p);
 			st->exit_code = v <= 0xffff ? (int)v : -1;

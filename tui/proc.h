@@ -83,6 +83,10 @@ struct proc_stat {
 	uint64_t start_ticks;   /* field 22 */
 	uint64_t vsize;         /* field 23, bytes */
 	uint64_t rss_pages;     /* field 24 */
+	/* Fields 28, 50 and 51 (Linux 3.5): where the stack and the
+	 * environment are; each exec places them anew (and the environment's
+	 * length moves them).  0 to a reader without ptrace access. */
+	uint64_t start_stack, env_start, env_end;
 	int      exit_code;     /* field 52 (Linux 3.5); -1 when absent */
 };
 
