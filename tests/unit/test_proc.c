@@ -174,6 +174,15 @@ static void kept_files_read_anew_and_follow_an_exit(void **state)
 	assert_int_equal(pf.status_fd, status_fd);
 	assert_true(pi.rss_bytes >= rss + (60u << 20));
 	assert_true(pi.mem.rss_anon >= anon + (60u << 10));   /* kB */
+	/* Nothing moved since: status's figures stand (not read again
+	 * within PROC_STATUS_S), the same as read. */
+	struct proc_info again = pi;
+	assert_int_equal(proc_reread_kept(&again, &pf), 0);
+	assert_int_equal(again.mem.rss_anon, pi.mem.rss_anon);
+	assert_int_equal(again.uid, pi.uid);
+	assert_int_equal(again.tgid, pi.tgid);
+	assert_int_equal(again.nspid, pi.nspid);
+	assert_int_equal(again.nslevels, pi.nslevels);
 	close(go[1]);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
