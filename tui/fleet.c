@@ -135,6 +135,16 @@ static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
 	return ok;
 }
 
+/* FLEET_BORROW_S, or YM_FLEET_BORROW_S (seconds; tests make it tiny to
+ * see every process served in turn). */
+static double borrow_budget(void)
+{
+	const char *e = getenv("YM_FLEET_BORROW_S");
+	char *end;
+	double v = e && *e ? strtod(e, &end) : -1;
+	return e && *e && !*end && v >= 0 && v <= 60 ? v : FLEET_BORROW_S;
+}
+
 /* Ask every watched process for the allocator's statistics at once, and
  * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
  * then has figures no older than itself, or shows their age.  Not a
@@ -315,12 +325,21 @@ void fleet_update(struct fleet *f)
 		f->p[f->n++] = p;
 	}
 	ask_all(f);
-	/* Borrowed threads for idle processes: within FLEET_BORROW_S of each
-	 * update; the rest at the next (figures taken stay current). */
-	double until = clock_mono_s() + FLEET_BORROW_S;
-	for (int i = f->n; i-- > 0;)
-		if (!fresh(f, f->p[i], clock_mono_s() < until))
+	/* Borrowed threads for idle processes: FLEET_BORROW_S of borrowing
+	 * each update; the rest at the next (figures taken stay current).
+	 * Only the refreshes that borrowed count: the others' time, a
+	 * thousand processes' worth on a loaded machine, would use it up
+	 * before the processes that need a thread were reached, at every
+	 * update, and those would never have their figures. */
+	double budget = borrow_budget(), spent = 0;
+	for (int i = f->n; i-- > 0;) {
+		double was = f->p[i]->s.borrow_next, t0 = clock_mono_s();
+		int ok = fresh(f, f->p[i], spent < budget);
+		if (f->p[i]->s.borrow_next != was)   /* a thread was borrowed, or tried */
+			spent += clock_mono_s() - t0;
+		if (!ok)
 			drop(f, i);
+	}
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
 	f->reads_segment += shm_reads - seg;
 }

@@ -92,6 +92,9 @@ def one(n):
             ages = re.findall(r"^ymtop_process_heap_age_seconds\{[^}]*\} (\S+)",
                               body, re.M)
             waiting = sum(float(a) != 0 for a in ages) + max(0, n - len(ages))
+            if os.environ.get("YM_FLEET_VERBOSE"):
+                print("scrape %d: %d figures old" % (settle, waiting),
+                      file=sys.stderr, flush=True)
             if not waiting:
                 break
             best, since = (waiting, 0) if waiting < best else (best, since + 1)

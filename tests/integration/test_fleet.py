@@ -932,6 +932,34 @@ def test_serve_unstarted_sees_an_exec_and_a_reused_pid():
         busy.finish()
 
 
+def test_serve_borrows_for_every_idle_process_in_turn():
+    """Idle processes' allocator figures come through borrowed threads, a
+    budget of borrowing an update (fleet.h); the refreshes that borrow
+    nothing do not spend it, so every process has its figures in turn,
+    however long the others take (a tiny budget: one borrow a scrape)."""
+    if rerun_isolated(__file__, "test_serve_borrows_for_every_idle_process_in_turn",
+                      pid_ns=True):
+        return
+    procs = [start() for _ in range(4)]
+    srv = None
+    try:
+        srv = Server(prefix=["env", "YM_FLEET_BORROW_S=0.000001"])
+        ages = {}
+        for _ in range(12):
+            fams = parse(srv.get("/metrics?per_pid=1")[1].decode())
+            ages = {int(l["pid"]): v for l, v in
+                    fams.get("ymtop_process_heap_age_seconds", [])}
+            if len(ages) == 4 and not any(ages.values()):
+                break
+        assert set(ages) == {p.pid for p in procs}, ages
+        assert not any(ages.values()), ages
+    finally:
+        if srv:
+            srv.stop()
+        for p in procs:
+            p.finish()
+
+
 def test_batch_without_pid_counts_every_process():
     """ymtop -b among more agent processes than it lists names them
     all in its count and says how many it did not list."""
