@@ -141,6 +141,16 @@ static void between(struct fleet *f)
 		f->between(f->between_arg);
 }
 
+/* FLEET_BORROW_S, or YM_FLEET_BORROW_S (seconds; tests make it tiny to
+ * see every process served in turn). */
+static double borrow_budget(void)
+{
+	const char *e = getenv("YM_FLEET_BORROW_S");
+	char *end;
+	double v = e && *e ? strtod(e, &end) : -1;
+	return e && *e && !*end && v >= 0 && v <= 60 ? v : FLEET_BORROW_S;
+}
+
 /* Ask every watched process for the allocator's statistics at once, and
  * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
  * then has figures no older than itself, or shows their age.  Not a
@@ -180,11 +190,16 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* pid is watched (f->p is by pid ascending between updates). */
-static int watched(pid_t pid, void *arg)
+static int pid_cmp(const void *a, const void *b)
 {
-	const struct fleet *f = arg;
-	int lo = 0, hi = f->n;
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* pid is among f->p[0..n), which are by pid ascending. */
+static int watched_in(const struct fleet *f, int n, pid_t pid)
+{
+	int lo = 0, hi = n;
 	while (lo < hi) {
 		int mid = lo + (hi - lo) / 2;
 		if (f->p[mid]->pid == pid)
@@ -195,6 +210,13 @@ static int watched(pid_t pid, void *arg)
 			hi = mid;
 	}
 	return 0;
+}
+
+/* pid is watched (f->p is by pid ascending between updates). */
+static int watched(pid_t pid, void *arg)
+{
+	const struct fleet *f = arg;
+	return watched_in(f, f->n, pid);
 }
 
 /* The agent processes we may read into f->pids (unstarted: those that
@@ -262,18 +284,23 @@ void fleet_update(struct fleet *f)
 		if (!f->root || in_tree(f->root, pids[i]))
 			pids[k++] = pids[i];
 	n = k;
+	/* By pid, as f->p is: which are gone and which are new is then a
+	 * search in each, not a scan (a scan of a thousand processes for
+	 * each of a thousand is a million comparisons a refresh). */
+	if (n > 1)
+		qsort(pids, (size_t)n, sizeof *pids, pid_cmp);
 	int keep = keep_proc_files(f, n > f->n ? n : f->n);
 	/* Gone from the list: dropped; new in it: opened after the others,
 	 * so that every process is asked at once and refreshed in one pass. */
-	for (int i = f->n; i-- > 0;) {
-		int listed = f->fixed;
-		for (int j = 0; j < n && !listed; j++)
-			listed = pids[j] == f->p[i]->pid;
-		if (!listed)
+	for (int i = f->n; i-- > 0;)
+		if (!f->fixed && !(n && bsearch(&f->p[i]->pid, pids, (size_t)n,
+					       sizeof *pids, pid_cmp)))
 			drop(f, i);
-	}
+	int known = f->n;   /* f->p[0..known) by pid ascending */
 	for (int j = 0; j < n; j++) {
-		if (fleet_find(f, pids[j]) >= 0)
+		if (j > 0 && pids[j] == pids[j - 1])
+			continue;
+		if (watched_in(f, known, pids[j]))
 			continue;
 		if (room(f) != 0) {
 			f->skipped++;
@@ -305,11 +332,19 @@ void fleet_update(struct fleet *f)
 		f->p[f->n++] = p;
 	}
 	ask_all(f);
-	/* Borrowed threads for idle processes: within FLEET_BORROW_S of each
-	 * update; the rest at the next (figures taken stay current). */
-	double until = clock_mono_s() + FLEET_BORROW_S;
+	/* Borrowed threads for idle processes: FLEET_BORROW_S of borrowing
+	 * each update; the rest at the next (figures taken stay current).
+	 * Only the refreshes that borrowed count: the others' time, a
+	 * thousand processes' worth on a loaded machine, would use it up
+	 * before the processes that need a thread were reached, at every
+	 * update, and those would never have their figures. */
+	double budget = borrow_budget(), spent = 0;
 	for (int i = f->n; i-- > 0;) {
-		if (!fresh(f, f->p[i], clock_mono_s() < until))
+		double was = f->p[i]->s.borrow_next, t0 = clock_mono_s();
+		int ok = fresh(f, f->p[i], spent < budget);
+		if (f->p[i]->s.borrow_next != was)   /* a thread was borrowed, or tried */
+			spent += clock_mono_s() - t0;
+		if (!ok)
 			drop(f, i);
 		between(f);
 	}

@@ -29,7 +29,9 @@
 #include "session.h"
 
 /* How long one update may spend borrowing threads of idle processes for
- * their allocator figures (session.h); the others wait for the next. */
+ * their allocator figures (session.h), counting only the refreshes that
+ * borrow; the others wait for the next.  YM_FLEET_BORROW_S sets it
+ * (tests). */
 #define FLEET_BORROW_S 0.5
 
 struct fleet_proc {

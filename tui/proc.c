@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "util/clock.h"
 
 /* include/linux/sched.h: the task is a kernel thread. */
 #define PROC_PF_KTHREAD 0x00200000
@@ -167,6 +168,14 @@ int proc_stat_parse(const char *buf, struct proc_stat *st)
 			st->rss_pages = parse_u64(&p);
 			continue;
 		}
+		if (f == 28 || f == 50 || f == 51) {
+			uint64_t v = parse_u64(&p);
+			*(f == 28 ? &st->start_stack : f == 50 ? &st->env_start :
+			  &st->env_end) = v;
+			while (*p && *p != ' ')
+				p++;
+			continue;
+		}
 		if (f == 52 && *p >= '0' && *p <= '9') {
 			uint64_t v = parse_u64(&p);
 			st->exit_code = v <= 0xffff ? (int)v : -1;
@@ -206,6 +215,7 @@ void proc_files_init(struct proc_files *pf)
 {
 	pf->pid = 0;
 	pf->stat_fd = pf->status_fd = -1;
+	pf->status_at = 0;
 }
 
 void proc_files_close(struct proc_files *pf)
@@ -241,8 +251,11 @@ int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
 
 /* stat and status into o (pid set); the namespace fields from status
  * (NSpid), not the namespace's inode.  Through pf's descriptors when pf
- * is not NULL (proc_reread_kept). */
-static int read_stat_status(pid_t pid, struct proc_info *o, struct proc_files *pf)
+ * is not NULL (proc_reread_kept); then status's figures are prev's
+ * (read through pf before) while stat says nothing moved, for at most
+ * PROC_STATUS_S. */
+static int read_stat_status(pid_t pid, struct proc_info *o, struct proc_files *pf,
+			    const struct proc_info *prev)
 {
 	char path[64], buf[4096];
 	struct proc_stat st;
@@ -262,8 +275,26 @@ static int read_stat_status(pid_t pid, struct proc_info *o, struct proc_files *p
 	o->vsize = st.vsize;
 	o->exit_code = st.exit_code;
 	o->tgid = o->nspid = pid;
+	double now = pf ? clock_mono_s() : 0;
+	if (pf && prev && prev->pid == pid && pf->status_at > 0 &&
+	    now - pf->status_at < PROC_STATUS_S && prev->mem.have_status &&
+	    prev->start_ticks == o->start_ticks && prev->rss_bytes == o->rss_bytes &&
+	    prev->vsize == o->vsize && prev->state == o->state &&
+	    !strcmp(prev->comm, o->comm)) {
+		o->uid = prev->uid;
+		o->euid = prev->euid;
+		o->tgid = prev->tgid;
+		o->nspid = prev->nspid;
+		o->nslevels = prev->nslevels;
+		o->mem = prev->mem;
+		return 0;
+	}
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	if (pf)
+		pf->status_at = 0;
 	if (read_kept(path, pf ? &pf->status_fd : NULL, buf, sizeof buf) > 0) {
+		if (pf)
+			pf->status_at = now;
 		const char *u = strstr(buf, "\nUid:");
 		if (u) {
 			const char *q = u + 5;
@@ -300,7 +331,7 @@ int proc_read(pid_t pid, struct proc_info *o)
 {
 	memset(o, 0, sizeof *o);
 	o->pid = pid;
-	int rc = read_stat_status(pid, o, NULL);
+	int rc = read_stat_status(pid, o, NULL, NULL);
 	if (rc == 0)
 		o->pidns = proc_pidns(pid);
 	return rc;
@@ -316,7 +347,7 @@ int proc_reread_kept(struct proc_info *io, struct proc_files *pf)
 	struct proc_info o;
 	memset(&o, 0, sizeof o);
 	o.pid = io->pid;
-	int rc = read_stat_status(io->pid, &o, pf);
+	int rc = read_stat_status(io->pid, &o, pf, io);
 	if (rc != 0)
 		return rc;
 	o.pidns = o.start_ticks == io->start_ticks && io->pidns ? io->pidns

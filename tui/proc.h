@@ -60,7 +60,13 @@ int proc_reread(struct proc_info *io);
 struct proc_files {
 	pid_t pid;
 	int   stat_fd, status_fd;
+	double status_at;   /* when status was last read (clock_mono_s); 0 never */
 };
+/* Through kept files, status (the RSS split, swap, ids) is read again
+ * when stat moved (RSS, mapped size, state, name, start time) or
+ * PROC_STATUS_S after its last read; else its figures stand: a process
+ * whose RSS and mappings did not move has the same split. */
+#define PROC_STATUS_S 5.0
 void proc_files_init(struct proc_files *pf);
 void proc_files_close(struct proc_files *pf);
 /* proc_reread through pf (opened on first use, or for another pid); pf
@@ -83,6 +89,10 @@ struct proc_stat {
 	uint64_t start_ticks;   /* field 22 */
 	uint64_t vsize;         /* field 23, bytes */
 	uint64_t rss_pages;     /* field 24 */
+	/* Fields 28, 50 and 51 (Linux 3.5): where the stack and the
+	 * environment are; each exec places them anew (and the environment's
+	 * length moves them).  0 to a reader without ptrace access. */
+	uint64_t start_stack, env_start, env_end;
 	int      exit_code;     /* field 52 (Linux 3.5); -1 when absent */
 };
 

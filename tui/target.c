@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,14 +143,17 @@ static int runs_agent(pid_t pid)
  * yet: the agent makes it at the first sample (ymagent(7)), and a short or
  * quiet process may not have sampled.  Its environment preloads the
  * agent, or was written over by its title (an idle nginx master), and
- * its maps show it (read only for those). */
-static int runs_agent_unstarted(pid_t pid)
+ * its maps show it (read only for those).  *no_env: 1 when its
+ * environment was read whole and preloads no agent (until it execs). */
+static int runs_agent_unstarted(pid_t pid, int *no_env)
 {
 	struct proc_info pi;
+	*no_env = 0;
 	if (proc_read(pid, &pi) != 0 || proc_gone(&pi) || pi.tgid != pid ||
 	    (geteuid() != 0 && pi.uid != geteuid()))
 		return 0;
 	int env = proc_preloads_agent(pid);
+	*no_env = env == 0;
 	if (env != 1 && env != PROC_ENV_GONE)
 		return 0;
 	int maps = proc_maps_agent(pid);
@@ -160,6 +164,78 @@ static int pid_cmp(const void *a, const void *b)
 {
 	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
 	return (x > y) - (x < y);
+}
+
+/* The processes of our pid namespace whose environment preloads no agent
+ * (runs_agent_unstarted), remembered from one listing of the unstarted to
+ * the next so that only a new pid, or one that exec'd, has its status and
+ * environment read again: the environment is made by exec, and the stat
+ * fields kept tell another process on the pid (start time) and an exec
+ * (the stack and the environment are placed anew, and the environment's
+ * length moves them).  The agent cannot come in later without exec but
+ * through injection, which makes its segment at once.  By pid
+ * ascending; rebuilt at each listing, so a gone pid is forgotten. */
+struct env_memo {
+	pid_t    pid;
+	uint64_t start, stack, env_lo, env_hi;
+};
+static struct {
+	struct env_memo *v, *next;
+	size_t n, nnext, cap;
+} memo;
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int memo_cmp(const void *a, const void *b)
+{
+	return pid_cmp(&((const struct env_memo *)a)->pid,
+		       &((const struct env_memo *)b)->pid);
+}
+
+static struct env_memo memo_of(pid_t pid, const struct proc_stat *st)
+{
+	struct env_memo m = { pid, st->start_ticks, st->start_stack,
+			      st->env_start, st->env_end };
+	return m;
+}
+
+/* pid with stat st was found without the agent in its environment, and
+ * has not exec'd since. */
+static int memo_known(pid_t pid, const struct proc_stat *st)
+{
+	struct env_memo key = memo_of(pid, st);
+	const struct env_memo *m = memo.n ? bsearch(&key, memo.v, memo.n,
+						    sizeof *memo.v, memo_cmp) : NULL;
+	return m && m->start == key.start && m->stack == key.stack &&
+	       m->env_lo == key.env_lo && m->env_hi == key.env_hi;
+}
+
+/* Remember pid (stat st) for the next listing; forgotten without memory. */
+static void memo_keep(pid_t pid, const struct proc_stat *st)
+{
+	if (memo.nnext == memo.cap) {
+		size_t cap = memo.cap ? memo.cap * 2 : 256;
+		void *a = realloc(memo.v, cap * sizeof *memo.v);
+		if (a)
+			memo.v = a;
+		void *b = a ? realloc(memo.next, cap * sizeof *memo.next) : NULL;
+		if (!b)
+			return;
+		memo.next = b;
+		memo.cap = cap;
+	}
+	memo.next[memo.nnext++] = memo_of(pid, st);
+}
+
+/* The listing is over: what it kept is what the next one knows. */
+static void memo_swap(void)
+{
+	struct env_memo *v = memo.v;
+	memo.v = memo.next;
+	memo.n = memo.nnext;
+	memo.next = v;
+	memo.nnext = 0;
+	if (memo.n > 1)
+		qsort(memo.v, memo.n, sizeof *memo.v, memo_cmp);
 }
 
 /* The pids that segments in our /dev/shm name for our pid namespace,
@@ -234,12 +310,21 @@ static int find_agents(pid_t *pids, int max, enum find_which which,
 		}
 		closedir(d);
 	}
+	/* By pid: a watched process is looked up among them below by a
+	 * search, not a scan of all (quadratic in the processes). */
+	int nshm = n < max ? n : max;
+	if (nshm > 1)
+		qsort(pids, (size_t)nshm, sizeof *pids, pid_cmp);
 	pid_t *named = NULL;
 	int nnamed = which == FIND_UNSTARTED ? named_pids(own_ns, &named) : 0;
 	d = nnamed < 0 ? NULL : opendir("/proc");
 	if (!d) {
 		free(named);
 		return n;
+	}
+	if (unstarted) {
+		pthread_mutex_lock(&memo_lock);
+		memo.nnext = 0;
 	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
@@ -254,26 +339,43 @@ static int find_agents(pid_t *pids, int max, enum find_which which,
 		/* Watched, of our namespace: listed above (its segment's
 		 * name), or gone from /dev/shm; of another: still running. */
 		if (known && known((pid_t)v, arg)) {
-			int listed = 0;
-			for (int i = 0; i < n && i < max && !listed; i++)
-				listed = pids[i] == (pid_t)v;
-			if (!listed && proc_pidns((pid_t)v) != own_ns) {
+			if (!(nshm && bsearch(&key, pids, (size_t)nshm, sizeof *pids,
+					      pid_cmp)) &&
+			    proc_pidns((pid_t)v) != own_ns) {
 				if (n < max)
 					pids[n] = (pid_t)v;
 				n++;
 			}
 			continue;
 		}
-		uint32_t ns = proc_pidns((pid_t)v);
-		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v)
-				 : which == FIND_UNSTARTED || !runs_agent((pid_t)v)))
+		/* Without the agent in its environment at the last listing
+		 * and no exec since (its stat says: 1 read, not 5): not
+		 * unstarted, and of our namespace (only those are kept). */
+		struct proc_stat st;
+		int have_st = unstarted && proc_stat_read((pid_t)v, 0, &st) == 0 &&
+			      st.env_start && st.env_end;
+		if (have_st && memo_known((pid_t)v, &st)) {
+			memo_keep((pid_t)v, &st);
 			continue;
+		}
+		uint32_t ns = proc_pidns((pid_t)v);
+		int no_env = 0;
+		if (!ns || (ns == own_ns ? !unstarted || !runs_agent_unstarted((pid_t)v, &no_env)
+				 : which == FIND_UNSTARTED || !runs_agent((pid_t)v))) {
+			if (no_env && have_st && ns == own_ns)
+				memo_keep((pid_t)v, &st);
+			continue;
+		}
 		if (n < max)
 			pids[n] = (pid_t)v;
 		n++;
 	}
 	closedir(d);
 	free(named);
+	if (unstarted) {
+		memo_swap();
+		pthread_mutex_unlock(&memo_lock);
+	}
 	return n;
 }
 

@@ -10,8 +10,10 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ptrace/libcsyms.h"
@@ -252,6 +254,105 @@ static void relocate(struct libc_syms *s, uintptr_t base)
 	}
 }
 
+/* What read_syms found in a file (addresses in the file's terms), kept
+ * by the file: the same C library serves every process of a host, and
+ * reading its few thousand symbols again for each borrowed thread cost
+ * a fleet's refresh more than the borrow.  A file is the same while its
+ * device, inode, size, times and a fingerprint of its ELF and section
+ * headers are (the times are a clock tick coarse: a file rewritten in
+ * place within one tick keeps them, and the fingerprint tells).  Only
+ * what was read without fault is kept. */
+#define LIBC_CACHED 8
+static struct libc_cached {
+	dev_t    dev;
+	ino_t    ino;
+	off_t    size;
+	struct timespec mtime, ctime;
+	uint64_t print;
+	uint64_t used;   /* 0: empty; else the last use, for eviction */
+	struct libc_syms s;
+} cached[LIBC_CACHED];
+static uint64_t cached_tick;
+static pthread_mutex_t cached_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* FNV-1a over the ELF header and the section header table of the file
+ * open as fd (sb its fstat), bounded: 0, or -1 when they cannot be read
+ * (then nothing is kept nor taken). */
+static int fingerprint(int fd, const struct stat *sb, uint64_t *out)
+{
+	unsigned char buf[4096];
+	Elf64_Ehdr eh;
+	if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh)
+		return -1;
+	uint64_t h = 1469598103934665603ULL;
+	const unsigned char *p = (const unsigned char *)&eh;
+	for (size_t i = 0; i < sizeof eh; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	uint64_t left = (uint64_t)eh.e_shnum * eh.e_shentsize;
+	uint64_t at = eh.e_shoff;
+	if (left > (64u << 10) || at > (uint64_t)sb->st_size ||
+	    left > (uint64_t)sb->st_size - at)
+		return -1;
+	while (left) {
+		size_t n = left < sizeof buf ? (size_t)left : sizeof buf;
+		if (pread(fd, buf, n, (off_t)at) != (ssize_t)n)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			h = (h ^ buf[i]) * 1099511628211ULL;
+		left -= n;
+		at += n;
+	}
+	*out = h;
+	return 0;
+}
+
+static int same_file(const struct libc_cached *c, const struct stat *sb,
+		     uint64_t print)
+{
+	return c->used && c->dev == sb->st_dev && c->ino == sb->st_ino &&
+	       c->size == sb->st_size && c->print == print &&
+	       c->mtime.tv_sec == sb->st_mtim.tv_sec &&
+	       c->mtime.tv_nsec == sb->st_mtim.tv_nsec &&
+	       c->ctime.tv_sec == sb->st_ctim.tv_sec &&
+	       c->ctime.tv_nsec == sb->st_ctim.tv_nsec;
+}
+
+/* The kept symbols of the file into *s: 1, or 0 when not kept. */
+static int cached_get(const struct stat *sb, uint64_t print, struct libc_syms *s)
+{
+	int found = 0;
+	pthread_mutex_lock(&cached_lock);
+	for (int i = 0; i < LIBC_CACHED && !found; i++)
+		if (same_file(&cached[i], sb, print)) {
+			*s = cached[i].s;
+			cached[i].used = ++cached_tick;
+			found = 1;
+		}
+	pthread_mutex_unlock(&cached_lock);
+	return found;
+}
+
+/* Keep s for the file, in place of the least recently used. */
+static void cached_put(const struct stat *sb, uint64_t print,
+		       const struct libc_syms *s)
+{
+	pthread_mutex_lock(&cached_lock);
+	int k = 0;
+	for (int i = 1; i < LIBC_CACHED; i++)
+		if (cached[i].used < cached[k].used)
+			k = i;
+	struct libc_cached *c = &cached[k];
+	c->dev = sb->st_dev;
+	c->ino = sb->st_ino;
+	c->size = sb->st_size;
+	c->mtime = sb->st_mtim;
+	c->ctime = sb->st_ctim;
+	c->print = print;
+	c->s = *s;
+	c->used = ++cached_tick;
+	pthread_mutex_unlock(&cached_lock);
+}
+
 int inject_libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 			char *err, size_t len)
 {
@@ -263,6 +364,15 @@ int inject_libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 		inject_fail(err, len, "cannot read the target's C library %s: %s", path,
 			    strerror(errno));
 		return -1;
+	}
+	struct stat sb;
+	uint64_t print = 0;
+	int keyed = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    fingerprint(fd, &sb, &print) == 0;
+	if (keyed && cached_get(&sb, print, s)) {
+		relocate(s, m->libc_base);
+		close(fd);
+		return 0;
 	}
 	int rc = -1;
 	GElf_Ehdr eh;
@@ -286,6 +396,8 @@ int inject_libc_symbols(pid_t pid, const struct tmaps *m, struct libc_syms *s,
 		goto out;
 	}
 	s->entry = eh.e_entry;
+	if (keyed)
+		cached_put(&sb, print, s);
 	relocate(s, m->libc_base);
 	rc = 0;
 out:

@@ -2,10 +2,10 @@
 """ymtop --serve in front of a fleet: N processes of one program (allocs,
 three allocation sites each, every allocation sampled), preloaded, then
 one ymtop --serve for them all.  For each N prints the first scrape of
-/metrics (cold: every process's symbols), the median of the later ones,
-(after SETTLE more), ymtop's CPU time (user + system) per later scrape,
-its VmRSS after them,
-and how many processes /metrics counted (?per_pid=1).
+/metrics (cold: every process's symbols), the median of the later ones
+(once every process has its allocator figures, and SETTLE more), ymtop's
+CPU time (user + system) per later scrape, its VmRSS after them, and how
+many processes /metrics counted (?per_pid=1).
 
     YM_BUILD=build python3 tests/bench/fleet_scale.py [N...]   (10 100 300)
 
@@ -21,10 +21,16 @@ import urllib.request
 
 BUILD = os.path.abspath(os.environ.get("YM_BUILD", "build"))
 WARM = 5
-# Scrapes after the first, not measured: idle processes' allocator
-# figures are taken through borrowed threads within FLEET_BORROW_S of
-# each scrape (fleet.h) until every process has them.
+# Scrapes after the first, not measured, until the steady state: idle
+# processes' allocator figures are taken through borrowed threads within
+# FLEET_BORROW_S of each scrape (fleet.h), so at 1000 processes it takes
+# tens of scrapes before every one has them (ymtop_process_heap_age_seconds
+# 0 for all); then SETTLE more.  At most SETTLE_MAX in all: a process
+# whose figures never come (no thread to borrow) must not hold the
+# measurement forever, nor one that never moves (10 scrapes without one
+# more); the line says how many were still waiting.
 SETTLE = 3
+SETTLE_MAX = 400
 
 
 def isolate():
@@ -82,8 +88,22 @@ def one(n):
         cold, body = scrape(url + "?per_pid=1")
         seen = len(re.findall(r"^ymtop_process_retained_bytes", body, re.M))
         skipped = re.search(r"^ymtop_processes_skipped\{[^}]*\} (\d+)", body, re.M)
+        waiting, settle, best, since = n, 1, n + 1, 0
+        while settle < SETTLE_MAX and since < 10:
+            body = scrape(url + "?per_pid=1")[1]
+            settle += 1
+            ages = re.findall(r"^ymtop_process_heap_age_seconds\{[^}]*\} (\S+)",
+                              body, re.M)
+            waiting = sum(float(a) != 0 for a in ages) + max(0, n - len(ages))
+            if os.environ.get("YM_FLEET_VERBOSE"):
+                print("scrape %d: %d figures old" % (settle, waiting),
+                      file=sys.stderr, flush=True)
+            if not waiting:
+                break
+            best, since = (waiting, 0) if waiting < best else (best, since + 1)
         for _ in range(SETTLE):
             scrape(url)
+        settle += SETTLE
         perf = None
         if os.environ.get("YM_FLEET_PERF"):   # a profile of the later scrapes
             perf = subprocess.Popen(["perf", "record", "-q", "-F", "400", "--call-graph", "dwarf,16384", "-o",
@@ -98,9 +118,10 @@ def one(n):
             perf.wait()
         rss = rss_kib(srv.pid)
         print("N=%4d  first %7.0f ms  later %5.0f ms (median of %d, CPU %4.0f ms)  "
-              "VmRSS %6.1f MiB  in /metrics %d%s" %
+              "VmRSS %6.1f MiB  in /metrics %d  after %d scrapes (%d figures "
+              "still old)%s" %
               (n, cold * 1000, warm[WARM // 2] * 1000, WARM, cpu * 1000,
-               rss / 1024.0, seen,
+               rss / 1024.0, seen, settle, waiting,
                ", skipped %s" % skipped.group(1) if skipped else ""), flush=True)
     finally:
         if srv:

@@ -890,6 +890,106 @@ def test_serve_counts_processes_that_have_sampled_nothing():
         quiet.finish()
 
 
+def unstarted(srv):
+    (_, n), = parse(srv.get("/metrics")[1].decode())["ymtop_processes_unstarted"]
+    return n
+
+
+def test_serve_unstarted_sees_an_exec_and_a_reused_pid():
+    """The listing of processes that have sampled nothing remembers which
+    processes have no agent in their environment (target.c), so that it
+    reads only new ones; a process that exec()s a program under the
+    agent, and a new process on the pid of one it remembers, are read
+    again and counted."""
+    if rerun_isolated(__file__, "test_serve_unstarted_sees_an_exec_and_a_reused_pid",
+                      pid_ns=True):
+        return
+    from test_lazy import NEVER, Lazy, lazy_env
+    busy = start()
+    srv = None
+    plain = later = None
+    try:
+        srv = Server()
+        # Without the agent, then exec'ing a program under it (same pid,
+        # same start time: only its stat's stack and environment moved).
+        env = dict(lazy_env(YM_SAMPLE_RATE=NEVER))
+        plain = subprocess.Popen(
+            [sys.executable, "-c",
+             "import os, sys\n"
+             "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+             "sys.stdin.readline()\n"
+             "os.execve(%r, [%r], %r)\n" % (PROG, PROG, env)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+        assert plain.stdout.readline() == "ready\n"
+        assert unstarted(srv) == 0
+        assert unstarted(srv) == 0   # remembered now
+        plain.stdin.write("\n")
+        plain.stdin.flush()
+        assert plain.stdout.readline() == "ready\n"   # reports_prog's
+        assert not os.path.exists("/dev/shm/ymtop-%d" % plain.pid)
+        assert unstarted(srv) == 1
+        plain.stdin.close()
+        plain.wait()
+        plain = None
+        assert unstarted(srv) == 0
+        # A process without the agent, remembered, then gone; a process
+        # under the agent on its pid (this pid namespace is ours: the next
+        # pid is ours to choose).
+        for _ in range(5):
+            gone = subprocess.Popen(["sleep", "1000"])
+            assert unstarted(srv) == 0
+            assert unstarted(srv) == 0
+            gone.kill()
+            gone.wait()
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(gone.pid - 1))
+            later = Lazy([PROG], env={"YM_SAMPLE_RATE": NEVER})
+            if later.pid == gone.pid:
+                break
+            later.finish()
+            later = None
+        assert later, "no pid could be reused"
+        assert unstarted(srv) == 1
+    finally:
+        if srv:
+            srv.stop()
+        if plain:
+            plain.kill()
+            plain.wait()
+        if later:
+            later.finish()
+        busy.finish()
+
+
+def test_serve_borrows_for_every_idle_process_in_turn():
+    """Idle processes' allocator figures come through borrowed threads, a
+    budget of borrowing an update (fleet.h); the refreshes that borrow
+    nothing do not spend it, so every process has its figures in turn,
+    however long the others take (a tiny budget: one borrow a scrape)."""
+    if rerun_isolated(__file__, "test_serve_borrows_for_every_idle_process_in_turn",
+                      pid_ns=True):
+        return
+    procs = [start() for _ in range(4)]
+    srv = None
+    try:
+        srv = Server(prefix=["env", "YM_FLEET_BORROW_S=0.000001"])
+        ages = {}
+        for _ in range(12):
+            fams = parse(srv.get("/metrics?per_pid=1")[1].decode())
+            ages = {int(l["pid"]): v for l, v in
+                    fams.get("ymtop_process_heap_age_seconds", [])}
+            if len(ages) == 4 and not any(ages.values()):
+                break
+        assert set(ages) == {p.pid for p in procs}, ages
+        assert not any(ages.values()), ages
+    finally:
+        if srv:
+            srv.stop()
+        for p in procs:
+            p.finish()
+
+
 def test_batch_without_pid_counts_every_process():
     """ymtop -b among more agent processes than it lists names them
     all in its count and says how many it did not list."""

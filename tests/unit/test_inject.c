@@ -376,6 +376,40 @@ static void tells_this_glibc_program_apart(void **state)
 	assert_true(inject_libc_kind(0x3fffffff, &s) < 0);
 }
 
+/* The symbols read from a file are kept by the file (libcsyms.c): read
+ * again as they were, until the file changes, even in place, at its
+ * size, within the tick of its times; another file is another entry. */
+static void libc_symbols_kept_by_file_until_it_changes(void **state)
+{
+	(void)state;
+	struct tmaps m;
+	assert_int_equal(inject_read_maps(getpid(), &m), 0);
+	char path[] = "/tmp/ym_test_libcXXXXXX", other[] = "/tmp/ym_test_libcXXXXXX";
+	int fd = mkstemp(path), fd2 = mkstemp(other);
+	assert_true(fd >= 0 && fd2 >= 0);
+	close(fd);
+	close(fd2);
+	struct libc_syms a, b, c;
+	char err[512];
+	size_t size;
+	copy_libc(&m, path, (size_t)-1, &size);
+	copy_libc(&m, other, (size_t)-1, &size);
+	assert_int_equal(symbols_of(path, &a, err, sizeof err), 0);
+	assert_int_equal(symbols_of(path, &b, err, sizeof err), 0);
+	assert_memory_equal(&a, &b, sizeof a);
+	assert_int_equal(symbols_of(other, &c, err, sizeof err), 0);
+	assert_memory_equal(&a, &c, sizeof a);
+	/* Rewritten in place, same size, at once: read anew. */
+	forge_dynsym(path, offsetof(Elf64_Shdr, sh_size), (uint64_t)size * 4, 8);
+	assert_int_equal(symbols_of(path, &b, err, sizeof err), -1);
+	assert_non_null(strstr(err, "no dynamic symbol table"));
+	/* The other copy is untouched: still read. */
+	assert_int_equal(symbols_of(other, &c, err, sizeof err), 0);
+	assert_memory_equal(&a, &c, sizeof a);
+	unlink(path);
+	unlink(other);
+}
+
 static void fails_cleanly_on_a_truncated_forged_or_non_elf_libc(void **state)
 {
 	(void)state;
@@ -465,6 +499,7 @@ int main(void)
 		cmocka_unit_test(refuses_a_missing_process),
 		cmocka_unit_test(refuses_a_stopped_process),
 		cmocka_unit_test(finds_what_it_calls_in_this_libc),
+		cmocka_unit_test(libc_symbols_kept_by_file_until_it_changes),
 		cmocka_unit_test(fails_cleanly_on_a_truncated_forged_or_non_elf_libc),
 		cmocka_unit_test(tells_this_glibc_program_apart),
 		cmocka_unit_test(bounds_the_code_of_musl_that_holds_dlopens_locks),

@@ -21,7 +21,8 @@
 #include "proc.h"
 
 /* 52 fields as Linux 6.1 writes them: fields 5.. are 5, 6, 7... but for
- * flags (9), starttime (22), vsize (23), rss (24) and exit_code (52). */
+ * flags (9), starttime (22), vsize (23), rss (24), startstack (28),
+ * env_start (50), env_end (51) and exit_code (52). */
 static void line(char *buf, size_t len, const char *comm, int with52)
 {
 	int n = snprintf(buf, len, "4242 (%s) S 77", comm);
@@ -35,6 +36,12 @@ static void line(char *buf, size_t len, const char *comm, int with52)
 			v = 52428800;
 		else if (f == 24)
 			v = 2048;
+		else if (f == 28)
+			v = 140737488347136ULL;
+		else if (f == 50)
+			v = 140737488349000ULL;
+		else if (f == 51)
+			v = 140737488351000ULL;
 		else if (f == 52)
 			v = 256;
 		n += snprintf(buf + n, len - (size_t)n, " %llu", v);
@@ -56,6 +63,11 @@ static void fields_are_read_by_number(void **state)
 	assert_int_equal(st.start_ticks, 123456789);
 	assert_int_equal(st.vsize, 52428800);
 	assert_int_equal(st.rss_pages, 2048);
+	/* Where the stack and the environment are: what an exec moves
+	 * (target.c remembers a process without the agent by them). */
+	assert_int_equal(st.start_stack, 140737488347136ULL);
+	assert_int_equal(st.env_start, 140737488349000ULL);
+	assert_int_equal(st.env_end, 140737488351000ULL);
 	assert_int_equal(st.exit_code, 256);
 }
 
@@ -162,6 +174,15 @@ static void kept_files_read_anew_and_follow_an_exit(void **state)
 	assert_int_equal(pf.status_fd, status_fd);
 	assert_true(pi.rss_bytes >= rss + (60u << 20));
 	assert_true(pi.mem.rss_anon >= anon + (60u << 10));   /* kB */
+	/* Nothing moved since: status's figures stand (not read again
+	 * within PROC_STATUS_S), the same as read. */
+	struct proc_info again = pi;
+	assert_int_equal(proc_reread_kept(&again, &pf), 0);
+	assert_int_equal(again.mem.rss_anon, pi.mem.rss_anon);
+	assert_int_equal(again.uid, pi.uid);
+	assert_int_equal(again.tgid, pi.tgid);
+	assert_int_equal(again.nspid, pi.nspid);
+	assert_int_equal(again.nslevels, pi.nslevels);
 	close(go[1]);
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
