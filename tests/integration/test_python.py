@@ -162,6 +162,16 @@ def check_pyenv(minor):
     check_pymalloc(PYENV[minor])
 
 
+def check_pyenv_malloc(minor):
+    """PYTHONMALLOC=malloc: every object reaches malloc, the frames and
+    the figures come without the wrapper."""
+    if not os.path.exists(PYENV[minor]):
+        raise Skip("%s is not installed" % PYENV[minor])
+    rep = check_version(PYENV[minor], {"PYTHONMALLOC": "malloc"}, *SMALL_AND_LARGE)
+    assert rep["python"]["pymalloc"] == "malloc", rep["python"]
+    assert rep["python"]["version"].startswith(minor + "."), rep["python"]
+
+
 def test_pyenv_python_3_11():
     check_pyenv("3.11")
 
@@ -172,6 +182,18 @@ def test_pyenv_python_3_12():
 
 def test_pyenv_python_3_13():
     check_pyenv("3.13")
+
+
+def test_pyenv_python_3_11_malloc():
+    check_pyenv_malloc("3.11")
+
+
+def test_pyenv_python_3_12_malloc():
+    check_pyenv_malloc("3.12")
+
+
+def test_pyenv_python_3_13_malloc():
+    check_pyenv_malloc("3.13")
 
 
 def test_a_thread_shows_its_own_frames():
@@ -233,10 +255,12 @@ def test_a_forked_worker_shows_its_frames_in_its_own_segment():
     within(sites[("child_work", line)], 100 * 49152, 0.15, "child_work retained")
 
 
-def test_attach_to_python_started_without_the_agent():
-    if rerun_isolated(__file__, "test_attach_to_python_started_without_the_agent"):
+def check_attach(python, name):
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    if rerun_isolated(__file__, name):
         return
-    t = Plain([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": RATE})
+    t = Plain([python, KEEPER], env={"YM_SAMPLE_RATE": RATE})
     try:
         attach(t.pid)
         # The main thread waits in a read of stdin, GIL released: the
@@ -256,8 +280,18 @@ def test_attach_to_python_started_without_the_agent():
     assert ("keep_large", line) in sites, sorted(sites)
     got = by_function(sites)
     within(got["keep_large"], 200 * 65536, 0.15, "keep_large retained")
-    truth = tracemalloc_figures(DEBIAN, ["small 60000"])
+    truth = tracemalloc_figures(python, ["small 60000"])
     within(got["keep_small"], truth["keep_small"], 0.15, "keep_small retained")
+
+
+def test_attach_to_python_started_without_the_agent():
+    check_attach(DEBIAN, "test_attach_to_python_started_without_the_agent")
+
+
+def test_attach_to_pyenv_python_3_13_started_without_the_agent():
+    # 3.13 finds its layouts in _Py_DebugOffsets and its thread states
+    # through tstate->current_frame: attach reads them from outside.
+    check_attach(PYENV["3.13"], "test_attach_to_pyenv_python_3_13_started_without_the_agent")
 
 
 def test_detach_waits_for_the_interpreter_to_put_its_allocators_back():
@@ -306,8 +340,7 @@ def test_an_interpreter_dlopened_after_the_segment_gets_frames_and_the_wrapper()
            "keep_small retained, embedded")
 
 
-def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpreters():
-    python = PYENV["3.12"]
+def check_subinterpreter(python):
     if not os.path.exists(python):
         raise Skip("%s is not installed" % python)
     prog = os.path.join(os.path.dirname(KEEPER), "subinterp.py")
@@ -326,6 +359,54 @@ def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpre
             seen[d["function"]] = seen.get(d["function"], 0) + s["retained_bytes"]
     within(seen.get("sub_keep", 0), 200 * 40000, 0.15, "sub_keep retained")
     within(seen.get("main_keep", 0), 200 * 65536, 0.15, "main_keep retained")
+
+
+def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpreters():
+    check_subinterpreter(PYENV["3.12"])
+
+
+def test_a_3_13_isolated_subinterpreter_shows_its_frames_not_another_interpreters():
+    # 3.13's _interpreters: the subinterpreter has a GIL and an obmalloc
+    # state of its own, its thread a thread state of its own.
+    check_subinterpreter(PYENV["3.13"])
+
+
+def check_asyncio(python):
+    """Two tasks of one event loop, interleaved at every allocation: each
+    task's buffers show its own coroutine's function and line as display
+    frame, the other task's coroutine nowhere in its stack."""
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    t = keeper(python)
+    try:
+        run(t, "asyncio 200")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    want = {"task_alpha": (line_of("KEEP.append(bytearray(57344))"), 57344),
+            "task_beta": (line_of("KEEP.append(bytearray(24576))"), 24576)}
+    seen = {}
+    for s in rep["stacks"]:
+        d = display(s)
+        if d and d.get("kind") == "python" and d["function"] in want:
+            names = [f["function"] for f in s["frames"] if f.get("kind") == "python"]
+            other = "task_beta" if d["function"] == "task_alpha" else "task_alpha"
+            assert other not in names, names
+            k = (d["function"], d["line"])
+            seen[k] = seen.get(k, 0) + s["retained_bytes"]
+    # The await line allocates too (asyncio.sleep's coroutine): small,
+    # and freed when the task resumes.
+    for fn, (line, size) in want.items():
+        within(seen.get((fn, line), 0), 200 * size, 0.15,
+               "%s retained at keeper.py:%d, %s (%s)" % (fn, line, python, seen))
+
+
+def test_asyncio_tasks_show_their_coroutines_lines():
+    check_asyncio(DEBIAN)
+
+
+def test_asyncio_tasks_show_their_coroutines_lines_pyenv_3_13():
+    check_asyncio(PYENV["3.13"])
 
 
 def test_a_code_object_made_where_a_freed_one_was_keeps_its_own_name():
