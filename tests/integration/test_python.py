@@ -493,5 +493,56 @@ def test_a_known_interpreter_says_nothing_and_counts_its_code_objects():
     assert py["text"] is None and py["code_objects"] > 0, py
 
 
+def longest_tail_path(insns):
+    """Instructions on the longest path from the entry to an indirect jmp
+    (the tail call of the interpreter's allocator), never through a
+    direct jump out of the function (the due path): the path of a call
+    that is neither due nor bypassed early."""
+    import re
+    index = {a: i for i, (a, _, _) in enumerate(insns)}
+    best = None
+    stack = [(0, 0, frozenset())]
+    while stack:
+        i, n, seen = stack.pop()
+        if i >= len(insns) or i in seen:
+            continue
+        seen = seen | {i}
+        _, op, ops = insns[i]
+        n += 1
+        if op.startswith("ret"):
+            continue
+        target = re.match(r"^([0-9a-f]+)\s*<", ops)
+        if op == "jmp":
+            if ops.startswith("*"):
+                best = max(best or 0, n)
+            elif target and int(target.group(1), 16) in index:
+                stack.append((index[int(target.group(1), 16)], n, seen))
+            continue
+        if op.startswith("j") and target and int(target.group(1), 16) in index:
+            stack.append((index[int(target.group(1), 16)], n, seen))
+        stack.append((i + 1, n, seen))
+    return best
+
+
+def test_the_pymalloc_wrappers_fast_paths_have_the_count_hooks_py_c_states():
+    """Every PyObject_Malloc, PyMem_Malloc and their reallocs go through
+    the wrapper (BENCHMARKS.md, "Python: the cost table"): its fast path
+    is the count hooks_py.c states, on every path of a call that is not
+    due (a size test or a gate test before the countdown makes a path
+    longer than the stated count)."""
+    import re
+    from test_fastpath import AGENT, disassemble, release_gcc_x86_64
+    release_gcc_x86_64(AGENT)
+    src = open(os.path.join(os.path.dirname(KEEPER), "..", "..", "..", "injector",
+                            "agent", "hooks_py.c")).read()
+    stated = int(re.search(r"\((\d+) instructions for malloc and realloc", src).group(1))
+    for fn in ("malloc", "realloc"):
+        for d in ("MEM", "OBJ"):
+            name = "w_%s_DOMAIN_%s" % (fn, d)
+            n = longest_tail_path(disassemble(AGENT, name))
+            assert n is not None and n <= stated, "%s: %s instructions, hooks_py.c says %d" % (
+                name, n, stated)
+
+
 if __name__ == "__main__":
     sys.exit(run_tests(globals()))
