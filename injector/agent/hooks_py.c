@@ -54,14 +54,29 @@ static inline int small_request(size_t n)
 	return n - 1 < PY_SMALL;
 }
 
-/* The countdown charged with a small request when the thread may take
- * the fast path: 1 when a sample is due. */
-static inline int due(struct agent_tls *t, size_t n)
+/* Charge the thread's countdown with a request of n bytes: 1 when it
+ * ran out.  Every request is charged, whatever its size and whoever the
+ * thread is: the tests that decide whether it is the wrapper's to sample
+ * are on the due path only (due_ours), which takes the charge back when
+ * it is not.  In uint64_t as the malloc hooks' (hooks.c). */
+static inline int charge(struct agent_tls *t, size_t n)
 {
-	if (!small_request(n) || !thread_fast(t))
-		return 0;
-	t->countdown -= (int64_t)n;
+	t->countdown = (int64_t)((uint64_t)t->countdown - (uint64_t)n);
 	return unlikely(t->countdown < 0);
+}
+
+/* The countdown ran out on a request of n bytes: 1 when the wrapper
+ * samples it (a small request, a thread on its fast path).  Otherwise
+ * the charge is taken back, the countdown is as it was, and the
+ * interpreter's allocator serves the request: a larger one reaches
+ * malloc, whose hook charges and samples it (once, not twice); a thread
+ * off its fast path (not registered yet, forking) samples nothing. */
+static inline int due_ours(struct agent_tls *t, size_t n)
+{
+	if (small_request(n) && thread_fast(t))
+		return 1;
+	t->countdown = (int64_t)((uint64_t)t->countdown + (uint64_t)n);
+	return 0;
 }
 
 /* A due request of n bytes: served by the raw domain's allocator
@@ -91,8 +106,8 @@ static NOINLINE void *alloc_sampled(struct agent_tls *t, size_t a, size_t n,
 
 /* A due realloc: the interpreter's, then the block moved to one of the
  * raw domain's (at most 512 bytes copied), sampled. */
-static NOINLINE void *realloc_sampled(const struct py_alloc *o,
-				      struct agent_tls *t, void *p, size_t n)
+static void *realloc_sampled(const struct py_alloc *o, struct agent_tls *t,
+			     void *p, size_t n)
 {
 	void *q = o->realloc(o->ctx, p, n);
 	if (!q)
@@ -105,30 +120,58 @@ static NOINLINE void *realloc_sampled(const struct py_alloc *o,
 	return r;
 }
 
-/* Fast paths, one set a domain (no context to load): the TLS load, the
- * size test, the countdown (as malloc's), then a tail call to the
- * interpreter's allocator.  free is the interpreter's own. */
+/* The due paths of the wrappers below (o: the domain's allocator). */
+static NOINLINE void *malloc_due(const struct py_alloc *o, void *ctx, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	if (due_ours(t, n))
+		return alloc_sampled(t, 1, n, 0);
+	return o->malloc(ctx, n);
+}
+
+static NOINLINE void *calloc_due(const struct py_alloc *o, void *ctx,
+				 size_t a, size_t b, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	if (due_ours(t, n))
+		return alloc_sampled(t, a, n, 1);   /* n >= 1: a >= 1 */
+	return o->calloc(ctx, a, b);
+}
+
+static NOINLINE void *realloc_due(const struct py_alloc *o, void *ctx,
+				  void *p, size_t n)
+{
+	struct agent_tls *t = &agent_tls;
+	if (due_ours(t, n))
+		return realloc_sampled(o, t, p, n);
+	return o->realloc(ctx, p, n);
+}
+
+/* Fast paths, one set a domain (no context to load): the TLS address,
+ * the countdown charged and tested, a tail call to the interpreter's
+ * allocator (4 instructions for malloc and realloc on x86-64, gcc,
+ * tests/integration/test_python.py).  The size test and
+ * the thread's gate are on the due path, about one call in
+ * YM_SAMPLE_RATE / (mean request) (charge above).  free is the
+ * interpreter's own. */
 #define WRAP(D)                                                               \
 static void *w_malloc_##D(void *ctx, size_t n)                                \
 {                                                                             \
-	struct agent_tls *t = &agent_tls;                                     \
-	if (unlikely(due(t, n)))                                              \
-		return alloc_sampled(t, 1, n, 0);                             \
+	if (charge(&agent_tls, n))                                            \
+		return malloc_due(&orig[D], ctx, n);                          \
 	return orig[D].malloc(ctx, n);                                        \
 }                                                                             \
 static void *w_calloc_##D(void *ctx, size_t a, size_t b)                      \
 {                                                                             \
-	struct agent_tls *t = &agent_tls;                                     \
 	size_t n;                                                             \
-	if (a && !__builtin_mul_overflow(a, b, &n) && unlikely(due(t, n)))    \
-		return alloc_sampled(t, a, n, 1);                             \
+	if (!__builtin_mul_overflow(a, b, &n) && charge(&agent_tls, n))       \
+		return calloc_due(&orig[D], ctx, a, b, n);                    \
 	return orig[D].calloc(ctx, a, b);                                     \
 }                                                                             \
 static void *w_realloc_##D(void *ctx, void *p, size_t n)                      \
 {                                                                             \
-	struct agent_tls *t = &agent_tls;                                     \
-	if (unlikely(due(t, n)))                                              \
-		return realloc_sampled(&orig[D], t, p, n);                    \
+	if (charge(&agent_tls, n))                                            \
+		return realloc_due(&orig[D], ctx, p, n);                      \
 	return orig[D].realloc(ctx, p, n);                                    \
 }
 WRAP(DOMAIN_MEM)

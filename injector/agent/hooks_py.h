@@ -9,13 +9,14 @@
  * by their own size at their own stack, with the malloc family's byte
  * countdown.
  *
- * Once, not twice: pymalloc serves requests of 1 to 512 bytes and
- * forwards every other size to malloc (PyMem_RawMalloc), where the malloc
- * hooks sample it.  So the wrapper samples requests of 1..512 bytes only
- * and passes the others through uncharged.  A request it samples is
- * served by the raw domain's allocator (malloc, the malloc hooks passing
- * it through) instead of pymalloc: pymalloc's free and realloc send a
- * block outside their arenas to the raw domain, so its free and realloc
+ * Once, not twice: pymalloc serves requests of 1 to 512 bytes and forwards
+ * every other size to malloc (PyMem_RawMalloc), where the malloc hooks
+ * sample it.  So the wrapper samples requests of 1..512 bytes only and
+ * passes the others through uncharged (its fast path charges every request;
+ * the due path takes back what is not its own: hooks_py.c).  A request it
+ * samples is served by the raw domain's allocator (malloc, the malloc hooks
+ * passing it through) instead of pymalloc: pymalloc's free and realloc send
+ * a block outside their arenas to the raw domain, so its free and realloc
  * reach the free and realloc hooks, which take it out of the sample or
  * carry it.  The wrapper has no free: PyObject_Free and PyMem_Free cost
  * nothing more.  A realloc that is due is the interpreter's, then a move

@@ -11,7 +11,9 @@ process) and the ratio of medians, then their geometric mean.
 
 Environment: PYTHON (default /usr/bin/python3.11), WORKLOADS (names,
 space-separated), CONFIGS ("none default", and "malloc": the agent with
-PYTHONMALLOC=malloc; "nopy": the agent with YM_PYMALLOC=0, no wrapper)."""
+PYTHONMALLOC=malloc; "nopy": the agent with YM_PYMALLOC=0, no wrapper;
+"base": the agent at BASE, another build's libymagent.so, at the default
+rate: two builds compared in the same interleaved rounds)."""
 import math
 import os
 import random
@@ -28,7 +30,9 @@ from pyperf_work import WORKLOADS  # noqa: E402
 def run(python, agent, workload, config):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    if config != "none":
+    if config == "base":
+        env["LD_PRELOAD"] = os.path.abspath(os.environ["BASE"])
+    elif config != "none":
         env["LD_PRELOAD"] = agent
     if config == "malloc":
         env["PYTHONMALLOC"] = "malloc"

@@ -162,6 +162,16 @@ def check_pyenv(minor):
     check_pymalloc(PYENV[minor])
 
 
+def check_pyenv_malloc(minor):
+    """PYTHONMALLOC=malloc: every object reaches malloc, the frames and
+    the figures come without the wrapper."""
+    if not os.path.exists(PYENV[minor]):
+        raise Skip("%s is not installed" % PYENV[minor])
+    rep = check_version(PYENV[minor], {"PYTHONMALLOC": "malloc"}, *SMALL_AND_LARGE)
+    assert rep["python"]["pymalloc"] == "malloc", rep["python"]
+    assert rep["python"]["version"].startswith(minor + "."), rep["python"]
+
+
 def test_pyenv_python_3_11():
     check_pyenv("3.11")
 
@@ -172,6 +182,18 @@ def test_pyenv_python_3_12():
 
 def test_pyenv_python_3_13():
     check_pyenv("3.13")
+
+
+def test_pyenv_python_3_11_malloc():
+    check_pyenv_malloc("3.11")
+
+
+def test_pyenv_python_3_12_malloc():
+    check_pyenv_malloc("3.12")
+
+
+def test_pyenv_python_3_13_malloc():
+    check_pyenv_malloc("3.13")
 
 
 def test_a_thread_shows_its_own_frames():
@@ -233,10 +255,12 @@ def test_a_forked_worker_shows_its_frames_in_its_own_segment():
     within(sites[("child_work", line)], 100 * 49152, 0.15, "child_work retained")
 
 
-def test_attach_to_python_started_without_the_agent():
-    if rerun_isolated(__file__, "test_attach_to_python_started_without_the_agent"):
+def check_attach(python, name):
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    if rerun_isolated(__file__, name):
         return
-    t = Plain([DEBIAN, KEEPER], env={"YM_SAMPLE_RATE": RATE})
+    t = Plain([python, KEEPER], env={"YM_SAMPLE_RATE": RATE})
     try:
         attach(t.pid)
         # The main thread waits in a read of stdin, GIL released: the
@@ -256,8 +280,18 @@ def test_attach_to_python_started_without_the_agent():
     assert ("keep_large", line) in sites, sorted(sites)
     got = by_function(sites)
     within(got["keep_large"], 200 * 65536, 0.15, "keep_large retained")
-    truth = tracemalloc_figures(DEBIAN, ["small 60000"])
+    truth = tracemalloc_figures(python, ["small 60000"])
     within(got["keep_small"], truth["keep_small"], 0.15, "keep_small retained")
+
+
+def test_attach_to_python_started_without_the_agent():
+    check_attach(DEBIAN, "test_attach_to_python_started_without_the_agent")
+
+
+def test_attach_to_pyenv_python_3_13_started_without_the_agent():
+    # 3.13 finds its layouts in _Py_DebugOffsets and its thread states
+    # through tstate->current_frame: attach reads them from outside.
+    check_attach(PYENV["3.13"], "test_attach_to_pyenv_python_3_13_started_without_the_agent")
 
 
 def test_detach_waits_for_the_interpreter_to_put_its_allocators_back():
@@ -306,8 +340,7 @@ def test_an_interpreter_dlopened_after_the_segment_gets_frames_and_the_wrapper()
            "keep_small retained, embedded")
 
 
-def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpreters():
-    python = PYENV["3.12"]
+def check_subinterpreter(python):
     if not os.path.exists(python):
         raise Skip("%s is not installed" % python)
     prog = os.path.join(os.path.dirname(KEEPER), "subinterp.py")
@@ -326,6 +359,54 @@ def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpre
             seen[d["function"]] = seen.get(d["function"], 0) + s["retained_bytes"]
     within(seen.get("sub_keep", 0), 200 * 40000, 0.15, "sub_keep retained")
     within(seen.get("main_keep", 0), 200 * 65536, 0.15, "main_keep retained")
+
+
+def test_a_thread_running_a_subinterpreter_shows_its_frames_not_another_interpreters():
+    check_subinterpreter(PYENV["3.12"])
+
+
+def test_a_3_13_isolated_subinterpreter_shows_its_frames_not_another_interpreters():
+    # 3.13's _interpreters: the subinterpreter has a GIL and an obmalloc
+    # state of its own, its thread a thread state of its own.
+    check_subinterpreter(PYENV["3.13"])
+
+
+def check_asyncio(python):
+    """Two tasks of one event loop, interleaved at every allocation: each
+    task's buffers show its own coroutine's function and line as display
+    frame, the other task's coroutine nowhere in its stack."""
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    t = keeper(python)
+    try:
+        run(t, "asyncio 200")
+        rep = report(t.pid)
+    finally:
+        t.finish()
+    want = {"task_alpha": (line_of("KEEP.append(bytearray(57344))"), 57344),
+            "task_beta": (line_of("KEEP.append(bytearray(24576))"), 24576)}
+    seen = {}
+    for s in rep["stacks"]:
+        d = display(s)
+        if d and d.get("kind") == "python" and d["function"] in want:
+            names = [f["function"] for f in s["frames"] if f.get("kind") == "python"]
+            other = "task_beta" if d["function"] == "task_alpha" else "task_alpha"
+            assert other not in names, names
+            k = (d["function"], d["line"])
+            seen[k] = seen.get(k, 0) + s["retained_bytes"]
+    # The await line allocates too (asyncio.sleep's coroutine): small,
+    # and freed when the task resumes.
+    for fn, (line, size) in want.items():
+        within(seen.get((fn, line), 0), 200 * size, 0.15,
+               "%s retained at keeper.py:%d, %s (%s)" % (fn, line, python, seen))
+
+
+def test_asyncio_tasks_show_their_coroutines_lines():
+    check_asyncio(DEBIAN)
+
+
+def test_asyncio_tasks_show_their_coroutines_lines_pyenv_3_13():
+    check_asyncio(PYENV["3.13"])
 
 
 def test_a_code_object_made_where_a_freed_one_was_keeps_its_own_name():
@@ -410,6 +491,57 @@ def test_a_known_interpreter_says_nothing_and_counts_its_code_objects():
     py = rep["python"]
     assert py["version"].startswith("3.11.") and py["frames"] is True, py
     assert py["text"] is None and py["code_objects"] > 0, py
+
+
+def longest_tail_path(insns):
+    """Instructions on the longest path from the entry to an indirect jmp
+    (the tail call of the interpreter's allocator), never through a
+    direct jump out of the function (the due path): the path of a call
+    that is neither due nor bypassed early."""
+    import re
+    index = {a: i for i, (a, _, _) in enumerate(insns)}
+    best = None
+    stack = [(0, 0, frozenset())]
+    while stack:
+        i, n, seen = stack.pop()
+        if i >= len(insns) or i in seen:
+            continue
+        seen = seen | {i}
+        _, op, ops = insns[i]
+        n += 1
+        if op.startswith("ret"):
+            continue
+        target = re.match(r"^([0-9a-f]+)\s*<", ops)
+        if op == "jmp":
+            if ops.startswith("*"):
+                best = max(best or 0, n)
+            elif target and int(target.group(1), 16) in index:
+                stack.append((index[int(target.group(1), 16)], n, seen))
+            continue
+        if op.startswith("j") and target and int(target.group(1), 16) in index:
+            stack.append((index[int(target.group(1), 16)], n, seen))
+        stack.append((i + 1, n, seen))
+    return best
+
+
+def test_the_pymalloc_wrappers_fast_paths_have_the_count_hooks_py_c_states():
+    """Every PyObject_Malloc, PyMem_Malloc and their reallocs go through
+    the wrapper (BENCHMARKS.md, "Python: the cost table"): its fast path
+    is the count hooks_py.c states, on every path of a call that is not
+    due (a size test or a gate test before the countdown makes a path
+    longer than the stated count)."""
+    import re
+    from test_fastpath import AGENT, disassemble, release_gcc_x86_64
+    release_gcc_x86_64(AGENT)
+    src = open(os.path.join(os.path.dirname(KEEPER), "..", "..", "..", "injector",
+                            "agent", "hooks_py.c")).read()
+    stated = int(re.search(r"\((\d+) instructions for malloc and realloc", src).group(1))
+    for fn in ("malloc", "realloc"):
+        for d in ("MEM", "OBJ"):
+            name = "w_%s_DOMAIN_%s" % (fn, d)
+            n = longest_tail_path(disassemble(AGENT, name))
+            assert n is not None and n <= stated, "%s: %s instructions, hooks_py.c says %d" % (
+                name, n, stated)
 
 
 if __name__ == "__main__":

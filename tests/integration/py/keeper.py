@@ -1,6 +1,7 @@
 """A Python program with known functions that keep known amounts
 (tests/integration/test_python.py).  Commands, one a line on stdin:
-small N, large N, thread N, sqlite N, fork N, fresh N, trace, quit.
+small N, large N, thread N, sqlite N, fork N, fresh N, asyncio N, trace,
+quit.
 Each prints "done" when finished; "trace" prints the tracemalloc figures
 of everything kept so far as JSON lines {"file", "line", "size"}."""
 import json
@@ -71,6 +72,30 @@ def keep_from_fresh_code(n):
         del ns
 
 
+async def task_alpha(n):
+    import asyncio
+    for i in range(n):
+        KEEP.append(bytearray(57344))
+        await asyncio.sleep(0)
+
+
+async def task_beta(n):
+    import asyncio
+    for i in range(n):
+        KEEP.append(bytearray(24576))
+        await asyncio.sleep(0)
+
+
+def keep_in_tasks(n):
+    # Two tasks of one event loop, interleaved at every allocation: each
+    # allocates while its own coroutine's frames are the thread's.
+    import asyncio
+
+    async def both():
+        await asyncio.gather(task_alpha(n), task_beta(n))
+    asyncio.run(both())
+
+
 def trace_lines():
     import tracemalloc
     snap = tracemalloc.take_snapshot()
@@ -101,6 +126,8 @@ def main():
             children.append(keep_in_child(n))
         elif cmd == "fresh":
             keep_from_fresh_code(n)
+        elif cmd == "asyncio":
+            keep_in_tasks(n)
         elif cmd == "trace":
             trace_lines()
         elif cmd == "free":

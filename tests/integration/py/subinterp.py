@@ -1,11 +1,17 @@
-"""A thread that runs a subinterpreter (CPython 3.12's _xxsubinterpreters)
+"""A thread that runs a subinterpreter (CPython 3.12's _xxsubinterpreters,
+3.13's _interpreters: an isolated one, with its own GIL and obmalloc state)
 keeps buffers in sub_keep while the main thread keeps its own in
 main_keep (tests/integration/test_python.py).  Prints "ready", then
 waits for a line on stdin."""
 import sys
 import threading
 
-import _xxsubinterpreters as interpreters
+try:
+    import _interpreters as interpreters
+    run_string = interpreters.exec
+except ImportError:
+    import _xxsubinterpreters as interpreters
+    run_string = interpreters.run_string
 
 KEEP = []
 done = threading.Event()
@@ -18,7 +24,7 @@ def main_keep():
 
 def in_thread():
     interp = interpreters.create()
-    interpreters.run_string(interp, """
+    run_string(interp, """
 K = []
 def sub_keep():
     for i in range(200):
