@@ -17,6 +17,7 @@
 #include "sample.h"
 #include "sampling.h"
 #include "segstate.h"
+#include "stackcache.h"
 #include "stale.h"
 #include "table.h"
 #include "trend.h"
@@ -169,7 +170,8 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 		python_poll();
 	}
 	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = agent_capture(frames);
+	struct stackcache *sc = stackcache_of(&t->stackcache);
+	uint32_t depth = agent_capture(frames, sc ? stackcache_memo(sc) : NULL);
 	*e = (struct ym_live){
 		.addr = (uint64_t)(uintptr_t)p,
 		.size = n,
@@ -177,7 +179,7 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 		.tid = t->tid,
 	};
 	sample_weight(drawn, n, charged, &e->weight_bytes, &e->weight_fx);
-	e->stack = table_intern_kind(frames, depth, t->tid, now, kind);
+	e->stack = stackcache_intern(sc, frames, depth, t->tid, now, kind);
 	return e->stack != UINT32_MAX;
 }
 
