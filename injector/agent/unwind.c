@@ -860,33 +860,43 @@ walk(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *frames, int max,
 		if (on && !exact) {
 			while (j < on && old->s[j].sp < sp)
 				j++;
-			const struct unwind_memo_state *o = &old->s[j];
-			if (j < on && o->sp == sp && o->ip == ip &&
-			    (o->bp == bp || !(o->flags & UNWIND_MEMO_USES))) {
-				const struct unwind_memo_state *o1 = o + 1;
-				/* The checks a step by rule makes first (the
-				 * others depend on the state alone), then its
-				 * loads, from the same addresses. */
-				if (o1->sp - base < CFA_LIMIT &&
-				    load(o->ra_at) == o1->ip &&
-				    (!o->bp_at || load(o->bp_at) == o1->bp)) {
-					if (recording &&
-					    (uint32_t)n < UNWIND_MEMO_STATES - 1) {
-						rec->s[n] = *o;
-						rec->s[n + 1] = *o1;
-						rn = (uint32_t)n + 1;
-					} else {
-						recording = 0;
+			if (j < on && old->s[j].sp == sp && old->s[j].ip == ip) {
+				/* From here the states are the record's as long as
+				 * its words hold: each step checks what it depends
+				 * on (RBP where it uses it, the CFA limit, the words
+				 * it loads), then takes the next state. */
+				int n0 = n;
+				while (n < max && j < on) {
+					const struct unwind_memo_state *o = &old->s[j],
+						*o1 = o + 1;
+					if (((o->flags & UNWIND_MEMO_USES) && o->bp != bp) ||
+					    o1->sp - base >= CFA_LIMIT ||
+					    load(o->ra_at) != o1->ip ||
+					    (o->bp_at && load(o->bp_at) != o1->bp))
+						break;
+					if (recording) {
+						if ((uint32_t)n < UNWIND_MEMO_STATES - 1)
+							rec->s[n] = *o;
+						else
+							recording = 0;
 					}
-					m->hits++;
 					frames[n++] = o1->ip;
-					ip = o1->ip;
-					sp = o1->sp;
 					if (!(o->flags & UNWIND_MEMO_CARRY))
 						bp = o1->bp;
 					j++;
-					continue;
 				}
+				m->hits += (uint64_t)(n - n0);
+				ip = old->s[j].ip;
+				sp = old->s[j].sp;
+				if (recording && n > n0) {
+					rn = (uint32_t)n;
+					rec->s[n] = (struct unwind_memo_state){
+						.ip = ip, .sp = sp, .bp = bp,
+					};
+				}
+				if (n >= max)
+					break;
+				/* The step the record could not give: by rule. */
 			}
 		}
 		struct rule r;
