@@ -49,7 +49,7 @@ void agent_giant(struct agent_tls *t, size_t n, int failed)
 	if (!agent_active())
 		goto out;
 	uint64_t frames[YM_LIMIT_DEPTH];
-	uint32_t depth = agent_capture(frames, NULL);
+	uint32_t depth = agent_capture(frames);
 	struct ym_header *h = hdr;
 	uint32_t cap = h->sections[YM_SEC_ALARMS].capacity;
 	if (backing_get(alarms, (size_t)cap * alarm_stride) != 0)

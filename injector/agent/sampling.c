@@ -171,7 +171,7 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 	}
 	uint64_t frames[YM_LIMIT_DEPTH];
 	struct stackcache *sc = stackcache_of(&t->stackcache);
-	uint32_t depth = agent_capture(frames, sc ? stackcache_memo(sc) : NULL);
+	uint32_t depth = agent_capture(frames);
 	*e = (struct ym_live){
 		.addr = (uint64_t)(uintptr_t)p,
 		.size = n,

@@ -64,18 +64,16 @@ int  agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e) AGENT_H
 void agent_realloc_put(struct agent_tls *t, struct ym_live *e, void *q,
 		       size_t n, size_t old_usable, size_t usable) AGENT_HIDDEN;
 
-/* Capture return addresses, innermost first, without our own frames,
- * with the calling thread's unwinder memo m (NULL: none; stackcache.h).
+/* Capture return addresses, innermost first, without our own frames.
  * Inlined into its callers (sampling.c, giant.c): one frame less to step
  * through.  The unwinder takes no lock and allocates nothing (unwind.h),
  * so a fork or a signal may come at any point of it. */
 static inline __attribute__((always_inline)) uint32_t
-agent_capture(uint64_t *out, struct unwind_memo *m)
+agent_capture(uint64_t *out)
 {
 	uint64_t buf[YM_LIMIT_DEPTH + 16];
 	int want = (int)agent_cfg.max_depth + 16;
-	int n = m ? unwind_backtrace_memo(buf, want, m)
-		  : unwind_backtrace(buf, want);
+	int n = unwind_backtrace(buf, want);
 	/* The agent's frames leave: the hook's on top, and the pymalloc
 	 * wrapper's between the interpreter's (hooks_py.h) when an object
 	 * pymalloc forwards reaches malloc through it. */

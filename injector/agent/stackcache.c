@@ -1,12 +1,11 @@
 /*
- * stackcache: a thread's memo of its previous sample (stackcache.h).
+ * stackcache: the stack a thread interned last (stackcache.h).
  */
 #include <string.h>
 
 #include "stackcache.h"
 
 struct stackcache {
-	struct unwind_memo memo;
 	/* The stack interned last: its id in the segment table_map_gen
 	 * named, its kind and frames. */
 	uint32_t gen, id, kind, depth;
@@ -29,11 +28,7 @@ struct stackcache *stackcache_of(uint32_t *slot)
 		    __atomic_compare_exchange_n(&taken[i], &z, 1, 0,
 						__ATOMIC_ACQUIRE,
 						__ATOMIC_RELAXED)) {
-			/* A previous owner's memo would only replay where
-			 * our stack holds the same words (unwind.h), but
-			 * starts empty all the same. */
-			caches[i].memo.gen = 0;
-			caches[i].gen = 0;
+			caches[i].gen = 0;   /* a previous owner's */
 			*slot = i + 1;
 			return &caches[i];
 		}
@@ -53,11 +48,6 @@ void stackcache_release(uint32_t *slot)
 void stackcache_fork_child(void)
 {
 	memset(taken, 0, sizeof taken);
-}
-
-struct unwind_memo *stackcache_memo(struct stackcache *sc)
-{
-	return &sc->memo;
 }
 
 uint32_t stackcache_intern(struct stackcache *sc, const uint64_t *f,

@@ -748,198 +748,6 @@ static inline uint64_t load(uint64_t a)
 	return *(const volatile uint64_t *)(uintptr_t)a;
 }
 
-/* One step by rule r from (ip, sp, bp): the caller's in *nip, *nsp, *nbp,
- * and where the return address and the saved RBP were read (*ra_at, and
- * *bp_at, 0 when RBP was not read from the stack).  0: stop here. */
-static inline __attribute__((always_inline)) int
-step(const struct rule *r, uint64_t ip, uint64_t sp, uint64_t bp,
-     uint64_t *base, int *exact, uint64_t *nip, uint64_t *nsp,
-     uint64_t *nbp, uint64_t *ra_at, uint64_t *bp_at)
-{
-	(void)ip;
-	*bp_at = 0;
-	if (r->kind == K_CFA_SP || r->kind == K_CFA_BP) {
-		if (r->kind == K_CFA_BP && bp < sp)
-			return 0;
-		uint64_t cfa = (r->kind == K_CFA_SP ? sp : bp) + (uint64_t)(int64_t)r->cfa_off;
-		if (cfa <= sp || (cfa & 7) || cfa - *base >= CFA_LIMIT)
-			return 0;
-		uint64_t at = cfa + (uint64_t)(int64_t)r->ra_off;
-		if (at < sp || at > cfa - 8)
-			return 0;
-		*ra_at = at;
-		*nip = load(at);
-		*nbp = bp;
-		if (r->bp == BP_SAVED) {
-			at = cfa + (uint64_t)(int64_t)r->bp_off;
-			if (at > cfa - 8)
-				return 0;
-			/* A slot below SP: an epilogue interrupted after
-			 * its pop or leave (the CFI still names the slot
-			 * until the ret), so RBP already holds the
-			 * caller's value; never read below SP. */
-			if (at >= sp) {
-				*bp_at = at;
-				*nbp = load(at);
-			}
-		} else if (r->bp == BP_UNDEF) {
-			*nbp = 0;
-		}
-		*nsp = cfa;
-		*exact = 0;
-	} else if (r->kind == K_SIGNAL) {
-		/* SP is where the handler returned to: the ucontext. */
-		if ((sp & 7) || sp - *base >= CFA_LIMIT - UC_END)
-			return 0;
-		*ra_at = 0;
-		*nip = load(sp + UC_RIP);
-		*nsp = load(sp + UC_RSP);
-		*nbp = load(sp + UC_RBP);
-		if (!*nsp || (*nsp & 7))
-			return 0;
-		*base = *nsp;   /* maybe another stack (sigaltstack) */
-		*exact = 1;
-	} else {
-		return 0;
-	}
-	return *nip >= 4096;
-}
-
-static inline __attribute__((always_inline)) int
-rule_of(uint64_t ip, int exact, uint32_t gen, struct rule *r)
-{
-	uint64_t key = ip << 1 | (uint64_t)exact;
-	if (!cache_get(key, gen, r)) {
-		if (!decode(ip, exact, r))
-			return 0;
-		cache_put(key, gen, r);
-	}
-	return 1;
-}
-
-/* ---- The walk, with or without the thread's memo (unwind.h) ----
- *
- * The walk is a function of its start (IP, SP, RBP), the rules of the
- * IPs it meets (fixed while the cache's generation is), the words it
- * loads from the stack and the SP it started from (the CFA limit).  So
- * from a state (IP, SP, RBP) that the previous walk passed too, the next
- * state is the previous walk's next one exactly when the words at the
- * addresses it loaded them from still hold what it loaded (and the CFA is
- * within this walk's limit): one or two loads and compares a frame, no
- * rule lookup.  A word that differs (a different caller deeper down at
- * the same SP) makes the walk step by its rule from there, as without a
- * memo; so the memo never changes a result, it only skips lookups.
- * RBP is compared only where the step uses it (CFA = RBP + offset): code
- * without frame pointers hands RBP, any value, through its frames, and a
- * step that only hands it on (or reloads it from a word it checks, or
- * clears it) gives the caller's RBP without depending on it. */
-static inline __attribute__((always_inline)) int
-walk(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *frames, int max,
-     struct unwind_memo *m)
-{
-	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
-	uint64_t base = sp;
-	int exact = 1, n = 0;
-	/* old: the previous walk (its steps from states 1 .. on - 1 can be
-	 * replayed); rec: this walk's record, rn steps so far; j: the first
-	 * state of old with an SP not below ours. */
-	const struct unwind_memo_walk *old = NULL;
-	struct unwind_memo_walk *rec = NULL;
-	uint32_t j = 1, on = 0, rn = 0;
-	int recording = 0;
-	if (m) {
-		rec = &m->w[(m->cur & 1) ^ 1];
-		if (m->gen == gen) {
-			old = &m->w[m->cur & 1];
-			on = old->n;
-		}
-		recording = 1;
-	}
-	while (n < max) {
-		uint64_t nip, nsp, nbp, ra_at = 0, bp_at = 0;
-		if (on && !exact) {
-			while (j < on && old->s[j].sp < sp)
-				j++;
-			if (j < on && old->s[j].sp == sp && old->s[j].ip == ip) {
-				/* From here the states are the record's as long as
-				 * its words hold: each step checks what it depends
-				 * on (RBP where it uses it, the CFA limit, the words
-				 * it loads), then takes the next state. */
-				int n0 = n;
-				while (n < max && j < on) {
-					const struct unwind_memo_state *o = &old->s[j],
-						*o1 = o + 1;
-					if (((o->flags & UNWIND_MEMO_USES) && o->bp != bp) ||
-					    o1->sp - base >= CFA_LIMIT ||
-					    load(o->ra_at) != o1->ip ||
-					    (o->bp_at && load(o->bp_at) != o1->bp))
-						break;
-					if (recording) {
-						if ((uint32_t)n < UNWIND_MEMO_STATES - 1)
-							rec->s[n] = *o;
-						else
-							recording = 0;
-					}
-					frames[n++] = o1->ip;
-					if (!(o->flags & UNWIND_MEMO_CARRY))
-						bp = o1->bp;
-					j++;
-				}
-				m->hits += (uint64_t)(n - n0);
-				ip = old->s[j].ip;
-				sp = old->s[j].sp;
-				if (recording && n > n0) {
-					rn = (uint32_t)n;
-					rec->s[n] = (struct unwind_memo_state){
-						.ip = ip, .sp = sp, .bp = bp,
-					};
-				}
-				if (n >= max)
-					break;
-				/* The step the record could not give: by rule. */
-			}
-		}
-		struct rule r;
-		if (!rule_of(ip, exact, gen, &r))
-			break;
-		int was_exact = exact;
-		if (!step(&r, ip, sp, bp, &base, &exact, &nip, &nsp, &nbp,
-			  &ra_at, &bp_at))
-			break;
-		if (recording) {
-			/* A signal frame ends the record: the states after it
-			 * are exact ones, and only state 0 may be. */
-			if (r.kind == K_SIGNAL || was_exact != (n == 0) ||
-			    (uint32_t)n >= UNWIND_MEMO_STATES - 1) {
-				recording = 0;
-			} else {
-				rec->s[n] = (struct unwind_memo_state){
-					.ip = ip, .sp = sp, .bp = bp,
-					.ra_at = ra_at, .bp_at = bp_at,
-					.flags = (r.kind == K_CFA_BP ? UNWIND_MEMO_USES : 0) |
-						 (nbp == bp && !bp_at && r.bp != BP_UNDEF ?
-						  UNWIND_MEMO_CARRY : 0),
-				};
-				rec->s[n + 1] = (struct unwind_memo_state){
-					.ip = nip, .sp = nsp, .bp = nbp,
-				};
-				rn = (uint32_t)n + 1;
-			}
-		}
-		frames[n++] = nip;
-		ip = nip;
-		sp = nsp;
-		bp = nbp;
-	}
-	if (m) {
-		rec->s[rn].flags = 0;
-		rec->n = rn;
-		m->gen = gen;
-		m->cur ^= 1;
-	}
-	return n;
-}
-
 __attribute__((noinline)) int unwind_backtrace(uint64_t *frames, int max)
 {
 	uint64_t ip, sp, bp;
@@ -948,16 +756,64 @@ __attribute__((noinline)) int unwind_backtrace(uint64_t *frames, int max)
 			 "mov %%rsp, %1\n\t"
 			 "mov %%rbp, %2"
 			 : "=r"(ip), "=r"(sp), "=r"(bp));
-	return walk(ip, sp, bp, frames, max, NULL);
-}
-
-__attribute__((noinline)) int unwind_backtrace_memo(uint64_t *frames, int max,
-						    struct unwind_memo *m)
-{
-	uint64_t ip, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\t"
-			 "mov %%rsp, %1\n\t"
-			 "mov %%rbp, %2"
-			 : "=r"(ip), "=r"(sp), "=r"(bp));
-	return walk(ip, sp, bp, frames, max, m);
+	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	uint64_t base = sp;
+	int exact = 1, n = 0;
+	while (n < max) {
+		struct rule r;
+		uint64_t key = ip << 1 | (uint64_t)exact;
+		if (!cache_get(key, gen, &r)) {
+			if (!decode(ip, exact, &r))
+				break;
+			cache_put(key, gen, &r);
+		}
+		uint64_t nip, nsp, nbp;
+		if (r.kind == K_CFA_SP || r.kind == K_CFA_BP) {
+			if (r.kind == K_CFA_BP && bp < sp)
+				break;
+			uint64_t cfa = (r.kind == K_CFA_SP ? sp : bp) + (uint64_t)(int64_t)r.cfa_off;
+			if (cfa <= sp || (cfa & 7) || cfa - base >= CFA_LIMIT)
+				break;
+			uint64_t at = cfa + (uint64_t)(int64_t)r.ra_off;
+			if (at < sp || at > cfa - 8)
+				break;
+			nip = load(at);
+			nbp = bp;
+			if (r.bp == BP_SAVED) {
+				at = cfa + (uint64_t)(int64_t)r.bp_off;
+				if (at > cfa - 8)
+					break;
+				/* A slot below SP: an epilogue interrupted after
+				 * its pop or leave (the CFI still names the slot
+				 * until the ret), so RBP already holds the
+				 * caller's value; never read below SP. */
+				if (at >= sp)
+					nbp = load(at);
+			} else if (r.bp == BP_UNDEF) {
+				nbp = 0;
+			}
+			nsp = cfa;
+			exact = 0;
+		} else if (r.kind == K_SIGNAL) {
+			/* SP is where the handler returned to: the ucontext. */
+			if ((sp & 7) || sp - base >= CFA_LIMIT - UC_END)
+				break;
+			nip = load(sp + UC_RIP);
+			nsp = load(sp + UC_RSP);
+			nbp = load(sp + UC_RBP);
+			if (!nsp || (nsp & 7))
+				break;
+			base = nsp;   /* maybe another stack (sigaltstack) */
+			exact = 1;
+		} else {
+			break;
+		}
+		if (nip < 4096)
+			break;
+		frames[n++] = nip;
+		ip = nip;
+		sp = nsp;
+		bp = nbp;
+	}
+	return n;
 }

@@ -32,39 +32,6 @@
  * returns how many. */
 int unwind_backtrace(uint64_t *frames, int max);
 
-/* A thread's record of its previous walk (unwind_backtrace_memo): the
- * states (IP, SP, RBP) it passed and where it loaded each caller's return
- * address and RBP from.  Owned by one thread at a time (any walk that
- * uses it runs on that thread); zero-filled is empty.  About 10 KiB. */
-#define UNWIND_MEMO_STATES 128u
-struct unwind_memo_state {
-	uint64_t ip, sp, bp;
-	uint64_t ra_at, bp_at;   /* bp_at 0: RBP not read from the stack */
-	uint32_t flags;          /* UNWIND_MEMO_* of the step from here */
-};
-/* The step uses RBP (CFA = RBP + offset); it hands RBP on unchanged. */
-#define UNWIND_MEMO_USES  1u
-#define UNWIND_MEMO_CARRY 2u
-struct unwind_memo_walk {
-	uint32_t n;              /* steps: states 0 .. n are kept */
-	struct unwind_memo_state s[UNWIND_MEMO_STATES];
-};
-struct unwind_memo {
-	uint32_t gen;            /* the rule cache's generation of cur */
-	uint32_t cur;            /* w[cur & 1]: the previous walk */
-	uint64_t hits;           /* steps replayed from the record */
-	struct unwind_memo_walk w[2];
-};
-
-/* unwind_backtrace, the same frames always, with the calling thread's
- * memo m: from a state the previous walk passed, a step whose stack words
- * still hold what that walk loaded is taken from the record (one or two
- * loads and compares, no rule lookup); the first word that differs (a
- * different caller deeper down) makes the walk go by the rules from
- * there.  So a repeated deep stack costs a compare a frame, and no record
- * can make a walk answer with another stack. */
-int unwind_backtrace_memo(uint64_t *frames, int max, struct unwind_memo *m);
-
 /* Forget every cached rule: call it when a module may have been unloaded
  * (the loader's dlpi_subs moved), before its addresses can be reused by
  * another.  Lock-free; rules being cached meanwhile are dropped too. */

@@ -59,23 +59,16 @@ static struct cmp {
 static volatile int checks, mismatches;
 static int want_max = MAXF;
 
-/* Every walk here is also made with the thread's memo (the previous
- * walks' record, unwind_backtrace_memo), which must give the same frames. */
-static __thread struct unwind_memo here_memo;
-
 /* Both unwinders from the same frame; their first frames are return
  * addresses into this function from two different calls, so they are
  * compared from the second on. */
 __attribute__((noinline)) static int compare_here(void)
 {
 	struct cmp c;
-	uint64_t memo_frames[MAXF];
-	int k = unwind_backtrace_memo(memo_frames, want_max, &here_memo);
 	c.n = unwind_backtrace(c.ours, want_max);
 	c.m = ref_trace(c.ref, want_max);
-	c.equal = c.n == c.m && c.n > 1 && k == c.n &&
-		  memcmp(c.ours + 1, c.ref + 1, (size_t)(c.n - 1) * 8) == 0 &&
-		  memcmp(c.ours + 1, memo_frames + 1, (size_t)(c.n - 1) * 8) == 0;
+	c.equal = c.n == c.m && c.n > 1 &&
+		  memcmp(c.ours + 1, c.ref + 1, (size_t)(c.n - 1) * 8) == 0;
 	checks++;
 	if (!c.equal && !mismatches++)
 		bad = c;
@@ -180,112 +173,6 @@ static void test_deep_recursion_o2(void **state)
 	assert_last_equal(100);
 	deep(100);   /* again, from the cache */
 	assert_last_equal(100);
-}
-
-/* ---- The memo (unwind_backtrace_memo) ---- */
-
-static struct unwind_memo memo;
-static struct cmp memo_last;
-
-/* Both walks from the same frame, the memo's and the plain one: equal
- * from the second frame on (the first ones are return addresses into this
- * function from two calls). */
-__attribute__((noinline)) static int memo_here(void)
-{
-	struct cmp c;
-	c.n = unwind_backtrace_memo(c.ours, MAXF, &memo);
-	c.m = unwind_backtrace(c.ref, MAXF);
-	c.equal = c.n == c.m && c.n > 1 &&
-		  memcmp(c.ours + 1, c.ref + 1, (size_t)(c.n - 1) * 8) == 0;
-	memo_last = c;
-	return c.n;
-}
-
-__attribute__((noinline)) static int memo_inner(int d)
-{
-	int r = d > 0 ? memo_inner(d - 1) : memo_here();
-	__asm__ volatile("" : "+r"(r));
-	return r + 1;
-}
-
-/* Two callers alike in all but their address: the frames above them are
- * at the same stack addresses and hold the same words, but for the one
- * return address into memo_via_a or memo_via_b. */
-__attribute__((noinline)) static int memo_via_a(int d)
-{
-	int r = memo_inner(d);
-	__asm__ volatile("" : "+r"(r));
-	return r + 1;
-}
-
-__attribute__((noinline)) static int memo_via_b(int d)
-{
-	int r = memo_inner(d);
-	__asm__ volatile("" : "+r"(r));
-	return r + 2;
-}
-
-static int (*volatile memo_via[2])(int) = { memo_via_a, memo_via_b };
-
-__attribute__((noinline)) static struct cmp memo_from(int which, int d)
-{
-	int r = memo_via[which](d);
-	__asm__ volatile("" : "+r"(r));
-	return memo_last;
-}
-
-/* A stack whose innermost 40 frames are those of the previous walk, same
- * addresses, same words, with a different caller below them, is walked
- * to its own frames: the replay checks each word it takes from the
- * record.  And a repeated stack is replayed. */
-static void test_memo_same_top_other_caller(void **state)
-{
-	(void)state;
-	memset(&memo, 0, sizeof memo);
-	/* From one call site: the stacks differ in the one frame only. */
-	static const int via[4] = { 0, 0, 1, 0 };
-	static struct cmp runs[4];
-	uint64_t hits[4];
-	for (int i = 0; i < 4; i++) {
-		runs[i] = memo_from(via[i], 40);
-		hits[i] = memo.hits;
-	}
-	const struct cmp a1 = runs[0], a2 = runs[1], b = runs[2], a3 = runs[3];
-	uint64_t h1 = hits[0], h2 = hits[1], h3 = hits[2];
-	assert_true(a1.equal);
-	assert_true(a2.equal);
-	assert_true(b.equal);
-	assert_true(a3.equal);
-	assert_true(a1.n >= 43);
-	/* The second walk of the same stack replays nearly all of it. */
-	assert_true(h2 - h1 >= 40);
-	/* B's innermost frames replayed, then its own caller found. */
-	assert_true(h3 > h2);
-	assert_int_equal(a2.n, b.n);
-	int differ = 0;
-	for (int i = 1; i < b.n; i++)
-		differ += a2.ours[i] != b.ours[i];
-	assert_int_equal(differ, 1);
-	assert_memory_equal(a2.ours + 1, a3.ours + 1, (size_t)(a2.n - 1) * 8);
-	/* Shallower and deeper stacks from the same record. */
-	for (int d = 0; d < 60; d += 7) {
-		struct cmp c = memo_from(d & 1, d);
-		assert_true(c.equal);
-		assert_true(c.n >= d + 3);
-	}
-}
-
-/* After a flush (a module unloaded) the record is not replayed. */
-static void test_memo_flush(void **state)
-{
-	(void)state;
-	memset(&memo, 0, sizeof memo);
-	memo_from(0, 20);
-	uint64_t h = memo.hits;
-	unwind_flush();
-	struct cmp c = memo_from(0, 20);
-	assert_true(c.equal);
-	assert_int_equal(memo.hits, h);
 }
 
 static void test_frame_pointers(void **state)
@@ -534,8 +421,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_deep_recursion_o2, reset),
-		cmocka_unit_test_setup(test_memo_same_top_other_caller, reset),
-		cmocka_unit_test_setup(test_memo_flush, reset),
 		cmocka_unit_test_setup(test_frame_pointers, reset),
 		cmocka_unit_test_setup(test_no_frame_pointers, reset),
 		cmocka_unit_test_setup(test_across_libraries, reset),
