@@ -17,7 +17,6 @@
 #include "sample.h"
 #include "sampling.h"
 #include "segstate.h"
-#include "stackcache.h"
 #include "stale.h"
 #include "table.h"
 #include "trend.h"
@@ -170,7 +169,6 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 		python_poll();
 	}
 	uint64_t frames[YM_LIMIT_DEPTH];
-	struct stackcache *sc = stackcache_of(&t->stackcache);
 	uint32_t depth = agent_capture(frames);
 	*e = (struct ym_live){
 		.addr = (uint64_t)(uintptr_t)p,
@@ -179,7 +177,7 @@ take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
 		.tid = t->tid,
 	};
 	sample_weight(drawn, n, charged, &e->weight_bytes, &e->weight_fx);
-	e->stack = stackcache_intern(sc, frames, depth, t->tid, now, kind);
+	e->stack = table_intern_kind(frames, depth, t->tid, now, kind);
 	return e->stack != UINT32_MAX;
 }
 

@@ -141,18 +141,8 @@ static struct ym_stack_ext *stack_ext(uint32_t i)
 	return (struct ym_stack_ext *)(void *)((uint8_t *)stack_at(i) + stack_ext_off);
 }
 
-/* Moves with every segment mapped: a stack id is of one segment. */
-static uint32_t map_gen;
-
-uint32_t table_map_gen(void)
-{
-	return __atomic_load_n(&map_gen, __ATOMIC_RELAXED);
-}
-
 void table_map_segment(uint8_t *base, const struct ym_section *sec)
 {
-	uint32_t g = __atomic_load_n(&map_gen, __ATOMIC_RELAXED) + 1;
-	__atomic_store_n(&map_gen, g ? g : 1, __ATOMIC_RELAXED);
 	hdr = (struct ym_header *)base;
 	stacks = base + sec[YM_SEC_STACKS].offset;
 	stack_stride = sec[YM_SEC_STACKS].stride;

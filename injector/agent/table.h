@@ -34,9 +34,6 @@ void table_unmap_private(void) AGENT_HIDDEN;
  * header is at base.  The tables write only segment memory they had
  * backed (backing.h): the caller calls backing_init first. */
 void table_map_segment(uint8_t *base, const struct ym_section *sec) AGENT_HIDDEN;
-/* Never 0, moves at every table_map_segment: stack ids of different
- * segments have different generations. */
-uint32_t table_map_gen(void) AGENT_HIDDEN;
 /* The overflow stack: 0, or -1 when /dev/shm is full. */
 int  table_init_segment(void) AGENT_HIDDEN;
 

@@ -13,7 +13,6 @@
 
 #include "backing.h"
 #include "segstate.h"
-#include "stackcache.h"
 #include "table.h"
 #include "threads.h"
 
@@ -190,7 +189,6 @@ static void thread_exit(void *arg)
 		prctl(PR_GET_NAME, t->slot->name, 0, 0, 0);
 		__atomic_store_n(&t->slot->state, YM_THREAD_EXITED, __ATOMIC_RELEASE);
 	}
-	stackcache_release(&t->stackcache);
 	t->slot = NULL;
 	thread_fast_set(t, NULL);
 	t->pre = 0;
@@ -336,7 +334,6 @@ static void tls_reset(struct agent_tls *t)
 	t->pre = 0;
 	t->state = TLS_NEW;
 	t->plane.plane = 0;
-	t->stackcache = 0;
 	t->epoch = epoch;
 }
 
@@ -386,7 +383,6 @@ void threads_fork_child(struct agent_tls *t)
 	t->polled_ns = 0;   /* the child's control block: read it first */
 	t->paused = 0;
 	t->forking = 0;
-	stackcache_fork_child();
 	tls_reset(t);
 	/* The parent's pre-slot and stand-in are the parent's. */
 	memset(pre, 0, sizeof pre);

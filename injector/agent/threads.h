@@ -78,9 +78,6 @@ struct agent_tls {
 	/* Time on the sampled paths not yet added to the process's sum
 	 * (budget.h; only while a budget is set). */
 	uint64_t budget_ns;
-	/* Its entry of the stack cache (stackcache.h): 0 not asked yet,
-	 * k + 1 entry k, UINT32_MAX none. */
-	uint32_t stackcache;
 };
 
 extern __thread struct agent_tls agent_tls

@@ -18,7 +18,6 @@
 #include "agent/live.h"
 #include "agent/sample.h"
 #include "agent/segpriv.h"
-#include "agent/stackcache.h"
 #include "agent/table.h"
 #include "shm.h"
 
@@ -159,38 +158,6 @@ static int seqs_even(void)
 		if (stripe(i)->seq % 2)
 			return 0;
 	return 1;
-}
-
-/* The thread's last stack is reused only for the very same frames, depth
- * and kind: two stacks alike in all but their outermost frame are two. */
-static void stackcache_tells_stacks_apart(void **state)
-{
-	(void)state;
-	uint32_t slot = 0;
-	struct stackcache *sc = stackcache_of(&slot);
-	assert_non_null(sc);
-	uint64_t a[8], b[8];
-	for (int i = 0; i < 8; i++)
-		a[i] = b[i] = 0x400000 + 0x10 * (uint64_t)i;
-	b[7] += 8;
-	uint32_t ia = stackcache_intern(sc, a, 8, 1, 1, YM_KIND_MALLOC);
-	assert_int_equal(stackcache_intern(sc, a, 8, 1, 1, YM_KIND_MALLOC), ia);
-	uint32_t ib = stackcache_intern(sc, b, 8, 1, 1, YM_KIND_MALLOC);
-	assert_int_not_equal(ib, ia);
-	assert_int_equal(table_intern(b, 8, 1, 1), ib);
-	assert_int_equal(stackcache_intern(sc, a, 8, 1, 1, YM_KIND_MALLOC), ia);
-	uint32_t ip = stackcache_intern(sc, a, 7, 1, 1, YM_KIND_MALLOC);
-	assert_int_not_equal(ip, ia);
-	assert_int_equal(table_intern(a, 7, 1, 1), ip);
-	uint32_t im = stackcache_intern(sc, a, 7, 1, 1, YM_KIND_MMAP);
-	assert_int_not_equal(im, ip);
-	assert_int_equal(table_intern_kind(a, 7, 1, 1, YM_KIND_MMAP), im);
-	/* A segment mapped again: its ids, not the remembered one. */
-	table_map_segment(seg, sec);
-	assert_int_equal(stackcache_intern(sc, a, 7, 1, 1, YM_KIND_MMAP), im);
-	stackcache_release(&slot);
-	assert_int_equal(slot, UINT32_MAX);
-	assert_null(stackcache_of(&slot));
 }
 
 static void intern_finds_and_adds(void **state)
@@ -769,7 +736,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(intern_finds_and_adds, setup, teardown),
-		cmocka_unit_test_setup_teardown(stackcache_tells_stacks_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_stack_table_overflows, setup, teardown),
 		cmocka_unit_test_setup_teardown(live_insert_remove_with_collisions, setup, teardown),
 		cmocka_unit_test_setup_teardown(live_table_bounded, setup, teardown),
