@@ -165,13 +165,28 @@ int table_init_segment(void)
 	return 0;
 }
 
+/* The index's hash of a stack (the record keeps it only as a mark that
+ * it is published: no reader recomputes it).  A sum of products, each
+ * frame salted by its position so that order counts: the multiplies are
+ * independent of each other, so a deep stack costs an add a frame on the
+ * dependent chain, where a multiply a frame in a chain (FNV over words)
+ * cost 4-5 cycles a frame, 2% of exact mode on python3.  Mixed at the
+ * end: the probe takes the low bits and the index tag the high ones. */
 static uint64_t hash_frames(const uint64_t *f, uint32_t depth)
 {
-	uint64_t h = YM_FNV1A_INIT ^ depth;
-	for (uint32_t i = 0; i < depth; i++) {
-		h = ym_fnv1a_word(h, f[i]);
-		h ^= h >> 29;
+	uint64_t a = YM_FNV1A_INIT ^ depth, b = 0;
+	uint32_t i = 0;
+	for (; i + 1 < depth; i += 2) {
+		a += (f[i] ^ (uint64_t)i * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+		b += (f[i + 1] ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull) *
+		     0xc4ceb9fe1a85ec53ull;
 	}
+	if (i < depth)
+		a += (f[i] ^ (uint64_t)i * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+	uint64_t h = a ^ (b << 31 | b >> 33);
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 29;
 	return h < 2 ? h + 2 : h;   /* 0: unpublished, 1: overflow */
 }
 
