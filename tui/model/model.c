@@ -28,6 +28,8 @@ void model_free(struct model *m)
 	free(m->mark_peak_seen_samples);
 	free(m->thread_names);
 	model_trend_free(m);
+	if (m->cache && m->cache_free)
+		m->cache_free(m->cache);
 	memset(m, 0, sizeof *m);
 }
 

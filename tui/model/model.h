@@ -197,6 +197,11 @@ struct model {
 	int      trend_source;       /* enum model_trend_source */
 	struct trend_own *trend_own;
 	uint64_t trend_own_slot_ns;
+	/* What a report writer derived per stack and keeps across snapshots
+	 * (the exposition's labels, report/prometheus.c), its own to check
+	 * against its keys; model_free calls cache_free on it. */
+	void    *cache;
+	void   (*cache_free)(void *cache);
 };
 
 void model_init(struct model *m);
