@@ -143,17 +143,25 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 {
 	uint32_t n = snap->nstacks;
 	uint32_t nnames = facts && facts->thread_names ? facts->nthread_names : 0;
-	struct model_stack *st = calloc(n ? n : 1, sizeof *st);
-	uint32_t *order = calloc(n ? n : 1, sizeof *order);
+	/* The last snapshot's arrays when this one fits: writing over
+	 * memory already in use costs no new pages and leaves no freed
+	 * block of 472 bytes a stack behind for the next one to miss. */
+	int inplace = m->stacks && m->order && n <= m->capstacks;
+	struct model_stack *st = inplace ? m->stacks : calloc(n ? n : 1, sizeof *st);
+	uint32_t *order = inplace ? m->order : calloc(n ? n : 1, sizeof *order);
 	char (*names)[MODEL_THREAD_NAME] = nnames ? calloc(nnames, sizeof *names) : NULL;
 	if (!st || !order || (nnames && !names) ||
 	    grow(&m->prev_alloc, &m->nprev, n) ||
 	    (m->marked && grow_marks(m, n))) {
-		free(st);
-		free(order);
+		if (!inplace) {
+			free(st);
+			free(order);
+		}
 		free(names);
 		return -1;
 	}
+	/* A snapshot without the live table keeps the last known ages. */
+	int keep_ages = snap->live_skipped && m->stacks;
 	if (nnames)
 		memcpy(names, facts->thread_names, (size_t)nnames * sizeof *names);
 	double dt = 0;
@@ -180,6 +188,12 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ym_stack *y = shm_stack(snap, i);
 		struct model_stack *s = &st[i];
+		uint64_t age = 0;
+		if (keep_ages && i < m->nstacks)
+			age = m->stacks[i].oldest_birth_ns;
+		if (inplace)
+			memset(s, 0, sizeof *s);
+		s->oldest_birth_ns = age;
 		s->id = i;
 		s->depth = y->depth;
 		s->frames = y->frames;
@@ -268,10 +282,6 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		m->peak_retained_bytes = m->retained_bytes;
 	if (m->mmap_peak_bytes < m->mmap_retained_bytes)
 		m->mmap_peak_bytes = m->mmap_retained_bytes;
-	/* A snapshot without the live table keeps the last known ages. */
-	if (snap->live_skipped && m->stacks)
-		for (uint32_t i = 0; i < n && i < m->nstacks; i++)
-			st[i].oldest_birth_ns = m->stacks[i].oldest_birth_ns;
 	for (uint32_t i = 0; i < snap->nlive; i++) {
 		const struct ym_live *e = &snap->live[i];
 		struct model_stack *s = &st[e->stack];   /* checked < nstacks */
@@ -300,8 +310,11 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	m->snap = *snap;
 	memset(snap, 0, sizeof *snap);
 	m->have_snap = 1;
-	free(m->stacks);
-	free(m->order);
+	if (!inplace) {
+		free(m->stacks);
+		free(m->order);
+		m->capstacks = n;
+	}
 	m->stacks = st;
 	m->nstacks = n;
 	m->order = order;
@@ -478,6 +491,50 @@ static int cmp(const void *a, const void *b, void *arg)
 	return r;
 }
 
+/* cmp's figures of one stack, worked out once per sort rather than at
+ * every comparison. */
+struct sort_item {
+	double   rank, key, retained;
+	uint32_t id;
+};
+
+/* cmp on sort_items: the same order (descending rank, then key, both
+ * reversed when ascending; then retained descending, then id). */
+static int cmp_item(const void *a, const void *b, void *arg)
+{
+	const struct sort_item *x = a, *y = b;
+	int asc = *(const int *)arg;
+	int r = x->rank < y->rank ? 1 : x->rank > y->rank ? -1 : 0;
+	if (r == 0)
+		r = x->key < y->key ? 1 : x->key > y->key ? -1 : 0;
+	if (asc)
+		r = -r;
+	if (r == 0)
+		r = x->retained < y->retained ? 1 : x->retained > y->retained ? -1 :
+		    (x->id > y->id) - (x->id < y->id);
+	return r;
+}
+
+/* m->order sorted by a figure as cmp sorts it; -1 when out of memory
+ * (m->order untouched). */
+static int sort_keyed(struct model *m, enum model_sort key, int asc)
+{
+	uint32_t n = m->norder;
+	struct sort_item *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct model_stack *s = &m->stacks[m->order[i]];
+		v[i] = (struct sort_item){ model_rank(m, s, key), model_key(m, s, key),
+					   s->retained_bytes, s->id };
+	}
+	qsort_r(v, n, sizeof *v, cmp_item, &asc);
+	for (uint32_t i = 0; i < n; i++)
+		m->order[i] = v[i].id;
+	free(v);
+	return 0;
+}
+
 void model_sort(struct model *m, enum model_sort key, int asc,
 		model_keep_fn keep, model_name_fn name, void *ctx)
 {
@@ -490,7 +547,8 @@ void model_sort(struct model *m, enum model_sort key, int asc,
 	}
 	m->norder = n;
 	struct sort_ctx c = { m, key, asc, name, ctx };
-	qsort_r(m->order, n, sizeof *m->order, cmp, &c);
+	if ((key == SORT_FUNCTION && name) || sort_keyed(m, key, asc) != 0)
+		qsort_r(m->order, n, sizeof *m->order, cmp, &c);
 }
 
 double model_uptime(const struct model *m)

@@ -127,6 +127,8 @@ struct model {
 	int      have_snap;
 	struct model_stack *stacks;  /* nstacks entries, index == id */
 	uint32_t nstacks;
+	uint32_t capstacks;          /* room in stacks and order: reused by
+				      * the next snapshot when it fits */
 	uint32_t *order;             /* sorted, filtered view of stacks */
 	uint32_t norder;
 
