@@ -688,20 +688,23 @@ static void short_lived_share_and_rate(void **state)
 	struct model_short sh;
 	memset(&s, 0, sizeof s);
 	model_short_lived(&s, &sh);
+	/* The histogram is the segment's record's. */
+	static struct ym_stack rec;
+	s.rec = &rec;
 	assert_true(sh.fraction < 0 && sh.bytes == 0 && sh.rate == 0);
 	s.alloc_objects = 100;
 	s.alloc_bytes = 6400;
 	s.alloc_rate = 2000;
-	s.life[0].objects = 30, s.life[0].bytes = 1920;   /* < 1 us */
-	s.life[4].objects = 50, s.life[4].bytes = 1280;   /* < 10 ms */
-	s.life[5].objects = 20, s.life[5].bytes = 3200;   /* < 100 ms: not */
+	rec.life[0].objects_fx = 30 * YM_FX_ONE, rec.life[0].bytes = 1920;   /* < 1 us */
+	rec.life[4].objects_fx = 50 * YM_FX_ONE, rec.life[4].bytes = 1280;   /* < 10 ms */
+	rec.life[5].objects_fx = 20 * YM_FX_ONE, rec.life[5].bytes = 3200;   /* < 100 ms: not */
 	model_short_lived(&s, &sh);
 	assert_true(fabs(sh.fraction - 0.8) < 1e-12);
 	assert_true(sh.objects == 80 && sh.bytes == 3200);
 	assert_true(fabs(sh.rate - 1000) < 1e-9);
 	assert_true(model_short_rate(&s) == sh.rate);
-	s.life[11].objects = 1e9;   /* never above 1 */
-	s.life[3].objects = 1e9;
+	rec.life[11].objects_fx = (uint64_t)1e9 * YM_FX_ONE;   /* never above 1 */
+	rec.life[3].objects_fx = (uint64_t)1e9 * YM_FX_ONE;
 	model_short_lived(&s, &sh);
 	assert_true(sh.fraction == 1);
 }
@@ -822,12 +825,14 @@ static void snapshot_over_the_last(void **state)
 		if (k > 0)
 			assert_ptr_equal(over.stacks, before);
 		assert_int_equal(over.nstacks, fresh.nstacks);
-		/* Everything but where the frames are (each its own
-		 * snapshot's). */
+		/* Everything but where the frames and the record are (each
+		 * its own snapshot's). */
 		for (uint32_t i = 0; i < over.nstacks; i++) {
 			struct model_stack x = over.stacks[i], y = fresh.stacks[i];
 			assert_int_equal(memcmp(x.frames, y.frames, x.depth * sizeof *x.frames), 0);
+			assert_memory_equal(x.rec->life, y.rec->life, sizeof x.rec->life);
 			x.frames = y.frames = NULL;
+			x.rec = y.rec = NULL;
 			assert_memory_equal(&x, &y, sizeof x);
 		}
 		assert_int_equal(over.norder, fresh.norder);

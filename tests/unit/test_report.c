@@ -839,7 +839,8 @@ static void sqlite_counts_are_whole_numbers_with_kinds(void **state)
 	fx->m.stacks[1].retained_objects = 12.5;    /* ties to even: 12 */
 	fx->m.stacks[2].retained_objects = 13.5;    /* 14 */
 	fx->m.stacks[2].alloc_objects = 90.4;
-	fx->m.stacks[1].life[3].objects = 20.6;
+	((struct ym_stack *)fx->m.stacks[1].rec)->life[3].objects_fx =
+		(uint64_t)(20.6 * YM_FX_ONE);
 	fx->m.retained_objects = 12.5 + 13.5 + 5;
 	char path[128], err[256];
 	struct report_opts o = { REPORT_SQLITE, 20, NULL, 0, SORT_RETAINED };

@@ -38,6 +38,16 @@ static double fx(uint64_t v)
 	return (double)v / (double)YM_FX_ONE;
 }
 
+struct model_life model_life(const struct model_stack *s, int b)
+{
+	struct model_life l = { 0, 0 };
+	if (s->rec && b >= 0 && b < YM_LIFE_BUCKETS) {
+		l.objects = fx(s->rec->life[b].objects_fx);
+		l.bytes = (double)s->rec->life[b].bytes;
+	}
+	return l;
+}
+
 /* Counters are monotonic, but a reset in the agent (or a torn read) can
  * make free exceed alloc for a moment: clamp. */
 static double diff(double a, double b)
@@ -209,11 +219,10 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		s->live_samples = live > UINT32_MAX ? UINT32_MAX : (uint32_t)live;
 		s->first_mono_ns = y->first_mono_ns;
 		s->tid = y->tid;
+		s->rec = y;
 		for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
-			s->life[b].objects = fx(y->life[b].objects_fx);
-			s->life[b].bytes = (double)y->life[b].bytes;
-			m->life[b].objects += s->life[b].objects;
-			m->life[b].bytes += s->life[b].bytes;
+			m->life[b].objects += fx(y->life[b].objects_fx);
+			m->life[b].bytes += (double)y->life[b].bytes;
 		}
 		m->samples += y->alloc_samples;
 		if (dt > 0)

@@ -86,7 +86,9 @@ struct model_stack {
 	uint64_t oldest_birth_ns;    /* CLOCK_MONOTONIC; 0 when none live */
 	uint64_t first_mono_ns;
 	uint32_t tid;
-	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
+	/* The segment's record in the snapshot (as frames): its lifetime
+	 * histogram, model_life. */
+	const struct ym_stack *rec;
 	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
 	/* The agent's peak of retained_bytes since its start or last reset
 	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown); never
@@ -205,6 +207,15 @@ struct model {
 	void    *cache;
 	void   (*cache_free)(void *cache);
 };
+
+/* Bucket b of the stack's lifetime histogram (segment.h's life[]): the
+ * estimated blocks freed with a lifetime in the bucket, and their bytes;
+ * 0 for a stack without a record.  Read from the snapshot rather than
+ * kept in model_stack: 192 bytes a stack. */
+struct model_life {
+	double objects, bytes;
+};
+struct model_life model_life(const struct model_stack *s, int b);
 
 void model_init(struct model *m);
 void model_free(struct model *m);
