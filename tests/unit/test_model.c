@@ -688,20 +688,23 @@ static void short_lived_share_and_rate(void **state)
 	struct model_short sh;
 	memset(&s, 0, sizeof s);
 	model_short_lived(&s, &sh);
+	/* The histogram is the segment's record's. */
+	static struct ym_stack rec;
+	s.rec = &rec;
 	assert_true(sh.fraction < 0 && sh.bytes == 0 && sh.rate == 0);
 	s.alloc_objects = 100;
 	s.alloc_bytes = 6400;
 	s.alloc_rate = 2000;
-	s.life[0].objects = 30, s.life[0].bytes = 1920;   /* < 1 us */
-	s.life[4].objects = 50, s.life[4].bytes = 1280;   /* < 10 ms */
-	s.life[5].objects = 20, s.life[5].bytes = 3200;   /* < 100 ms: not */
+	rec.life[0].objects_fx = 30 * YM_FX_ONE, rec.life[0].bytes = 1920;   /* < 1 us */
+	rec.life[4].objects_fx = 50 * YM_FX_ONE, rec.life[4].bytes = 1280;   /* < 10 ms */
+	rec.life[5].objects_fx = 20 * YM_FX_ONE, rec.life[5].bytes = 3200;   /* < 100 ms: not */
 	model_short_lived(&s, &sh);
 	assert_true(fabs(sh.fraction - 0.8) < 1e-12);
 	assert_true(sh.objects == 80 && sh.bytes == 3200);
 	assert_true(fabs(sh.rate - 1000) < 1e-9);
 	assert_true(model_short_rate(&s) == sh.rate);
-	s.life[11].objects = 1e9;   /* never above 1 */
-	s.life[3].objects = 1e9;
+	rec.life[11].objects_fx = (uint64_t)1e9 * YM_FX_ONE;   /* never above 1 */
+	rec.life[3].objects_fx = (uint64_t)1e9 * YM_FX_ONE;
 	model_short_lived(&s, &sh);
 	assert_true(sh.fraction == 1);
 }
@@ -790,12 +793,123 @@ static void older_writers_facts_not_known(void **state)
 	}
 }
 
+/* A model that takes each snapshot over the last one's arrays holds the
+ * same stacks as one that takes it into new arrays: nothing of the last
+ * snapshot is left (peaks, ages without a live table, rates). */
+static void snapshot_over_the_last(void **state)
+{
+	(void)state;
+	const double r[3][NST] = { { 0, 3000, 1000, 2000 }, { 0, 100, 5000, 0 },
+				   { 0, 3000, 7000, 1000 } };
+	const double a[3][NST] = { { 0, 5000, 9000, 2000 }, { 0, 5000, 19000, 2000 },
+				   { 0, 9000, 29000, 3000 } };
+	struct model over, fresh;
+	model_init(&over);
+	model_init(&fresh);
+	for (int k = 0; k < 3; k++) {
+		struct shm_snapshot s1, s2;
+		snap_make(&s1, r[k], a[k], k);
+		snap_make(&s2, r[k], a[k], k);
+		/* The second snapshot without the live table: ages kept. */
+		s1.live_skipped = s2.live_skipped = (k == 1);
+		if (k == 1) {
+			s1.nlive = s2.nlive = 0;
+		}
+		/* The third with fewer stacks: the arrays still fit. */
+		if (k == 2)
+			s1.nstacks = s2.nstacks = NST - 1;
+		fresh.capstacks = 0;             /* new arrays every time */
+		struct model_stack *before = over.stacks;
+		assert_int_equal(model_update_facts(&over, &s1, &live), 0);
+		assert_int_equal(model_update_facts(&fresh, &s2, &live), 0);
+		if (k > 0)
+			assert_ptr_equal(over.stacks, before);
+		assert_int_equal(over.nstacks, fresh.nstacks);
+		/* Everything but where the frames and the record are (each
+		 * its own snapshot's). */
+		for (uint32_t i = 0; i < over.nstacks; i++) {
+			struct model_stack x = over.stacks[i], y = fresh.stacks[i];
+			assert_int_equal(memcmp(x.frames, y.frames, x.depth * sizeof *x.frames), 0);
+			assert_memory_equal(x.rec->life, y.rec->life, sizeof x.rec->life);
+			x.frames = y.frames = NULL;
+			x.rec = y.rec = NULL;
+			assert_memory_equal(&x, &y, sizeof x);
+		}
+		assert_int_equal(over.norder, fresh.norder);
+		assert_memory_equal(over.order, fresh.order,
+				    over.norder * sizeof *over.order);
+	}
+	assert_true(over.stacks[2].oldest_birth_ns == 500000000ULL);
+	model_free(&over);
+	model_free(&fresh);
+}
+
+/* model_sort's order by every figure: descending rank (a figure of few
+ * samples ranks lower), then the figure, both reversed ascending; then
+ * retained bytes descending, then id. */
+static void sort_order_by_every_key(void **state)
+{
+	(void)state;
+	enum { N = 600 };
+	static double r[N], a[N];
+	unsigned seed = 7;
+	for (int i = 0; i < N; i++) {
+		seed = seed * 1103515245u + 12345u;
+		/* Few distinct values: many ties. */
+		a[i] = 100.0 * (1 + (seed >> 16) % 40);
+		r[i] = 100.0 * ((seed >> 8) % 20);
+		if (r[i] > a[i])
+			r[i] = a[i];
+	}
+	struct shm_snapshot s;
+	snap_fake(&s, N, DEPTH, r, a, 1);
+	for (uint32_t i = 0; i < N; i++) {
+		struct ym_stack *st = snap_stack(&s, i);
+		st->alloc_objects_fx = (uint64_t)(a[i] / 100) * YM_FX_ONE;
+		st->free_objects_fx = (uint64_t)((a[i] - r[i]) / 100) * YM_FX_ONE;
+		/* Stacks of few samples among them. */
+		st->alloc_samples = i % 3 ? (uint64_t)(a[i] / 100) : 1;
+		st->free_samples = i % 3 ? (uint64_t)((a[i] - r[i]) / 100) : 0;
+	}
+	struct model m;
+	model_init(&m);
+	assert_int_equal(model_update_facts(&m, &s, &live), 0);
+	const enum model_sort keys[] = { SORT_RETAINED, SORT_ALLOCATED, SORT_LIVE,
+					 SORT_AVG, SORT_PEAK, SORT_GROWTH };
+	for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+		for (int asc = 0; asc < 2; asc++) {
+			model_sort(&m, keys[k], asc, NULL, NULL, NULL);
+			assert_int_equal(m.norder, N);
+			for (uint32_t i = 1; i < m.norder; i++) {
+				const struct model_stack *x = &m.stacks[m.order[i - 1]];
+				const struct model_stack *y = &m.stacks[m.order[i]];
+				double rx = model_rank(&m, x, keys[k]);
+				double ry = model_rank(&m, y, keys[k]);
+				double kx = model_key(&m, x, keys[k]);
+				double ky = model_key(&m, y, keys[k]);
+				int c = rx > ry ? -1 : rx < ry ? 1 :
+					kx > ky ? -1 : kx < ky ? 1 : 0;
+				if (asc)
+					c = -c;
+				if (c == 0)
+					c = x->retained_bytes > y->retained_bytes ? -1 :
+					    x->retained_bytes < y->retained_bytes ? 1 :
+					    x->id < y->id ? -1 : 1;
+				assert_true(c < 0);
+			}
+		}
+	}
+	model_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(short_lived_share_and_rate),
 		cmocka_unit_test(resident_of_own_pages),
 		cmocka_unit_test(estimates_and_order),
+		cmocka_unit_test(snapshot_over_the_last),
+		cmocka_unit_test(sort_order_by_every_key),
 		cmocka_unit_test(rates_mark_growth_filter),
 		cmocka_unit_test(rates_of_requested_bytes_when_sampling),
 		cmocka_unit_test(rates_first_and_after_exit),

@@ -568,6 +568,64 @@ static void prometheus_kinds_add_up(void **state)
 	free(out);
 }
 
+/* The exposition as a string, with m's label cache (kept: 0) or
+ * without it (dropped first: 1, every stack named again). */
+static char *prom_render(struct fixture *fx, int fresh)
+{
+	if (fresh && fx->m.cache) {
+		fx->m.cache_free(fx->m.cache);
+		fx->m.cache = NULL;
+		fx->m.cache_free = NULL;
+	}
+	return render(fx, REPORT_PROMETHEUS, WEIGHT_RETAINED, NULL);
+}
+
+/* The labels the exporter keeps per stack across scrapes give the same
+ * exposition as naming every stack again: for the same state, after a
+ * stack's frames change, and after the symbolizer's state changes. */
+static void prometheus_labels_kept_match_fresh(void **state)
+{
+	struct fixture *fx = *state;
+	char *a = prom_render(fx, 1);
+	assert_non_null(strstr(a, "function=\"site_b\""));
+	char *b = prom_render(fx, 0);
+	assert_string_equal(a, b);
+	free(b);
+	/* Stack 2 (site_b, caller_x) now holds site_a's frames. */
+	struct ym_stack *y = (struct ym_stack *)(fx->m.snap.stacks +
+						 2 * fx->m.snap.stack_stride);
+	y->frames[0] = ret(site_a, 3);
+	char *c = prom_render(fx, 0);
+	assert_null(strstr(c, "function=\"site_b\""));
+	char *d = prom_render(fx, 1);
+	assert_string_equal(c, d);
+	free(c);
+	free(d);
+	/* A symbolizer without modules: every frame an address, every
+	 * group withheld, whatever was named before. */
+	struct sym *named = fx->s;
+	fx->s = sym_new(NULL);
+	assert_non_null(fx->s);
+	char *e = prom_render(fx, 0);
+	assert_null(strstr(e, "function=\"site_a\""));
+	assert_non_null(strstr(e, "function=\"(unresolved)\""));
+	char *f = prom_render(fx, 1);
+	assert_string_equal(e, f);
+	free(e);
+	free(f);
+	sym_free(fx->s);
+	fx->s = named;
+	/* Back to the first symbolizer (its epoch unchanged): what it named
+	 * before, stack 2 as it is now. */
+	char *g = prom_render(fx, 0);
+	char *h = prom_render(fx, 1);
+	assert_string_equal(g, h);
+	assert_string_not_equal(g, a);
+	free(g);
+	free(h);
+	free(a);
+}
+
 /* Folded stacks and the flame graph keep the kinds apart: the same
  * call path allocating and mapping is two lines, two boxes. */
 static void folded_and_svg_keep_kinds_apart(void **state)
@@ -781,7 +839,8 @@ static void sqlite_counts_are_whole_numbers_with_kinds(void **state)
 	fx->m.stacks[1].retained_objects = 12.5;    /* ties to even: 12 */
 	fx->m.stacks[2].retained_objects = 13.5;    /* 14 */
 	fx->m.stacks[2].alloc_objects = 90.4;
-	fx->m.stacks[1].life[3].objects = 20.6;
+	((struct ym_stack *)fx->m.stacks[1].rec)->life[3].objects_fx =
+		(uint64_t)(20.6 * YM_FX_ONE);
 	fx->m.retained_objects = 12.5 + 13.5 + 5;
 	char path[128], err[256];
 	struct report_opts o = { REPORT_SQLITE, 20, NULL, 0, SORT_RETAINED };
@@ -920,6 +979,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(folded_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(svg_structure, setup, teardown),
 		cmocka_unit_test_setup_teardown(prometheus_kinds_add_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(prometheus_labels_kept_match_fresh, setup, teardown),
 		cmocka_unit_test_setup_teardown(folded_and_svg_keep_kinds_apart, setup, teardown),
 		cmocka_unit_test_setup_teardown(units_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(heap_line_does_not_reuse_retained, setup, teardown),

@@ -129,12 +129,16 @@ static void short_lived_sort_key(void **state)
 	struct model *m = &f->m;
 	for (uint32_t i = 1; i < NST; i++)
 		m->stacks[i].alloc_rate = 1000;
-	m->stacks[4].life[0].bytes = 50;      /* all of its 50 allocated bytes */
-	m->stacks[4].life[0].objects = 1;
-	m->stacks[1].life[4].bytes = 100;     /* 100 of 1000, under 10 ms */
-	m->stacks[1].life[4].objects = 1;
-	m->stacks[3].life[5].bytes = 900;     /* under 100 ms: not short */
-	m->stacks[3].life[5].objects = 1;
+	/* The histograms are the snapshot's records'. */
+	struct ym_stack *r4 = (struct ym_stack *)m->stacks[4].rec;
+	struct ym_stack *r1 = (struct ym_stack *)m->stacks[1].rec;
+	struct ym_stack *r3 = (struct ym_stack *)m->stacks[3].rec;
+	r4->life[0].bytes = 50;               /* all of its 50 allocated bytes */
+	r4->life[0].objects_fx = YM_FX_ONE;
+	r1->life[4].bytes = 100;              /* 100 of 1000, under 10 ms */
+	r1->life[4].objects_fx = YM_FX_ONE;
+	r3->life[5].bytes = 900;              /* under 100 ms: not short */
+	r3->life[5].objects_fx = YM_FX_ONE;
 	view_key(v, 'S');
 	assert_int_equal(v->sort, SORT_SHORT);
 	assert_int_equal(view_row_stack(v, 0), 4);

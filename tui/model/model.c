@@ -28,12 +28,24 @@ void model_free(struct model *m)
 	free(m->mark_peak_seen_samples);
 	free(m->thread_names);
 	model_trend_free(m);
+	if (m->cache && m->cache_free)
+		m->cache_free(m->cache);
 	memset(m, 0, sizeof *m);
 }
 
 static double fx(uint64_t v)
 {
 	return (double)v / (double)YM_FX_ONE;
+}
+
+struct model_life model_life(const struct model_stack *s, int b)
+{
+	struct model_life l = { 0, 0 };
+	if (s->rec && b >= 0 && b < YM_LIFE_BUCKETS) {
+		l.objects = fx(s->rec->life[b].objects_fx);
+		l.bytes = (double)s->rec->life[b].bytes;
+	}
+	return l;
 }
 
 /* Counters are monotonic, but a reset in the agent (or a torn read) can
@@ -141,17 +153,25 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 {
 	uint32_t n = snap->nstacks;
 	uint32_t nnames = facts && facts->thread_names ? facts->nthread_names : 0;
-	struct model_stack *st = calloc(n ? n : 1, sizeof *st);
-	uint32_t *order = calloc(n ? n : 1, sizeof *order);
+	/* The last snapshot's arrays when this one fits: writing over
+	 * memory already in use costs no new pages and leaves no freed
+	 * block of 472 bytes a stack behind for the next one to miss. */
+	int inplace = m->stacks && m->order && n <= m->capstacks;
+	struct model_stack *st = inplace ? m->stacks : calloc(n ? n : 1, sizeof *st);
+	uint32_t *order = inplace ? m->order : calloc(n ? n : 1, sizeof *order);
 	char (*names)[MODEL_THREAD_NAME] = nnames ? calloc(nnames, sizeof *names) : NULL;
 	if (!st || !order || (nnames && !names) ||
 	    grow(&m->prev_alloc, &m->nprev, n) ||
 	    (m->marked && grow_marks(m, n))) {
-		free(st);
-		free(order);
+		if (!inplace) {
+			free(st);
+			free(order);
+		}
 		free(names);
 		return -1;
 	}
+	/* A snapshot without the live table keeps the last known ages. */
+	int keep_ages = snap->live_skipped && m->stacks;
 	if (nnames)
 		memcpy(names, facts->thread_names, (size_t)nnames * sizeof *names);
 	double dt = 0;
@@ -178,6 +198,12 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ym_stack *y = shm_stack(snap, i);
 		struct model_stack *s = &st[i];
+		uint64_t age = 0;
+		if (keep_ages && i < m->nstacks)
+			age = m->stacks[i].oldest_birth_ns;
+		if (inplace)
+			memset(s, 0, sizeof *s);
+		s->oldest_birth_ns = age;
 		s->id = i;
 		s->depth = y->depth;
 		s->frames = y->frames;
@@ -193,11 +219,10 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		s->live_samples = live > UINT32_MAX ? UINT32_MAX : (uint32_t)live;
 		s->first_mono_ns = y->first_mono_ns;
 		s->tid = y->tid;
+		s->rec = y;
 		for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
-			s->life[b].objects = fx(y->life[b].objects_fx);
-			s->life[b].bytes = (double)y->life[b].bytes;
-			m->life[b].objects += s->life[b].objects;
-			m->life[b].bytes += s->life[b].bytes;
+			m->life[b].objects += fx(y->life[b].objects_fx);
+			m->life[b].bytes += (double)y->life[b].bytes;
 		}
 		m->samples += y->alloc_samples;
 		if (dt > 0)
@@ -266,10 +291,6 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 		m->peak_retained_bytes = m->retained_bytes;
 	if (m->mmap_peak_bytes < m->mmap_retained_bytes)
 		m->mmap_peak_bytes = m->mmap_retained_bytes;
-	/* A snapshot without the live table keeps the last known ages. */
-	if (snap->live_skipped && m->stacks)
-		for (uint32_t i = 0; i < n && i < m->nstacks; i++)
-			st[i].oldest_birth_ns = m->stacks[i].oldest_birth_ns;
 	for (uint32_t i = 0; i < snap->nlive; i++) {
 		const struct ym_live *e = &snap->live[i];
 		struct model_stack *s = &st[e->stack];   /* checked < nstacks */
@@ -298,8 +319,11 @@ int model_update_facts(struct model *m, struct shm_snapshot *snap,
 	m->snap = *snap;
 	memset(snap, 0, sizeof *snap);
 	m->have_snap = 1;
-	free(m->stacks);
-	free(m->order);
+	if (!inplace) {
+		free(m->stacks);
+		free(m->order);
+		m->capstacks = n;
+	}
 	m->stacks = st;
 	m->nstacks = n;
 	m->order = order;
@@ -476,6 +500,50 @@ static int cmp(const void *a, const void *b, void *arg)
 	return r;
 }
 
+/* cmp's figures of one stack, worked out once per sort rather than at
+ * every comparison. */
+struct sort_item {
+	double   rank, key, retained;
+	uint32_t id;
+};
+
+/* cmp on sort_items: the same order (descending rank, then key, both
+ * reversed when ascending; then retained descending, then id). */
+static int cmp_item(const void *a, const void *b, void *arg)
+{
+	const struct sort_item *x = a, *y = b;
+	int asc = *(const int *)arg;
+	int r = x->rank < y->rank ? 1 : x->rank > y->rank ? -1 : 0;
+	if (r == 0)
+		r = x->key < y->key ? 1 : x->key > y->key ? -1 : 0;
+	if (asc)
+		r = -r;
+	if (r == 0)
+		r = x->retained < y->retained ? 1 : x->retained > y->retained ? -1 :
+		    (x->id > y->id) - (x->id < y->id);
+	return r;
+}
+
+/* m->order sorted by a figure as cmp sorts it; -1 when out of memory
+ * (m->order untouched). */
+static int sort_keyed(struct model *m, enum model_sort key, int asc)
+{
+	uint32_t n = m->norder;
+	struct sort_item *v = malloc((n ? n : 1) * sizeof *v);
+	if (!v)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct model_stack *s = &m->stacks[m->order[i]];
+		v[i] = (struct sort_item){ model_rank(m, s, key), model_key(m, s, key),
+					   s->retained_bytes, s->id };
+	}
+	qsort_r(v, n, sizeof *v, cmp_item, &asc);
+	for (uint32_t i = 0; i < n; i++)
+		m->order[i] = v[i].id;
+	free(v);
+	return 0;
+}
+
 void model_sort(struct model *m, enum model_sort key, int asc,
 		model_keep_fn keep, model_name_fn name, void *ctx)
 {
@@ -488,7 +556,8 @@ void model_sort(struct model *m, enum model_sort key, int asc,
 	}
 	m->norder = n;
 	struct sort_ctx c = { m, key, asc, name, ctx };
-	qsort_r(m->order, n, sizeof *m->order, cmp, &c);
+	if ((key == SORT_FUNCTION && name) || sort_keyed(m, key, asc) != 0)
+		qsort_r(m->order, n, sizeof *m->order, cmp, &c);
 }
 
 double model_uptime(const struct model *m)

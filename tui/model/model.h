@@ -86,7 +86,9 @@ struct model_stack {
 	uint64_t oldest_birth_ns;    /* CLOCK_MONOTONIC; 0 when none live */
 	uint64_t first_mono_ns;
 	uint32_t tid;
-	struct { double objects, bytes; } life[YM_LIFE_BUCKETS];
+	/* The segment's record in the snapshot (as frames): its lifetime
+	 * histogram, model_life. */
+	const struct ym_stack *rec;
 	uint32_t kind;               /* YM_KIND_* (malloc before ABI v6) */
 	/* The agent's peak of retained_bytes since its start or last reset
 	 * (0 before ABI v6) and when (CLOCK_MONOTONIC, 0 unknown); never
@@ -127,6 +129,8 @@ struct model {
 	int      have_snap;
 	struct model_stack *stacks;  /* nstacks entries, index == id */
 	uint32_t nstacks;
+	uint32_t capstacks;          /* room in stacks and order: reused by
+				      * the next snapshot when it fits */
 	uint32_t *order;             /* sorted, filtered view of stacks */
 	uint32_t norder;
 
@@ -197,7 +201,21 @@ struct model {
 	int      trend_source;       /* enum model_trend_source */
 	struct trend_own *trend_own;
 	uint64_t trend_own_slot_ns;
+	/* What a report writer derived per stack and keeps across snapshots
+	 * (the exposition's labels, report/prometheus.c), its own to check
+	 * against its keys; model_free calls cache_free on it. */
+	void    *cache;
+	void   (*cache_free)(void *cache);
 };
+
+/* Bucket b of the stack's lifetime histogram (segment.h's life[]): the
+ * estimated blocks freed with a lifetime in the bucket, and their bytes;
+ * 0 for a stack without a record.  Read from the snapshot rather than
+ * kept in model_stack: 192 bytes a stack. */
+struct model_life {
+	double objects, bytes;
+};
+struct model_life model_life(const struct model_stack *s, int b);
 
 void model_init(struct model *m);
 void model_free(struct model *m);

@@ -11,8 +11,9 @@ void model_short_lived(const struct model_stack *s, struct model_short *out)
 	 * upto[b] and at or above upto[b - 1]. */
 	for (int b = 0; b < YM_LIFE_BUCKETS && upto[b] &&
 	     upto[b] <= MODEL_SHORT_LIVED_NS; b++) {
-		out->objects += s->life[b].objects;
-		out->bytes += s->life[b].bytes;
+		struct model_life l = model_life(s, b);
+		out->objects += l.objects;
+		out->bytes += l.bytes;
 	}
 	out->fraction = -1;
 	if (s->alloc_objects > 0) {

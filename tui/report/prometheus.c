@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "prometheus.h"
 #include "../proc.h"
+#include "util/hashmap.h"
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), 0 when it is
  * not one (as Go's utf8.ValidString, which Prometheus applies: no
@@ -173,27 +175,273 @@ static int stack_labels(struct sym *s, const struct frames_rules *r,
 	return unresolved;
 }
 
-/* Append the stacks of m (those with a sample) to pg->g, one group each;
- * cap: the room pg->g has; withhold: mark the groups whose display frame
- * has no name (groups_finish sets them apart).  -1 when out of memory. */
+/* The labels of a model's stacks, kept across scrapes (m->cache): a
+ * stack's display frame is named again only when its frames or the
+ * symbolizer's state (sym_epoch) or the rules changed.  Labels are
+ * interned: stacks sharing a display frame share one entry, and the
+ * groups are summed per entry before any string is copied or compared. */
+struct lab {
+	char    *fn, *loc;           /* escaped label values */
+	int      unresolved;
+};
+struct lab_stack {
+	uint64_t key;                /* lab_key of the stack's frames */
+	uint32_t lab;                /* index in labs, HMAP_NONE: not named */
+};
+struct lab_cache {
+	uint64_t epoch;              /* sym_epoch the labels come from */
+	const struct frames_rules *rules;
+	struct lab_stack *st;        /* by stack id */
+	uint32_t nst;
+	struct lab *labs;
+	uint32_t nlabs, caplabs;
+	struct hmap index;           /* lab_hash -> index in labs */
+	/* Per scrape: the sums per entry and kind, and the entries seen. */
+	double   *sum_retained, *sum_allocated;
+	unsigned char *used;
+	uint32_t  capsums;
+};
+
+static void lab_clear(struct lab_cache *c)
+{
+	for (uint32_t i = 0; i < c->nlabs; i++) {
+		free(c->labs[i].fn);
+		free(c->labs[i].loc);
+	}
+	c->nlabs = 0;
+	hmap_clear(&c->index);
+	for (uint32_t i = 0; i < c->nst; i++)
+		c->st[i].lab = HMAP_NONE;
+}
+
+static void lab_cache_free(void *p)
+{
+	struct lab_cache *c = p;
+	if (!c)
+		return;
+	lab_clear(c);
+	free(c->labs);
+	free(c->st);
+	free(c->sum_retained);
+	free(c->sum_allocated);
+	free(c->used);
+	hmap_free(&c->index);
+	free(c);
+}
+
+/* A stack's frames as one number (its depth included). */
+static uint64_t lab_key(const struct model_stack *st)
+{
+	uint64_t h = ym_fnv1a_word(YM_FNV1A_INIT, st->depth);
+	for (uint32_t i = 0; i < st->depth; i++)
+		h = ym_fnv1a_word(h, st->frames[i]);
+	return hmap_u64(h);
+}
+
+static uint64_t lab_hash(const char *fn, const char *loc, int unresolved)
+{
+	uint64_t h = ym_fnv1a_str(YM_FNV1A_INIT, fn);
+	h = ym_fnv1a(h, "", 1);
+	h = ym_fnv1a_str(h, loc);
+	return hmap_u64(h ^ (uint64_t)unresolved);
+}
+
+struct lab_want {
+	const struct lab_cache *c;
+	const char *fn, *loc;
+	int unresolved;
+};
+
+static int lab_eq(const void *ctx, uint32_t i)
+{
+	const struct lab_want *w = ctx;
+	const struct lab *l = &w->c->labs[i];
+	return l->unresolved == w->unresolved && !strcmp(l->fn, w->fn) &&
+	       !strcmp(l->loc, w->loc);
+}
+
+/* The entry of these labels, added when new: HMAP_NONE when out of
+ * memory. */
+static uint32_t lab_intern(struct lab_cache *c, const char *fn,
+			   const char *loc, int unresolved)
+{
+	uint64_t h = lab_hash(fn, loc, unresolved);
+	struct lab_want w = { c, fn, loc, unresolved };
+	uint32_t i = hmap_find(&c->index, h, lab_eq, &w);
+	if (i != HMAP_NONE)
+		return i;
+	if (c->nlabs == c->caplabs) {
+		uint32_t cap = c->caplabs ? c->caplabs * 2 : 256;
+		struct lab *l = cap <= HMAP_MAX_ENTRIES ?
+			realloc(c->labs, (size_t)cap * sizeof *l) : NULL;
+		if (!l)
+			return HMAP_NONE;
+		c->labs = l;
+		c->caplabs = cap;
+	}
+	struct lab *l = &c->labs[c->nlabs];
+	l->fn = strdup(fn);
+	l->loc = strdup(loc);
+	l->unresolved = unresolved;
+	if (!l->fn || !l->loc || hmap_add(&c->index, h, c->nlabs) != 0) {
+		free(l->fn);
+		free(l->loc);
+		return HMAP_NONE;
+	}
+	return c->nlabs++;
+}
+
+/* m's cache, ready for this symbolizer state and these rules, with room
+ * for every stack of m; NULL when out of memory. */
+static struct lab_cache *lab_cache_get(struct model *m, struct sym *s,
+				       const struct frames_rules *r)
+{
+	struct lab_cache *c = m->cache;
+	if (c && m->cache_free != lab_cache_free)
+		return NULL;    /* another writer's */
+	if (!c) {
+		c = calloc(1, sizeof *c);
+		if (!c)
+			return NULL;
+		m->cache = c;
+		m->cache_free = lab_cache_free;
+	}
+	uint64_t epoch = sym_epoch(s);
+	/* Labels no stack names any more (stacks whose frames changed)
+	 * are dropped with the rest once they outnumber the stacks. */
+	if (c->epoch != epoch || c->rules != r ||
+	    c->nlabs > 2 * (uint64_t)m->nstacks + 1024) {
+		lab_clear(c);
+		c->epoch = epoch;
+		c->rules = r;
+	}
+	if (m->nstacks > c->nst) {
+		struct lab_stack *st = realloc(c->st, (size_t)m->nstacks * sizeof *st);
+		if (!st)
+			return NULL;
+		for (uint32_t i = c->nst; i < m->nstacks; i++)
+			st[i].lab = HMAP_NONE;
+		c->st = st;
+		c->nst = m->nstacks;
+	}
+	return c;
+}
+
+/* The entry of stack st's labels: named now when its frames changed or
+ * it has none; HMAP_NONE when out of memory. */
+static uint32_t lab_of(struct lab_cache *c, struct sym *s,
+		       const struct frames_rules *r, const struct model_stack *st)
+{
+	struct lab_stack *e = &c->st[st->id];
+	uint64_t key = lab_key(st);
+	if (e->lab != HMAP_NONE && e->key == key)
+		return e->lab;
+	char fn[PROM_LABEL_BUF], loc[PROM_LABEL_BUF];
+	int unresolved = stack_labels(s, r, st, fn, loc);
+	uint64_t epoch = sym_epoch(s);
+	uint32_t i = lab_intern(c, fn, loc, unresolved);
+	/* Named short of memory (the symbolizer's epoch moved on): right
+	 * for this scrape, not kept. */
+	e->lab = epoch == c->epoch ? i : HMAP_NONE;
+	e->key = key;
+	return i;
+}
+
+/* Room for the per-entry sums of c's entries. */
+static int lab_sums(struct lab_cache *c)
+{
+	if (c->nlabs <= c->capsums)
+		return 0;
+	uint32_t cap = c->caplabs;
+	double *a = realloc(c->sum_retained, (size_t)cap * PROM_KINDS * sizeof *a);
+	if (a)
+		c->sum_retained = a;
+	double *b = realloc(c->sum_allocated, (size_t)cap * PROM_KINDS * sizeof *b);
+	if (b)
+		c->sum_allocated = b;
+	unsigned char *v = realloc(c->used, (size_t)cap * PROM_KINDS * sizeof *v);
+	if (v)
+		c->used = v;
+	if (!a || !b || !v)
+		return -1;
+	c->capsums = cap;
+	return 0;
+}
+
+static int group_add(struct proc_groups *pg, size_t cap, const char *fn,
+		     const char *loc, int withheld, uint32_t kind,
+		     double retained, double allocated)
+{
+	if (pg->n >= cap)
+		return 0;
+	struct prom_group *g = &pg->g[pg->n];
+	g->withheld = withheld;
+	g->function = strdup(fn);
+	g->location = strdup(loc);
+	g->kind = kind;
+	g->retained = retained;
+	g->allocated = allocated;
+	pg->n++;
+	return g->function && g->location ? 0 : -1;
+}
+
+/* Append the stacks of m (those with a sample) to pg->g, at most one
+ * group per kind and display frame (groups_finish sums those of several
+ * processes); cap: the room pg->g has; withhold: mark the groups whose
+ * display frame has no name (groups_finish sets them apart).  The sums
+ * are of whole bytes, exact in any order.  -1 when out of memory. */
 static int groups_collect(struct proc_groups *pg, size_t cap, struct model *m,
 			  struct sym *s, const struct report_opts *o, int withhold)
 {
-	char fn[PROM_LABEL_BUF], loc[PROM_LABEL_BUF];
+	struct lab_cache *c = lab_cache_get(m, s, o->rules);
+	if (!c)
+		goto uncached;
+	/* Name every stack first: the sums need the entries' number. */
+	for (uint32_t k = 0; k < m->nstacks; k++) {
+		const struct model_stack *st = &m->stacks[k];
+		if (st->alloc_samples && lab_of(c, s, o->rules, st) == HMAP_NONE)
+			goto uncached;
+	}
+	/* An entry named short of memory is not kept: its stack has no
+	 * entry now, and the plain way names it. */
+	for (uint32_t k = 0; k < m->nstacks; k++)
+		if (m->stacks[k].alloc_samples && c->st[k].lab == HMAP_NONE)
+			goto uncached;
+	if (lab_sums(c) != 0)
+		goto uncached;
+	size_t nslots = (size_t)c->nlabs * PROM_KINDS;
+	memset(c->sum_retained, 0, nslots * sizeof *c->sum_retained);
+	memset(c->sum_allocated, 0, nslots * sizeof *c->sum_allocated);
+	memset(c->used, 0, nslots * sizeof *c->used);
+	for (uint32_t k = 0; k < m->nstacks; k++) {
+		const struct model_stack *st = &m->stacks[k];
+		if (!st->alloc_samples)
+			continue;
+		size_t slot = (size_t)c->st[k].lab * PROM_KINDS + kind_index(st->kind);
+		c->sum_retained[slot] += st->retained_bytes;
+		c->sum_allocated[slot] += st->alloc_bytes;
+		c->used[slot] = 1;
+	}
+	for (size_t slot = 0; slot < nslots; slot++) {
+		if (!c->used[slot])
+			continue;
+		const struct lab *l = &c->labs[slot / PROM_KINDS];
+		if (group_add(pg, cap, l->fn, l->loc, withhold && l->unresolved,
+			      (uint32_t)(slot % PROM_KINDS), c->sum_retained[slot],
+			      c->sum_allocated[slot]) != 0)
+			return -1;
+	}
+	return 0;
+uncached:
 	for (uint32_t k = 0; k < m->nstacks && pg->n < cap; k++) {
 		const struct model_stack *st = &m->stacks[k];
 		if (!st->alloc_samples)
 			continue;
+		char fn[PROM_LABEL_BUF], loc[PROM_LABEL_BUF];
 		int unresolved = stack_labels(s, o->rules, st, fn, loc);
-		struct prom_group *g = &pg->g[pg->n];
-		g->withheld = withhold && unresolved;
-		g->function = strdup(fn);
-		g->location = strdup(loc);
-		g->kind = kind_index(st->kind);
-		g->retained = st->retained_bytes;
-		g->allocated = st->alloc_bytes;
-		pg->n++;
-		if (!g->function || !g->location)
+		if (group_add(pg, cap, fn, loc, withhold && unresolved,
+			      kind_index(st->kind), st->retained_bytes,
+			      st->alloc_bytes) != 0)
 			return -1;
 	}
 	return 0;

@@ -48,6 +48,10 @@
  * series (ymtop_process_retained_bytes for malloc,
  * ymtop_process_mmap_retained_bytes for mmap); the estimates being whole
  * bytes, to exactly it.
+ * Each stack's labels are kept in its model (m->cache) between writes and
+ * named again only when the stack's frames, the symbolizer's state
+ * (sym_epoch) or the rules change: a write of a model whose stacks are
+ * named costs no symbolization and one string copy per group.
  * Label values: at most PROM_LABEL_MAX bytes (cut at a character boundary,
  * "..." appended), invalid UTF-8 and control characters as '?', and
  * backslash, double quote and newline escaped as the format says.

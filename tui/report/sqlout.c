@@ -213,14 +213,15 @@ static void fill(struct db *d, struct model *m, struct sym *s,
 		    (int64_t)model_oldest_age(m, x), report_kind_name(x->kind));
 		frames_view_free(&v);
 		for (int b = 0; b < YM_LIFE_BUCKETS; b++) {
-			if (x->life[b].objects <= 0 && x->life[b].bytes <= 0)
+			struct model_life l = model_life(x, b);
+			if (l.objects <= 0 && l.bytes <= 0)
 				continue;
 			if (upto[b])
 				row(d, ls, "iiii", (int64_t)x->id, (int64_t)upto[b],
-				    whole(x->life[b].objects), whole(x->life[b].bytes));
+				    whole(l.objects), whole(l.bytes));
 			else
 				row(d, ls, "inii", (int64_t)x->id,
-				    whole(x->life[b].objects), whole(x->life[b].bytes));
+				    whole(l.objects), whole(l.bytes));
 		}
 	}
 	free(order);

@@ -719,8 +719,9 @@ static void draw_detail(struct view *v, int y0, int rows)
 		ui_put(y++, 0, A_BOLD, "lifetimes of this stack's freed samples:");
 		double o[YM_LIFE_BUCKETS], bb[YM_LIFE_BUCKETS];
 		for (int i = 0; i < YM_LIFE_BUCKETS; i++) {
-			o[i] = s->life[i].objects;
-			bb[i] = s->life[i].bytes;
+			struct model_life l = model_life(s, i);
+			o[i] = l.objects;
+			bb[i] = l.bytes;
 		}
 		draw_histogram(NULL, y, rows - (y - y0), o, bb);
 	}

@@ -29,6 +29,7 @@
  * Not thread-safe: every struct sym shares the files' state, so all of
  * them are used from one thread at a time (libdwfl is not thread-safe).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,22 @@ struct sym {
 	const char **pyname, **pyfile;
 	uint32_t npy;
 	unsigned gen;              /* sym_files_poll's generation taken in */
+	uint64_t epoch;            /* sym_epoch's */
 };
+
+/* Epochs of every symbolizer, from one counter: two symbolizers never
+ * share one, so an epoch names one symbolizer's state alone. */
+static _Atomic uint64_t epochs;
+
+static void new_epoch(struct sym *s)
+{
+	s->epoch = atomic_fetch_add(&epochs, 1) + 1;
+}
+
+uint64_t sym_epoch(const struct sym *s)
+{
+	return s ? s->epoch : 0;
+}
 
 static uint64_t cache_hash(uint64_t addr, uint32_t state)
 {
@@ -104,6 +120,7 @@ static int cache_eq(const void *ctx, uint32_t i)
  * the store: pointers handed out remain valid. */
 static void cache_drop(struct sym *s, int only_unknown)
 {
+	new_epoch(s);
 	hmap_clear(&s->cache);
 	uint32_t k = 0;
 	for (uint32_t i = 0; only_unknown && i < s->ncent; i++) {
@@ -136,6 +153,7 @@ struct sym *sym_new(const char *root)
 	}
 	fetch_setup();
 	s->gen = sym_files_poll();
+	new_epoch(s);
 	return s;
 }
 
@@ -159,8 +177,10 @@ void sym_free(struct sym *s)
 
 void sym_set_pid(struct sym *s, pid_t pid)
 {
-	if (s)
+	if (s && s->pid != pid) {
 		s->pid = pid;
+		new_epoch(s);
+	}
 }
 
 /* m has no build-id to tell its file by: is the file its path names now
@@ -344,6 +364,7 @@ void sym_set_pycodes(struct sym *s, const struct ym_pycode *codes, uint32_t n)
 			sym_store_intern(&s->store, codes[i].filename) : NULL;
 	}
 	s->npy = n;
+	new_epoch(s);
 }
 
 /* A Python frame word: its code's names (cached once known). */
@@ -482,6 +503,7 @@ int sym_resolve(struct sym *s, uint64_t addr, int ret,
 	struct sym_frame *frames = sym_store_alloc(&s->store, (size_t)n * sizeof *frames);
 	if (!frames) {
 		s->scratch = tmp[0];
+		new_epoch(s);
 		*out = &s->scratch;
 		return 1;
 	}

@@ -53,6 +53,14 @@ void sym_free(struct sym *s);
  * (inode, size or modification time differ: rebuilt since) is not used. */
 void sym_set_pid(struct sym *s, pid_t pid);
 
+/* The symbolizer's state as one number: while it stays the same, every
+ * address (and every stack, frames_view) resolves as it did, so that a
+ * caller may keep what it derived from names.  It changes when names may
+ * change (new modules, files or Python code objects, another pid, a frame
+ * handed out short of memory); no two symbolizers share one.  0 for
+ * s == NULL.  Thread-safe against other symbolizers. */
+uint64_t sym_epoch(const struct sym *s);
+
 /* Replace the module list (call again when the segment publishes more). */
 void sym_set_modules(struct sym *s, const struct ym_module *mods, uint32_t n);
 
