@@ -964,38 +964,6 @@ int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
 		       __builtin_offsetof(struct ym_heapstats, answered));
 }
 
-int shm_calls_read(struct shm_reader *r, uint64_t *calls)
-{
-	*calls = 0;
-	if (r->fd < 0)
-		return -EBADF;
-	uint8_t *front;
-	ssize_t len = read_front(r, &front);
-	if (len < 0)
-		return (int)len;
-	struct ym_header h;
-	memcpy(&h, front, sizeof h);
-	ym_seq_fence();
-	int rc = shm_header_check(&h, r->size, NULL, 0);
-	struct ym_thread *t = NULL;
-	if (rc == 0)
-		rc = copy_threads(r, &h, front, (size_t)len, (void **)&t);
-	free(front);
-	uint32_t seq2 = 0;
-	if (rc == 0)
-		rc = read_again(r, &seq2, sizeof seq2,
-				__builtin_offsetof(struct ym_header, retire_seq));
-	if (rc == 0 && !ym_seq_stable(h.retire_seq, seq2))
-		rc = -EAGAIN;
-	uint64_t sum = h.retired.alloc_objects + h.retired.free_objects;
-	for (uint64_t i = 0; rc == 0 && i < h.threads_used; i++)
-		sum += t[i].t.alloc_objects + t[i].t.free_objects;
-	free(t);
-	if (rc == 0)
-		*calls = sum;
-	return rc;
-}
-
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {
