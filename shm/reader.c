@@ -880,6 +880,39 @@ static int stacks_unchanged(const struct shm_snapshot *s,
 	       !memcmp(a->plane_epoch, b->plane_epoch, sizeof a->plane_epoch);
 }
 
+/* The front just read into s (header and thread slots) holds the words
+ * that the seqcounts guard as prev, a stable copy of the same segment,
+ * held them: retire_seq and heap.seq even and the same, the retired
+ * totals and every slot's totals the same, the allocator's statistics
+ * (as heap_keep keeps them) the same.  A fold under way while the front
+ * was read shows in those words (a slot's totals move into retired: a
+ * copy of part of the move differs from prev in one or the other; a
+ * slot with no totals changes no sum), and so does an answer written
+ * between heap.seq's two steps; so the copy is prev's stable state and
+ * needs no second look at the sequence words. */
+static int front_as_before(const struct shm_snapshot *s,
+			   const struct shm_snapshot *prev)
+{
+	const struct ym_header *a = &s->hdr;
+	if (!same_segment(s, prev) || (a->retire_seq & 1) ||
+	    a->retire_seq != prev->hdr.retire_seq ||
+	    memcmp(&a->retired, &prev->hdr.retired, sizeof a->retired) != 0 ||
+	    s->nthreads != prev->nthreads || (s->nthreads && (!s->threads || !prev->threads)))
+		return 0;
+	for (uint32_t i = 0; i < s->nthreads; i++)
+		if (memcmp(&s->threads[i].t, &prev->threads[i].t, sizeof s->threads[i].t) != 0)
+			return 0;
+	if (!ym_abi_has_heapstats(a->abi_version))
+		return 1;   /* none: read_heap would give none */
+	if (a->heap.seq & 1)
+		return 0;
+	struct ym_header h;
+	memcpy(&h, a, sizeof h);
+	heap_keep(&h);
+	return h.heap.seq == prev->hdr.heap.seq &&
+	       memcmp(&h.heap, &prev->hdr.heap, sizeof h.heap) == 0;
+}
+
 /* The alarms written: the ring's first min(alarms_written, cap) slots. */
 static uint32_t alarms_in_ring(const struct ym_header *h)
 {
@@ -931,38 +964,6 @@ int shm_heap_answered(struct shm_reader *r, uint64_t *answered)
 		       __builtin_offsetof(struct ym_heapstats, answered));
 }
 
-int shm_calls_read(struct shm_reader *r, uint64_t *calls)
-{
-	*calls = 0;
-	if (r->fd < 0)
-		return -EBADF;
-	uint8_t *front;
-	ssize_t len = read_front(r, &front);
-	if (len < 0)
-		return (int)len;
-	struct ym_header h;
-	memcpy(&h, front, sizeof h);
-	ym_seq_fence();
-	int rc = shm_header_check(&h, r->size, NULL, 0);
-	struct ym_thread *t = NULL;
-	if (rc == 0)
-		rc = copy_threads(r, &h, front, (size_t)len, (void **)&t);
-	free(front);
-	uint32_t seq2 = 0;
-	if (rc == 0)
-		rc = read_again(r, &seq2, sizeof seq2,
-				__builtin_offsetof(struct ym_header, retire_seq));
-	if (rc == 0 && !ym_seq_stable(h.retire_seq, seq2))
-		rc = -EAGAIN;
-	uint64_t sum = h.retired.alloc_objects + h.retired.free_objects;
-	for (uint64_t i = 0; rc == 0 && i < h.threads_used; i++)
-		sum += t[i].t.alloc_objects + t[i].t.free_objects;
-	free(t);
-	if (rc == 0)
-		*calls = sum;
-	return rc;
-}
-
 int shm_snapshot_take(struct shm_reader *r, struct shm_snapshot *s, char *err,
 		      size_t len)
 {
@@ -976,20 +977,22 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 	memset(s, 0, sizeof *s);
 	if (r->fd < 0)
 		return fail(err, len, -EBADF, "segment not open");
-	struct stat st;
-	if (fstat(r->fd, &st) != 0 || (uint64_t)st.st_size != r->size)
-		return fail(err, len, -EPROTO, "segment changed size under us");
+	/* No fstat for the file's size: every read below must return all
+	 * it asks for (shm_read_at: a file that shrank fails the read of
+	 * what it no longer holds), and the header copy is checked against
+	 * the size found at open; a file that grew is read within that size. */
 
 	int rc = 0;
 	/* Header and thread slots together under retire_seq, so that a slot
 	 * folded into `retired` is counted exactly once: the seqcount loop
 	 * of segment.h, by reads (the front read holds the first one, of
 	 * retire_seq and of heap.seq, with the header; the second look at
-	 * both is one read of the words between them). */
+	 * both is one read of the words between them, or none when the
+	 * front matches the previous snapshot's: front_as_before). */
 	enum { AGAIN_FROM = __builtin_offsetof(struct ym_header, retire_seq),
 	       HEAP_SEQ = __builtin_offsetof(struct ym_header, heap) };
 	uint8_t again[HEAP_SEQ + sizeof(uint32_t) - AGAIN_FROM];
-	int ctl_read = 0;
+	int ctl_read = 0, as_before = 0;
 	for (int tries = 0;; tries++) {
 		uint8_t *front;
 		ssize_t flen = read_front(r, &front);
@@ -1023,6 +1026,8 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 		free(front);
 		if (rc < 0)
 			goto out;
+		if (tries == 0 && (as_before = front_as_before(s, prev)))
+			break;
 		rc = read_again(r, again, sizeof again, AGAIN_FROM);
 		if (rc < 0)
 			goto out;
@@ -1032,11 +1037,15 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 			break;
 	}
 	/* The allocator's statistics: the header's copy when heap.seq stayed
-	 * even and unchanged since it, else their own seqcount loop. */
-	uint32_t heap_seq2;
-	memcpy(&heap_seq2, again + (HEAP_SEQ - AGAIN_FROM), sizeof heap_seq2);
-	if (ym_abi_has_heapstats(s->hdr.abi_version) &&
-	    ym_seq_stable(s->hdr.heap.seq, heap_seq2))
+	 * even and unchanged since it (or the front matched the previous
+	 * snapshot's, whose copy was stable), else their own seqcount loop. */
+	uint32_t heap_seq2 = 0;
+	if (!as_before)
+		memcpy(&heap_seq2, again + (HEAP_SEQ - AGAIN_FROM), sizeof heap_seq2);
+	if (as_before)
+		s->hdr.heap = prev->hdr.heap;
+	else if (ym_abi_has_heapstats(s->hdr.abi_version) &&
+		 ym_seq_stable(s->hdr.heap.seq, heap_seq2))
 		rc = heap_keep(&s->hdr);
 	else
 		rc = read_heap(r, &s->hdr);
@@ -1101,10 +1110,14 @@ int shm_snapshot_take_since(struct shm_reader *r, struct shm_snapshot *s,
 		if (rc < 0)
 			goto out;
 	}
-	/* The ring's second look at alarms_written (ym_alarm_complete). */
-	uint64_t alarms_after;
-	rc = read_again(r, &alarms_after, sizeof alarms_after,
-			__builtin_offsetof(struct ym_header, alarms_written));
+	/* The ring's second look at alarms_written (ym_alarm_complete): not
+	 * when nothing was copied now (no alarm yet, or the ring taken over
+	 * from prev, whose records were complete and not claimed again
+	 * while it copied them: the ring as it was at alarms_written). */
+	uint64_t alarms_after = s->hdr.alarms_written;
+	if (s->nalarms && !(borrowed & SHM_REUSED_ALARMS))
+		rc = read_again(r, &alarms_after, sizeof alarms_after,
+				__builtin_offsetof(struct ym_header, alarms_written));
 	if (rc < 0)
 		goto out;
 	s->nmodules = (uint32_t)s->hdr.modules_used;

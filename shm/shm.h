@@ -121,10 +121,10 @@ struct shm_reader {
 	uint64_t size;
 	int      skip_live;     /* next snapshots leave the live table out */
 	int      skip_trend;    /* ... and the trend section (trend_skipped) */
-	/* The front of the segment in one read (shm_snapshot_take,
-	 * shm_calls_read): the header and, where the segment lays them out
-	 * within SHM_FRONT_MAX bytes of offset 0 (the agent puts them right
-	 * after the header), the control block and the thread slots.  Where
+	/* The front of the segment in one read (shm_snapshot_take): the
+	 * header and, where the segment lays them out within SHM_FRONT_MAX
+	 * bytes of offset 0 (the agent puts them right after the header),
+	 * the control block and the thread slots.  Where
 	 * they were at open (every header read is checked against it) and
 	 * the slots in use at the last read; zeroes: the header alone. */
 	uint64_t front_ctl_end, front_thr_off;
@@ -315,11 +315,6 @@ int shm_heap_read(struct shm_reader *r, struct shm_snapshot *s);
  * caller that asked knows the writer is v6 or later).  0 or a negative
  * errno. */
 int shm_heap_answered(struct shm_reader *r, uint64_t *answered);
-/* The allocator calls the thread slots count now (alloc_objects +
- * free_objects, with the retired ones), as a snapshot's totals sum them:
- * the header and the slots, two reads.  0, or a negative errno (also
- * while a slot is being folded: retire_seq odd or moving). */
-int shm_calls_read(struct shm_reader *r, uint64_t *calls);
 /* Ask the agent for a new mean sample rate (segment.h, Control): 0, or
  * -EINVAL out of [SHM_RATE_MIN, SHM_RATE_MAX] or when the agent runs in
  * exact mode, -EPERM read-only, another negative errno on I/O errors. */

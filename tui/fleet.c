@@ -114,19 +114,19 @@ static int in_tree(pid_t root, pid_t pid)
 /* A fresh snapshot of a live process: 1; else 0 (then it is dropped).
  * Debug files of stripped modules are asked of debuginfod servers without
  * waiting (the fleet's sessions have no wait budget): a scrape never
- * stalls on a server, and names arrive at a later one.  borrow: whether
- * this refresh may borrow a thread (fleet_update's budget). */
-static int fresh(struct fleet *f, struct fleet_proc *p, int borrow)
+ * stalls on a server, and names arrive at a later one.  The allocator's
+ * figures, when not current, are asked for after every refresh
+ * (ask_all). */
+static int fresh(struct fleet *f, struct fleet_proc *p)
 {
 	char err[256];
 	uint64_t n = p->s.snapshots, kept = p->s.stacks_kept;
 	unsigned long long reads = proc_reads;
-	p->s.no_borrow = !borrow;
 	/* The host list and the exporter show no trends: the agent's
 	 * history (a few hundred KiB a process) is not copied. */
 	p->s.reader.skip_trend = 1;
+	p->s.defer_heap = 1;
 	int ok = session_refresh(&p->s, 1, err, sizeof err) == 0 && p->s.model.alive;
-	p->s.no_borrow = 0;
 	f->snapshots += p->s.snapshots - n;
 	f->stacks_kept += p->s.stacks_kept - kept;
 	f->reads_refresh += proc_reads - reads;
@@ -151,26 +151,23 @@ static double borrow_budget(void)
 	return e && *e && !*end && v >= 0 && v <= 60 ? v : FLEET_BORROW_S;
 }
 
-/* Ask every watched process for the allocator's statistics at once, and
- * wait once (SESSION_HEAP_WAIT_S at most) for the answers: every refresh
- * then has figures no older than itself, or shows their age.  Not a
- * process that made no call since its figures (idle: it would not
- * answer, and they stand); if it makes one before its refresh, that
- * refresh asks and waits itself. */
+/* After every refresh: ask the processes whose snapshots' allocator
+ * figures are not current (s.heap_pending) at once, wait once
+ * (SESSION_HEAP_WAIT_S at most) for the answers, and take them in
+ * (session_refresh_heap: the answer, else a borrowed thread within the
+ * update's budget, else the figures' age and why).  A process whose
+ * snapshot shows current figures (no call since they were taken) is not
+ * asked, and costs no read beyond its snapshot's. */
 static void ask_all(struct fleet *f)
 {
 	struct fleet_proc **p = f->p;
 	int n = f->n, pending = 0;
-	unsigned long long asking = 0;
+	unsigned long long seg = shm_reads;
 	for (int i = 0; i < n; i++) {
-		p[i]->s.heap_asked = 0;
-		p[i]->s.asked_ahead = !session_heap_still_current(&p[i]->s);
-		unsigned long long seg = shm_reads;
+		p[i]->s.asked_ahead = p[i]->s.heap_pending;
 		if (p[i]->s.asked_ahead)
 			pending += session_ask_heap(&p[i]->s);
-		asking += shm_reads - seg;
 	}
-	unsigned long long seg = shm_reads;
 	double end = clock_mono_s() + SESSION_HEAP_WAIT_S;
 	while (pending && clock_mono_s() < end && !stop_asked) {
 		struct timespec ts = { 0, 2000000 };
@@ -178,9 +175,28 @@ static void ask_all(struct fleet *f)
 		between(f);
 		pending = 0;
 		for (int i = 0; i < n; i++)
-			pending += p[i]->s.heap_asked && !session_heap_answered(&p[i]->s);
+			pending += p[i]->s.asked_ahead && p[i]->s.heap_asked &&
+				   !session_heap_answered(&p[i]->s);
 	}
-	f->reads_asking += asking + shm_reads - seg;
+	/* Borrowed threads for idle processes: FLEET_BORROW_S of borrowing
+	 * each update; the rest at the next (figures taken stay current).
+	 * Only the processes that borrowed count: the others' time, a
+	 * thousand processes' worth on a loaded machine, would use it up
+	 * before the processes that need a thread were reached, at every
+	 * update, and those would never have their figures. */
+	double budget = borrow_budget(), spent = 0;
+	for (int i = n; i-- > 0;) {
+		if (!p[i]->s.heap_pending)
+			continue;
+		double was = p[i]->s.borrow_next, t0 = clock_mono_s();
+		p[i]->s.no_borrow = spent >= budget;
+		session_refresh_heap(&p[i]->s);
+		p[i]->s.no_borrow = 0;
+		if (p[i]->s.borrow_next != was)   /* a thread was borrowed, or tried */
+			spent += clock_mono_s() - t0;
+		between(f);
+	}
+	f->reads_asking += shm_reads - seg;
 }
 
 static int by_pid(const void *a, const void *b)
@@ -291,7 +307,8 @@ void fleet_update(struct fleet *f)
 		qsort(pids, (size_t)n, sizeof *pids, pid_cmp);
 	int keep = keep_proc_files(f, n > f->n ? n : f->n);
 	/* Gone from the list: dropped; new in it: opened after the others,
-	 * so that every process is asked at once and refreshed in one pass. */
+	 * so that every process is refreshed in one pass, then asked at once
+	 * (ask_all). */
 	for (int i = f->n; i-- > 0;)
 		if (!f->fixed && !(n && bsearch(&f->p[i]->pid, pids, (size_t)n,
 					       sizeof *pids, pid_cmp)))
@@ -331,23 +348,12 @@ void fleet_update(struct fleet *f)
 		p->s.keep_proc = keep;
 		f->p[f->n++] = p;
 	}
-	ask_all(f);
-	/* Borrowed threads for idle processes: FLEET_BORROW_S of borrowing
-	 * each update; the rest at the next (figures taken stay current).
-	 * Only the refreshes that borrowed count: the others' time, a
-	 * thousand processes' worth on a loaded machine, would use it up
-	 * before the processes that need a thread were reached, at every
-	 * update, and those would never have their figures. */
-	double budget = borrow_budget(), spent = 0;
 	for (int i = f->n; i-- > 0;) {
-		double was = f->p[i]->s.borrow_next, t0 = clock_mono_s();
-		int ok = fresh(f, f->p[i], spent < budget);
-		if (f->p[i]->s.borrow_next != was)   /* a thread was borrowed, or tried */
-			spent += clock_mono_s() - t0;
-		if (!ok)
+		if (!fresh(f, f->p[i]))
 			drop(f, i);
 		between(f);
 	}
+	ask_all(f);
 	qsort(f->p, (size_t)f->n, sizeof *f->p, by_pid);
 	f->reads_segment += shm_reads - seg;
 }

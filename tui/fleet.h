@@ -4,8 +4,8 @@
  * up to date by fleet_update: processes that started appear, processes that
  * exited (or whose segment fails) are dropped.  Reads only: every reader
  * is marked read-only (shm_reader.writable = 0, so that shm_control_*
- * refuse) but for requests for the allocator's statistics, asked of every
- * process at every update; nothing is injected (but fleet_add, as -p
+ * refuse) but for requests for the allocator's statistics, asked at every
+ * update of every process whose snapshot shows them not current; nothing is injected (but fleet_add, as -p
  * does), and a thread is borrowed only as session_refresh says.
  *
  * Which processes: every process running the agent that we may read

@@ -110,15 +110,6 @@ int session_ask_heap(struct session *s)
 	return asked != 0;
 }
 
-int session_heap_still_current(struct session *s)
-{
-	const struct model *m = &s->model;
-	uint64_t calls;
-	return m->have_snap && m->alive && model_heap_current(m) &&
-	       shm_calls_read(&s->reader, &calls) == 0 &&
-	       calls == m->snap.totals.alloc_objects + m->snap.totals.free_objects;
-}
-
 int session_heap_answered(struct session *s)
 {
 	uint64_t answered;
@@ -162,18 +153,26 @@ static int borrow_heap(struct session *s)
 	return 1;
 }
 
-/* After the snapshot: figures that are current (they answer the fleet's
- * request, or no call happened since they were taken) stand; asking then
- * would only make the process's next call take them again.  Otherwise
- * ask (unless the caller did), wait for the answer, or borrow a thread,
- * and copy the new figures in as the answer to this refresh's request. */
+/* The snapshot's allocator figures are not current and asking may get
+ * them: the process is alive and the agent did not say why it has none
+ * (musl, glibc before 2.33, another allocator: asking, or borrowing a
+ * thread, cannot change that).  Figures that are current (no call
+ * happened since they were taken, or they answer this refresh's
+ * request) stand: asking then would only make the process's next call
+ * take them again. */
+static int heap_wanted(const struct model *m)
+{
+	return m->alive && !model_heap_current(m) && !model_heap_missing(m, NULL);
+}
+
+/* After the snapshot: when heap_wanted, ask (unless the caller did),
+ * wait for the answer, or borrow a thread, and copy the new figures in
+ * as the answer to this refresh's request. */
 static void fresh_heap(struct session *s)
 {
 	struct model *m = &s->model;
 	m->heap_why[0] = '\0';
-	/* The agent said why it has none (musl, glibc before 2.33, another
-	 * allocator): asking, or borrowing a thread, cannot change that. */
-	if (!m->alive || model_heap_current(m) || model_heap_missing(m, NULL))
+	if (!heap_wanted(m))
 		return;
 	int got;
 	if (s->asked_ahead)
@@ -391,14 +390,14 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	struct model_facts facts;
 	struct shm_snapshot *prev = s->model.have_snap ? &s->model.snap : NULL;
 	s->reader.skip_live = skip_live;
+	/* A request of the caller's answers this refresh when made after its
+	 * snapshot (session_refresh_heap): none yet. */
+	s->asked_ahead = 0;
+	s->heap_pending = 0;
 	int rc = shm_snapshot_take_since(&s->reader, &snap, prev, err, len);
-	/* A request made before the snapshot (the fleet's) and answered
-	 * before it: the snapshot's figures are that answer. */
-	snap.heap_asked = s->asked_ahead ? s->heap_asked : 0;
-	if (rc != 0) {
-		s->asked_ahead = 0;
+	snap.heap_asked = 0;
+	if (rc != 0)
 		return SESSION_EREAD;
-	}
 	rc = read_facts(s, &snap, &facts);
 	/* The writer ended between the copy and /proc's answer: the copy
 	 * may lack its last allocations and how it exited.  Nothing writes
@@ -418,7 +417,6 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 		/* The model keeps its snapshot: with what snap took over. */
 		shm_snapshot_giveback(&snap, prev);
 		shm_snapshot_free(&snap);
-		s->asked_ahead = 0;
 		snprintf(err, len, "out of memory");
 		return SESSION_ENOMEM;
 	}
@@ -428,9 +426,14 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	if ((reused & SHM_REUSED_STACKS) == 0 ||
 	    ((reused & SHM_REUSED_ALARMS) == 0 && s->model.snap.nalarms))
 		s->prefetched = 0;
-	fresh_heap(s);
-	s->asked_ahead = 0;
-	watch_unseen(s);
+	/* The allocator's figures, and what depends on them (the unseen
+	 * allocators' figures), now or, for a caller that asks many
+	 * processes at once, in session_refresh_heap. */
+	s->heap_pending = s->defer_heap && heap_wanted(&s->model);
+	if (!s->heap_pending) {
+		fresh_heap(s);
+		watch_unseen(s);
+	}
 	resident_update(&s->resident, &s->model);
 	/* The cgroup while the process runs; its last picture once it has
 	 * exited (a zombie's file names the root cgroup). */
@@ -457,6 +460,16 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t len)
 	}
 	sym_set_pycodes(s->sym, m->pycodes, m->npycodes);
 	return 0;
+}
+
+void session_refresh_heap(struct session *s)
+{
+	if (!s->heap_pending)
+		return;
+	s->heap_pending = 0;
+	fresh_heap(s);
+	s->asked_ahead = 0;
+	watch_unseen(s);
 }
 
 void session_wait(struct session *s, double secs)

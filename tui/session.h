@@ -36,12 +36,17 @@ struct session {
 	uint32_t nnames;
 	double symbol_wait_s;       /* what reports may still wait for symbols */
 	/* The allocator's statistics (model_heap_current): the request made
-	 * for the next snapshot and when, whether the caller made it ahead
-	 * (session_ask_heap), when a thread may next be borrowed, and why
-	 * the last borrow failed ("" it did not). */
+	 * for the last snapshot and when, whether the caller made it
+	 * (session_ask_heap, after the snapshot), when a thread may next be
+	 * borrowed, and why the last borrow failed ("" it did not). */
 	uint64_t heap_asked;
 	double   heap_asked_at;
 	int      asked_ahead;
+	/* Set by the caller: refreshes leave asking for the figures to
+	 * session_refresh_heap (the fleet asks all its processes at once);
+	 * heap_pending: this refresh left them to it. */
+	int      defer_heap;
+	int      heap_pending;
 	double   borrow_next;
 	int      no_borrow;         /* this refresh borrows no thread */
 	char     borrow_err[256];
@@ -119,19 +124,24 @@ int session_refresh(struct session *s, int skip_live, char *err, size_t errlen);
  * did not move costs no copy of its stacks, and no new look at their
  * frames (session_symbols). */
 
+/* With defer_heap set, session_refresh neither asks nor waits: when the
+ * snapshot's figures are not current and asking may get them it sets
+ * heap_pending and leaves them, and the unseen allocators' figures that
+ * depend on them, to session_refresh_heap (nothing when not pending).
+ * A caller that watches many processes refreshes them all, asks the
+ * pending ones (session_ask_heap, then asked_ahead set), waits once
+ * (session_heap_answered), and calls session_refresh_heap for each,
+ * which copies the answer in, or borrows a thread as session_refresh
+ * would; meanwhile the model's figures are the snapshot's, their age
+ * shown.  A process whose snapshot shows current figures costs no
+ * read of its segment beyond its snapshot's. */
+void session_refresh_heap(struct session *s);
+
 /* Ask for the allocator's statistics now (one request, no wait): 1 when
- * asked.  A caller that watches many processes asks them all before
- * their snapshots, waits once (session_heap_answered), and sets
- * asked_ahead before session_refresh, which otherwise asks and waits
- * itself when the snapshot's figures are not current. */
+ * asked. */
 int session_ask_heap(struct session *s);
 /* The agent answered the last request (header.heap.answered). */
 int session_heap_answered(struct session *s);
-/* The model's allocator figures are current (model_heap_current) and
- * the process has made no allocator call since its snapshot (its thread
- * slots say so now): asking would get no answer, and the next refresh's
- * figures stand.  1 when so. */
-int session_heap_still_current(struct session *s);
 
 /* Sleep up to secs, waking early on a signal (stop_asked) or when the
  * process is gone: the agent marked it exited, its pid went to another

@@ -480,6 +480,76 @@ static void unchanged_parts_taken_over(void **state)
 	seg_free(&s);
 }
 
+/* A refresh of a segment in which nothing moved reads it three times:
+ * the front (header, control block, thread slots), the stripes and the
+ * modules.  The second look at the sequence words is left out only when
+ * the front shows every word they guard as the previous snapshot had
+ * them; the alarms' second look only when no alarm was copied. */
+static void unchanged_segment_read_three_times(void **state)
+{
+	(void)state;
+	struct seg s;
+	struct shm_reader r;
+	struct shm_snapshot a, b, c, d, e;
+	char err[256];
+	seg_make(&s, 8);
+	const struct ym_section *sec = s.h->sections;
+	struct ym_alarm *al = (struct ym_alarm *)(s.map + sec[YM_SEC_ALARMS].offset);
+	struct ym_alarm *al1 = (struct ym_alarm *)((uint8_t *)al + sec[YM_SEC_ALARMS].stride);
+	struct ym_thread *th = (struct ym_thread *)(s.map + sec[YM_SEC_THREADS].offset);
+	s.h->alarms_written = 1;
+	al->seq = 1;
+	al->depth = 1;
+	s.h->heap.allocator = YM_HEAP_GLIBC;
+	s.h->heap.present = YM_HEAP_IN_USE;
+	s.h->heap.in_use_bytes = 4096;
+	s.h->heap.seq = 2;
+	int fd = dup(s.fd);
+	assert_int_equal(shm_reader_open_fd(&r, fd, 4242, (uid_t)-1, err, sizeof err), 0);
+	r.skip_live = 1;
+	assert_int_equal(shm_snapshot_take_since(&r, &a, NULL, err, sizeof err), 0);
+	unsigned long long n0 = shm_reads;
+	assert_int_equal(shm_snapshot_take_since(&r, &b, &a, err, sizeof err), 0);
+	assert_int_equal(shm_reads - n0, 3);
+	assert_int_equal(b.reused, SHM_REUSED_STACKS | SHM_REUSED_ALARMS);
+	assert_int_equal(b.totals.alloc_bytes, 23 + 777);
+	assert_int_equal(b.nalarms, 1);
+	assert_int_equal(b.hdr.heap.in_use_bytes, 4096);
+	/* A fold seen in part (retired moved, its slot not yet cleared, the
+	 * sequence word as before): looked at again, and the sum is the
+	 * copy's. */
+	s.h->retired.alloc_bytes += 100;
+	n0 = shm_reads;
+	assert_int_equal(shm_snapshot_take_since(&r, &c, &b, err, sizeof err), 0);
+	assert_int_equal(shm_reads - n0, 4);
+	assert_int_equal(c.totals.alloc_bytes, 123 + 777);
+	/* A slot's count moved, or the allocator's statistics: the same. */
+	th[1].t.alloc_objects++;
+	n0 = shm_reads;
+	assert_int_equal(shm_snapshot_take_since(&r, &d, &c, err, sizeof err), 0);
+	assert_int_equal(shm_reads - n0, 4);
+	assert_int_equal(d.totals.alloc_objects, 1);
+	s.h->heap.in_use_bytes = 8192;
+	s.h->heap.seq = 4;
+	/* and an alarm claimed and written: the ring copied and looked at
+	 * again. */
+	s.h->alarms_written = 2;
+	al1->seq = 2;
+	al1->depth = 1;
+	n0 = shm_reads;
+	assert_int_equal(shm_snapshot_take_since(&r, &e, &d, err, sizeof err), 0);
+	assert_int_equal(shm_reads - n0, 6);
+	assert_int_equal(e.hdr.heap.in_use_bytes, 8192);
+	assert_int_equal(e.nalarms, 2);
+	shm_snapshot_free(&a);
+	shm_snapshot_free(&b);
+	shm_snapshot_free(&c);
+	shm_snapshot_free(&d);
+	shm_snapshot_free(&e);
+	shm_reader_close(&r);
+	seg_free(&s);
+}
+
 /* A reader accepts what its version can read (segment.h, Versions and
  * sizes): compat_version at most its own, or a v4 writer (compat 0). */
 static void versions_accepted_by_compat(void **state)
@@ -869,6 +939,7 @@ int main(void)
 		cmocka_unit_test(unseen_only_from_v7_with_a_known_reason),
 		cmocka_unit_test(longer_records_read_by_prefix),
 		cmocka_unit_test(reader_loop_helpers),
+		cmocka_unit_test(unchanged_segment_read_three_times),
 		cmocka_unit_test(truncated_file_no_sigbus),
 		cmocka_unit_test(permissions_enforced),
 		cmocka_unit_test(garbage_never_crashes),
