@@ -261,7 +261,10 @@ static int own_note(struct model *m)
 	 * index): insertion into a short sorted list. */
 	for (uint32_t i = 0; i < m->nstacks; i++) {
 		double b = m->stacks[i].retained_bytes;
-		if (b <= 0 || (rec->count == o->stacks &&
+		/* A hostile segment's figures can be above what a point holds
+		 * (or not a number): held at its largest, never converted
+		 * out of range. */
+		if (!(b > 0) || (rec->count == o->stacks &&
 			       b <= (double)rec->points[o->stacks - 1].retained))
 			continue;
 		uint32_t j = rec->count < o->stacks ? rec->count++ : o->stacks - 1;
@@ -271,7 +274,7 @@ static int own_note(struct model *m)
 		}
 		rec->points[j] = (struct ym_trend_point){
 			.stack = i, .samples = m->stacks[i].live_samples,
-			.retained = (int64_t)b,
+			.retained = b < 0x1p63 ? (int64_t)b : INT64_MAX,
 		};
 	}
 	o->written++;
