@@ -22,9 +22,12 @@ def verdict(rep, name):
 
 
 def test_late_ymtop_sees_the_leak_growing_and_nothing_else():
-    # leak 2 MiB/s; a 40 MiB cache filled in 6 s, then entries replaced;
-    # churn around 5 MiB.
-    t = Target([PROG, str(LEAK_KIB_S), "40", "6", "5"],
+    # leak 2 MiB/s; a 40 MiB cache filled in 3 s, then entries replaced;
+    # churn around 5 MiB.  The cache fills in the first tenth of the
+    # window: a fill over a fifth (6 s) fits a line with an R^2 of 0.41
+    # before noise, close enough to the rule's 0.6 that the sampling noise
+    # of a loaded run can carry it over (a plateau read as growing).
+    t = Target([PROG, str(LEAK_KIB_S), "40", "3", "5"],
                env={"YM_TREND_SLOT_MS": str(SLOT_MS), "YM_SEED": "5"})
     try:
         time.sleep(60 * SLOT_MS / 1000)   # 60 slots before ymtop starts
