@@ -410,9 +410,11 @@ static int groups_collect(struct proc_groups *pg, size_t cap, struct model *m,
 	if (lab_sums(c) != 0)
 		goto uncached;
 	size_t nslots = (size_t)c->nlabs * PROM_KINDS;
-	memset(c->sum_retained, 0, nslots * sizeof *c->sum_retained);
-	memset(c->sum_allocated, 0, nslots * sizeof *c->sum_allocated);
-	memset(c->used, 0, nslots * sizeof *c->used);
+	if (nslots) {   /* none named yet: the arrays are not allocated */
+		memset(c->sum_retained, 0, nslots * sizeof *c->sum_retained);
+		memset(c->sum_allocated, 0, nslots * sizeof *c->sum_allocated);
+		memset(c->used, 0, nslots * sizeof *c->used);
+	}
 	for (uint32_t k = 0; k < m->nstacks; k++) {
 		const struct model_stack *st = &m->stacks[k];
 		if (!st->alloc_samples)
@@ -452,7 +454,8 @@ uncached:
  * other. */
 static void groups_finish(struct proc_groups *pg, const struct report_opts *o)
 {
-	qsort(pg->g, pg->n, sizeof *pg->g, by_labels);
+	if (pg->n)   /* no group: pg->g may be NULL */
+		qsort(pg->g, pg->n, sizeof *pg->g, by_labels);
 	size_t w = 0;
 	for (size_t i = 0; i < pg->n; i++) {
 		if (w && !by_labels(&pg->g[w - 1], &pg->g[i])) {
@@ -480,7 +483,8 @@ static void groups_finish(struct proc_groups *pg, const struct report_opts *o)
 		free(g->location);
 	}
 	pg->n = w;
-	qsort(pg->g, pg->n, sizeof *pg->g, by_retained);
+	if (pg->n)
+		qsort(pg->g, pg->n, sizeof *pg->g, by_retained);
 	size_t top = o->top > 0 ? (size_t)o->top : PROM_TOP_DEFAULT;
 	for (size_t i = top; i < pg->n; i++) {
 		uint32_t k = pg->g[i].kind;
