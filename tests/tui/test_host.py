@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from test_screen import Screen, main, tmux
 from ymlib import AGENT, BUILD, YMTOP, Skip
@@ -115,8 +116,15 @@ def test_children_lists_a_prefork_tree_and_merges_it():
         assert len(r) == 4 and all("prefork" in x[8] for x in r), t
         assert "other" not in t, t   # not forked from the master
         h.keys("e")
-        t = h.wait(r"merged by executable")
-        r = rows(t)
+        # tmux can capture a frame half drawn (the header new, rows below
+        # it still the list's): read again until the frame is whole.
+        end = time.time() + 10
+        while True:
+            t = h.wait(r"merged by executable")
+            r = rows(t)
+            if len(r) == 1 or time.time() > end:
+                break
+            time.sleep(0.2)
         assert len(r) == 1 and r[0][8] == "prefork (4 processes)", t
         # 1 MiB (master) + 3 x 2 MiB (workers), within sampling error.
         v, unit = r[0][4].split()
