@@ -596,10 +596,15 @@ void proc_task_map_free(struct proc_task_map *m)
  * returns non-zero.  That value; 0 when no line stopped it; -ESRCH when
  * the process maps nothing at all (it is exiting: its memory goes before
  * it becomes a zombie); -errno when the maps cannot be read. */
-static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
+/* fn for each line of the maps file at path until it returns nonzero:
+ * that value; else 0, or -ESRCH when the file names no mapping (a process
+ * whose memory is gone).  The gate page ([vsyscall] on x86-64) is no
+ * mapping of the process's: the kernel lists it after the last one, so a
+ * process in the middle of exit, whose mappings are torn down but whose
+ * mm is not yet released, shows it alone. */
+static int maps_each_at(const char *path, int (*fn)(char *line, void *ctx),
+			void *ctx)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
 	proc_reads++;
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -612,7 +617,9 @@ static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
 		if (nl)
 			*nl = '\0';
 		if (at_start) {
-			lines++;
+			const char *name = strrchr(line, ' ');
+			if (!name || strcmp(name + 1, "[vsyscall]"))
+				lines++;
 			rc = fn(line, ctx);
 		}
 		at_start = whole;
@@ -621,6 +628,13 @@ static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
 		rc = ferror(f) ? -EIO : lines == 0 ? -ESRCH : 0;
 	fclose(f);
 	return rc;
+}
+
+static int maps_each(pid_t pid, int (*fn)(char *line, void *ctx), void *ctx)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	return maps_each_at(path, fn, ctx);
 }
 
 struct range_at {
@@ -662,8 +676,15 @@ static int maps_file_line(char *line, void *ctx)
 
 int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino)
 {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
+	return proc_maps_file_at(path, dev, ino);
+}
+
+int proc_maps_file_at(const char *maps, uint64_t dev, uint64_t ino)
+{
 	struct file_id id = { major((dev_t)dev), minor((dev_t)dev), ino };
-	return maps_each(pid, maps_file_line, &id);
+	return maps_each_at(maps, maps_file_line, &id);
 }
 
 static int maps_agent_line(char *line, void *ctx)

@@ -171,8 +171,11 @@ enum proc_writer proc_writer_stat(const struct proc_info *pi,
 const char *proc_writer_why(enum proc_writer w);
 
 /* 1 when process pid maps the file (dev, ino), 0 when not, -ESRCH when
- * it maps nothing (exiting), -errno when its maps cannot be read. */
+ * it maps nothing (exiting: at most the gate page), -errno when its maps
+ * cannot be read. */
 int proc_maps_file(pid_t pid, uint64_t dev, uint64_t ino);
+/* The same, from a maps file by its path (a copy, for tests). */
+int proc_maps_file_at(const char *maps, uint64_t dev, uint64_t ino);
 
 /* What process pid has loaded: PROC_HAS_AGENT (a mapping of
  * libymagent.so, also one brought in through a memfd), PROC_HAS_LIBC (the

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -195,6 +197,40 @@ static void kept_files_read_anew_and_follow_an_exit(void **state)
 	close(done[1]);
 }
 
+/* A maps file as a process in the middle of exit shows it (its mappings
+ * torn down, the gate page still listed) names nothing it maps: -ESRCH,
+ * "exiting", never 0, "exec'd a program without the agent", which made
+ * ymtop call a live segment stale and remove it. */
+static void an_exiting_process_maps_nothing_but_the_gate_page(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/test_proc_maps.XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	FILE *f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs("ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0"
+	      "                  [vsyscall]\n", f);
+	fclose(f);
+	assert_int_equal(proc_maps_file_at(path, makedev(0, 1), 42), -ESRCH);
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("7f0000000000-7f0000001000 rw-s 00000000 00:1a 42"
+	      "                  /dev/shm/ymtop-1 (deleted)\n"
+	      "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0"
+	      "                  [vsyscall]\n", f);
+	fclose(f);
+	assert_int_equal(proc_maps_file_at(path, makedev(0, 0x1a), 42), 1);
+	assert_int_equal(proc_maps_file_at(path, makedev(0, 0x1a), 43), 0);
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(proc_maps_file_at(path, makedev(0, 0x1a), 42), -ESRCH);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +240,7 @@ int main(void)
 		cmocka_unit_test(a_long_comm_is_cut_to_fit),
 		cmocka_unit_test(this_process_and_thread_read_for_real),
 		cmocka_unit_test(kept_files_read_anew_and_follow_an_exit),
+		cmocka_unit_test(an_exiting_process_maps_nothing_but_the_gate_page),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
