@@ -4,11 +4,13 @@ cycles (tests/integration/test_detach.py with YM_DETACH_CYCLES=100).
 
 tests/progs/churn.c reports its own malloc/free pairs per second of CPU
 time (the process's, so other load on the machine shifts it less than wall
-time).  Each round starts a fresh churn with 2 threads, measures it before
-the attach and after the detach, alternating the two phases' order of
-measurement with a never-attached twin (A B A B: twin, subject, ...), and
-prints the subject's after/before ratio and the twin's own drift over the
-same time.  The figure is the median over rounds.
+time).  Each round starts a fresh churn with one thread and a
+never-attached twin beside it (two threads on the machine's two cores),
+measures both alternately (twin, subject, ...) before the attach and after
+the detach, and prints the subject's after/before ratio, the twin's own
+drift over the same time, and the subject's ratio over the twin's: what
+the machine did to both (frequency, the other's cache) cancels there.
+The figure is the median over rounds of that last ratio.
 
     YM_BUILD=build python3 tests/bench/detach.py [ROUNDS] [SAMPLES]
 """
@@ -24,7 +26,7 @@ YMTOP = os.path.join(B, "ymtop")
 
 class Churn:
     def __init__(self):
-        self.p = subprocess.Popen([CHURN, "2"], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([CHURN, "1"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         assert self.p.stdout.readline().strip() == "ready"
 
@@ -50,7 +52,7 @@ def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     samples = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     env = dict(os.environ, YM_AGENT=os.path.join(B, "libymagent.so"))
-    ratios, drifts, unloaded = [], [], 0
+    ratios, drifts, norms, unloaded = [], [], [], 0
     for r in range(rounds):
         subject, twin = Churn(), Churn()
         before, twin0 = phase(subject, twin, samples)
@@ -66,14 +68,18 @@ def main():
         twin.quit()
         ratios.append(after / before)
         drifts.append(twin1 / twin0)
+        norms.append(ratios[-1] / drifts[-1])
         print("round %d: before %.0f/s, attached %.0f/s, after %.0f/s: "
-              "after/before %.4f (never-attached twin %.4f)%s" %
+              "after/before %.4f (never-attached twin %.4f; over the twin's "
+              "%.4f)%s" %
               (r + 1, before, attached, after, after / before, twin1 / twin0,
+               norms[-1],
                "" if "unloaded" in d.stderr else "  [" + d.stderr.strip() + "]"),
               flush=True)
-    print("detach: after/before median %.4f (twin %.4f), %d of %d unloaded; "
-          "load average %s" % (statistics.median(ratios),
-                               statistics.median(drifts), unloaded, rounds,
+    print("detach: after/before median %.4f (twin %.4f; over the twin's "
+          "%.4f), %d of %d unloaded; load average %s" % (
+              statistics.median(ratios), statistics.median(drifts),
+              statistics.median(norms), unloaded, rounds,
                                open("/proc/loadavg").read().split()[0]))
     r = subprocess.run([sys.executable, "tests/integration/test_detach.py",
                         "test_attach_detach_cycles_leak_nothing"],
