@@ -286,6 +286,7 @@ static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
 		 : inject_load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
 		goto out;   /* the process is gone */
+	res->dormant = lr == -3;
 	if (inject_restore(&t) != 0 && lr == 0) {
 		inject_fail(err, errlen, "the agent is loaded but thread %ld's state "
 			    "could not be restored exactly: %s", (long)t.tid,
@@ -310,9 +311,38 @@ out:
 	return rc;
 }
 
+/* An agent an earlier detach left dormant cannot start again in place:
+ * its tables and its old segment's memory may still be written by a
+ * thread that was inside it.  Once no thread is (the unload rule), it
+ * is unloaded and a fresh one loaded, whose constructor patches the
+ * slots again through the trampoline page the first one left. */
 int inject_agent(pid_t pid, const char *agent, int bring,
 		 struct inject_result *res, char *err, size_t errlen)
 {
+	int rc = borrow_run(pid, LOAD, agent, bring, 0, NULL, res, err, errlen);
+	if (rc != -1 || !res->dormant)
+		return rc;
+	struct detach_result d;
+	char derr[512];
+	if (inject_detach(pid, &d, derr, sizeof derr) != 0) {
+		inject_fail(err, errlen, "process %ld keeps the agent an earlier "
+			    "ymtop --detach left loaded and dormant, and it could not "
+			    "be unloaded to load it afresh: %s", (long)pid, derr);
+		res->dormant = 1;
+		return -1;
+	}
+	if (!d.unloaded) {
+		/* Passing, or for good: whether ymtop -p may try again. */
+		int passing = d.code == YM_DETACH_UNLOADABLE ||
+			      d.code == YM_DETACH_PYTHON;
+		inject_fail(err, errlen, "process %ld keeps the agent an earlier "
+			    "ymtop --detach left loaded and dormant, and it cannot be "
+			    "unloaded now to load it afresh: %s; %s", (long)pid, d.why,
+			    passing ? "run ymtop -p again once that has passed" :
+			    "restart the process to profile it again");
+		res->dormant = 1;
+		return -1;
+	}
 	return borrow_run(pid, LOAD, agent, bring, 0, NULL, res, err, errlen);
 }
 

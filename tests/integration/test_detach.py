@@ -6,8 +6,8 @@ import os
 import subprocess
 import time
 
-from ymlib import (BUILD, Plain, Target, attach, report, run_tests, seg_path,
-                   ymtop)
+from ymlib import (BUILD, Plain, Target, attach, functions, report, run_tests,
+                   seg_path, ymtop)
 
 CHURN = os.path.join(BUILD, "progs", "churn")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -232,8 +232,8 @@ BLOCKCTOR = os.path.join(BUILD, "progs", "libblockctor.so")
 class Inside(Plain):
     """tests/progs/inside.c, started without the agent."""
 
-    def __init__(self):
-        super().__init__([INSIDE], env=RATE)
+    def __init__(self, env=None):
+        super().__init__([INSIDE], env=dict(RATE, **(env or {})))
 
     def say(self, line):
         self.p.stdin.write(line + "\n")
@@ -275,6 +275,60 @@ def test_a_thread_inside_the_agent_leaves_it_dormant_then_unloaded():
         assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
     finally:
         t.kill()
+
+
+def run_reattach(env=None):
+    """A dormant injected agent attaches again: detached with a thread held
+    inside it (dormant), ymtop -p says in one line why it cannot load the
+    agent afresh while the thread is there and what to do; once the
+    thread has left, ymtop -p unloads the dormant agent and loads a fresh
+    one (slots patched again, a new segment whose samples flow), and
+    --detach then unloads it; the process exits normally."""
+    t = Inside(env)
+    try:
+        attach(t.pid)
+        line = t.say("block " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        first = detach(t.pid)
+        assert "dormant: " in first, first
+        # Still held: no fresh agent, one line saying why and what to do.
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert "left loaded and dormant" in err and "thread %s " % line[1] \
+            in err and "run ymtop -p again once that has passed" in err, err
+        assert not os.path.exists(seg_path(t.pid)), "segment made while held"
+        assert t.say("release") == "released"
+        rep = attach(t.pid)
+        assert rep["pid"] == t.pid, rep
+        assert os.path.exists(seg_path(t.pid)), "no new segment"
+        for _ in range(3):
+            assert t.say("alloc") == "alloc ok"
+        rep = report(t.pid)
+        assert sampled_live(rep) > 0, "no samples in the new segment"
+        assert any("churn" in functions(s) for s in rep["stacks"]), \
+            [functions(s) for s in rep["stacks"]]
+        second = detach(t.pid)
+        assert "agent detached and unloaded" in second, second
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read(), "agent mapped after unload"
+        t.p.stdin.write("alloc\nquit\n")
+        t.p.stdin.flush()
+        out, err = t.p.communicate(timeout=60)
+        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+
+
+def test_a_dormant_agent_attaches_again():
+    run_reattach()
+
+
+def test_a_dormant_agent_attaches_again_under_jemalloc():
+    if not os.path.exists(JEMALLOC):
+        from ymlib import Skip
+        raise Skip("libjemalloc2 is not installed")
+    run_reattach({"LD_PRELOAD": JEMALLOC})
 
 
 def test_debian_bash_forking_is_detached():
