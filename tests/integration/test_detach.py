@@ -331,6 +331,68 @@ def test_a_dormant_agent_attaches_again_under_jemalloc():
     run_reattach({"LD_PRELOAD": JEMALLOC})
 
 
+def test_detach_does_not_wait_for_the_loader_lock():
+    """A thread inside dlopen, outside the agent (tests/progs/inside.c's
+    rawblock: libc's dlopen looked up before the attach, a constructor
+    that blocks), holds the dynamic loader's lock, which dlclose takes:
+    --detach looks at the lock instead of waiting for it, leaves the agent
+    dormant and names the thread in one line; ymtop -p meanwhile says the
+    same and to try again; once the thread is out ymtop -p attaches
+    again, and --detach unloads the agent."""
+    t = Inside()
+    try:
+        attach(t.pid)
+        line = t.say("rawblock " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        lock = "thread %s holds the dynamic loader's lock" % line[1]
+        first = detach(t.pid)
+        assert "dormant: " + lock in first, first
+        assert "--detach again unloads it" in first, first
+        assert not os.path.exists(seg_path(t.pid)), "segment left"
+        assert t.say("alloc") == "alloc ok"
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert lock in err and "run ymtop -p again" in err, err
+        assert t.say("release") == "released"
+        attach(t.pid)
+        assert t.say("alloc") == "alloc ok"
+        second = detach(t.pid)
+        assert "agent detached and unloaded" in second, second
+        t.p.stdin.write("alloc\nquit\n")
+        t.p.stdin.flush()
+        out, err = t.p.communicate(timeout=60)
+        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+
+
+def test_attach_does_not_wait_for_the_loader_lock():
+    """The same lock held when ymtop -p would load the agent (dlopen takes
+    it): one line naming the thread, nothing changed; once it is out the
+    attach goes through."""
+    t = Inside()
+    try:
+        line = t.say("rawblock " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert "thread %s of process %d holds the dynamic loader's lock" % (
+            line[1], t.pid) in err and "nothing was changed" in err, err
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read(), "loaded while the lock was held"
+        assert t.say("release") == "released"
+        attach(t.pid)
+        assert "agent detached and unloaded" in detach(t.pid)
+        t.p.stdin.write("quit\n")
+        t.p.stdin.flush()
+        t.p.communicate(timeout=60)
+        assert t.p.returncode == 0
+    finally:
+        t.kill()
+
+
 def test_debian_bash_forking_is_detached():
     """The field trial's mistake: the agent injected into a shell.  bash
     forks and execs without pause (fork handlers, exec hooks) while it is
