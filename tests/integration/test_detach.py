@@ -393,6 +393,62 @@ def test_attach_does_not_wait_for_the_loader_lock():
         t.kill()
 
 
+KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "py",
+                      "keeper.py")
+PYTHON = "/usr/bin/python3.11"
+
+
+def test_a_dormant_agent_in_python_attaches_again_with_its_wrapper():
+    """Debian's python3, its pymalloc wrapped by the agent ymtop -p loaded:
+    --detach leaves the agent dormant until the interpreter's main thread
+    puts its allocator tables back (it is blocked reading stdin); ymtop -p
+    meanwhile says so and to try again; once it has, ymtop -p loads a
+    fresh agent, which wraps pymalloc again and samples keeper.py's
+    allocations; the agent then leaves as before and python3 exits 0."""
+    if not os.path.exists(PYTHON):
+        from ymlib import Skip
+        raise Skip("%s is not installed" % PYTHON)
+
+    def run(t, cmd):
+        t.p.stdin.write(cmd + "\n")
+        t.p.stdin.flush()
+        t.wait_for("done")
+
+    def kept(rep):
+        return sum(s["retained_bytes"] for s in rep["stacks"]
+                   if any(f.get("function") == "keep_small" and
+                          f.get("file") == KEEPER for f in s["frames"]))
+
+    t = Plain([PYTHON, KEEPER], env={"YM_SAMPLE_RATE": "8192"})
+    try:
+        attach(t.pid)
+        run(t, "small 60000")
+        assert report(t.pid)["python"]["pymalloc"] == "installed"
+        first = detach(t.pid)
+        assert "dormant: the Python interpreter still calls" in first, first
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert "the Python interpreter still calls" in err and \
+            "run ymtop -p again once that has passed" in err, err
+        run(t, "small 1000")   # the pending call runs: tables put back
+        attach(t.pid)
+        run(t, "small 60000")
+        rep = report(t.pid)
+        assert rep["python"]["pymalloc"] == "installed", rep["python"]
+        assert kept(rep) > 0, "keeper.py's allocations not sampled again"
+        assert "dormant: the Python interpreter" in detach(t.pid)
+        run(t, "small 1000")
+        assert "agent detached and unloaded" in detach(t.pid)
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read()
+        run(t, "free")
+        rc, _, err = t.finish()
+        assert rc == 0, err
+    finally:
+        t.kill()
+
+
 def test_debian_bash_forking_is_detached():
     """The field trial's mistake: the agent injected into a shell.  bash
     forks and execs without pause (fork handlers, exec hooks) while it is
