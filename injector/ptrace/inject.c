@@ -35,6 +35,9 @@
  *   borrow    the stopped thread: memory, remote calls, exact restore
  *   load      the calls made in it: dlopen the agent, or start it, or
  *             take the allocator's statistics (agentsym: where)
+ *   ldlock    who holds the dynamic loader's lock, which dlopen and
+ *             dlclose wait for (looked at first, never waited for blindly)
+ *   quiesce   detach's unload rule: every thread outside the agent
  *   util      error line, clock
  */
 #include <errno.h>
