@@ -1,5 +1,7 @@
 /* ldlock: see ldlock.h. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
@@ -130,6 +132,43 @@ static size_t find_lock(const uint8_t *g, size_t n)
 	return at;
 }
 
+/* The thread of pid whose id in its own pid namespace is nstid (the
+ * last field of NSpid in its status), as ours numbers it: the lock's
+ * owner word holds the id the kernel gave the thread in the process's
+ * namespace.  nstid itself when none matches (or NSpid is missing: one
+ * namespace). */
+static pid_t our_tid(pid_t pid, pid_t nstid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return nstid;
+	pid_t found = nstid;
+	struct dirent *e;
+	while (found == nstid && (e = readdir(d)) != NULL) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (tid <= 0 || *end)
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/task/%ld/status", (long)pid, tid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof line, f)) {
+			if (strncmp(line, "NSpid:", 6) != 0)
+				continue;
+			char *last = strrchr(line, '\t');
+			if (last && strtol(last + 1, NULL, 10) == (long)nstid)
+				found = (pid_t)tid;
+			break;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
 pid_t inject_loader_lock_owner(pid_t pid)
 {
 	struct tmaps m;
@@ -164,5 +203,5 @@ pid_t inject_loader_lock_owner(pid_t pid)
 	int32_t lock = int32_at(g, at), owner = int32_at(g, at + MUTEX_OWNER_AT);
 	if (lock == 0)
 		return 0;
-	return owner > 0 ? (pid_t)owner : -1;
+	return owner > 0 ? our_tid(pid, (pid_t)owner) : -1;
 }

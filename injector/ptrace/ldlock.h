@@ -20,7 +20,7 @@
 
 #include <sys/types.h>
 
-/* The thread of pid (its id as the process sees it) that holds the
+/* The thread of pid (its id in ymtop's pid namespace) that holds the
  * dynamic loader's lock; 0 when the lock is free; -1 when it cannot be
  * told (no glibc ld.so mapped, its symbols unreadable, the shape not
  * found). */
