@@ -7,7 +7,11 @@
  *   x86-64, statically linked (libckind), a musl program offered
  *   another agent than libymagent-musl.so, no dlopen in libc.  An agent already
  *   mapped but without a segment (a daemon that forked away and has not
- *   allocated since) is started, not loaded again (inject_start_agent).
+ *   allocated since) is started, not loaded again (inject_start_agent);
+ *   one an earlier detach left dormant is unloaded under the unload rule
+ *   and loaded afresh (inject_agent).  While another thread holds the
+ *   dynamic loader's lock, which dlopen and dlclose take, neither is
+ *   called (ldlock).
  * - Only the chosen thread is stopped; the others run on and never meet
  *   our code (libc's entry point never runs after start-up).
  * - A thread may only be borrowed at a safe moment: not inside libc's
