@@ -573,6 +573,8 @@ static int inject(pid_t pid, const struct proc_info *pi, struct shm_reader *r,
 		/* Another ymtop may have injected it meanwhile: then attach. */
 		if (segment_open(r, pi, pi->uid, err, sizeof err) == 0)
 			return 0;
+		if (res.dormant)
+			return ym_err_set(e, 1, "%s", why);
 		int maps = proc_maps_agent(pid);
 		if (maps > 0 && (maps & PROC_HAS_AGENT))
 			return ym_err_set(e, 1, "process %ld runs the agent but has sampled nothing yet "

@@ -7,7 +7,11 @@
  *   x86-64, statically linked (libckind), a musl program offered
  *   another agent than libymagent-musl.so, no dlopen in libc.  An agent already
  *   mapped but without a segment (a daemon that forked away and has not
- *   allocated since) is started, not loaded again (inject_start_agent).
+ *   allocated since) is started, not loaded again (inject_start_agent);
+ *   one an earlier detach left dormant is unloaded under the unload rule
+ *   and loaded afresh (inject_agent).  While another thread holds the
+ *   dynamic loader's lock, which dlopen and dlclose take, neither is
+ *   called (ldlock).
  * - Only the chosen thread is stopped; the others run on and never meet
  *   our code (libc's entry point never runs after start-up).
  * - A thread may only be borrowed at a safe moment: not inside libc's
@@ -35,6 +39,9 @@
  *   borrow    the stopped thread: memory, remote calls, exact restore
  *   load      the calls made in it: dlopen the agent, or start it, or
  *             take the allocator's statistics (agentsym: where)
+ *   ldlock    who holds the dynamic loader's lock, which dlopen and
+ *             dlclose wait for (looked at first, never waited for blindly)
+ *   quiesce   detach's unload rule: every thread outside the agent
  *   util      error line, clock
  */
 #include <errno.h>
@@ -53,6 +60,7 @@
 #include "ptrace/chain.h"
 #include "ptrace/choose.h"
 #include "ptrace/inject.h"
+#include "ptrace/ldlock.h"
 #include "ptrace/libckind.h"
 #include "ptrace/libcsyms.h"
 #include "ptrace/load.h"
@@ -286,6 +294,7 @@ static int borrow_run(pid_t pid, enum mode mode, const char *agent, int bring,
 		 : inject_load_agent(&t, &s, agent, bring, err, errlen);
 	if (lr == -2)
 		goto out;   /* the process is gone */
+	res->dormant = lr == -3;
 	if (inject_restore(&t) != 0 && lr == 0) {
 		inject_fail(err, errlen, "the agent is loaded but thread %ld's state "
 			    "could not be restored exactly: %s", (long)t.tid,
@@ -310,9 +319,80 @@ out:
 	return rc;
 }
 
+#define LDLOCK_WAIT_TRIES 20       /* 50 ms apart */
+
+/* The thread holding the dynamic loader's lock after up to `tries`
+ * looks 50 ms apart, or 0 when it was free at one (or cannot be told:
+ * then the call waits as it always did). */
+static pid_t loader_busy(pid_t pid, int tries)
+{
+	pid_t holder = 0;
+	for (int i = 0; i < tries; i++) {
+		if (i)
+			inject_nap_us(50000);
+		holder = inject_loader_lock_owner(pid);
+		if (holder <= 0)
+			return 0;
+	}
+	return holder;
+}
+
+/* dlopen waits for the dynamic loader's lock as dlclose does: when the
+ * agent is to be loaded (not mapped yet) and a thread holds the lock for
+ * 1 s, -1 with err naming it; nothing was changed. */
+static int loader_locked(pid_t pid, char *err, size_t errlen)
+{
+	struct tmaps m;
+	if (inject_read_maps(pid, &m) != 0 || m.has_agent)
+		return 0;
+	pid_t holder = loader_busy(pid, LDLOCK_WAIT_TRIES);
+	if (holder <= 0)
+		return 0;
+	inject_fail(err, errlen, "thread %ld of process %ld holds the dynamic "
+		    "loader's lock (it is inside dlopen or dlclose: a library's "
+		    "constructor or destructor is running), which loading the agent "
+		    "would wait for; nothing was changed: retry once the thread is "
+		    "out", (long)holder, (long)pid);
+	return -1;
+}
+
+/* An agent an earlier detach left dormant cannot start again in place:
+ * its tables and its old segment's memory may still be written by a
+ * thread that was inside it.  Once no thread is (the unload rule), it
+ * is unloaded and a fresh one loaded, whose constructor patches the
+ * slots again through the trampoline page the first one left. */
 int inject_agent(pid_t pid, const char *agent, int bring,
 		 struct inject_result *res, char *err, size_t errlen)
 {
+	memset(res, 0, sizeof *res);
+	if (loader_locked(pid, err, errlen) != 0)
+		return -1;
+	int rc = borrow_run(pid, LOAD, agent, bring, 0, NULL, res, err, errlen);
+	if (rc != -1 || !res->dormant)
+		return rc;
+	struct detach_result d;
+	char derr[512];
+	if (inject_detach(pid, &d, derr, sizeof derr) != 0) {
+		inject_fail(err, errlen, "process %ld keeps the agent an earlier "
+			    "ymtop --detach left loaded and dormant, and it could not "
+			    "be unloaded to load it afresh: %s", (long)pid, derr);
+		res->dormant = 1;
+		return -1;
+	}
+	if (!d.unloaded) {
+		/* Passing, or for good: whether ymtop -p may try again. */
+		int passing = d.code == YM_DETACH_UNLOADABLE ||
+			      d.code == YM_DETACH_PYTHON;
+		inject_fail(err, errlen, "process %ld keeps the agent an earlier "
+			    "ymtop --detach left loaded and dormant, and it cannot be "
+			    "unloaded now to load it afresh: %s; %s", (long)pid, d.why,
+			    passing ? "run ymtop -p again once that has passed" :
+			    "restart the process to profile it again");
+		res->dormant = 1;
+		return -1;
+	}
+	if (loader_locked(pid, err, errlen) != 0)
+		return -1;
 	return borrow_run(pid, LOAD, agent, bring, 0, NULL, res, err, errlen);
 }
 
@@ -380,9 +460,26 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 		snprintf(r->why, sizeof r->why, "it did not give its handle");
 		return 0;
 	}
-	/* The unload rule: no thread inside the agent (quiesce.h). */
-	if (inject_quiesced(pid, r->why, sizeof r->why) != 1)
+	/* dlclose takes the dynamic loader's lock, which a thread inside
+	 * dlopen or dlclose holds for as long as a library's constructor or
+	 * destructor runs (ldlock.h): looked at before, for 1 s at most, and
+	 * again once every thread was seen outside the agent, so that the
+	 * borrowed thread does not wait for it blindly.  (A dlopen begun
+	 * between that look and the call is waited for as any call is.) */
+	pid_t holder = loader_busy(pid, LDLOCK_WAIT_TRIES);
+	if (holder <= 0) {
+		if (inject_quiesced(pid, r->why, sizeof r->why) != 1)
+			return 0;
+		holder = loader_busy(pid, 1);
+	}
+	if (holder > 0) {
+		snprintf(r->why, sizeof r->why, "thread %ld holds the dynamic "
+			 "loader's lock (it is inside dlopen or dlclose: a library's "
+			 "constructor or destructor is running), which dlclose would "
+			 "wait for; --detach again unloads it once the thread is out",
+			 (long)holder);
 		return 0;
+	}
 	if (borrow_run(pid, UNLOAD, NULL, 0, 0, &io, &res, err, errlen) != 0) {
 		snprintf(r->why, sizeof r->why, "dlclose could not be called: %s", err);
 		err[0] = '\0';

@@ -26,9 +26,15 @@ struct inject_result {
 	pid_t  tid;          /* the thread that ran dlopen */
 	double pause_ms;     /* how long that thread was stopped */
 	int    attempts;     /* stops until a safe moment was found */
+	int    dormant;      /* 1: the agent is there, dormant, and could
+			      * not be unloaded to load it afresh (err) */
 };
 
-/* Load `agent` into pid: by its path, valid inside the target's mount
+/* Load `agent` into pid (an agent an earlier detach left dormant, when
+ * it may be unloaded now, is unloaded as inject_detach does and loaded
+ * afresh: its slots patched again through the same trampoline page, a
+ * new segment; else -1 with res->dormant set and err saying why and what
+ * to do): by its path, valid inside the target's mount
  * namespace; or, with bring set (the path does not exist there: a
  * container), by copying the file, read from ymtop's side, into a memfd
  * the target creates and dlopening /proc/self/fd/N in the target (which

@@ -410,10 +410,9 @@ int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 	}
 	if (ok == 2) {
 		inject_fail(err, len, "process %ld (%s) keeps the agent an earlier "
-			    "ymtop --detach left loaded and dormant (it could not be "
-			    "unloaded then); it cannot be attached again: restart the "
-			    "process to profile it", (long)t->pid, name);
-		return -1;
+			    "ymtop --detach left loaded and dormant", (long)t->pid,
+			    name);
+		return -3;
 	}
 	if (ok != 1) {
 		inject_fail(err, len, "process %ld (%s) has the agent loaded but it is "

@@ -21,7 +21,9 @@ int inject_load_agent(struct borrow *t, const struct libc_syms *s,
 		      const char *agent, int bring, char *err, size_t len);
 
 /* The agent is mapped but has no segment: call its ymagent_start (name:
- * the process's, for messages).  0; -1 (err); -2 gone. */
+ * the process's, for messages).  0; -1 (err); -2 gone; -3 (err) an
+ * earlier detach left it dormant (inject_agent unloads it and loads it
+ * afresh). */
 int inject_start_agent(struct borrow *t, const struct libc_syms *s,
 		       const char *name, char *err, size_t len);
 

@@ -6,8 +6,8 @@ import os
 import subprocess
 import time
 
-from ymlib import (BUILD, Plain, Target, attach, report, run_tests, seg_path,
-                   ymtop)
+from ymlib import (BUILD, Plain, Target, attach, functions, report, run_tests,
+                   seg_path, ymtop)
 
 CHURN = os.path.join(BUILD, "progs", "churn")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -232,8 +232,8 @@ BLOCKCTOR = os.path.join(BUILD, "progs", "libblockctor.so")
 class Inside(Plain):
     """tests/progs/inside.c, started without the agent."""
 
-    def __init__(self):
-        super().__init__([INSIDE], env=RATE)
+    def __init__(self, env=None):
+        super().__init__([INSIDE], env=dict(RATE, **(env or {})))
 
     def say(self, line):
         self.p.stdin.write(line + "\n")
@@ -273,6 +273,178 @@ def test_a_thread_inside_the_agent_leaves_it_dormant_then_unloaded():
         t.p.stdin.flush()
         out, err = t.p.communicate(timeout=60)
         assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+
+
+def run_reattach(env=None):
+    """A dormant injected agent attaches again: detached with a thread held
+    inside it (dormant), ymtop -p says in one line why it cannot load the
+    agent afresh while the thread is there and what to do; once the
+    thread has left, ymtop -p unloads the dormant agent and loads a fresh
+    one (slots patched again, a new segment whose samples flow), and
+    --detach then unloads it; the process exits normally."""
+    t = Inside(env)
+    try:
+        attach(t.pid)
+        line = t.say("block " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        first = detach(t.pid)
+        assert "dormant: " in first, first
+        # Still held: no fresh agent, one line saying why and what to do.
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert "left loaded and dormant" in err and "thread %s " % line[1] \
+            in err and "run ymtop -p again once that has passed" in err, err
+        assert not os.path.exists(seg_path(t.pid)), "segment made while held"
+        assert t.say("release") == "released"
+        rep = attach(t.pid)
+        assert rep["pid"] == t.pid, rep
+        assert os.path.exists(seg_path(t.pid)), "no new segment"
+        for _ in range(3):
+            assert t.say("alloc") == "alloc ok"
+        rep = report(t.pid)
+        assert sampled_live(rep) > 0, "no samples in the new segment"
+        assert any("churn" in functions(s) for s in rep["stacks"]), \
+            [functions(s) for s in rep["stacks"]]
+        second = detach(t.pid)
+        assert "agent detached and unloaded" in second, second
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read(), "agent mapped after unload"
+        t.p.stdin.write("alloc\nquit\n")
+        t.p.stdin.flush()
+        out, err = t.p.communicate(timeout=60)
+        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+
+
+def test_a_dormant_agent_attaches_again():
+    run_reattach()
+
+
+def test_a_dormant_agent_attaches_again_under_jemalloc():
+    if not os.path.exists(JEMALLOC):
+        from ymlib import Skip
+        raise Skip("libjemalloc2 is not installed")
+    run_reattach({"LD_PRELOAD": JEMALLOC})
+
+
+def test_detach_does_not_wait_for_the_loader_lock():
+    """A thread inside dlopen, outside the agent (tests/progs/inside.c's
+    rawblock: libc's dlopen looked up before the attach, a constructor
+    that blocks), holds the dynamic loader's lock, which dlclose takes:
+    --detach looks at the lock instead of waiting for it, leaves the agent
+    dormant and names the thread in one line; ymtop -p meanwhile says the
+    same and to try again; once the thread is out ymtop -p attaches
+    again, and --detach unloads the agent."""
+    t = Inside()
+    try:
+        attach(t.pid)
+        line = t.say("rawblock " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        lock = "thread %s holds the dynamic loader's lock" % line[1]
+        first = detach(t.pid)
+        assert "dormant: " + lock in first, first
+        assert "--detach again unloads it" in first, first
+        assert not os.path.exists(seg_path(t.pid)), "segment left"
+        assert t.say("alloc") == "alloc ok"
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert lock in err and "run ymtop -p again" in err, err
+        assert t.say("release") == "released"
+        attach(t.pid)
+        assert t.say("alloc") == "alloc ok"
+        second = detach(t.pid)
+        assert "agent detached and unloaded" in second, second
+        t.p.stdin.write("alloc\nquit\n")
+        t.p.stdin.flush()
+        out, err = t.p.communicate(timeout=60)
+        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+
+
+def test_attach_does_not_wait_for_the_loader_lock():
+    """The same lock held when ymtop -p would load the agent (dlopen takes
+    it): one line naming the thread, nothing changed; once it is out the
+    attach goes through."""
+    t = Inside()
+    try:
+        line = t.say("rawblock " + BLOCKCTOR).split()
+        assert line[:1] == ["inside"], line
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert "thread %s of process %d holds the dynamic loader's lock" % (
+            line[1], t.pid) in err and "nothing was changed" in err, err
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read(), "loaded while the lock was held"
+        assert t.say("release") == "released"
+        attach(t.pid)
+        assert "agent detached and unloaded" in detach(t.pid)
+        t.p.stdin.write("quit\n")
+        t.p.stdin.flush()
+        t.p.communicate(timeout=60)
+        assert t.p.returncode == 0
+    finally:
+        t.kill()
+
+
+KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "py",
+                      "keeper.py")
+PYTHON = "/usr/bin/python3.11"
+
+
+def test_a_dormant_agent_in_python_attaches_again_with_its_wrapper():
+    """Debian's python3, its pymalloc wrapped by the agent ymtop -p loaded:
+    --detach leaves the agent dormant until the interpreter's main thread
+    puts its allocator tables back (it is blocked reading stdin); ymtop -p
+    meanwhile says so and to try again; once it has, ymtop -p loads a
+    fresh agent, which wraps pymalloc again and samples keeper.py's
+    allocations; the agent then leaves as before and python3 exits 0."""
+    if not os.path.exists(PYTHON):
+        from ymlib import Skip
+        raise Skip("%s is not installed" % PYTHON)
+
+    def run(t, cmd):
+        t.p.stdin.write(cmd + "\n")
+        t.p.stdin.flush()
+        t.wait_for("done")
+
+    def kept(rep):
+        return sum(s["retained_bytes"] for s in rep["stacks"]
+                   if any(f.get("function") == "keep_small" and
+                          f.get("file") == KEEPER for f in s["frames"]))
+
+    t = Plain([PYTHON, KEEPER], env={"YM_SAMPLE_RATE": "8192"})
+    try:
+        attach(t.pid)
+        run(t, "small 60000")
+        assert report(t.pid)["python"]["pymalloc"] == "installed"
+        first = detach(t.pid)
+        assert "dormant: the Python interpreter still calls" in first, first
+        r = ymtop("-p", t.pid, "-b", "-n", "1", check=False)
+        err = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in err, err
+        assert "the Python interpreter still calls" in err and \
+            "run ymtop -p again once that has passed" in err, err
+        run(t, "small 1000")   # the pending call runs: tables put back
+        attach(t.pid)
+        run(t, "small 60000")
+        rep = report(t.pid)
+        assert rep["python"]["pymalloc"] == "installed", rep["python"]
+        assert kept(rep) > 0, "keeper.py's allocations not sampled again"
+        assert "dormant: the Python interpreter" in detach(t.pid)
+        run(t, "small 1000")
+        assert "agent detached and unloaded" in detach(t.pid)
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" not in f.read()
+        run(t, "free")
+        rc, _, err = t.finish()
+        assert rc == 0, err
     finally:
         t.kill()
 

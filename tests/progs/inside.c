@@ -6,6 +6,9 @@
  *   block LIB   a thread dlopens LIB (build/progs/libblockctor.so), whose
  *               constructor blocks: the thread waits inside dlopen, called
  *               through the agent's hook, until "release"
+ *   rawblock LIB  as block, but through the dlopen the program looked up
+ *               at its start (before any agent): the thread waits inside
+ *               the dynamic loader, holding its lock, outside the agent
  *   alloc       64 rounds of malloc, calloc, realloc and free of blocks
  *               with a pattern, checked: "alloc ok"
  *   release     the constructor returns, dlopen ends, the thread is
@@ -24,9 +27,15 @@ static pthread_t loader;
 static int loading;
 static void *held[256];
 
+/* libc's dlopen, looked up before ymtop -p can patch the program's slot
+ * for it: calls through it never enter the agent. */
+static void *(*raw_dlopen)(const char *, int);
+static int raw;
+
 static void *load(void *arg)
 {
-	void *h = dlopen((const char *)arg, RTLD_NOW);
+	void *h = raw ? raw_dlopen((const char *)arg, RTLD_NOW)
+		      : dlopen((const char *)arg, RTLD_NOW);
 	if (!h || !dlsym(h, "blockctor_loaded")) {
 		printf("dlopen failed: %s\n", dlerror());
 		fflush(stdout);
@@ -64,6 +73,9 @@ int main(void)
 	char line[4096];
 	static char lib[4096];
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	*(void **)&raw_dlopen = dlsym(RTLD_DEFAULT, "dlopen");
+	if (!raw_dlopen)
+		return 1;
 	if (pipe(wake) != 0)
 		return 1;
 	char fd[16];
@@ -72,8 +84,10 @@ int main(void)
 	printf("ready\n");
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = '\0';
-		if (!strncmp(line, "block ", 6) && !loading) {
-			snprintf(lib, sizeof lib, "%s", line + 6);
+		int rawline = !strncmp(line, "rawblock ", 9);
+		if ((rawline || !strncmp(line, "block ", 6)) && !loading) {
+			raw = rawline;
+			snprintf(lib, sizeof lib, "%s", line + (rawline ? 9 : 6));
 			if (pthread_create(&loader, NULL, load, lib) != 0)
 				return 1;
 			loading = 1;
