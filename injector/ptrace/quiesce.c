@@ -28,6 +28,10 @@
 #define QUIESCE_MAX_MAPS  64
 #define QUIESCE_STACK_MAX (16u << 20)   /* words read a thread at most */
 
+/* YM_TEST_QUIESCE_SCAN=1 (tests): every thread's stack is scanned, as
+ * when its call chain cannot be unwound (code without CFI, no libdw). */
+static int scan_only;
+
 struct stopped {
 	pid_t tid;
 	int   sig;   /* a signal that arrived, delivered at the detach */
@@ -73,21 +77,111 @@ static int in_any(const struct range *r, int n, uint64_t v)
 	return 0;
 }
 
-/* The end of the mapping holding sp, 0 when none. */
-static uint64_t stack_end(pid_t pid, uint64_t sp)
+/* Every mapping of the target, in address order (maps lists them so):
+ * what the stack scan needs to tell a stack pointer and a code address
+ * among the words it reads. */
+struct all_maps {
+	struct range *r;
+	unsigned char *prot;   /* MAP_W, MAP_X */
+	int n, cap;
+};
+#define MAP_W 1
+#define MAP_X 2
+
+static void all_maps_free(struct all_maps *m)
+{
+	free(m->r);
+	free(m->prot);
+	memset(m, 0, sizeof *m);
+}
+
+static int all_maps_read(pid_t pid, struct all_maps *m)
 {
 	char path[64], line[4200];
 	snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return 0;
-	uint64_t end = 0;
+		return -1;
+	m->n = 0;
 	struct maps_line ml;
-	while (!end && fgets(line, sizeof line, f))
-		if (inject_maps_line(line, &ml) && sp >= ml.lo && sp < ml.hi)
-			end = ml.hi;
+	while (fgets(line, sizeof line, f)) {
+		if (!inject_maps_line(line, &ml))
+			continue;
+		if (m->n == m->cap) {
+			int cap = m->cap ? 2 * m->cap : 256;
+			struct range *r = realloc(m->r, (size_t)cap * sizeof *r);
+			if (r)
+				m->r = r;
+			unsigned char *p = realloc(m->prot, (size_t)cap);
+			if (p)
+				m->prot = p;
+			if (!r || !p || cap > (1 << 20)) {
+				fclose(f);
+				return -1;
+			}
+			m->cap = cap;
+		}
+		m->r[m->n] = (struct range){ ml.lo, ml.hi };
+		m->prot[m->n++] = (ml.perms[1] == 'w' ? MAP_W : 0) |
+				  (ml.perms[2] == 'x' ? MAP_X : 0);
+	}
 	fclose(f);
-	return end;
+	return 0;
+}
+
+/* The index of the mapping holding v, -1 when none. */
+static int all_maps_find(const struct all_maps *m, uint64_t v)
+{
+	int lo = 0, hi = m->n - 1;
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (v < m->r[mid].lo)
+			hi = mid - 1;
+		else if (v >= m->r[mid].hi)
+			lo = mid + 1;
+		else
+			return mid;
+	}
+	return -1;
+}
+
+/* The stacks one thread's scan reads: its own from the stack pointer
+ * up, and the stacks its signal frames interrupted. */
+#define QUIESCE_REGIONS 9
+
+struct regions {
+	struct range r[QUIESCE_REGIONS];
+	int map[QUIESCE_REGIONS];   /* their mappings' indexes */
+	int n;
+};
+
+/* A word pair (w, next) on a stack may be the stack pointer and the
+ * instruction pointer a signal frame saved (the kernel's ucontext keeps
+ * RSP and RIP side by side): w 8-aligned in a writable mapping that no
+ * region scanned yet holds, next in an executable one.  The stack it
+ * interrupted is then read from w up: a handler running on an alternate
+ * stack (sigaltstack) has only that stack above its stack pointer, and
+ * the call into the agent that the signal interrupted lies on the other.
+ * A pair that is no frame costs a read, never a wrong answer. */
+static void maybe_interrupted(struct regions *g, int cur,
+			      const struct all_maps *m, uint64_t w, uint64_t next)
+{
+	if ((w & 7) || g->n >= QUIESCE_REGIONS)
+		return;
+	int k = all_maps_find(m, w), x = all_maps_find(m, next);
+	if (k < 0 || x < 0 || !(m->prot[k] & MAP_W) || !(m->prot[x] & MAP_X))
+		return;
+	for (int i = 0; i < g->n; i++)
+		if (g->map[i] == k) {
+			if (w < g->r[i].lo && i > cur)
+				g->r[i].lo = w;   /* not yet read: from lower */
+			return;
+		}
+	uint64_t end = m->r[k].hi;
+	if (end - w > QUIESCE_STACK_MAX)
+		end = w + QUIESCE_STACK_MAX;
+	g->r[g->n] = (struct range){ w, end };
+	g->map[g->n++] = k;
 }
 
 static int stop_one(pid_t tid, struct stopped *s)
@@ -119,7 +213,8 @@ static void let_go(struct stopped *s, int n)
  * far enough with no agent frame settles it, else every stack word is
  * looked at. */
 static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
-		   struct chain *ch, char *why, size_t len)
+		   const struct all_maps *m, struct chain *ch, char *why,
+		   size_t len)
 {
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &r) != 0)
@@ -140,7 +235,7 @@ static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
 			return 0;
 		}
 	struct borrow b = { .pid = pid, .tid = tid, .mem = mem, .regs = r };
-	int clear = ch->dwfl ? inject_chain_clear(&b, ch) : -1;
+	int clear = ch->dwfl && !scan_only ? inject_chain_clear(&b, ch) : -1;
 	if (clear == 0) {
 		snprintf(why, len, "thread %ld was in a call made by the agent "
 			 "(pc %#llx)", (long)tid, (unsigned long long)r.rip);
@@ -148,28 +243,43 @@ static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
 	}
 	if (clear == 1)
 		return 1;
-	uint64_t sp = r.rsp & ~(uint64_t)7, end = stack_end(pid, sp);
-	if (end > sp + QUIESCE_STACK_MAX)
-		end = sp + QUIESCE_STACK_MAX;
+	uint64_t sp = r.rsp & ~(uint64_t)7;
+	int k = all_maps_find(m, sp);
+	if (k < 0)
+		return 1;   /* no stack: nothing above it to return to */
+	struct regions g = { .n = 1 };
+	g.r[0] = (struct range){ sp, m->r[k].hi - sp > QUIESCE_STACK_MAX ?
+				 sp + QUIESCE_STACK_MAX : m->r[k].hi };
+	g.map[0] = k;
 	static uint64_t buf[8192];
-	for (uint64_t at = sp; at < end;) {
-		size_t n = end - at < sizeof buf ? (size_t)(end - at) : sizeof buf;
-		ssize_t got = pread(mem, buf, n, (off_t)at);
-		if (got <= 0)
-			break;
-		for (size_t i = 0; i < (size_t)got / 8; i++)
-			if (in_any(a->code, a->ncode, buf[i])) {
-				snprintf(why, len, "thread %ld had a return address "
-					 "into the agent on its stack (a call not "
-					 "returned: %#llx at %#llx, %#llx above its "
-					 "stack pointer; pc %#llx)", (long)tid,
-					 (unsigned long long)buf[i],
-					 (unsigned long long)(at + 8 * i),
-					 (unsigned long long)(at + 8 * i - sp),
-					 (unsigned long long)r.rip);
-				return 0;
+	for (int i = 0; i < g.n; i++) {
+		uint64_t prev = 0;
+		for (uint64_t at = g.r[i].lo; at < g.r[i].hi;) {
+			uint64_t end = g.r[i].hi;
+			size_t n = end - at < sizeof buf ? (size_t)(end - at) : sizeof buf;
+			ssize_t got = pread(mem, buf, n, (off_t)at);
+			if (got <= 0)
+				break;
+			for (size_t j = 0; j < (size_t)got / 8; j++) {
+				uint64_t w = buf[j];
+				if (in_any(a->code, a->ncode, w)) {
+					snprintf(why, len, "thread %ld had a return "
+						 "address into the agent on %s (a call "
+						 "not returned: %#llx at %#llx, %#llx "
+						 "above its stack pointer; pc %#llx)",
+						 (long)tid, i ? "the stack a signal "
+						 "interrupted" : "its stack",
+						 (unsigned long long)w,
+						 (unsigned long long)(at + 8 * j),
+						 (unsigned long long)(at + 8 * j - g.r[i].lo),
+						 (unsigned long long)r.rip);
+					return 0;
+				}
+				maybe_interrupted(&g, i, m, prev, w);
+				prev = w;
 			}
-		at += (uint64_t)got;
+			at += (uint64_t)got;
+		}
 	}
 	return 1;
 }
@@ -215,6 +325,8 @@ static int stop_all(pid_t pid, struct stopped *s, int *n, pid_t *tids,
 
 int inject_quiesced(pid_t pid, char *why, size_t len)
 {
+	const char *t = getenv("YM_TEST_QUIESCE_SCAN");
+	scan_only = t && !strcmp(t, "1");
 	struct agent_maps a;
 	if (read_agent_maps(pid, &a) != 0 || a.ncode == 0) {
 		snprintf(why, len, "its mappings could not be read");
@@ -240,6 +352,7 @@ int inject_quiesced(pid_t pid, char *why, size_t len)
 	tm.ldso = a.ncode > 1 ? a.code[1] : a.code[0];
 	struct chain ch;
 	inject_chain_open(&ch, pid, &ranges, &tm);
+	struct all_maps m = { 0 };
 	/* ymtop's own signals wait while the target is stopped. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -250,14 +363,19 @@ int inject_quiesced(pid_t pid, char *why, size_t len)
 		int n = 0;
 		int rc = stop_all(pid, s, &n, tids, why, len);
 		ok = rc == 0;
+		if (ok && all_maps_read(pid, &m) != 0) {
+			snprintf(why, len, "its mappings could not be read");
+			ok = 0;
+		}
 		for (int i = 0; ok && i < n; i++)
-			ok = outside(pid, mem, s[i].tid, &a, &ch, why, len);
+			ok = outside(pid, mem, s[i].tid, &a, &m, &ch, why, len);
 		let_go(s, n);
 		if (rc != 0)
 			break;
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	inject_chain_close(&ch);
+	all_maps_free(&m);
 out:
 	if (mem >= 0)
 		close(mem);

@@ -91,8 +91,9 @@ def slots(pid):
     return words
 
 
-def detach(pid):
-    r = ymtop("-p", pid, "--detach")
+def detach(pid, env=None):
+    r = ymtop("-p", pid, "--detach",
+              env=dict(os.environ, **env) if env else None)
     assert r.stdout == "", r.stdout
     line = r.stderr.strip()
     assert "\n" not in line, line
@@ -275,6 +276,61 @@ def test_a_thread_inside_the_agent_leaves_it_dormant_then_unloaded():
         assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
     finally:
         t.kill()
+
+
+HELDMALLOC = os.path.join(BUILD, "progs", "heldmalloc")
+
+
+def held_in_a_handler(env=None):
+    """The unload rule sees past a signal frame: a thread of
+    tests/progs/heldmalloc.c is inside the agent's malloc hook (strdup
+    through libc's patched slot, the hook calling the program's own
+    malloc), and there a signal handler running on an alternate stack (a
+    mapping of its own) blocks.  Its PC, registers, stack pointer and
+    every word above it lie outside the agent; the return address into
+    the agent is on the stack the signal interrupted.  Unloading then
+    would return the thread into unmapped code once released: --detach
+    must leave the agent dormant, naming the thread, and the process must
+    end normally.  env: ymtop's (YM_TEST_QUIESCE_SCAN=1 scans every
+    stack, as for code without CFI)."""
+    t = Plain([HELDMALLOC], env=RATE)
+    try:
+        attach(t.pid)
+        t.p.stdin.write("hold\n")
+        t.p.stdin.flush()
+        line = t.p.stdout.readline().split()
+        assert line[:1] == ["held"], line
+        tid = int(line[1])
+        first = detach(t.pid, env)
+        assert "agent detached" in first and "dormant: " in first, first
+        assert "thread %d " % tid in first, first
+        with open("/proc/%d/maps" % t.pid) as f:
+            assert "libymagent" in f.read(), "unloaded with a thread inside"
+        t.p.stdin.write("alloc\nrelease\n")
+        t.p.stdin.flush()
+        assert t.p.stdout.readline().strip() == "alloc ok"
+        assert t.p.stdout.readline().strip() == "released"
+        second = detach(t.pid, env)
+        assert "agent detached and unloaded" in second, second
+        t.p.stdin.write("alloc\nquit\n")
+        t.p.stdin.flush()
+        out, err = t.p.communicate(timeout=60)
+        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+    finally:
+        t.kill()
+    return first
+
+
+def test_a_thread_in_a_handler_on_its_alternate_stack_keeps_it_loaded():
+    held_in_a_handler()
+
+
+def test_the_stack_scan_reads_the_stack_a_signal_interrupted():
+    """As above with the call chain not unwound (every stack scanned
+    word by word): the scan finds the interrupted stack through the
+    signal frame's saved stack pointer and reads it too."""
+    first = held_in_a_handler({"YM_TEST_QUIESCE_SCAN": "1"})
+    assert "the stack a signal interrupted" in first, first
 
 
 def run_reattach(env=None):
