@@ -6,6 +6,8 @@
 #   make demo       deps, build, run the demo program under the agent
 #   make bench      benchmarks (not part of check)
 #   make analyze    clang static analyzer (scan-build), fails on findings
+#   make tsan       ymtop and the unit tests with SANITIZER=thread (in
+#                   build-thread/), each unit test run; not part of check
 #   make soak       the segment fuzzer for FUZZ_SECONDS (default 600)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
@@ -84,7 +86,7 @@ CHECK_PKGS += gdb
 CHECK_PKGS += python3.11
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit progs \
-        stress fuzz-smoke soak analyze
+        stress fuzz-smoke soak analyze tsan tsan-run
 
 all: $(B)/ymtop $(B)/libymagent.so
 
@@ -459,6 +461,19 @@ $(B)/stress/%: tests/stress/%.c
 $(B)/stress/%: tests/stress/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $< -lpthread
+
+# ThreadSanitizer over ymtop's code and the unit tests (the agent itself
+# is never sanitized): the build in build-thread/, then every unit test,
+# a line for each that fails.  TSan reports make a test fail
+# (-fno-sanitize-recover=all, halt_on_error).
+tsan:
+	@$(MAKE) --no-print-directory SANITIZER=thread tsan-run
+
+tsan-run: all $(UNIT_BIN) $(TSAN_BIN)
+	@fail=0; for t in $(UNIT_BIN) $(TSAN_BIN); do \
+	  TSAN_OPTIONS=halt_on_error=1 timeout 300 $$t >$$t.out 2>&1 || \
+	    { echo "FAIL $$t (its output: $$t.out)"; fail=1; }; \
+	done; [ $$fail = 0 ] && echo "tsan: every unit test passed"; exit $$fail
 
 stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH) python3 tests/stress/test_stress.py
