@@ -6,6 +6,8 @@
 #   make demo       deps, build, run the demo program under the agent
 #   make bench      benchmarks (not part of check)
 #   make analyze    clang static analyzer (scan-build), fails on findings
+#   make tsan       ymtop and the unit tests with SANITIZER=thread (in
+#                   build-thread/), each unit test run; not part of check
 #   make soak       the segment fuzzer for FUZZ_SECONDS (default 600)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
@@ -29,6 +31,9 @@ TUI_PKGS := ncursesw libdw zlib sqlite3 libbsd libmicrohttpd yaml-0.1 gnutls lib
 ifneq ($(SANITIZER),)
 SAN := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
+# gcc warns that TSan does not model atomic_thread_fence (-Wtsan; the
+# agent's seqcounts); clang has no such warning (nor the option).
+TSAN_WNO := $(shell $(CC) -Werror -Wno-tsan -fsyntax-only -x c /dev/null 2>/dev/null && echo -Wno-tsan)
 
 CPPFLAGS += -Iinclude -Ishm -Iinjector -MMD -MP -DYM_VERSION='"$(VERSION)"' -DYM_LIBDIR='"$(PREFIX)/lib/ymtop"'
 BASE_CFLAGS := $(STD) $(OPT) $(WARN)
@@ -81,7 +86,7 @@ CHECK_PKGS += gdb
 CHECK_PKGS += python3.11
 
 .PHONY: all deps check-deps install-pkgs check demo bench bench-deps install clean unit progs \
-        stress fuzz-smoke soak analyze
+        stress fuzz-smoke soak analyze tsan tsan-run
 
 all: $(B)/ymtop $(B)/libymagent.so
 
@@ -372,6 +377,15 @@ AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/hooks_life.
                     injector/agent/life.c injector/agent/detach.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
 UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a
+# SANITIZER=thread: the agent's modules keep their fences, which TSan
+# does not model (gcc says so of each: an error with -Werror).  The fences
+# publish one thread's seqcount writes to readers in other threads; the
+# unit tests call those modules from one thread, and tests/tsan, which
+# runs them from several, is built with the same flag.  ymtop's own
+# objects have one fence, in segment.h, which says why it is let be.
+ifneq ($(findstring thread,$(SANITIZER)),)
+$(AGENT_TEST_OBJ): TUI_CFLAGS += $(TSAN_WNO)
+endif
 UNIT_LIBS_test_unwind := -lunwind -ldl -lpthread -lstdc++
 
 $(B)/libymtop.a: $(TUI_LIB_OBJ)
@@ -422,9 +436,6 @@ TSAN_SRC := tests/tsan/test_tsan_tables.c injector/agent/table.c injector/agent/
             injector/agent/backing.c injector/agent/base.c injector/agent/clock.c \
             shm/layout.c shm/reader.c
 TSAN_BIN := $(B)/unit/test_tsan_tables
-# gcc warns that TSan does not model atomic_thread_fence (the live table's
-# seqcount); clang has no such warning (nor the option).
-TSAN_WNO := $(shell $(CC) -Werror -Wno-tsan -fsyntax-only -x c /dev/null 2>/dev/null && echo -Wno-tsan)
 $(TSAN_BIN): $(TSAN_SRC) $(wildcard shm/*.h injector/agent/*.h include/ymtop/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) $(BASE_CFLAGS) -DYM_ASSERTS=1 -Iinjector \
@@ -450,6 +461,19 @@ $(B)/stress/%: tests/stress/%.c
 $(B)/stress/%: tests/stress/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $< -lpthread
+
+# ThreadSanitizer over ymtop's code and the unit tests (the agent itself
+# is never sanitized): the build in build-thread/, then every unit test,
+# a line for each that fails.  TSan reports make a test fail
+# (-fno-sanitize-recover=all, halt_on_error).
+tsan:
+	@$(MAKE) --no-print-directory SANITIZER=thread tsan-run
+
+tsan-run: all $(UNIT_BIN) $(TSAN_BIN)
+	@fail=0; for t in $(UNIT_BIN) $(TSAN_BIN); do \
+	  TSAN_OPTIONS=halt_on_error=1 timeout 300 $$t >$$t.out 2>&1 || \
+	    { echo "FAIL $$t (its output: $$t.out)"; fail=1; }; \
+	done; [ $$fail = 0 ] && echo "tsan: every unit test passed"; exit $$fail
 
 stress: all $(STRESS_BIN) $(B)/progs/libplugin.so
 	@YM_BUILD=$(B) PYTHONPATH=$(TEST_PYTHONPATH) python3 tests/stress/test_stress.py

@@ -59,6 +59,16 @@ struct waiter {
 	int    retry;            /* add Retry-After: 1 */
 };
 
+/* One periodic client of /metrics, told apart by its address, its
+ * User-Agent and the format it asks for (a Prometheus server with two
+ * jobs for the two formats is two scrapers). */
+struct scraper {
+	uint64_t key;            /* 0: unused */
+	double   arrivals[SERVE_LEARN];
+	int      narrivals;
+	double   next;           /* its next scrape expected at, or 0 */
+};
+
 /* The update thread owns f, carry and the symbols (fleet_update, the
  * renders); libmicrohttpd's thread owns the web configuration; mu guards
  * the rest, which the dispatcher thread reads to answer waiting requests. */
@@ -82,16 +92,23 @@ struct server {
 	pthread_cond_t  disp;    /* the dispatcher: a new pub, a waiter, quit */
 	atomic_int quit;         /* also read without mu by the test delay */
 	int    want_update;      /* a request waits for an update */
-	int    want_per_pid;     /* render ?per_pid=1 too (once asked) */
+	/* Render ?per_pid=1 too: from its first request until it was not
+	 * asked for SERVE_PER_PID_IDLE updates and as many times the gap
+	 * between its last two requests (a scraper's interval; 0 after one
+	 * request): rendering it costs about as much again as the aggregate,
+	 * so an update renders it only while a scraper still wants it. */
+	int    want_per_pid;
+	double per_pid_last, per_pid_gap;
+	unsigned per_pid_idle;   /* updates since the last request */
 	int    updating;
 	double upd_start;
 	struct pub *cur;         /* the last complete update (or the listing) */
 	unsigned long long seq;
 	struct waiter *waiting;
-	/* The expected scrapes: the last /metrics arrivals; when their
-	 * intervals agree, an update is started ahead of the next one. */
-	double arrivals[SERVE_LEARN];
-	int    narrivals;
+	/* The expected scrapes: each scraper's last /metrics arrivals; when
+	 * a scraper's intervals agree, an update is started ahead of its
+	 * next one (the soonest of all scrapers'). */
+	struct scraper scrapers[SERVE_SCRAPERS];
 	double next_scrape;      /* 0: not expected */
 	double ahead_at;         /* 0: none planned */
 	double last_duration;
@@ -421,11 +438,14 @@ static void resume(struct server *sv, struct waiter *w)
 	MHD_resume_connection(w->c);   /* w is the connection's from now on */
 }
 
-/* Whether p may answer a request that arrived at `arrival` at once: it
- * started after the request, or ahead for it. */
-static int fresh_for(const struct pub *p, double arrival)
+/* Whether p may answer w (not W_HEAP) at once: it started after the
+ * request, or ahead for it, and has what w asks for (an update that
+ * started before ?per_pid=1 was first asked, or after it was no longer
+ * wanted, has the aggregate only). */
+static int fresh_for(const struct pub *p, const struct waiter *w)
 {
-	return p && p->complete &&
+	double arrival = w->arrival;
+	return p && p->complete && (w->kind != W_PER_PID || p->per_pid) &&
 	       (p->start >= arrival || (p->window > 0 && p->start >= arrival - p->window));
 }
 
@@ -522,8 +542,8 @@ static double dispatch(struct server *sv, double now)
 				next = w->deadline + 1.0;
 			continue;
 		}
-		if (fresh_for(sv->cur, w->arrival) || now >= w->deadline) {
-			fresh += fresh_for(sv->cur, w->arrival);
+		if (fresh_for(sv->cur, w) || now >= w->deadline) {
+			fresh += fresh_for(sv->cur, w);
 			answer_from(w, sv->cur, now);
 			resume(sv, w);
 			continue;
@@ -667,6 +687,9 @@ static void *updater(void *arg)
 			sv->cur = p;
 		}
 		sv->last_duration = end - now;
+		if (per_pid && ++sv->per_pid_idle >= SERVE_PER_PID_IDLE &&
+		    end - sv->per_pid_last > SERVE_PER_PID_IDLE * sv->per_pid_gap)
+			sv->want_per_pid = 0;   /* asked again: rendered again */
 		plan_ahead(sv, end);
 		pthread_cond_broadcast(&sv->disp);
 		pthread_mutex_unlock(&sv->mu);
@@ -683,33 +706,99 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A scrape of /metrics by a Prometheus server (its User-Agent and its
- * timeout header: other clients' requests are not periodic) arrived
- * (under mu): when the last SERVE_LEARN arrivals came at intervals within
- * a fifth of their median (and that median is SERVE_AHEAD_MIN_S or more),
- * the next is expected one median later; else none is. */
-static void learn(struct server *sv, double now)
+/* FNV-1a over n bytes, from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
-	if (sv->narrivals == SERVE_LEARN) {
-		memmove(sv->arrivals, sv->arrivals + 1,
-			(SERVE_LEARN - 1) * sizeof *sv->arrivals);
-		sv->narrivals--;
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The scraper a request comes from: its peer address (not the port: a
+ * scraper may open a connection a scrape), its User-Agent and the kind. */
+static uint64_t scraper_key(struct MHD_Connection *c, enum want kind)
+{
+	uint64_t h = fnv(0xcbf29ce484222325ull, &kind, sizeof kind);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		h = fnv(h, &in->sin_addr, sizeof in->sin_addr);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		h = fnv(h, &in6->sin6_addr, sizeof in6->sin6_addr);
 	}
-	sv->arrivals[sv->narrivals++] = now;
+	const char *ua = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_USER_AGENT);
+	if (ua)
+		h = fnv(h, ua, strnlen(ua, 256));
+	return h ? h : 1;
+}
+
+static double last_arrival(const struct scraper *x)
+{
+	return x->arrivals[x->narrivals - 1];
+}
+
+/* A scrape of /metrics arrived from the scraper `key` (under mu): when
+ * its last SERVE_LEARN arrivals came at intervals within a fifth of
+ * their median (and that median is SERVE_AHEAD_MIN_S or more), its next
+ * is expected one median later; else none is.  Any client is learnt
+ * from, whatever its User-Agent (Prometheus, vmagent, Grafana's agent,
+ * OpenTelemetry's receiver, curl in a loop): one that is not periodic
+ * just never agrees with itself, and one scraper's arrivals never
+ * disturb another's.  The scraper seen longest ago gives way to a new
+ * one.  next_scrape: the soonest expected of all. */
+static void learn(struct server *sv, uint64_t key, double now)
+{
+	struct scraper *s = NULL, *oldest = NULL;
+	for (int i = 0; i < SERVE_SCRAPERS && !s; i++) {
+		struct scraper *x = &sv->scrapers[i];
+		if (x->key == key)
+			s = x;
+		else if (!oldest || (oldest->key && (!x->key || last_arrival(x) <
+						      last_arrival(oldest))))
+			oldest = x;   /* an unused one first */
+	}
+	if (!s) {
+		s = oldest;
+		memset(s, 0, sizeof *s);
+		s->key = key;
+	}
+	if (s->narrivals == SERVE_LEARN) {
+		memmove(s->arrivals, s->arrivals + 1,
+			(SERVE_LEARN - 1) * sizeof *s->arrivals);
+		s->narrivals--;
+	}
+	s->arrivals[s->narrivals++] = now;
+	s->next = 0;
+	if (s->narrivals == SERVE_LEARN) {
+		double iv[SERVE_LEARN - 1];
+		for (int i = 0; i < SERVE_LEARN - 1; i++)
+			iv[i] = s->arrivals[i + 1] - s->arrivals[i];
+		qsort(iv, SERVE_LEARN - 1, sizeof *iv, by_value);
+		double med = iv[(SERVE_LEARN - 1) / 2];
+		int steady = med >= SERVE_AHEAD_MIN_S;
+		for (int i = 0; i < SERVE_LEARN - 1 && steady; i++)
+			steady = iv[i] >= med * 0.8 && iv[i] <= med * 1.2;
+		if (steady)
+			s->next = now + med;
+	}
+	/* A scraper whose expected scrape is more than a fifth of its
+	 * interval past has stopped or changed: not expected any more. */
 	sv->next_scrape = 0;
-	if (sv->narrivals < SERVE_LEARN)
-		return;
-	double iv[SERVE_LEARN - 1];
-	for (int i = 0; i < SERVE_LEARN - 1; i++)
-		iv[i] = sv->arrivals[i + 1] - sv->arrivals[i];
-	qsort(iv, SERVE_LEARN - 1, sizeof *iv, by_value);
-	double med = iv[(SERVE_LEARN - 1) / 2];
-	if (med < SERVE_AHEAD_MIN_S)
-		return;
-	for (int i = 0; i < SERVE_LEARN - 1; i++)
-		if (iv[i] < med * 0.8 || iv[i] > med * 1.2)
-			return;
-	sv->next_scrape = now + med;
+	for (int i = 0; i < SERVE_SCRAPERS; i++) {
+		struct scraper *x = &sv->scrapers[i];
+		if (!x->key || !x->next)
+			continue;
+		double iv = x->next - last_arrival(x);
+		if (x->next + iv / 5 < now)
+			x->next = 0;
+		else if (x->next > now && (!sv->next_scrape || x->next < sv->next_scrape))
+			sv->next_scrape = x->next;
+	}
 }
 
 /* X-Prometheus-Scrape-Timeout-Seconds: a positive decimal ("10", "4.5"),
@@ -855,14 +944,17 @@ static enum MHD_Result wait_for(struct server *sv, struct MHD_Connection *c,
 		pthread_mutex_unlock(&sv->mu);
 		return text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "ymtop is stopping\n");
 	}
-	const char *ua = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_USER_AGENT);
-	if (h && ua && !strncmp(ua, "Prometheus/", 11) &&
-	    (kind == W_METRICS || kind == W_PER_PID))
-		learn(sv, w->arrival);   /* a Prometheus server's scrape */
-	if (kind == W_PER_PID && !sv->want_per_pid) {
-		sv->want_per_pid = 1;
-		sv->want_update = 1;
+	if (kind == W_METRICS || kind == W_PER_PID)
+		learn(sv, scraper_key(c, kind), w->arrival);
+	if (kind == W_PER_PID) {
+		if (sv->per_pid_last)
+			sv->per_pid_gap = w->arrival - sv->per_pid_last;
+		sv->per_pid_last = w->arrival;
+		sv->per_pid_idle = 0;
+		if (!sv->want_per_pid) {
+			sv->want_per_pid = 1;
+			sv->want_update = 1;
+		}
 	}
 	/* When the update it needs (after the one under way, if any) would
 	 * end past its deadline by the last update's duration, the request
@@ -872,10 +964,10 @@ static enum MHD_Result wait_for(struct server *sv, struct MHD_Connection *c,
 	double after = sv->updating && sv->upd_start + last > w->arrival ?
 		       sv->upd_start + last : w->arrival;
 	int late = sv->seq && after + last > w->deadline;
-	if (kind != W_HEAP && (fresh_for(sv->cur, w->arrival) || late) &&
+	if (kind != W_HEAP && (fresh_for(sv->cur, w) || late) &&
 	    (kind != W_PER_PID || sv->cur->per_pid)) {
 		answer_from(w, sv->cur, w->arrival);
-		if (!fresh_for(sv->cur, w->arrival))
+		if (!fresh_for(sv->cur, w))
 			sv->want_update = 1;   /* fresher for the next request */
 		plan_ahead(sv, w->arrival);
 		pthread_cond_signal(&sv->work);

@@ -58,12 +58,19 @@
  * comes a tenth of it (a second at least, half of it at most) before. */
 #define SERVE_DEFAULT_TIMEOUT_S 10
 #define SERVE_DEADLINE_MAX_S    600
-/* The scrape interval learnt from the last SERVE_LEARN /metrics arrivals
- * (SERVE_AHEAD_MIN_S apart at least); the update ahead of the next one
- * is planned to be complete SERVE_AHEAD_SLACK_S before it. */
+/* The scrape interval learnt from a scraper's last SERVE_LEARN /metrics
+ * arrivals (SERVE_AHEAD_MIN_S apart at least), for SERVE_SCRAPERS
+ * scrapers at once (a scraper: one address, User-Agent and format); the
+ * update ahead of the next scrape is planned to be complete
+ * SERVE_AHEAD_SLACK_S before it. */
 #define SERVE_LEARN         4
+#define SERVE_SCRAPERS      8
 #define SERVE_AHEAD_MIN_S   1.0
 #define SERVE_AHEAD_SLACK_S 0.25
+/* ?per_pid=1 is rendered by every update from its first request until
+ * SERVE_PER_PID_IDLE updates, and SERVE_PER_PID_IDLE times the interval
+ * between its last two requests, went by without one. */
+#define SERVE_PER_PID_IDLE  10
 
 /* Serve until SIGINT, SIGTERM or SIGHUP (stop_asked).  One line on stderr
  * gives the address ("ymtop: serving http://127.0.0.1:PORT/metrics").
