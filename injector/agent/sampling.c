@@ -160,7 +160,7 @@ static inline __attribute__((always_inline)) int
 take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
      int calls_out, uint64_t now, struct ym_live *e)
 {
-	int polled;
+	int polled = 0;
 	uint64_t drawn = sampling_start(t, calls_out, now, &polled);
 	if (!drawn)
 		return 0;
