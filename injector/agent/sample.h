@@ -118,9 +118,9 @@ union sample_bits {
 /* The constants of the draw and the weight, in one 128-byte block read
  * through sample_k: written as literals, the compiler scatters them
  * through the library's constant pool, and at the default rate every
- * sample finds their lines cold (seven lines, about six first-level
- * misses a sample under cachegrind, where these two lines are one or
- * two).  Sixteen doubles: 2, 2^-53, YM_FX_ONE and the gap's ceiling are
+ * sample finds their lines cold (seven lines, 5.8 first-level misses a
+ * sample under cachegrind, where the block's two lines and the
+ * compiler's own 2^63 give 2.5).  Sixteen doubles: 2, 2^-53, YM_FX_ONE and the gap's ceiling are
  * made without a constant (m + 1 and s + s, exponent arithmetic, an
  * integer bound on the rate). */
 enum {
