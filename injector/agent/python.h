@@ -53,8 +53,10 @@ uint32_t python_append(uint64_t *frames, uint32_t depth, uint32_t max) AGENT_HID
  * When the frames are read (a known interpreter) and it has the
  * allocator API, the hook waits (YM_PYHOOK_WAITING) for the interpreter
  * to be initialised (Py_IsInitialized: one load); the first sample after
- * that (python_poll, on the sampled path where it may call out; also when
- * a segment is made, which is how `ymtop -p` queues it at once) queues
+ * that at which the thread looks at the control block (python_poll, on
+ * the sampled path where it may call out, at most once a millisecond a
+ * thread: sampling.c; also when a segment is made, which is how `ymtop
+ * -p` queues it at once) queues
  * the registered installer with Py_AddPendingCall, which takes no GIL and
  * only the pending-call queue's own lock, held by nothing that allocates
  * (3.11 a PyThread lock, 3.12 the same, 3.13 a PyMutex), and the

@@ -115,7 +115,59 @@ union sample_bits {
 	uint64_t u;
 };
 
-#define SAMPLE_LN2 0.6931471805599453   /* ln 2 rounded to double */
+/* The constants of the draw and the weight, in one 128-byte block read
+ * through sample_k: written as literals, the compiler scatters them
+ * through the library's constant pool, and at the default rate every
+ * sample finds their lines cold (seven lines, 5.8 first-level misses a
+ * sample under cachegrind, where the block's two lines and the
+ * compiler's own 2^63 give 2.5).  Sixteen doubles: 2, 2^-53, YM_FX_ONE and the gap's ceiling are
+ * made without a constant (m + 1 and s + s, exponent arithmetic, an
+ * integer bound on the rate). */
+enum {
+	SK_ONE, SK_LN2, SK_INV_LN2, SK_HALF, SK_MINUS_40,
+	SK_L0, SK_L1, SK_L2, SK_L3,                        /* neg_log's R */
+	SK_E0, SK_E1, SK_E2, SK_E3, SK_E4, SK_E5, SK_E6,   /* expm1's P */
+	SK_COUNT
+};
+
+static const double sample_consts[SK_COUNT] __attribute__((aligned(64))) = {
+	[SK_ONE] = 1.0,
+	[SK_LN2] = 0.6931471805599453,           /* ln 2 rounded to double */
+	[SK_INV_LN2] = 1.4426950408889634,
+	[SK_HALF] = 0.5,
+	[SK_MINUS_40] = -40.0,
+	[SK_L0] = 0.66666665648232684,
+	[SK_L1] = 0.40000334636840563,
+	[SK_L2] = 0.28537339969764513,
+	[SK_L3] = 0.23581613653490958,
+	[SK_E0] = 0.50000000001049806,
+	[SK_E1] = 0.16666666753924082,
+	[SK_E2] = 0.041666665954562852,
+	[SK_E3] = 0.0083332891248823467,
+	[SK_E4] = 0.0013888985126612624,
+	[SK_E5] = 0.00019904858285901458,
+	[SK_E6] = 2.4796382370886381e-05,
+};
+
+_Static_assert(sizeof sample_consts == 128, "two cache lines");
+
+/* x 2^n by its exponent field: x and the result normal (n may be
+ * negative). */
+static inline double sample_scale2(double x, int n)
+{
+	union sample_bits b = { .d = x };
+	b.u += (uint64_t)(int64_t)n << 52;
+	return b.d;
+}
+
+/* The block, through a pointer the compiler cannot see into, so that
+ * each constant is a load from it rather than a copy in the pool. */
+static inline const double *sample_k(void)
+{
+	const double *k = sample_consts;
+	__asm__("" : "+r"(k));
+	return k;
+}
 
 /* -log(u) for u in (0, 1], finite and normal.  u = 2^e m with m in
  * [sqrt(1/2), sqrt(2)), read off the bits: those of u less those of
@@ -128,17 +180,17 @@ union sample_bits {
  * log m ~ 2s keeps its precision. */
 static inline double sample_neg_log(double u)
 {
+	const double *k = sample_k();
 	union sample_bits b = { .d = u };
 	/* e = (bits - bits(sqrt(1/2))) >> 52, kept unsigned: bias by 2^62. */
 	int64_t e = (int64_t)((b.u - 0x3FE6A09E667F3BCDULL + (1ULL << 62)) >> 52) -
 		    1024;
 	b.u -= (uint64_t)e << 52;
-	double f = b.d - 1.0;                   /* exact: m within 2x of 1 */
-	double s = f / (2.0 + f);
+	double f = b.d - k[SK_ONE];             /* exact: m within 2x of 1 */
+	double s = f / (b.d + k[SK_ONE]);       /* m + 1 rounds as 2 + f */
 	double z = s * s;
-	double r = (0.66666665648232684 + 0.40000334636840563 * z) +
-		   z * z * (0.28537339969764513 + 0.23581613653490958 * z);
-	return (double)-e * SAMPLE_LN2 - (2.0 * s + s * (z * r));
+	double r = (k[SK_L0] + k[SK_L1] * z) + z * z * (k[SK_L2] + k[SK_L3] * z);
+	return (double)-e * k[SK_LN2] - ((s + s) + s * (z * r));
 }
 
 /* expm1(x) = exp(x) - 1 for x <= 0.  x is clamped at -40, where exp(x) is
@@ -154,17 +206,16 @@ static inline double sample_neg_log(double u)
  * for |k| <= 58). */
 static inline double sample_expm1(double x)
 {
-	x = x < -40.0 ? -40.0 : x;
-	int k = (int)(x * 1.4426950408889634 - 0.5);   /* rounds: x <= 0 */
-	double r = x - (double)k * SAMPLE_LN2;
+	const double *c = sample_k();
+	x = x < c[SK_MINUS_40] ? c[SK_MINUS_40] : x;
+	int k = (int)(x * c[SK_INV_LN2] - c[SK_HALF]);   /* rounds: x <= 0 */
+	double r = x - (double)k * c[SK_LN2];
 	double r2 = r * r;
-	double p = (0.50000000001049806 + 0.16666666753924082 * r) +
-		   r2 * (0.041666665954562852 + 0.0083332891248823467 * r) +
-		   r2 * r2 * ((0.0013888985126612624 + 0.00019904858285901458 * r) +
-			      r2 * 2.4796382370886381e-05);
+	double p = (c[SK_E0] + c[SK_E1] * r) + r2 * (c[SK_E2] + c[SK_E3] * r) +
+		   r2 * r2 * ((c[SK_E4] + c[SK_E5] * r) + r2 * c[SK_E6]);
 	double q = r + r2 * p;
 	union sample_bits t = { .u = (uint64_t)(k + 1023) << 52 };   /* 2^k */
-	return t.d * q + (t.d - 1.0);
+	return t.d * q + (t.d - c[SK_ONE]);
 }
 
 /* Bytes until the next sample: exponential with mean rate, at least 1.
@@ -173,13 +224,16 @@ static inline int64_t sample_next_gap(uint64_t *state, uint64_t rate)
 {
 	if (rate <= 1)
 		return -1;
-	/* u in (0, 1]: 53 random bits, never zero. */
-	double u = (double)((sample_rand(state) >> 11) + 1) * 0x1.0p-53;
+	/* u in (0, 1]: 53 random bits, never zero (the integer 1..2^53 is
+	 * exact in a double, and so is its product with 2^-53). */
+	double u = sample_scale2((double)((sample_rand(state) >> 11) + 1), -53);
+	/* -log u <= 53 ln 2 < 37: with the rate at most 2^57 the gap stays
+	 * below 2^63 (rates are at most 2^40: YM_SAMPLE_RATE, segment.h). */
+	if (rate > (1ULL << 57))
+		rate = 1ULL << 57;
 	double gap = sample_neg_log(u) * (double)rate;
-	if (gap < 1.0)
+	if (gap < sample_k()[SK_ONE])
 		return 1;
-	if (gap > 9.0e18)
-		return INT64_MAX / 2;
 	return (int64_t)gap;
 }
 
@@ -196,9 +250,15 @@ static inline void sample_weight(uint64_t rate, uint64_t size, uint64_t charged,
 		*weight_fx = YM_FX_ONE;
 		return;
 	}
-	double p = -sample_expm1(-(double)charged / (double)rate);
-	*weight_bytes = (uint64_t)((double)size / p + 0.5);
-	*weight_fx = (uint64_t)((double)YM_FX_ONE / p + 0.5);
+	const double *k = sample_k();
+	/* 1/p once (>= 1, normal), then two products: a division less on
+	 * every sample; YM_FX_ONE is a power of two
+	 * (0 - x rather than -x: a subtraction from a zeroed register, where a
+	 * negation is a load of the sign mask from the constant pool.) */
+	double m = sample_expm1(0.0 - (double)charged / (double)rate);
+	double inv = k[SK_ONE] / (0.0 - m);
+	*weight_bytes = (uint64_t)((double)size * inv + k[SK_HALF]);
+	*weight_fx = (uint64_t)(sample_scale2(inv, YM_FX_SHIFT) + k[SK_HALF]);
 }
 
 /* realloc of a sampled block whose usable size goes from old to new

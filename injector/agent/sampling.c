@@ -130,7 +130,7 @@ static void poll_control(struct agent_tls *t, int calls_out, uint64_t now)
 #define POLL_INTERVAL_NS 1000000ULL
 
 static inline __attribute__((always_inline)) uint64_t
-sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
+sampling_start(struct agent_tls *t, int calls_out, uint64_t now, int *polled)
 {
 	/* This sample was drawn at t->rate: its weight says so, whatever the
 	 * rate is now (ymtop --rate); the next countdown is drawn at now's. */
@@ -140,7 +140,8 @@ sampling_start(struct agent_tls *t, int calls_out, uint64_t now)
 	t->countdown = sample_next_gap(&t->rng, t->rate);
 	if (!agent_active())
 		return 0;
-	if (!t->polled_ns || now - t->polled_ns >= POLL_INTERVAL_NS) {
+	*polled = !t->polled_ns || now - t->polled_ns >= POLL_INTERVAL_NS;
+	if (*polled) {
 		t->polled_ns = now;
 		poll_control(t, calls_out, now);
 		t->paused = (__atomic_load_n(&hdr->flags, __ATOMIC_RELAXED) &
@@ -159,14 +160,20 @@ static inline __attribute__((always_inline)) int
 take(struct agent_tls *t, void *p, size_t n, size_t charged, uint32_t kind,
      int calls_out, uint64_t now, struct ym_live *e)
 {
-	uint64_t drawn = sampling_start(t, calls_out, now);
+	int polled = 0;
+	uint64_t drawn = sampling_start(t, calls_out, now, &polled);
 	if (!drawn)
 		return 0;
 	/* Modules first: an unload seen there flushes the unwinder's rules
-	 * for its addresses before this unwind. */
+	 * for its addresses before this unwind.  The interpreter's hook (and
+	 * an interpreter loaded since) at the thread's look at the control
+	 * block only: in a process without one, python_poll counts the
+	 * loader's objects (dl_iterate_phdr, its lock) each time, about 190
+	 * instructions and the lock's line, a tenth of a sample. */
 	if (calls_out) {   /* dl_iterate_phdr takes the loader's lock */
 		modules_check(now);
-		python_poll();
+		if (polled)
+			python_poll();
 	}
 	uint64_t frames[YM_LIMIT_DEPTH];
 	uint32_t depth = agent_capture(frames);

@@ -10,6 +10,8 @@ the function (the noinline slow paths).  A count other than the stated one
 fails: the fast path grew (or the comment is stale).  And malloc's and
 free's together, the pair every allocation-bound program pays, must not
 exceed PAIR_MAX (BENCHMARKS.md, "The fast path against the bare shim").
+The sampled path's constants (sample.h) span at most SAMPLE_CONST_LINES_MAX
+cache lines.
 
 Counts are gcc's on x86-64 without YM_ASSERTS: other builds (clang, a
 SANITIZER= build, another architecture) are skipped."""
@@ -139,6 +141,77 @@ def test_malloc_and_free_together_stay_within_the_pair_bound():
     print("  malloc + free: %d instructions (bound %d)" % (pair, PAIR_MAX))
     assert pair <= PAIR_MAX, "malloc + free take %d instructions, more than %d" % (
         pair, PAIR_MAX)
+
+
+# The sample's floating-point constants (sample.h: the draw's -log u, the
+# weight's expm1 and 1/p) in one 128-byte block: at the default rate every
+# sample finds them cold, so each cache line they span is a first-level miss
+# a sample.  Two lines of the block and the compiler's own 2^63 (the
+# conversion of a weight to uint64_t); scattered through the constant pool
+# they took seven.
+SAMPLE_CONST_LINES_MAX = 3
+
+
+def rodata_range(lib):
+    out = subprocess.run(["readelf", "-SW", lib], capture_output=True,
+                         text=True, check=True).stdout
+    for line in out.splitlines():
+        m = re.search(r"\]\s+\.rodata\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)",
+                      line)
+        if m:
+            lo = int(m.group(1), 16)
+            return lo, lo + int(m.group(2), 16)
+    raise AssertionError("no .rodata in %s" % lib)
+
+
+def symbol_sizes(lib):
+    """{address: size} of the data objects of lib."""
+    out = subprocess.run(["nm", "-S", lib], capture_output=True, text=True,
+                         check=True).stdout
+    sizes = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "rRdDbB":
+            sizes[int(f[0], 16)] = int(f[1], 16)
+    return sizes
+
+
+def constant_lines(lib, name):
+    """The 64-byte lines of .rodata that `name` reads floating-point
+    constants from, and each line's readers: what instructions on xmm
+    registers read by address (rip-relative), and every line of a .rodata
+    object whose address it takes (a table read through a register)."""
+    lo, hi = rodata_range(lib)
+    sizes = symbol_sizes(lib)
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn",
+                          "--disassemble=" + name, lib],
+                         capture_output=True, text=True, check=True).stdout
+    lines = {}
+    for line in out.splitlines():
+        m = re.search(r"\(%rip\).*# ([0-9a-f]+) <", line)
+        if not m:
+            continue
+        a = int(m.group(1), 16)
+        if not lo <= a < hi:
+            continue
+        if re.search(r"\blea\b", line) and a in sizes:
+            for n in range(a // 64, (a + max(sizes[a], 1) - 1) // 64 + 1):
+                lines.setdefault(n, []).append(line.strip())
+        elif "xmm" in line:
+            lines.setdefault(a // 64, []).append(line.strip())
+    return lines
+
+
+def test_a_sample_reads_its_constants_from_few_cache_lines():
+    release_gcc_x86_64(AGENT)
+    lines = constant_lines(AGENT, "agent_sample")
+    for n, users in sorted(lines.items()):
+        print("  line %#x: %d reads" % (n * 64, len(users)))
+    assert lines, "agent_sample reads no constant: the draw is not inlined?"
+    assert len(lines) <= SAMPLE_CONST_LINES_MAX, (
+        "agent_sample reads constants from %d cache lines, more than %d: %s"
+        % (len(lines), SAMPLE_CONST_LINES_MAX,
+           [u for us in lines.values() for u in us]))
 
 
 def test_path_counter_follows_the_likely_branch_and_stops_at_tail_calls():

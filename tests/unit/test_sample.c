@@ -495,6 +495,33 @@ static void life_buckets(void **state)
 	assert_int_equal(sample_life_bucket(UINT64_MAX), 11);
 }
 
+/* The countdown's draw is the rate times -log u, u the generator's 53 bits
+ * plus one over 2^53, truncated, at least 1: what sample_next_gap
+ * computes with its constants in one block (sample.h) and u made by its
+ * exponent is that, bit for bit, at the rates the agent draws at. */
+static void draw_is_the_exact_formula(void **state)
+{
+	(void)state;
+	static const uint64_t rates[] = { 2, 64, 4096, 524288, 1ULL << 30,
+					  1ULL << 40 };
+	for (size_t r = 0; r < sizeof rates / sizeof *rates; r++) {
+		uint64_t a = sample_seed(11 + r), b = a;
+		for (int i = 0; i < 200000; i++) {
+			int64_t got = sample_next_gap(&a, rates[r]);
+			double u = (double)((sample_rand(&b) >> 11) + 1) * 0x1.0p-53;
+			double gap = sample_neg_log(u) * (double)rates[r];
+			int64_t want = gap < 1.0 ? 1 : (int64_t)gap;
+			if (got != want)
+				fail_msg("rate %llu, draw %d: %lld, want %lld",
+					 (unsigned long long)rates[r], i,
+					 (long long)got, (long long)want);
+		}
+	}
+	/* The largest gap: u = 2^-53, -log u = 53 ln 2. */
+	assert_true(sample_neg_log(0x1.0p-53) > 36.7 &&
+		    sample_neg_log(0x1.0p-53) < 36.8);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -509,6 +536,7 @@ int main(void)
 		cmocka_unit_test(neg_log_matches_libm),
 		cmocka_unit_test(expm1_matches_libm),
 		cmocka_unit_test(weight_matches_libm),
+		cmocka_unit_test(draw_is_the_exact_formula),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
