@@ -679,12 +679,12 @@ class Contained(Plain):
     """inject_read in new pid and mount namespaces, chrooted into root,
     with its own /dev/shm (and /proc when proc is set)."""
 
-    def __init__(self, unshare, root, proc=True):
+    def __init__(self, unshare, root, proc=True, env=None):
         mounts = "mount -t tmpfs tmpfs %s/dev/shm && " % root
         if proc:
             mounts += "mount -t proc proc %s/proc && " % root
         super().__init__([unshare, "--mount", "--pid", "--fork", "sh", "-c",
-                          mounts + "exec chroot %s /prog" % root])
+                          mounts + "exec chroot %s /prog" % root], env=env)
         self.outer = self.pid
         with open("/proc/%d/task/%d/children" % (self.outer, self.outer)) as f:
             self.pid = int(f.read().split()[0])   # the program, on the host
@@ -705,7 +705,11 @@ def test_container_without_the_agent_gets_it_through_a_memfd():
     root = minimal_root()
     try:
         before = files_under(root)
-        t = Contained(unshare, root)
+        # 4 KiB mean sampling: each 64 KiB block of read_site's sampled
+        # with probability 1 - e^-16, so its 8 MiB reads 8 MiB.  At the
+        # default 512 KiB a block is sampled with p = 0.12: 15 samples
+        # expected of 128, and fewer than 8 (under 4 MiB) in 3% of runs.
+        t = Contained(unshare, root, env=RATE)
         try:
             env = dict(os.environ, YM_INJECT_VERBOSE="1")
             r = subprocess.run([YMTOP, "-b", "-n", "1", "-f", "json", "-p",
