@@ -59,16 +59,15 @@ static int read_agent_maps(pid_t pid, struct agent_maps *a)
 	return a->path[0] ? 0 : -1;
 }
 
-/* name's value in the dynamic symbols of the ELF file fd, with the
- * lowest PT_LOAD address (the bias is base minus it): 1, or 0. */
-static int dynsym_value(int fd, const char *name, uint64_t *value, uint64_t *first)
+int inject_dynsym(int fd, const char *name, int type, uint64_t *value,
+		  uint64_t *size, uint64_t *first)
 {
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	int found = 0;
 	GElf_Ehdr eh;
 	size_t nph = 0;
 	if (!e || !gelf_getehdr(e, &eh) || eh.e_type != ET_DYN ||
-	    elf_getphdrnum(e, &nph) != 0)
+	    eh.e_machine != EM_X86_64 || elf_getphdrnum(e, &nph) != 0)
 		goto out;
 	*first = UINT64_MAX;
 	for (size_t i = 0; i < nph; i++) {
@@ -88,9 +87,11 @@ static int dynsym_value(int fd, const char *name, uint64_t *value, uint64_t *fir
 			GElf_Sym s;
 			const char *sn;
 			if (gelf_getsym(d, (int)i, &s) && s.st_shndx != SHN_UNDEF &&
-			    GELF_ST_TYPE(s.st_info) == STT_FUNC &&
+			    GELF_ST_TYPE(s.st_info) == type &&
 			    (sn = elf_strptr(e, sh.sh_link, s.st_name)) && !strcmp(sn, name)) {
 				*value = s.st_value;
+				if (size)
+					*size = s.st_size;
 				found = 1;
 			}
 		}
@@ -111,7 +112,7 @@ uintptr_t inject_agent_symbol(pid_t pid, const char *name)
 		return 0;
 	elf_version(EV_CURRENT);
 	uint64_t value = 0, first = 0;
-	int ok = dynsym_value(fd, name, &value, &first);
+	int ok = inject_dynsym(fd, name, STT_FUNC, &value, NULL, &first);
 	close(fd);
 	if (!ok || value < first)
 		return 0;

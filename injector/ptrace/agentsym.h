@@ -17,4 +17,12 @@
  * name, or the address is not in an executable mapping of it. */
 uintptr_t inject_agent_symbol(pid_t pid, const char *name);
 
+/* The value (and size, when size is not NULL) of the defined dynamic
+ * symbol name of type (STT_FUNC, STT_OBJECT) in the x86-64 shared object
+ * fd (elf_version already called), with its lowest PT_LOAD address (the
+ * bias is the mapping's base minus it): 1, or 0 when fd is no such
+ * object or does not define name so. */
+int inject_dynsym(int fd, const char *name, int type, uint64_t *value,
+		  uint64_t *size, uint64_t *first);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ptrace/agentsym.h"
 #include "ptrace/ldlock.h"
 #include "ptrace/procfs.h"
 
@@ -52,51 +53,6 @@ static int ldso_file(pid_t pid, const struct tmaps *m, char *path, size_t len,
 			return -1;
 	}
 	return *base ? 0 : -1;
-}
-
-/* _rtld_global's value and size in ld.so's dynamic symbols, and the
- * lowest PT_LOAD address (the bias is the base minus it): 1, or 0. */
-static int rtld_global_sym(int fd, uint64_t *value, uint64_t *size,
-			   uint64_t *first)
-{
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	int found = 0;
-	GElf_Ehdr eh;
-	size_t nph = 0;
-	if (!e || !gelf_getehdr(e, &eh) || eh.e_type != ET_DYN ||
-	    eh.e_machine != EM_X86_64 || elf_getphdrnum(e, &nph) != 0)
-		goto out;
-	*first = UINT64_MAX;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD &&
-		    ph.p_vaddr < *first)
-			*first = ph.p_vaddr & ~(uint64_t)4095;
-	}
-	Elf_Scn *scn = NULL;
-	while (*first != UINT64_MAX && !found && (scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t n = d ? sh.sh_size / sh.sh_entsize : 0;
-		for (size_t i = 0; i < n && !found; i++) {
-			GElf_Sym s;
-			const char *sn;
-			if (gelf_getsym(d, (int)i, &s) && s.st_shndx != SHN_UNDEF &&
-			    GELF_ST_TYPE(s.st_info) == STT_OBJECT &&
-			    (sn = elf_strptr(e, sh.sh_link, s.st_name)) &&
-			    !strcmp(sn, "_rtld_global")) {
-				*value = s.st_value;
-				*size = s.st_size;
-				found = 1;
-			}
-		}
-	}
-out:
-	if (e)
-		elf_end(e);
-	return found;
 }
 
 static uint64_t word(const uint8_t *b, size_t at)
@@ -182,7 +138,8 @@ pid_t inject_loader_lock_owner(pid_t pid)
 		return -1;
 	elf_version(EV_CURRENT);
 	uint64_t value = 0, size = 0, first = 0;
-	int ok = rtld_global_sym(fd, &value, &size, &first);
+	int ok = inject_dynsym(fd, "_rtld_global", STT_OBJECT, &value, &size,
+			       &first);
 	close(fd);
 	if (!ok || value < first || size < 2 * MUTEX_SIZE + 8 ||
 	    size > RTLD_GLOBAL_MAX)
