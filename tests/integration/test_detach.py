@@ -242,6 +242,20 @@ class Inside(Plain):
         return self.p.stdout.readline().strip()
 
 
+def unloaded_then_exits(t, env=None):
+    """A second --detach, the thread held inside gone: the agent unloaded
+    (no mapping of it left); the program's allocations still check and it
+    exits 0 (t: a program of tests/progs taking "alloc" and "quit")."""
+    second = detach(t.pid, env)
+    assert "agent detached and unloaded" in second, second
+    with open("/proc/%d/maps" % t.pid) as f:
+        assert "libymagent" not in f.read(), "agent mapped after unload"
+    t.p.stdin.write("alloc\nquit\n")
+    t.p.stdin.flush()
+    out, err = t.p.communicate(timeout=60)
+    assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+
+
 def test_a_thread_inside_the_agent_leaves_it_dormant_then_unloaded():
     """The unload rule's other branch, made certain: a thread of
     tests/progs/inside.c dlopens a library whose constructor blocks, so
@@ -266,14 +280,7 @@ def test_a_thread_inside_the_agent_leaves_it_dormant_then_unloaded():
         for _ in range(3):
             assert t.say("alloc") == "alloc ok"
         assert t.say("release") == "released"
-        second = detach(t.pid)
-        assert "agent detached and unloaded" in second, second
-        with open("/proc/%d/maps" % t.pid) as f:
-            assert "libymagent" not in f.read(), "agent mapped after unload"
-        t.p.stdin.write("alloc\nquit\n")
-        t.p.stdin.flush()
-        out, err = t.p.communicate(timeout=60)
-        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+        unloaded_then_exits(t)
     finally:
         t.kill()
 
@@ -310,12 +317,7 @@ def held_in_a_handler(env=None):
         t.p.stdin.flush()
         assert t.p.stdout.readline().strip() == "alloc ok"
         assert t.p.stdout.readline().strip() == "released"
-        second = detach(t.pid, env)
-        assert "agent detached and unloaded" in second, second
-        t.p.stdin.write("alloc\nquit\n")
-        t.p.stdin.flush()
-        out, err = t.p.communicate(timeout=60)
-        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+        unloaded_then_exits(t, env)
     finally:
         t.kill()
     return first
@@ -364,14 +366,7 @@ def run_reattach(env=None):
         assert sampled_live(rep) > 0, "no samples in the new segment"
         assert any("churn" in functions(s) for s in rep["stacks"]), \
             [functions(s) for s in rep["stacks"]]
-        second = detach(t.pid)
-        assert "agent detached and unloaded" in second, second
-        with open("/proc/%d/maps" % t.pid) as f:
-            assert "libymagent" not in f.read(), "agent mapped after unload"
-        t.p.stdin.write("alloc\nquit\n")
-        t.p.stdin.flush()
-        out, err = t.p.communicate(timeout=60)
-        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+        unloaded_then_exits(t)
     finally:
         t.kill()
 
@@ -413,12 +408,7 @@ def test_detach_does_not_wait_for_the_loader_lock():
         assert t.say("release") == "released"
         attach(t.pid)
         assert t.say("alloc") == "alloc ok"
-        second = detach(t.pid)
-        assert "agent detached and unloaded" in second, second
-        t.p.stdin.write("alloc\nquit\n")
-        t.p.stdin.flush()
-        out, err = t.p.communicate(timeout=60)
-        assert t.p.returncode == 0 and out.strip() == "alloc ok", (out, err)
+        unloaded_then_exits(t)
     finally:
         t.kill()
 
