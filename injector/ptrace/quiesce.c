@@ -155,6 +155,17 @@ struct regions {
 	int n;
 };
 
+/* Mapping k of m read from `from` up, QUIESCE_STACK_MAX at most. */
+static void region_add(struct regions *g, const struct all_maps *m, int k,
+		       uint64_t from)
+{
+	uint64_t end = m->r[k].hi;
+	if (end - from > QUIESCE_STACK_MAX)
+		end = from + QUIESCE_STACK_MAX;
+	g->r[g->n] = (struct range){ from, end };
+	g->map[g->n++] = k;
+}
+
 /* A word pair (w, next) on a stack may be the stack pointer and the
  * instruction pointer a signal frame saved (the kernel's ucontext keeps
  * RSP and RIP side by side): w 8-aligned in a writable mapping that no
@@ -177,11 +188,7 @@ static void maybe_interrupted(struct regions *g, int cur,
 				g->r[i].lo = w;   /* not yet read: from lower */
 			return;
 		}
-	uint64_t end = m->r[k].hi;
-	if (end - w > QUIESCE_STACK_MAX)
-		end = w + QUIESCE_STACK_MAX;
-	g->r[g->n] = (struct range){ w, end };
-	g->map[g->n++] = k;
+	region_add(g, m, k, w);
 }
 
 static int stop_one(pid_t tid, struct stopped *s)
@@ -247,10 +254,8 @@ static int outside(pid_t pid, int mem, pid_t tid, const struct agent_maps *a,
 	int k = all_maps_find(m, sp);
 	if (k < 0)
 		return 1;   /* no stack: nothing above it to return to */
-	struct regions g = { .n = 1 };
-	g.r[0] = (struct range){ sp, m->r[k].hi - sp > QUIESCE_STACK_MAX ?
-				 sp + QUIESCE_STACK_MAX : m->r[k].hi };
-	g.map[0] = k;
+	struct regions g = { .n = 0 };
+	region_add(&g, m, k, sp);
 	static uint64_t buf[8192];
 	for (int i = 0; i < g.n; i++) {
 		uint64_t prev = 0;
