@@ -28,6 +28,8 @@
 static const char default_source[] =
 	"/sys/devices/system/clocksource/clocksource0/current_clocksource";
 static const char *source = default_source;
+static const char default_cpuinfo[] = "/proc/cpuinfo";
+static const char *cpuinfo = default_cpuinfo;
 
 static __thread struct agent_clock anchor
 	AGENT_TLS_MODEL;
@@ -38,20 +40,117 @@ static uint32_t cal_lock;
 
 #if defined(__x86_64__)
 
+/* The first "flags" line of /proc/cpuinfo lies within its first few
+ * hundred bytes (the first processor's block); a line not ended within
+ * this many is not read, and the counter is refused. */
+#define CPUINFO_MAX     4096
+
+static char cpuinfo_buf[CPUINFO_MAX];    /* cal_lock held */
+
+/* At most sizeof buf - 1 bytes of the file, NUL-terminated; the length,
+ * or -1. */
+static ssize_t read_bounded(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n < size - 1) {
+		ssize_t r = read(fd, buf + n, size - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	return (ssize_t)n;
+}
+
+/* Whether the space-separated list [p, end) holds the word w, len
+ * bytes. */
+static int has_word(const char *p, const char *end, const char *w,
+		    size_t len)
+{
+	while (p < end) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		const char *q = p;
+		while (q < end && *q != ' ' && *q != '\t')
+			q++;
+		if ((size_t)(q - p) == len && memcmp(p, w, len) == 0)
+			return 1;
+		p = q;
+	}
+	return 0;
+}
+
+/* The TSC of a guest under kvm-clock may stand in for it.  kvm-clock is
+ * the counter scaled by parameters the host publishes; when the host
+ * vouches for one counter synchronized across vCPUs (its stable bit) the
+ * vDSO serves CLOCK_MONOTONIC from the first vCPU's parameters and the
+ * TSC of whichever vCPU it runs on, which is what this file does.  The
+ * CPU flags that say so to the guest's own kernel:
+ *   constant_tsc   the counter's rate does not follow the core's clock;
+ *   nonstop_tsc    it counts through deep C-states;
+ *   tsc_reliable   the kernel skips its check that the vCPUs' counters
+ *                  agree and its clocksource watchdog: the hypervisor
+ *                  vouches for the counter (the guest's kernel sets it
+ *                  where its hypervisor does: Hyper-V with an invariant
+ *                  TSC, VMware, TDX, SNP Secure TSC, KVM hosts that
+ *                  enumerate it).
+ * tsc_known_freq is not enough: it says only that the rate came from
+ * CPUID or the hypervisor rather than a measurement (kvm-clock sets it
+ * on every guest), nothing of synchronization; the rate is calibrated
+ * here anyway.  Xen's and Hyper-V's clocksources are left alone: with an
+ * invariant TSC Hyper-V's kernel rates its TSC page below "tsc" and
+ * keeps time with the counter itself, and for Xen's pvclock no flag says
+ * as clearly that the vCPUs' counters agree.  Decided once: a host that later withdraws its
+ * stable bit (a migration to a host whose counters differ) is not seen;
+ * the rate is recalibrated every second and an anchor lives 50 ms, a
+ * counter that went back anchors again. */
+static int cpu_tsc_vouched(void)
+{
+	ssize_t n = read_bounded(cpuinfo, cpuinfo_buf, sizeof cpuinfo_buf);
+	if (n <= 0)
+		return 0;
+	const char *p = cpuinfo_buf, *end = cpuinfo_buf + n;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (!eol)
+			return 0;        /* a line cut at the bound */
+		if (eol - p > 5 && memcmp(p, "flags", 5) == 0 &&
+		    (p[5] == ' ' || p[5] == '\t' || p[5] == ':')) {
+			const char *colon = memchr(p, ':', (size_t)(eol - p));
+			if (!colon)
+				return 0;
+			colon++;
+#define HAS(w) has_word(colon, eol, w, sizeof w - 1)
+			return HAS("constant_tsc") && HAS("nonstop_tsc") &&
+			       HAS("tsc_reliable");
+#undef HAS
+		}
+		p = eol + 1;
+	}
+	return 0;
+}
+
 /* The kernel keeps CLOCK_MONOTONIC with the counter (and found it
- * synchronized across CPUs): then so may we. */
-static int source_is_tsc(void)
+ * synchronized across CPUs), or it runs under kvm-clock on a counter the
+ * hypervisor vouches for: then so may we. */
+static int counter_usable(void)
 {
 	int saved = errno;
 	char buf[16];
-	ssize_t n = -1;
-	int fd = open(source, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof buf);
-		close(fd);
-	}
+	ssize_t n = read_bounded(source, buf, sizeof buf);
+	int ok = 0;
+	if (n == 4 && memcmp(buf, "tsc\n", 4) == 0)
+		ok = 1;
+	else if (n == 10 && memcmp(buf, "kvm-clock\n", 10) == 0)
+		ok = cpu_tsc_vouched();
 	errno = saved;
-	return n == 4 && memcmp(buf, "tsc\n", 4) == 0;
+	return ok;
 }
 
 /* A new pair: start, or after long enough finish, a calibration.  One
@@ -78,7 +177,7 @@ static void calibrate(uint64_t tsc, uint64_t ns)
 	uint64_t dn = ns - cal_ns, dt = tsc - cal_tsc;
 	if (dn < (st == 0 ? CAL_FIRST_NS : CAL_WINDOW_NS))
 		goto out;
-	if (st == 0 && !source_is_tsc()) {
+	if (st == 0 && !counter_usable()) {
 		__atomic_store_n(&tsc_state, -1, __ATOMIC_RELEASE);
 		goto out;
 	}
@@ -150,10 +249,16 @@ uint64_t agent_now_ns(void)
 void agent_clock_test_source(const char *path)
 {
 	source = path ? path : default_source;
+	cpuinfo = default_cpuinfo;
 	tsc_state = 0;
 	tsc_mult = tsc_span = 0;
 	cal_tsc = cal_ns = 0;
 	anchor.span = 0;
+}
+
+void agent_clock_test_cpuinfo(const char *path)
+{
+	cpuinfo = path ? path : default_cpuinfo;
 }
 
 int agent_clock_tsc_state(void)

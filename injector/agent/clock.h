@@ -14,11 +14,14 @@
  * together) and converts within 50 ms of its anchor with a rate
  * calibrated process-wide against clock_gettime (first over 100 ms,
  * then over each second or more); past that span, or if the counter
- * went backwards, it anchors again.  The counter is used only when the kernel's clocksource
- * is "tsc" (then it is synchronized across CPUs and CLOCK_MONOTONIC is
- * derived from it: the two agree to the calibration's error, a few
- * microseconds at worst at a re-anchor); otherwise, and on other
- * architectures, every read is clock_gettime.
+ * went backwards, it anchors again.  The counter is used only where
+ * CLOCK_MONOTONIC is itself the counter scaled: the kernel's clocksource
+ * is "tsc" (it found the counter synchronized across CPUs), or it is
+ * "kvm-clock" and the CPU's flags (/proc/cpuinfo) are constant_tsc,
+ * nonstop_tsc and tsc_reliable (an invariant counter the hypervisor
+ * vouches for across vCPUs: clock.c says why these).  The two agree to
+ * the calibration's error, a few microseconds at worst at a re-anchor;
+ * otherwise, and on other architectures, every read is clock_gettime.
  */
 #ifndef YMTOP_AGENT_CLOCK_H
 #define YMTOP_AGENT_CLOCK_H
@@ -36,9 +39,12 @@ struct agent_clock {
 };
 
 /* For the tests: the file that names the kernel's clocksource (NULL: the
- * real one), and whether the counter is in use (1), refused (-1) or not
- * decided yet (0).  Resets the calibration. */
+ * real one; resets the calibration and the CPU flags' file to the real
+ * one), the file read for the CPU's flags (NULL: /proc/cpuinfo), and
+ * whether the counter is in use (1), refused (-1) or not decided yet
+ * (0). */
 void agent_clock_test_source(const char *path) AGENT_HIDDEN;
+void agent_clock_test_cpuinfo(const char *path) AGENT_HIDDEN;
 int  agent_clock_tsc_state(void) AGENT_HIDDEN;
 
 #endif

@@ -1,6 +1,8 @@
 /* The agent's clock (injector/agent/clock.c): CLOCK_MONOTONIC from the
- * time-stamp counter where the kernel's clocksource is "tsc", from
- * clock_gettime otherwise; agrees with clock_gettime either way. */
+ * time-stamp counter where the kernel's clocksource is "tsc", or
+ * "kvm-clock" with an invariant counter the hypervisor vouches for
+ * (constant_tsc, nonstop_tsc, tsc_reliable), from clock_gettime
+ * otherwise; agrees with clock_gettime either way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,10 +48,13 @@ static void agrees(int ms, uint64_t slack)
 			 (unsigned long long)worst, (unsigned long long)back);
 }
 
-static const char *fake(const char *text)
+/* A file holding text; two at a time (which: 0 or 1). */
+static const char *fake_n(int which, const char *text)
 {
-	static char path[64];
-	snprintf(path, sizeof path, "/tmp/ymtop-test-clock-%d", (int)getpid());
+	static char paths[2][64];
+	char *path = paths[which];
+	snprintf(path, sizeof paths[0], "/tmp/ymtop-test-clock-%d-%d",
+		 (int)getpid(), which);
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
 	fputs(text, f);
@@ -57,9 +62,25 @@ static const char *fake(const char *text)
 	return path;
 }
 
-static int machine_tsc(void)
+static const char *fake(const char *text)
 {
-	char buf[16] = "";
+	return fake_n(0, text);
+}
+
+static int has_flag(const char *line, const char *flag)
+{
+	size_t n = strlen(flag);
+	for (const char *p = strstr(line, flag); p; p = strstr(p + 1, flag))
+		if (p[-1] == ' ' && (p[n] == ' ' || p[n] == '\n'))
+			return 1;
+	return 0;
+}
+
+/* What the agent should decide on this machine: "tsc", or "kvm-clock"
+ * with the three flags in /proc/cpuinfo's first flags line. */
+static int machine_counter(void)
+{
+	char buf[32] = "";
 	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
 			"current_clocksource", "r");
 	if (f) {
@@ -67,7 +88,23 @@ static int machine_tsc(void)
 			buf[0] = '\0';
 		fclose(f);
 	}
-	return strcmp(buf, "tsc\n") == 0;
+	if (strcmp(buf, "tsc\n") == 0)
+		return 1;
+	if (strcmp(buf, "kvm-clock\n") != 0)
+		return 0;
+	static char line[8192];
+	int ok = 0;
+	f = fopen("/proc/cpuinfo", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "flags", 5) == 0) {
+			ok = has_flag(line, "constant_tsc") &&
+			     has_flag(line, "nonstop_tsc") &&
+			     has_flag(line, "tsc_reliable");
+			break;
+		}
+	if (f)
+		fclose(f);
+	return ok;
 }
 
 /* The machine's own clocksource decides, within ~100 ms of the first
@@ -80,22 +117,28 @@ static void follows_the_kernel(void **state)
 	assert_int_equal(agent_clock_tsc_state(), 0);
 	agrees(300, 50000);
 #if defined(__x86_64__)
-	assert_int_equal(agent_clock_tsc_state(), machine_tsc() ? 1 : -1);
+	assert_int_equal(agent_clock_tsc_state(), machine_counter() ? 1 : -1);
 #endif
 }
 
 /* A kernel that keeps time otherwise: the counter is never used, and
- * every reading is clock_gettime's. */
+ * every reading is clock_gettime's; Xen's and Hyper-V's clocksources
+ * too, whatever the CPU flags (the real ones here). */
 static void other_clocksource_is_clock_gettime(void **state)
 {
 	(void)state;
-	const char *p = fake("kvm-clock\n");
-	agent_clock_test_source(p);
-	agrees(150, 0);
+	static const char *const others[] = {
+		"acpi_pm\n", "xen\n", "hyperv_clocksource_tsc_page\n",
+	};
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+		const char *p = fake(others[i]);
+		agent_clock_test_source(p);
+		agrees(150, 0);
 #if defined(__x86_64__)
-	assert_int_equal(agent_clock_tsc_state(), -1);
+		assert_int_equal(agent_clock_tsc_state(), -1);
 #endif
-	unlink(p);
+		unlink(p);
+	}
 	agent_clock_test_source(NULL);
 }
 
@@ -111,12 +154,146 @@ static void unknown_clocksource_is_clock_gettime(void **state)
 	agent_clock_test_source(NULL);
 }
 
+/* The first processor's block of a KVM guest's /proc/cpuinfo, its flags
+ * line `flags` (an AMD EPYC under kvm-clock). */
+static char *cpuinfo_text(const char *flags)
+{
+	static char text[8192];
+	snprintf(text, sizeof text,
+		 "processor\t: 0\n"
+		 "vendor_id\t: AuthenticAMD\n"
+		 "cpu family\t: 25\n"
+		 "model name\t: AMD EPYC\n"
+		 "cpu MHz\t\t: 2445.406\n"
+		 "fpu\t\t: yes\n"
+		 "cpuid level\t: 16\n"
+		 "flags\t\t: %s\n"
+		 "bugs\t\t: sysret_ss_attrs spectre_v1\n"
+		 "\n"
+		 "processor\t: 1\n"
+		 "flags\t\t: fpu constant_tsc nonstop_tsc tsc_reliable\n",
+		 flags);
+	return text;
+}
+
+#define GUEST_FLAGS "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr " \
+	"pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx " \
+	"mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid " \
+	"extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 " \
+	"sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx " \
+	"f16c rdrand hypervisor lahf_lm cmp_legacy cr8_legacy abm sse4a " \
+	"misalignsse 3dnowprefetch osvw topoext"
+
+/* With clocksource `source` and /proc/cpuinfo `info` (text), the counter
+ * is in use (1) or refused (-1); every reading agrees with
+ * clock_gettime meanwhile. */
+static void decides(const char *source, const char *info, int want)
+{
+	const char *ps = fake_n(0, source);
+	const char *pc = fake_n(1, info);
+	agent_clock_test_source(ps);
+	agent_clock_test_cpuinfo(pc);
+	agrees(150, want > 0 ? 50000 : 0);
+#if defined(__x86_64__)
+	assert_int_equal(agent_clock_tsc_state(), want);
+#else
+	(void)want;
+#endif
+	unlink(ps);
+	unlink(pc);
+	agent_clock_test_source(NULL);
+}
+
+/* kvm-clock on an invariant counter the hypervisor vouches for (this
+ * machine's flags): the counter. */
+static void kvm_clock_vouched_is_the_counter(void **state)
+{
+	(void)state;
+	decides("kvm-clock\n", cpuinfo_text(GUEST_FLAGS " constant_tsc "
+		"nonstop_tsc tsc_reliable"), 1);
+	/* The words in any order, the last at the line's end. */
+	decides("kvm-clock\n", cpuinfo_text("tsc_reliable fpu nonstop_tsc "
+		"constant_tsc"), 1);
+}
+
+/* kvm-clock without one of the three: clock_gettime.  tsc_known_freq
+ * says where the rate came from, not that the vCPUs agree. */
+static void kvm_clock_unvouched_is_clock_gettime(void **state)
+{
+	(void)state;
+	decides("kvm-clock\n", cpuinfo_text(GUEST_FLAGS " constant_tsc "
+		"nonstop_tsc"), -1);
+	decides("kvm-clock\n", cpuinfo_text(GUEST_FLAGS " constant_tsc "
+		"tsc_reliable"), -1);
+	decides("kvm-clock\n", cpuinfo_text(GUEST_FLAGS " nonstop_tsc "
+		"tsc_reliable"), -1);
+	/* Words that only begin or end like the flags. */
+	decides("kvm-clock\n", cpuinfo_text("constant_tsc nonstop_tsc "
+		"tsc_reliable_not xconstant_tsc"), -1);
+	decides("kvm-clock\n", cpuinfo_text("constant_tsc nonstop_tsc_x "
+		"tsc_reliable"), -1);
+}
+
+/* "tsc": the counter, whatever the CPU flags say (none here). */
+static void tsc_clocksource_is_the_counter(void **state)
+{
+	(void)state;
+	decides("tsc\n", "processor\t: 0\n", 1);
+}
+
+/* hpet (or any other): clock_gettime even with the flags. */
+static void hpet_is_clock_gettime(void **state)
+{
+	(void)state;
+	decides("hpet\n", cpuinfo_text(GUEST_FLAGS " constant_tsc "
+		"nonstop_tsc tsc_reliable"), -1);
+	decides("kvm-clock-x\n", cpuinfo_text(GUEST_FLAGS " constant_tsc "
+		"nonstop_tsc tsc_reliable"), -1);
+}
+
+/* A cpuinfo without a flags line, one cut inside it, one whose flags
+ * line lies past the bounded read, an empty one and none at all:
+ * clock_gettime. */
+static void cpuinfo_unread_is_clock_gettime(void **state)
+{
+	(void)state;
+	decides("kvm-clock\n", "processor\t: 0\nvendor_id\t: AMD\n\n", -1);
+	decides("kvm-clock\n", "processor\t: 0\nflags\t\t: constant_tsc "
+		"nonstop_tsc tsc_reliable", -1);
+	decides("kvm-clock\n", "", -1);
+
+	static char big[16384];
+	size_t n = 0;
+	while (n < 8192) {
+		memcpy(big + n, "power management: x\n", 20);
+		n += 20;
+	}
+	snprintf(big + n, sizeof big - n, "flags\t\t: constant_tsc "
+		 "nonstop_tsc tsc_reliable\n");
+	decides("kvm-clock\n", big, -1);
+
+	const char *ps = fake_n(0, "kvm-clock\n");
+	agent_clock_test_source(ps);
+	agent_clock_test_cpuinfo("/nonexistent/ymtop-cpuinfo");
+	agrees(150, 0);
+#if defined(__x86_64__)
+	assert_int_equal(agent_clock_tsc_state(), -1);
+#endif
+	unlink(ps);
+	agent_clock_test_source(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(follows_the_kernel),
 		cmocka_unit_test(other_clocksource_is_clock_gettime),
 		cmocka_unit_test(unknown_clocksource_is_clock_gettime),
+		cmocka_unit_test(kvm_clock_vouched_is_the_counter),
+		cmocka_unit_test(kvm_clock_unvouched_is_clock_gettime),
+		cmocka_unit_test(tsc_clocksource_is_the_counter),
+		cmocka_unit_test(hpet_is_clock_gettime),
+		cmocka_unit_test(cpuinfo_unread_is_clock_gettime),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
