@@ -3,6 +3,7 @@
  * "kvm-clock" with an invariant counter the hypervisor vouches for
  * (constant_tsc, nonstop_tsc, tsc_reliable), from clock_gettime
  * otherwise; agrees with clock_gettime either way. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -283,10 +285,54 @@ static void cpuinfo_unread_is_clock_gettime(void **state)
 	agent_clock_test_source(NULL);
 }
 
+/* Two threads, the machine's own clocksource: each reading follows the
+ * other thread's last (to 50 us), as a lifetime born on one thread and
+ * ended on another needs, whichever CPU each runs on.  They take turns
+ * 20,000 times. */
+#define TURNS 20000
+static uint64_t turn_last;
+static int turn;
+
+static void *turn_taker(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	uint64_t worst = 0;
+	for (int i = 0; i < TURNS; i++) {
+		while (__atomic_load_n(&turn, __ATOMIC_ACQUIRE) != me)
+			sched_yield();
+		uint64_t prev = __atomic_load_n(&turn_last, __ATOMIC_RELAXED);
+		uint64_t v = agent_now_ns();
+		if (v < prev && prev - v > worst)
+			worst = prev - v;
+		__atomic_store_n(&turn_last, v, __ATOMIC_RELAXED);
+		__atomic_store_n(&turn, !me, __ATOMIC_RELEASE);
+	}
+	return (void *)(uintptr_t)worst;
+}
+
+static void threads_agree(void **state)
+{
+	(void)state;
+	agent_clock_test_source(NULL);
+	agrees(150, 50000);     /* decided */
+	pthread_t t;
+	turn = 0;
+	turn_last = 0;
+	assert_int_equal(pthread_create(&t, NULL, turn_taker, (void *)1), 0);
+	uint64_t w0 = (uint64_t)(uintptr_t)turn_taker((void *)0);
+	void *r;
+	assert_int_equal(pthread_join(t, &r), 0);
+	uint64_t w1 = (uint64_t)(uintptr_t)r;
+	if (w0 > 50000 || w1 > 50000)
+		fail_msg("a reading %llu ns before the other thread's",
+			 (unsigned long long)(w0 > w1 ? w0 : w1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(follows_the_kernel),
+		cmocka_unit_test(threads_agree),
 		cmocka_unit_test(other_clocksource_is_clock_gettime),
 		cmocka_unit_test(unknown_clocksource_is_clock_gettime),
 		cmocka_unit_test(kvm_clock_vouched_is_the_counter),
