@@ -40,9 +40,10 @@ static uint32_t cal_lock;
 
 #if defined(__x86_64__)
 
-/* The first "flags" line of /proc/cpuinfo lies within its first few
- * hundred bytes (the first processor's block); a line not ended within
- * this many is not read, and the counter is refused. */
+/* The first "flags" line of /proc/cpuinfo, in the first processor's
+ * block, starts within its first few hundred bytes and is some 700 to
+ * 1,500 long; a line not ended within this many bytes is not read, and
+ * the counter is refused. */
 #define CPUINFO_MAX     4096
 
 static char cpuinfo_buf[CPUINFO_MAX];    /* cal_lock held */
