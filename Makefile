@@ -377,6 +377,9 @@ AGENT_TEST_SRC := $(filter-out injector/agent/hooks.c injector/agent/hooks_life.
                     injector/agent/life.c injector/agent/detach.c $(TUI_SRC),$(AGENT_SRC))
 AGENT_TEST_OBJ := $(AGENT_TEST_SRC:%.c=$(B)/tui/%.o)
 UNIT_ARCHIVES := $(B)/libymtest.a $(B)/libymagent-test.a $(B)/libymtop.a
+# The agent's modules in the unit tests' archive keep counts of their
+# work that only the tests read (YM_AGENT_TEST), never in libymagent.so.
+$(AGENT_TEST_OBJ): TUI_CFLAGS += -DYM_AGENT_TEST=1
 # SANITIZER=thread: the agent's modules keep their fences, which TSan
 # does not model (gcc says so of each: an error with -Werror).  The fences
 # publish one thread's seqcount writes to readers in other threads; the

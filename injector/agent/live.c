@@ -47,6 +47,10 @@ static uint32_t *live_heads;
 static uint32_t  live_heads_cap;
 static uint32_t  heads_log;
 static uint8_t   hlog[YM_LIVE_STRIPES];
+/* A head holds j + 1 of its chain's first entry in the bits of head_jmask
+ * and, above them, the chain's marks (chain_mark): all ones while a
+ * stripe's entries need every bit of the word (no marks then). */
+static uint32_t  head_jmask = UINT32_MAX;
 
 /* One word of the gate from the live and pinned bits.  Its writers are
  * serialized (the lock, or a single thread at start-up and after fork)
@@ -109,6 +113,10 @@ static size_t heads_bytes(void)
  * than spread over a table sized for the most the stripe could hold (a
  * cache miss at every event in exact mode). */
 enum { HLOG_MIN = 4 };
+/* Heads: entry numbers in the low HEAD_JBITS bits when a stripe holds
+ * fewer than 2^HEAD_JBITS entries; 2^HEAD_MARK_LOG mark bits above. */
+enum { HEAD_JBITS = 24, HEAD_MARK_LOG = 3 };
+_Static_assert(HEAD_JBITS + (1 << HEAD_MARK_LOG) == 32, "a head is a word");
 
 static void heads_init(void)
 {
@@ -184,6 +192,7 @@ void live_map_segment(uint8_t *base, const struct ym_section *sec)
 	/* A head for every two entries, within what live_init_private
 	 * mapped for a table of max_live entries. */
 	heads_log = per_log ? per_log - 1 : 0;
+	head_jmask = per_log < HEAD_JBITS ? (1u << HEAD_JBITS) - 1 : UINT32_MAX;
 	while (heads_log > 0 &&
 	       ((size_t)1 << (stripe_log + heads_log)) > live_heads_cap)
 		heads_log--;
@@ -327,6 +336,39 @@ static void link_store(uint32_t *l, uint32_t v)
 	__atomic_store_n(l, v, __ATOMIC_RELAXED);
 }
 
+/* A chain's marks: one bit of HEAD_MARKS for each entry on it, chosen by
+ * its address hash's top bits (the head's index takes the low ones), set
+ * in the head when the entry is linked and left there when it goes (a
+ * superset), made exact again by an insert that walked the whole chain
+ * and by heads_grow.  An insert whose mark is clear in the head knows
+ * without reading an entry that its address is on no entry of the chain
+ * (so no stale entry of it waits there), and links the new entry in
+ * front: at 0.4 entries a head, four inserts in ten read an entry of
+ * another block otherwise, a cache miss each in exact mode.  0: no
+ * marks (head_jmask all ones). */
+static uint32_t chain_mark(uint64_t addr)
+{
+	if (head_jmask == UINT32_MAX)
+		return 0;
+	return 1u << (HEAD_JBITS + (live_hash(addr) >> (32 - HEAD_MARK_LOG)));
+}
+
+/* The entry (j + 1) link l holds; h is its chain's head. */
+static uint32_t link_entry(const uint32_t *l, const uint32_t *h)
+{
+	uint32_t v = link_load(l);
+	return l == h ? v & head_jmask : v;
+}
+
+/* Point link l (the head h, or an entry's next) at entry j + 1; a head
+ * keeps its marks. */
+static void link_point(uint32_t *l, const uint32_t *h, uint32_t j)
+{
+	if (l == h)
+		j |= link_load(l) & ~head_jmask;
+	link_store(l, j);
+}
+
 /* Take the stripe: seq from even to odd.  Returns the odd value (for
  * stripe_unlock), 0 when still busy after `spins` tries. */
 static uint64_t stripe_lock(struct ym_stripe *st, uint32_t spins)
@@ -361,7 +403,8 @@ static void heads_grow(const struct ym_stripe *st)
 		return;
 	uint32_t *heads = heads_of(s), half = 1u << lg, used = (uint32_t)st->used;
 	for (uint32_t b = 0; b < half; b++) {
-		uint32_t j = heads[b], lo = 0, hi = 0;
+		uint32_t j = heads[b] & head_jmask, lo = 0, hi = 0;
+		uint32_t lo_marks = 0, hi_marks = 0;
 		uint32_t *lo_end = &lo, *hi_end = &hi;
 		for (uint32_t n = 0; j != 0 && j <= used && n < used; n++) {
 			struct ym_live *e = live_at(s, j - 1);
@@ -369,16 +412,18 @@ static void heads_grow(const struct ym_stripe *st)
 			if (live_hash(e->addr) & half) {
 				*hi_end = j;
 				hi_end = ym_live_next(e);
+				hi_marks |= chain_mark(e->addr);
 			} else {
 				*lo_end = j;
 				lo_end = ym_live_next(e);
+				lo_marks |= chain_mark(e->addr);
 			}
 			j = next;
 		}
 		link_store(lo_end, 0);
 		link_store(hi_end, 0);
-		link_store(&heads[b], lo);
-		link_store(&heads[b + half], hi);
+		link_store(&heads[b], lo | lo_marks);
+		link_store(&heads[b + half], hi | hi_marks);
 	}
 	__atomic_store_n(&hlog[s], lg + 1, __ATOMIC_RELAXED);
 }
@@ -437,7 +482,7 @@ int live_has(uint64_t addr)
 	if (s1 & 1)
 		return 1;
 	uint32_t s = stripe_no(st), found = 0;
-	uint32_t j = link_load(live_head(s, addr));
+	uint32_t j = link_load(live_head(s, addr)) & head_jmask;
 	/* Bounded: a concurrent writer may relink what we walk. */
 	for (uint32_t n = 0; j != 0 && j <= used && n < used; n++) {
 		const struct ym_live *e = live_at(s, j - 1);
@@ -460,25 +505,41 @@ void live_prefetch(uint64_t addr)
 	__builtin_prefetch(live_head(stripe_no(st), addr), 1, 3);
 }
 
-/* Stripe held: the link that holds addr's entry (a head or an entry's
- * next), or the 0 that ends its chain; NULL when the chain is longer
- * than the stripe has entries (never, unless the segment was written by
- * someone else: then the address is treated as not there). */
-static uint32_t *live_link(const struct ym_stripe *st, uint64_t addr)
+#ifdef YM_AGENT_TEST
+/* Entries of other addresses a walk passed (the unit tests'). */
+static uint64_t links_passed;
+
+uint64_t live_test_links_passed(void)
+{
+	return links_passed;
+}
+#endif
+
+/* Stripe held: the link that holds addr's entry (its chain's head h or
+ * an entry's next), or the one that ends its chain, which holds 0; NULL
+ * when the chain is longer than the stripe has entries (never, unless
+ * the segment was written by someone else: then the address is treated
+ * as not there).  *marks: the chain marks of the entries it passed. */
+static uint32_t *live_link(const struct ym_stripe *st, uint32_t *h,
+			   uint64_t addr, uint32_t *marks)
 {
 	YM_ASSERT(__atomic_load_n(&st->seq, __ATOMIC_RELAXED) & 1);
-	uint32_t s = stripe_no(st), used = (uint32_t)st->used;
-	uint32_t *l = live_head(s, addr);
+	uint32_t s = stripe_no(st), used = (uint32_t)st->used, m = 0;
+	uint32_t *l = h;
 	for (uint32_t n = 0; n <= used; n++) {
-		uint32_t j = *l;
-		if (j == 0)
-			return l;
+		uint32_t j = link_entry(l, h);
 		if (j > used)
 			return NULL;
-		struct ym_live *e = live_at(s, j - 1);
-		if (e->addr == addr)
+		if (j == 0 || live_at(s, j - 1)->addr == addr) {
+			*marks = m;
 			return l;
+		}
+		struct ym_live *e = live_at(s, j - 1);
+		m |= chain_mark(e->addr);
 		l = ym_live_next(e);
+#ifdef YM_AGENT_TEST
+		links_passed++;
+#endif
 	}
 	return NULL;
 }
@@ -495,15 +556,16 @@ static uint32_t lane_of(uint32_t tid)
 
 static uint32_t lane_pop(struct ym_stripe *st, uint32_t lane)
 {
-	uint32_t j = *ym_stripe_free(st, lane);
+	uint32_t j = link_load(ym_stripe_free(st, lane));
 	if (j == 0)
 		return 0;
 	if (j > st->used) {   /* not ours (a damaged segment): drop the list */
-		*ym_stripe_free(st, lane) = 0;
+		link_store(ym_stripe_free(st, lane), 0);
 		return 0;
 	}
 	uint32_t next = *ym_live_next(live_at(stripe_no(st), j - 1));
-	*ym_stripe_free(st, lane) = next;
+	/* Atomic: live_prefetch_insert reads the lanes without the lock. */
+	link_store(ym_stripe_free(st, lane), next);
 	/* The next pop reads that entry's link: freed entries are taken
 	 * back long after (a program frees in bursts), out of the cache. */
 	if (next != 0 && next <= st->used)
@@ -539,6 +601,23 @@ static uint32_t live_take(struct ym_stripe *st, uint32_t tid)
 	return 0;
 }
 
+void live_prefetch_insert(uint64_t addr, uint32_t tid)
+{
+	if (!stripes)
+		return;
+	struct ym_stripe *st = stripe_of(addr);
+	uint32_t s = stripe_no(st);
+	__builtin_prefetch(live_head(s, addr), 1, 3);
+	/* The entry live_take will hand out: the lane's first, else the
+	 * next new one.  Read without the lock: a hint, bounded by used. */
+	uint32_t used = (uint32_t)__atomic_load_n(&st->used, __ATOMIC_RELAXED);
+	uint32_t j = link_load(ym_stripe_free(st, lane_of(tid)));
+	if (j == 0 && used < stripe_capacity())
+		j = used + 1;
+	if (j != 0 && j <= used + 1 && j <= stripe_capacity())
+		__builtin_prefetch(live_at(s, j - 1), 1, 3);
+}
+
 /* Stripe held.  A reader may copy the entry meanwhile: it checks the
  * stripe's seq afterwards and copies again.  The address goes last. */
 static void live_fill(struct ym_live *d, const struct ym_live *e)
@@ -560,16 +639,17 @@ int live_remove(uint64_t addr, uint32_t tid, struct ym_live *out, uint32_t spins
 	uint64_t seq = stripe_lock(st, spins);
 	if (!seq)
 		return 0;
-	uint32_t *l = live_link(st, addr);
-	uint32_t j = l ? *l : 0;
+	uint32_t *h = live_head(stripe_no(st), addr), marks;
+	uint32_t *l = live_link(st, h, addr, &marks);
+	uint32_t j = l ? link_entry(l, h) : 0;
 	if (j != 0) {
 		struct ym_live *e = live_at(stripe_no(st), j - 1);
 		*out = *e;
-		link_store(l, *ym_live_next(e));
+		link_point(l, h, *ym_live_next(e));
 		__atomic_store_n(&e->addr, 0, __ATOMIC_RELAXED);
 		uint32_t lane = lane_of(tid);
-		link_store(ym_live_next(e), *ym_stripe_free(st, lane));
-		*ym_stripe_free(st, lane) = j;
+		link_store(ym_live_next(e), link_load(ym_stripe_free(st, lane)));
+		link_store(ym_stripe_free(st, lane), j);
 		__atomic_store_n(&st->count, st->count - 1, __ATOMIC_RELAXED);
 		filter_dec(addr);
 	}
@@ -586,13 +666,22 @@ int live_insert(const struct ym_live *e, uint32_t tid, uint32_t spins)
 	uint64_t seq = stripe_lock(st, spins);
 	if (!seq)
 		return -1;
-	uint32_t *l = live_link(st, e->addr);
+	uint32_t s = stripe_no(st), *h = live_head(s, e->addr);
+	uint32_t mark = chain_mark(e->addr), marks = 0, *l = h;
+	/* Marked (or no marks): walk the chain for a stale entry of this
+	 * address; its marks are then exactly those walked.  Unmarked: no
+	 * entry of it there, and nothing to read. */
+	int walk = mark == 0 || (link_load(h) & mark);
+	if (walk)
+		l = live_link(st, h, e->addr, &marks);
+	else
+		marks = link_load(h) & ~head_jmask;
 	int ok = l != NULL;
-	if (l && *l != 0) {
+	if (l && walk && link_entry(l, h) != 0) {
 		/* A stale entry: we missed its free.  Count it freed now
 		 * rather than leave it retained forever; the new entry takes
 		 * its place (same address: same filter bit). */
-		struct ym_live *old = live_at(stripe_no(st), *l - 1);
+		struct ym_live *old = live_at(s, link_entry(l, h) - 1);
 		table_count_free(old, e->birth_mono_ns, NULL);
 		live_fill(old, e);
 	} else if (l) {
@@ -600,10 +689,11 @@ int live_insert(const struct ym_live *e, uint32_t tid, uint32_t spins)
 		if (j == 0) {
 			ok = 0;
 		} else {
-			struct ym_live *d = live_at(stripe_no(st), j - 1);
-			link_store(ym_live_next(d), 0);
+			/* In front, the chain's marks and its own in the head. */
+			struct ym_live *d = live_at(s, j - 1);
+			link_store(ym_live_next(d), link_load(h) & head_jmask);
 			live_fill(d, e);
-			link_store(l, j);
+			link_store(h, j | marks | mark);
 			__atomic_store_n(&st->count, st->count + 1, __ATOMIC_RELAXED);
 			filter_inc(e->addr);
 			heads_grow(st);

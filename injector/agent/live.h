@@ -103,6 +103,9 @@ int  live_has(uint64_t addr) AGENT_HIDDEN;
  * every event, and the unwind before an insert hides it).  Reads
  * nothing that needs the stripe held; wrong only in speed. */
 void live_prefetch(uint64_t addr) AGENT_HIDDEN;
+/* The same before an insert, and the entry that insert will take from
+ * the thread's lane (tid), which in exact mode is another miss. */
+void live_prefetch_insert(uint64_t addr, uint32_t tid) AGENT_HIDDEN;
 /* After a change of stack counters for a sample of addr: add 1 to its
  * stripe's counted word (segment.h, struct ym_stripe, v8), so that a
  * reader sees that its copy of the stacks is old. */
@@ -113,5 +116,9 @@ int  live_reset(void) AGENT_HIDDEN;
 /* 2^n parts of the stripes, one per address region: exact mode; n = 0
  * when sampling (tests). */
 uint32_t live_part_log(void) AGENT_HIDDEN;
+
+/* Entries of other addresses the chain walks passed: defined in the
+ * unit tests' build of the agent's modules only (YM_AGENT_TEST). */
+uint64_t live_test_links_passed(void) AGENT_HIDDEN;
 
 #endif

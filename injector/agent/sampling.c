@@ -201,8 +201,8 @@ void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged)
 {
 	int saved = errno;
 	agent_guard_enter(t);
-	if (agent_exact())   /* its unwind hides the head's miss */
-		live_prefetch((uint64_t)(uintptr_t)p);
+	if (agent_exact())   /* its unwind hides the head's and entry's misses */
+		live_prefetch_insert((uint64_t)(uintptr_t)p, t->tid);
 	struct ym_live e;
 	uint64_t now = agent_now_ns();
 	if (!take(t, p, n, charged, YM_KIND_MALLOC, 1, now, &e))

@@ -235,6 +235,64 @@ static void live_insert_remove_with_collisions(void **state)
 	assert_int_equal(s->life[1].objects_fx, 20 * 10 * YM_FX_ONE);
 }
 
+/* Inserts of fresh addresses into long chains (64 entries on 32 heads at
+ * most) read no entry of another address unless their chain's marks say
+ * one of theirs may be there; the old walk read every chain to its end. */
+static void fresh_inserts_skip_their_chains(void **state)
+{
+	(void)state;
+	uint64_t before = live_test_links_passed();
+	for (uint64_t i = 1; i <= 64; i++) {
+		struct ym_live e = entry(i * 16, 1);
+		assert_int_equal(live_insert(&e, 0, 10), 1);
+	}
+	uint64_t passed = live_test_links_passed() - before;
+	/* Walked to the end, these 64 inserts pass 32 entries; with the
+	 * marks, 6. */
+	assert_true(passed <= 12);
+	for (uint64_t i = 1; i <= 64; i++)
+		assert_int_equal(live_has(i * 16), 1);
+}
+
+/* Inserts, removals, missed frees and head growth in random order, against
+ * a model: the marks a chain keeps must never hide an entry of the address
+ * being inserted (a stale one stays found and is replaced, never doubled). */
+static void chains_match_a_model(void **state)
+{
+	(void)state;
+	enum { N = 200 };
+	int live[N] = { 0 };
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	uint32_t model = 0;
+	for (int step = 0; step < 20000; step++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint32_t k = (uint32_t)(x % N);
+		uint64_t a = 0x100000 + (uint64_t)k * 0x1230;
+		struct ym_live out;
+		if (live[k] && (x >> 40) % 3 == 0) {
+			assert_int_equal(live_remove(a, 0, &out, 10), 1);
+			assert_int_equal(out.addr, a);
+			live[k] = 0;
+			model--;
+		} else if (live[k] || model < 900) {
+			/* A second insert of a live address: a missed free. */
+			struct ym_live e = entry(a, 1);
+			assert_int_equal(live_insert(&e, 0, 10), 1);
+			if (!live[k])
+				model++;
+			live[k] = 1;
+		}
+		assert_int_equal(live_count(), model);
+	}
+	for (uint32_t k = 0; k < N; k++) {
+		uint64_t a = 0x100000 + (uint64_t)k * 0x1230;
+		assert_int_equal(live_has(a), live[k]);
+	}
+	assert_true(seqs_even());
+}
+
 static void live_table_bounded(void **state)
 {
 	(void)state;
@@ -739,6 +797,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(full_stack_table_overflows, setup, teardown),
 		cmocka_unit_test_setup_teardown(live_insert_remove_with_collisions, setup, teardown),
 		cmocka_unit_test_setup_teardown(live_table_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(fresh_inserts_skip_their_chains, setup, teardown),
+		cmocka_unit_test_setup_teardown(chains_match_a_model, setup_striped, teardown),
 		cmocka_unit_test_setup_teardown(reinserting_an_address_repairs, setup, teardown),
 		cmocka_unit_test_setup_teardown(resize_and_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(stripes_are_independent, setup_striped, teardown),
