@@ -225,8 +225,10 @@ uint32_t live_part_log(void)
  * exact mode keeps no filter and chooses stripes otherwise (stripe_of).
  *
  * Chain links (heads and next) hold j + 1 for entry j of the stripe, 0
- * for none.  Writers hold the stripe; live_has reads without it,
- * so links and addresses are written with atomic stores. */
+ * for none; a head also holds its chain's marks (chain_mark) above the
+ * entry number.  New entries go in front.  Writers hold the stripe;
+ * live_has reads without it, so links and addresses are written with
+ * atomic stores. */
 
 /* Exact mode has no filter, and every event locks a stripe: with stripes
  * by address bits, two threads would take turns on every stripe's line
