@@ -30,7 +30,12 @@
 #include <unistd.h>
 
 /* The walker and its cache, static functions included (the archive's copy
- * is then not linked: every symbol it defines is defined here). */
+ * is then not linked: every symbol it defines is defined here).  Under
+ * gcc's TSan its seqlock fences warn as the archive's agent objects do
+ * (the Makefile passes those -Wno-tsan). */
+#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
 #include "agent/unwind.c"
 
 #define MAXF 256
