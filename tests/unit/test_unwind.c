@@ -6,7 +6,10 @@
  * __restore_rt, also on an alternate stack), signals landing anywhere in
  * busy code (prologues, the PLT, the vDSO), a thread, and a library
  * unloaded and replaced by another at the same address (the rule cache
- * must not answer for the old one).  libunwind is linked here only, as
+ * must not answer for the old one).  The rule cache itself, included
+ * here with the walker: a flush, a frame of hundreds of KiB answered from
+ * the cache, a slot a writer is filling, and slots filled and read from
+ * several threads at once.  libunwind is linked here only, as
  * the reference.  It links libstdc++ too, so that a sanitizer finds
  * __cxa_throw at start (libuw_cxx.so throws).
  */
@@ -26,7 +29,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/unwind.h"
+/* The walker and its cache, static functions included (the archive's copy
+ * is then not linked: every symbol it defines is defined here).  Under
+ * gcc's TSan its seqlock fences warn as the archive's agent objects do
+ * (the Makefile passes those -Wno-tsan). */
+#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+#include "agent/unwind.c"
 
 #define MAXF 256
 
@@ -417,6 +427,151 @@ static void test_dlclose_dlopen_same_address(void **state)
 	dlclose(b);
 }
 
+/* A frame of 320 KiB, unwound twice from one return address: the second
+ * walk takes the cached rule, which must hold the whole CFA offset (a
+ * truncated one stops the walk or sends it astray). */
+static volatile int twice = 2;   /* not unrolled into two call sites */
+
+__attribute__((noinline)) static int huge_frame(void)
+{
+	volatile char pad[320 << 10];
+	pad[0] = 1;
+	int r = 0;
+	for (int i = 0; i < twice; i++) {   /* one call site: one key */
+		r += compare_here();
+		__asm__ volatile("" : "+r"(r) :: "memory");
+	}
+	return r + pad[0];
+}
+
+static void test_huge_frame_cached(void **state)
+{
+	(void)state;
+	huge_frame();
+	assert_last_equal(3);
+	assert_int_equal(checks, 2);
+}
+
+/* A rule a key alone determines, with every field different. */
+static struct rule rule_of(uint64_t key)
+{
+	struct rule r = { .cfa_off = (int32_t)(key % 4000) * 8 + 8,
+			  .ra_off = -8 * (int32_t)(1 + key % 31),
+			  .bp_off = -8 * (int32_t)(key % 32),
+			  .kind = (uint8_t)(1 + key % 3),
+			  .bp = (uint8_t)(key % 3) };
+	return r;
+}
+
+static int rule_eq(const struct rule *a, const struct rule *b)
+{
+	return a->cfa_off == b->cfa_off && a->ra_off == b->ra_off &&
+	       a->bp_off == b->bp_off && a->kind == b->kind && a->bp == b->bp;
+}
+
+/* Keys that all fall in set 0: key ^ key >> SET_LOG has no low bits. */
+static uint64_t set0_key(unsigned j)
+{
+	return (uint64_t)j << SET_LOG | (j & ((1u << SET_LOG) - 1));
+}
+
+/* The ways of a set: keys filled until the first of them is evicted. */
+#define SET_KEYS 2
+
+static void test_flush_misses(void **state)
+{
+	(void)state;
+	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	struct rule got = { 0 };
+	for (unsigned j = 1; j <= SET_KEYS; j++) {
+		struct rule r = rule_of(set0_key(j));
+		cache_put(set0_key(j), gen, &r);
+	}
+	for (unsigned j = 1; j <= SET_KEYS; j++) {
+		struct rule r = rule_of(set0_key(j));
+		assert_true(cache_get(set0_key(j), gen, &got));
+		assert_true(rule_eq(&got, &r));
+	}
+	unwind_flush();
+	uint32_t now = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	assert_int_not_equal(now, gen);
+	for (unsigned j = 1; j <= SET_KEYS; j++)
+		assert_false(cache_get(set0_key(j), now, &got));
+	unwind_flush();
+}
+
+/* A slot a writer is filling (its sequence odd): a reader misses rather
+ * than take half a rule, and another writer leaves it alone. */
+static void test_slot_being_filled(void **state)
+{
+	(void)state;
+	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	uint64_t a = set0_key(7), b = set0_key(9);
+	struct rule ra = rule_of(a), rb = rule_of(b), got = { 0 };
+	cache_put(a, gen, &ra);
+	struct slot *sa = NULL;
+	for (int i = 0; i < SET_KEYS; i++)
+		if (cache[i].key == a && cache[i].gen == gen)
+			sa = &cache[i];
+	assert_non_null(sa);
+	sa->seq++;
+	assert_false(cache_get(a, gen, &got));
+	cache_put(b, gen, &rb);   /* the other way */
+	cache_put(b, gen, &rb);   /* both current: maybe this one, held */
+	assert_int_equal(sa->key, a);
+	sa->seq++;
+	assert_true(cache_get(a, gen, &got));
+	assert_true(rule_eq(&got, &ra));
+	unwind_flush();
+}
+
+/* Threads fill and read the keys of one set at once: more keys than
+ * ways, so fills overwrite each other's slots all the time.  A lookup
+ * may miss; a hit must be the key's own rule, never another key's or a
+ * mix of two. */
+#define RACE_KEYS 12
+#define RACE_ROUNDS 400000
+static uint32_t race_gen;
+static volatile int race_wrong;
+static volatile unsigned long race_hits;
+
+static void *race_main(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	unsigned long hits = 0;
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		seed = seed * 1103515245u + 12345u;
+		uint64_t key = set0_key(1 + (seed >> 16) % RACE_KEYS);
+		struct rule want = rule_of(key), got = { 0 };
+		if (seed & 0x100) {
+			cache_put(key, race_gen, &want);
+		} else if (cache_get(key, race_gen, &got)) {
+			hits++;
+			if (!rule_eq(&got, &want))
+				__atomic_add_fetch(&race_wrong, 1, __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_add_fetch(&race_hits, hits, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void test_concurrent_fill_and_lookup(void **state)
+{
+	(void)state;
+	race_gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	race_wrong = 0;
+	race_hits = 0;
+	pthread_t t[4];
+	for (uintptr_t i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, race_main,
+						(void *)(i + 1)), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(race_wrong, 0);
+	assert_true(race_hits > 0);
+	unwind_flush();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -432,6 +587,10 @@ int main(void)
 		cmocka_unit_test_setup(test_thread, reset),
 		cmocka_unit_test_setup(test_max_depth, reset),
 		cmocka_unit_test_setup(test_dlclose_dlopen_same_address, reset),
+		cmocka_unit_test_setup(test_huge_frame_cached, reset),
+		cmocka_unit_test_setup(test_flush_misses, reset),
+		cmocka_unit_test_setup(test_slot_being_filled, reset),
+		cmocka_unit_test_setup(test_concurrent_fill_and_lookup, reset),
 	};
 	return cmocka_run_group_tests(tests, open_libs, NULL);
 }
