@@ -14,6 +14,7 @@
 #endif
 
 #include "clock.h"
+#include "os.h"
 
 #define CLOCK_SPAN_NS   50000000ULL     /* an anchor's life */
 /* The first rate over 100 ms: a pair is read to within ~30 ns, so the
@@ -47,27 +48,6 @@ static uint32_t cal_lock;
 #define CPUINFO_MAX     4096
 
 static char cpuinfo_buf[CPUINFO_MAX];    /* cal_lock held */
-
-/* At most sizeof buf - 1 bytes of the file, NUL-terminated; the length,
- * or -1. */
-static ssize_t read_bounded(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	while (n < size - 1) {
-		ssize_t r = read(fd, buf + n, size - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	return (ssize_t)n;
-}
 
 /* Whether the space-separated list [p, end) holds the word w, len
  * bytes. */
@@ -113,7 +93,7 @@ static int has_word(const char *p, const char *end, const char *w,
  * counter that went back anchors again. */
 static int cpu_tsc_vouched(void)
 {
-	ssize_t n = read_bounded(cpuinfo, cpuinfo_buf, sizeof cpuinfo_buf);
+	ssize_t n = os_read_file(cpuinfo, cpuinfo_buf, sizeof cpuinfo_buf);
 	if (n <= 0)
 		return 0;
 	const char *p = cpuinfo_buf, *end = cpuinfo_buf + n;
@@ -144,7 +124,7 @@ static int counter_usable(void)
 {
 	int saved = errno;
 	char buf[16];
-	ssize_t n = read_bounded(source, buf, sizeof buf);
+	ssize_t n = os_read_file(source, buf, sizeof buf);
 	int ok = 0;
 	if (n == 4 && memcmp(buf, "tsc\n", 4) == 0)
 		ok = 1;

@@ -30,6 +30,11 @@ int   os_advise(void *addr, size_t len, int advice) AGENT_HIDDEN;
  * the allocator's), or NULL. */
 void *agent_map_private(size_t len) AGENT_HIDDEN;
 
+/* At most size - 1 bytes of the file at path, NUL-terminated in buf
+ * (reads repeated until end of file or the bound; EINTR retried): the
+ * length, or -1 when it cannot be opened. */
+ssize_t os_read_file(const char *path, char *buf, size_t size) AGENT_HIDDEN;
+
 /* One line of /proc/PID/maps: "start-end perms offset dev inode path".
  * perms is the four letters ("rw-p"), NUL-terminated; path is "" for a
  * mapping without one and keeps the kernel's " (deleted)" or "[heap]"

@@ -15,6 +15,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "shm.h"
 #include "stale.h"
 
@@ -47,14 +48,8 @@ uint64_t stale_start_ticks(pid_t pid)
 			path[n++] = *a;
 		path[n] = '\0';
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (os_read_file(path, buf, sizeof buf) <= 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	/* comm (field 2) may hold spaces and parentheses: fields 3.. start
 	 * after the last ')'.  Skip the 19 separators before field 22. */
 	char *p = strrchr(buf, ')');
