@@ -45,6 +45,10 @@ struct agent_clock {
  * (0). */
 void agent_clock_test_source(const char *path) AGENT_HIDDEN;
 void agent_clock_test_cpuinfo(const char *path) AGENT_HIDDEN;
+/* A function called between the two reads of a pair (a preemption
+ * there); the unit tests' build of the agent's modules only
+ * (YM_AGENT_TEST). */
+void agent_clock_test_pair_hook(void (*fn)(void)) AGENT_HIDDEN;
 int  agent_clock_tsc_state(void) AGENT_HIDDEN;
 
 #endif

@@ -243,6 +243,30 @@ static void tsc_clocksource_is_the_counter(void **state)
 	decides("tsc\n", "processor\t: 0\n", 1);
 }
 
+/* A thread preempted between the reads of its first pair (6 ms here,
+ * as on a loaded machine): that pair must not start the calibration,
+ * or the first rate is some 6% off and every reading milliseconds off
+ * for an anchor's life. */
+static int preempted;
+
+static void preempt_once(void)
+{
+	if (preempted++ == 0) {
+		struct timespec ts = { 0, 6000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void preempted_pair_is_not_used(void **state)
+{
+	(void)state;
+	preempted = 0;
+	agent_clock_test_pair_hook(preempt_once);
+	decides("tsc\n", "processor\t: 0\n", 1);
+	agent_clock_test_pair_hook(NULL);
+	assert_true(preempted > 1);
+}
+
 /* hpet (or any other): clock_gettime even with the flags. */
 static void hpet_is_clock_gettime(void **state)
 {
@@ -338,6 +362,7 @@ int main(void)
 		cmocka_unit_test(kvm_clock_vouched_is_the_counter),
 		cmocka_unit_test(kvm_clock_unvouched_is_clock_gettime),
 		cmocka_unit_test(tsc_clocksource_is_the_counter),
+		cmocka_unit_test(preempted_pair_is_not_used),
 		cmocka_unit_test(hpet_is_clock_gettime),
 		cmocka_unit_test(cpuinfo_unread_is_clock_gettime),
 	};
