@@ -23,14 +23,15 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static volatile uint64_t sink;
+
 /* Spend ns of this process's CPU time. */
 static void burn(uint64_t ns)
 {
-	volatile uint64_t x = 0;
 	uint64_t end = cpu_ns() + ns;
 	while (cpu_ns() < end)
 		for (int i = 0; i < 10000; i++)
-			x += (uint64_t)i;
+			sink += (uint64_t)i;
 }
 
 static struct ym_header hdr;
