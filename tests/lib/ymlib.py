@@ -51,8 +51,9 @@ YM_MAGIC = 0x31474553504f544d      # segment.h: header.magic ("MTOPSEG1")
 
 
 def start_ticks(pid):
-    """/proc/PID/stat field 22, the process's start time: with the pid it
-    names one process (a pid is reused, never with the same start)."""
+    """/proc/PID/stat field 22, the process's start time in clock ticks:
+    with the pid it names one process (a pid is reused only after the
+    whole pid space went round, ticks later)."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             return int(f.read().rsplit(")", 1)[1].split()[19])
