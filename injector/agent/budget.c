@@ -3,7 +3,8 @@
  *
  * State, this file's: the budget in force, the process-wide sum of the
  * threads' time not yet judged, the current window's start (wall and
- * CPU), a flag that lets one thread judge at a time, and header.budget.
+ * CPU), whether it is the first window of a budget (or of a segment), a
+ * flag that lets one thread judge at a time, and header.budget.
  */
 #include <time.h>
 
@@ -14,6 +15,8 @@ uint32_t budget_ppm;                 /* atomic */
 static uint64_t pending_ns;          /* atomic: threads' time, this window */
 static uint64_t win_start_ns;        /* atomic: CLOCK_MONOTONIC; 0: none */
 static uint64_t win_cpu_ns;          /* the process's CPU time then */
+static uint32_t first_win;           /* atomic: no window judged within
+					the budget yet */
 static uint32_t judging;             /* atomic: one judge at a time */
 static struct ym_budget *out;        /* header.budget, or NULL */
 
@@ -100,6 +103,14 @@ static uint64_t decide(uint64_t spent, uint64_t cpu, uint64_t rate,
 	return (uint64_t)want;
 }
 
+/* The current window's wall time: BUDGET_FIRST_WINDOW_NS until one was
+ * judged (budget.h), BUDGET_WINDOW_NS after. */
+static uint64_t window_ns(void)
+{
+	return __atomic_load_n(&first_win, __ATOMIC_RELAXED) ?
+	       BUDGET_FIRST_WINDOW_NS : BUDGET_WINDOW_NS;
+}
+
 uint64_t budget_poll(struct agent_tls *t, uint64_t now, uint64_t rate,
 		     uint64_t requested)
 {
@@ -111,19 +122,21 @@ uint64_t budget_poll(struct agent_tls *t, uint64_t now, uint64_t rate,
 		t->budget_ns = 0;
 	}
 	uint64_t start = __atomic_load_n(&win_start_ns, __ATOMIC_RELAXED);
-	if (start && now - start < BUDGET_WINDOW_NS)
+	if (start && now - start < window_ns())
 		return 0;
 	if (__atomic_exchange_n(&judging, 1, __ATOMIC_ACQUIRE))
 		return 0;
 	uint64_t next = 0;
 	uint64_t cpu = cpu_now(CLOCK_PROCESS_CPUTIME_ID);
 	start = __atomic_load_n(&win_start_ns, __ATOMIC_RELAXED);
-	if (!cpu || (start && now - start < BUDGET_WINDOW_NS))
+	if (!cpu || (start && now - start < window_ns()))
 		goto done;
 	/* No window yet (a new budget or segment), or the clock went back
-	 * (a fork child's CPU time starts again): this one starts now. */
+	 * (a fork child's CPU time starts again): this one starts now, a
+	 * first window. */
 	if (!start || cpu < win_cpu_ns) {
 		win_cpu_ns = cpu;
+		__atomic_store_n(&first_win, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&pending_ns, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&win_start_ns, now, __ATOMIC_RELAXED);
 		goto done;
@@ -139,6 +152,11 @@ uint64_t budget_poll(struct agent_tls *t, uint64_t now, uint64_t rate,
 	win_cpu_ns = cpu;
 	__atomic_store_n(&win_start_ns, now, __ATOMIC_RELAXED);
 	uint64_t want = decide(spent, dcpu, rate, requested, ppm);
+	/* Short windows while the rate climbs from the start: the first
+	 * window's time is short of its one-off costs (a path counts
+	 * BUDGET_SAMPLE_MAX_NS at most), so its rate may still be over. */
+	if (want <= rate)
+		__atomic_store_n(&first_win, 0, __ATOMIC_RELAXED);
 	if (out) {
 		store(&out->window_spent_ns, spent);
 		store(&out->window_cpu_ns, dcpu);

@@ -4,7 +4,8 @@
  * read with agent_now_ns at their entry and exit while a budget is set,
  * is summed per thread and, at a thread's look at the control block (at
  * most once a millisecond), added to a process-wide sum; every
- * BUDGET_WINDOW_NS of wall time the first thread past it reads
+ * BUDGET_WINDOW_NS of wall time (BUDGET_FIRST_WINDOW_NS for the
+ * first window) the first thread past it reads
  * CLOCK_PROCESS_CPUTIME_ID (one system call), and once the window holds
  * BUDGET_MIN_CPU_NS of the process's CPU time or more, compares: over the budget, the mean
  * sampling interval grows so that the next window spends about
@@ -26,6 +27,17 @@
 
 #define BUDGET_WINDOW_NS  100000000ULL   /* 100 ms of wall time ... */
 #define BUDGET_MIN_CPU_NS 10000000ULL    /* ... and 10 ms of CPU time */
+/* The first windows of a budget (YM_MAX_OVERHEAD at start, a reader's
+ * request) or of a segment (a fork child's), up to the first judged
+ * within the budget: 10 ms of wall time and BUDGET_MIN_CPU_NS of CPU
+ * time, the least any window is judged on.  The first runs at the rate
+ * asked for, which may cost many times the budget (YM_SAMPLE_RATE=1k on
+ * an allocation-bound thread: half its CPU time in the sampled paths),
+ * and its time is short of its one-off costs (a path counts
+ * BUDGET_SAMPLE_MAX_NS at most), so the rate may take a few windows to
+ * climb: the shorter they are, the less the budget is overrun (a few
+ * ms of a thread's time, not the 50 ms of one 100 ms window). */
+#define BUDGET_FIRST_WINDOW_NS 10000000ULL
 #define BUDGET_AIM        0.6            /* of the budget, after a change */
 #define BUDGET_PPM_MAX    1000000u       /* 100 % */
 /* The paths are timed by the wall clock (agent_now_ns: no system call),

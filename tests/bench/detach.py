@@ -14,20 +14,40 @@ The figure is the median over rounds of that last ratio.
 
     YM_BUILD=build python3 tests/bench/detach.py [ROUNDS] [SAMPLES]
 """
+import atexit
 import os
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from ymlib import remove_segment, start_ticks  # noqa: E402
 
 B = os.environ.get("YM_BUILD", "build")
 CHURN = os.path.join(B, "progs", "churn")
 YMTOP = os.path.join(B, "ymtop")
 
 
+# Every churn started: a round cut short (an error, Ctrl-C) leaves one
+# attached, whose segment stays when it is killed.
+churns = []
+
+
+@atexit.register
+def end_churns():
+    for p, ticks in churns:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        remove_segment(p.pid, ticks)
+
+
 class Churn:
     def __init__(self):
         self.p = subprocess.Popen([CHURN, "1"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
+        churns.append((self.p, start_ticks(self.p.pid)))
         assert self.p.stdout.readline().strip() == "ready"
 
     def rate(self):

@@ -11,13 +11,18 @@ many processes /metrics counted (?per_pid=1).
 
 Alone in a pid namespace and a /dev/shm of its own (as root): --serve
 serves every agent process it sees, and others' on a shared machine would
-count too."""
+count too.  Without root, the segments of processes a signal ended (Ctrl-C)
+are removed at the end."""
 import os
 import re
 import subprocess
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "lib"))
+from ymlib import remove_segment, start_ticks  # noqa: E402
 
 BUILD = os.path.abspath(os.environ.get("YM_BUILD", "build"))
 WARM = 5
@@ -76,6 +81,7 @@ def one(n):
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, env=env, text=True)
              for _ in range(n)]
+    ticks = [start_ticks(p.pid) for p in procs]
     srv = None
     try:
         for p in procs:
@@ -131,6 +137,10 @@ def one(n):
             p.stdin.close()
         for p in procs:
             p.wait()
+        # Those a signal ended (Ctrl-C reaches them too) left their
+        # segments: in the host's /dev/shm without root.
+        for p, t in zip(procs, ticks):
+            remove_segment(p.pid, t)
 
 
 def main():

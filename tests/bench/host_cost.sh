@@ -26,12 +26,18 @@ ROUNDS=${5:-1}
 SOCK=ymtop-host-$$
 TMP=$(mktemp -d /tmp/ymtop-host.XXXXXX)
 pids=()
+# Without root (no private /dev/shm) the killed processes' segments are
+# removed at exit (segments.sh).
+. "$(dirname "$0")/segments.sh"
 cleanup() {
 	tmux -L "$SOCK" kill-server 2>/dev/null || true
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	seg_sweep
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
+seg_traps
 mkfifo "$TMP/hold"
 exec 3<>"$TMP/hold"   # the processes wait on it: EOF never comes
 for i in $(seq "$NPROC"); do
@@ -39,6 +45,7 @@ for i in $(seq "$NPROC"); do
 		"$B/progs/allocs" malloc:4:1000 calloc:4:2000 fail:4:3000 \
 		<&3 > "$TMP/a$i" 2>/dev/null &
 	pids+=($!)
+	seg_note $!
 done
 for i in $(seq "$NPROC"); do
 	for _ in $(seq 600); do grep -q ready "$TMP/a$i" 2>/dev/null && break; sleep 0.1; done

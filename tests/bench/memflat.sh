@@ -9,9 +9,13 @@ set -eu
 B=$(cd "${1:-build}" && pwd)
 SECS=${2:-600}
 STEP=${3:-30}
+. "$(dirname "$0")/segments.sh"
 LD_PRELOAD="$B/libymagent.so" "$B/bench/allocbench" 2 100000000000 >/dev/null &
 pid=$!
-trap 'kill $pid 2>/dev/null' EXIT
+seg_note $pid
+# The killed allocbench's segment is removed at exit, Ctrl-C included.
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true; seg_sweep' EXIT
+seg_traps
 kib() { awk -v k="$1:" '$1 == k {print $2}' /proc/$pid/status; }
 echo "seconds  RssAnon_MiB  RssShmem_MiB  VmRSS_MiB"
 for t in $(seq 0 "$STEP" "$SECS"); do

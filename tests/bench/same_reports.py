@@ -68,8 +68,16 @@ def kept_segment(agent, workload, steps, env):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = p.communicate(timeout=120)
     if p.returncode != 0:
+        drop_segment(p.pid)
         sys.exit("workload under %s: exit %d: %s" % (agent, p.returncode, err))
     return p.pid
+
+
+def drop_segment(pid):
+    """Remove the segment kept_segment's workload left (YM_KEEP_SEGMENT)."""
+    for p in os.listdir("/dev/shm"):
+        if re.fullmatch(r"ymtop-%d(\.\d+)?" % pid, p):
+            os.unlink(os.path.join("/dev/shm", p))
 
 
 FORMATS = [
@@ -255,6 +263,7 @@ def main():
     ]
     out_dir = tempfile.mkdtemp(prefix="same-reports-")
     diffs = same = 0
+    pid = None
     try:
         for label, agent in agents:
             for steps, env in cases:
@@ -292,10 +301,11 @@ def main():
                         open(pa, "wb").write(a)
                         open(pb, "wb").write(b)
                         print("DIFFERENT %s: diff %s %s" % (what, pa, pb), flush=True)
-                for p in os.listdir("/dev/shm"):
-                    if re.fullmatch(r"ymtop-%d(\.\d+)?" % pid, p):
-                        os.unlink(os.path.join("/dev/shm", p))
+                drop_segment(pid)
+                pid = None
     finally:
+        if pid:   # an error or Ctrl-C between kept_segment and its drop
+            drop_segment(pid)
         if not diffs:
             shutil.rmtree(out_dir, ignore_errors=True)
     print("%d reports the same, %d different" % (same, diffs))

@@ -6,11 +6,15 @@
 # scrape (user+system from /proc) and its VmRSS, and the body's size.
 #   tests/bench/scrape.sh [BUILD] [NPROC] [DEPTH] [RUNS]
 set -eu
-# Alone in a pid namespace of its own (root): --serve serves every agent
-# process it sees, and others' on a shared machine would count too.
+# Alone in a pid namespace and a /dev/shm of its own (root): --serve
+# serves every agent process it sees, and others' on a shared machine
+# would count too; the killed processes' segments go with the tmpfs.
+# Without root they are removed at exit (segments.sh).
 if [ "$(id -u)" = 0 ] && [ -z "${YM_SCRAPE_NS:-}" ] && command -v unshare >/dev/null; then
-	YM_SCRAPE_NS=1 exec unshare --pid --fork --mount-proc "$0" "$@"
+	YM_SCRAPE_NS=1 exec unshare -m -p -f --mount-proc sh -c \
+		'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' "$0" "$@"
 fi
+. "$(dirname "$0")/segments.sh"
 B=$(cd "${1:-build}" && pwd)
 NPROC=${2:-10}
 DEPTH=${3:-14}
@@ -20,13 +24,17 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	[ -n "${srv:-}" ] && kill "$srv" 2>/dev/null || true
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	seg_sweep
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
+seg_traps
 for i in $(seq "$NPROC"); do
 	YM_SAMPLE_RATE=1 LD_PRELOAD="$B/libymagent.so" "$B/bench/manystacks" "$DEPTH" \
 		> "$TMP/m$i" &
 	pids+=($!)
+	seg_note $!
 done
 for i in $(seq "$NPROC"); do
 	for _ in $(seq 200); do grep -q ready "$TMP/m$i" 2>/dev/null && break; sleep 0.1; done

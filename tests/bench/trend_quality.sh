@@ -17,8 +17,16 @@
 #
 #   SCALE=N tests/bench/trend_quality.sh [BUILD]
 set -eu
+# A /dev/shm of its own (root; mode 1777: PostgreSQL runs as nobody): the
+# segments of the processes killed at the end go with the tmpfs.  Without
+# root they are removed at exit (segments.sh).  ymtop -p runs here too.
+if [ "$(id -u)" = 0 ] && [ -z "${YM_TREND_NS:-}" ] && command -v unshare >/dev/null; then
+	YM_TREND_NS=1 exec unshare -m sh -c \
+		'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' "$0" "$@"
+fi
 B=$(cd "${1:-build}" && pwd)
 SRC=$(cd "$(dirname "$0")" && pwd)
+. "$SRC/segments.sh"
 SCALE=${SCALE:-1}
 SLOT_MS=$((10000 / SCALE))
 AGENT="$B/libymagent.so"
@@ -51,25 +59,27 @@ TMP=$(mktemp -d); chmod 755 "$TMP"
 PIDS=""
 # A driver loop's redis-benchmark would outlive the loop: its children first.
 trap 'for p in $PIDS; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
-      sleep 1; rm -rf "$TMP"' EXIT
+      sleep 1; for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+      seg_sweep; rm -rf "$TMP"' EXIT
+seg_traps
 
 # leak: 1 MiB/min (x SCALE) beside a 1 GiB cache filled in 2 slots and a
 # 64 MiB churn.
 YM_TREND_SLOT_MS=$SLOT_MS LD_PRELOAD=$AGENT $N "$B/progs/trendprog" \
 	"$(awk "BEGIN { print 1024 * $SCALE / 60 }")" 1024 \
 	"$((20 / SCALE + 1))" 64 >/dev/null &
-LEAK=$!; PIDS="$PIDS $LEAK"
+LEAK=$!; PIDS="$PIDS $LEAK"; seg_note $LEAK
 
 # steady: redis-server, python3 and PostgreSQL side by side.
 PORT=$((20000 + RANDOM % 20000))
 YM_TREND_SLOT_MS=$SLOT_MS LD_PRELOAD=$AGENT $N redis-server --port "$PORT" \
 	--save "" --appendonly no --daemonize no >/dev/null &
-REDIS=$!; PIDS="$PIDS $REDIS"
+REDIS=$!; PIDS="$PIDS $REDIS"; seg_note $REDIS
 (sleep 1; while :; do $N redis-benchmark -p "$PORT" -q -r 100000 -n 20000 -c 4 \
 	-t set,get,incr,hset >/dev/null 2>&1; sleep 4; done) &
 DRIVE=$!; PIDS="$PIDS $DRIVE"
 YM_TREND_SLOT_MS=$SLOT_MS LD_PRELOAD=$AGENT $N python3 "$SRC/pywork.py" 100000000 2 >/dev/null &
-PY=$!; PIDS="$PIDS $PY"
+PY=$!; PIDS="$PIDS $PY"; seg_note $PY
 PB=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 PM=""
 if [ "$(id -u)" = 0 ] && [ -x "$PB/postgres" ] && [ -x "$PB/pgbench" ]; then

@@ -8,9 +8,15 @@ set -eu
 B=$(cd "${1:-build}" && pwd)
 SECS=${2:-30}
 SOCK=ymtop-bench-$$
+# ymtop -p runs beside the target (same /dev/shm); the killed target's
+# segment is removed at exit, Ctrl-C included (segments.sh).
+. "$(dirname "$0")/segments.sh"
 YM_SAMPLE_RATE=1 LD_PRELOAD="$B/libymagent.so" "$B/bench/manystacks" 14 > /tmp/manystacks.$$ &
 target=$!
-trap 'kill $target 2>/dev/null; tmux -L $SOCK kill-server 2>/dev/null; rm -f /tmp/manystacks.$$' EXIT
+seg_note $target
+trap 'tmux -L $SOCK kill-server 2>/dev/null; kill $target 2>/dev/null; wait $target 2>/dev/null || true
+      seg_sweep; rm -f /tmp/manystacks.$$' EXIT
+seg_traps
 for _ in $(seq 100); do grep -q ready /tmp/manystacks.$$ 2>/dev/null && break; sleep 0.1; done
 tmux -L $SOCK new-session -d -s bench -x 120 -y 40 "$B/ymtop -p $target"
 sleep 5   # warm-up: first snapshot and symbolization

@@ -5,11 +5,13 @@ of its own (rerun_isolated: other agents run beside the tests)."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
 from ymlib import (AGENT, BUILD, MiB, Plain, Skip, Target, attach, functions,
-                   rerun_isolated, report, run_tests, seg_path)
+                   remove_segment, rerun_isolated, report, run_tests, seg_path,
+                   sweep_started)
 
 EXECER = os.path.join(BUILD, "progs", "execer")
 WORKLOAD = os.path.join(BUILD, "progs", "workload")
@@ -323,6 +325,65 @@ def test_a_real_oom_kill_in_a_memory_cgroup():
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+# A test file run by hand (PYTHONPATH=tests/lib python3 tests/integration/
+# test_x.py) shares the host's /dev/shm: the segment of every target a
+# test killed must go with the test (ymlib.sweep_started).
+KILLER = """
+import os, sys
+from ymlib import Target, run_tests
+def test_kill():
+    t = Target([os.environ["YM_KILLER_PROG"]])
+    print("pid %d" % t.pid, flush=True)
+    t.kill()
+sys.exit(run_tests(globals()))
+"""
+
+
+def test_a_target_a_test_killed_leaves_no_segment():
+    """A test that starts a target through ymlib and kills it (SIGKILL:
+    the agent cannot remove its segment) leaves no segment of that pid
+    once the test is over."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+        f.write(KILLER)
+        f.flush()
+        r = subprocess.run([sys.executable, f.name], capture_output=True,
+                           text=True, timeout=120,
+                           env=dict(os.environ, YM_KILLER_PROG=WORKLOAD))
+    assert "ok test_kill" in r.stdout, r.stdout + r.stderr
+    pid = int(r.stdout.split("pid ")[1].split()[0])
+    assert not os.path.exists(seg_path(pid)), "segment of killed %d left" % pid
+
+
+def test_the_sweep_removes_only_the_killed_targets_own_segment():
+    """The sweep removes a segment by the pid and start time in its
+    header: one under the same pid with another start (the pid reused
+    by a later process) stays, and so does a running target's."""
+    live = Target([WORKLOAD])
+    t = Target([WORKLOAD])
+    seg = seg_path(t.pid)
+    try:
+        t.kill()
+        assert os.path.exists(seg), "the killed process's segment is gone"
+        with open(seg, "r+b") as f:           # header.start_ticks + 1
+            f.seek(32)
+            ticks = int.from_bytes(f.read(8), "little")
+            f.seek(32)
+            f.write((ticks + 1).to_bytes(8, "little"))
+        sweep_started()
+        assert os.path.exists(seg), "another process's segment was removed"
+        assert os.path.exists(seg_path(live.pid)), "a running target's went"
+        with open(seg, "r+b") as f:
+            f.seek(32)
+            f.write(ticks.to_bytes(8, "little"))
+        assert remove_segment(t.pid, ticks) and not os.path.exists(seg)
+    finally:
+        live.kill()
+        t.kill()
+        for p in (seg, seg_path(live.pid)):
+            if os.path.exists(p):
+                os.unlink(p)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Shared helpers for the integration tests: real programs under the agent,
 real ymtop runs, and a tiny runner that prints one line per test."""
+import atexit
 import json
 import os
 import shutil
@@ -21,7 +22,6 @@ MiB = 1024 * 1024
 # into $XDG_STATE_HOME/ymtop (man/ymtop.1): a directory of this run's,
 # not the user's.
 if "YM_TEST_STATE" not in os.environ:
-    import atexit
     os.environ["YM_TEST_STATE"] = tempfile.mkdtemp(prefix="ymtop-state-")
     os.environ["XDG_STATE_HOME"] = os.environ["YM_TEST_STATE"]
     atexit.register(shutil.rmtree, os.environ["YM_TEST_STATE"], True)
@@ -47,9 +47,75 @@ def seg_path(pid):
     return "/dev/shm/ymtop-%d.%d" % (pid, ns)
 
 
+YM_MAGIC = 0x31474553504f544d      # segment.h: header.magic ("MTOPSEG1")
+
+
+def start_ticks(pid):
+    """/proc/PID/stat field 22, the process's start time in clock ticks:
+    with the pid it names one process (a pid is reused only after the
+    whole pid space went round, ticks later)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def remove_segment(pid, ticks):
+    """Remove the segment named for pid when its header says it is the one
+    of process (pid, ticks) (segment.h: header.pid, header.start_ticks):
+    a later process under the same pid keeps its own.  True when removed."""
+    path = seg_path(pid)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        head = os.read(fd, 40)
+    finally:
+        os.close(fd)
+    if len(head) < 40 or ticks is None:
+        return False
+    magic = int.from_bytes(head[0:8], "little")
+    hpid = int.from_bytes(head[24:28], "little")
+    hticks = int.from_bytes(head[32:40], "little")
+    if magic != YM_MAGIC or hpid != pid or hticks != ticks:
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# Every Target started and not yet known gone: its Popen and start time.
+_started = []
+
+
+def sweep_started():
+    """The teardown after each test (run_tests) and at exit: a process a
+    test started through Target and killed (SIGKILL, or any signal that
+    ends it without exiting) cannot remove its segment, which would stay
+    in the host's /dev/shm when the test runs by hand, outside the private
+    /dev/shm tests/run.sh gives each file.  Remove those of the processes
+    that are gone, only theirs (remove_segment); leave running ones be.
+    Tests that look at a killed process's segment do so before they end."""
+    keep = []
+    for p, pid, ticks in _started:
+        if p.poll() is None:
+            keep.append((p, pid, ticks))
+        else:
+            remove_segment(pid, ticks)
+    _started[:] = keep
+
+
+atexit.register(sweep_started)
+
+
 class Target:
     """A program started under the agent that prints 'ready' and waits for a
-    line on stdin before exiting."""
+    line on stdin before exiting.  Its segment, if it is killed, is removed
+    after the test (sweep_started)."""
 
     def __init__(self, argv, env=None, preload=True, ready=True, early=True):
         e = dict(os.environ)
@@ -66,6 +132,9 @@ class Target:
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=e, text=True)
         self.pid = self.p.pid
+        # Read before the child is reaped (poll, wait): till then the pid
+        # is this process's.
+        _started.append((self.p, self.pid, start_ticks(self.pid)))
         self.lines = []
         if ready:
             self.wait_for("ready")
@@ -111,7 +180,6 @@ def readable(path):
     another user (nobody) cannot enter.  One copy per file per test run,
     in a 0755 directory under /tmp removed at exit."""
     if path not in _readable:
-        import atexit
         if "dir" not in _readable:
             d = tempfile.mkdtemp(prefix="ymtop-readable-")
             os.chmod(d, 0o755)
@@ -222,6 +290,8 @@ def run_tests(namespace):
             failed += 1
             print("FAIL %s: %s" % (name, e), flush=True)
             traceback.print_exc(limit=3, file=sys.stdout)
+        finally:
+            sweep_started()
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -150,9 +151,15 @@ static void kept_files_read_anew_and_follow_an_exit(void **state)
 		close(go[1]);   /* the parent's close is the child's EOF */
 		if (read(go[0], &c, 1) != 1)
 			_exit(1);
+		/* mmap, not malloc: a malloc'd block that is only written
+		 * and read back is dead to the compiler, and clang -O2
+		 * (with or without TSan) drops the malloc and the memset, so
+		 * the RSS would not grow; an mmap'd one is memory the kernel
+		 * sees, which the stores must reach. */
 		size_t n = 64u << 20;
-		char *p = malloc(n);
-		if (!p)
+		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
 			_exit(1);
 		memset(p, 1, n);
 		if (write(done[1], "x", 1) != 1 || read(go[0], &c, 1) < 0)
