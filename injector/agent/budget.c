@@ -152,10 +152,15 @@ uint64_t budget_poll(struct agent_tls *t, uint64_t now, uint64_t rate,
 	win_cpu_ns = cpu;
 	__atomic_store_n(&win_start_ns, now, __ATOMIC_RELAXED);
 	uint64_t want = decide(spent, dcpu, rate, requested, ppm);
-	/* Short windows while the rate climbs from the start: the first
-	 * window's time is short of its one-off costs (a path counts
-	 * BUDGET_SAMPLE_MAX_NS at most), so its rate may still be over. */
-	if (want <= rate)
+	/* Short windows while the rate climbs from the start (the first
+	 * window's time is short of its one-off costs: a path counts
+	 * BUDGET_SAMPLE_MAX_NS at most, so its rate may still be far over),
+	 * and long ones once the step wanted is within BUDGET_SHORT_STEP:
+	 * the last steps are judged on a long window's samples, whose count
+	 * is steadier than a short one's, so the rate is not set longer
+	 * than the budget needs (and the error ymtop states, which is the
+	 * longest rate's, no wider). */
+	if (want <= rate * BUDGET_SHORT_STEP)
 		__atomic_store_n(&first_win, 0, __ATOMIC_RELAXED);
 	if (out) {
 		store(&out->window_spent_ns, spent);

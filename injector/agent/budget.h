@@ -28,8 +28,8 @@
 #define BUDGET_WINDOW_NS  100000000ULL   /* 100 ms of wall time ... */
 #define BUDGET_MIN_CPU_NS 10000000ULL    /* ... and 10 ms of CPU time */
 /* The first windows of a budget (YM_MAX_OVERHEAD at start, a reader's
- * request) or of a segment (a fork child's), up to the first judged
- * within the budget: 10 ms of wall time and BUDGET_MIN_CPU_NS of CPU
+ * request) or of a segment (a fork child's), up to the first that wants
+ * the rate changed by BUDGET_SHORT_STEP or less: 10 ms of wall time and BUDGET_MIN_CPU_NS of CPU
  * time, the least any window is judged on.  The first runs at the rate
  * asked for, which may cost many times the budget (YM_SAMPLE_RATE=1k on
  * an allocation-bound thread: half its CPU time in the sampled paths),
@@ -38,6 +38,9 @@
  * climb: the shorter they are, the less the budget is overrun (a few
  * ms of a thread's time, not the 50 ms of one 100 ms window). */
 #define BUDGET_FIRST_WINDOW_NS 10000000ULL
+/* The last steps are judged on long windows, whose counts are steadier:
+ * short ones set the rate up to twice as long as the budget needs. */
+#define BUDGET_SHORT_STEP 4
 #define BUDGET_AIM        0.6            /* of the budget, after a change */
 #define BUDGET_PPM_MAX    1000000u       /* 100 % */
 /* The paths are timed by the wall clock (agent_now_ns: no system call),

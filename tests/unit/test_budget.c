@@ -87,6 +87,32 @@ static void the_first_windows_are_short_until_one_is_within_the_budget(void **st
 	budget_set(0);
 }
 
+/* A short window still over the budget, but wanting the rate at most
+ * BUDGET_SHORT_STEP times longer, takes that step and hands over to long
+ * windows: the last steps are judged on a long window's count. */
+static void the_last_steps_are_judged_on_long_windows(void **state)
+{
+	(void)state;
+	struct agent_tls t;
+	memset(&t, 0, sizeof t);
+	agent_cfg.rate = 1024;
+	budget_map_segment(&hdr, 1024, 1024);
+	budget_set(10000);
+	uint64_t now = 50000 * MS;
+	assert_int_equal(budget_poll(&t, now, 1024, 1024), 0);   /* starts */
+	/* 1 % of 12 ms is 120 us; 144 us spent wants 144 / (0.6 * 120) = 2x. */
+	now += 2 * BUDGET_FIRST_WINDOW_NS;
+	uint64_t r = window(&t, 144000, now, 1 << 20);
+	assert_true(r > (1u << 20) && r <= (uint64_t)BUDGET_SHORT_STEP << 20);
+	/* So the next window is a long one: not judged after a short
+	 * window's wall time, judged after a long one's. */
+	now += 2 * BUDGET_FIRST_WINDOW_NS;
+	assert_int_equal(window(&t, 6 * MS, now, r), 0);
+	assert_true(budget_poll(&t, now - 2 * BUDGET_FIRST_WINDOW_NS +
+				BUDGET_WINDOW_NS, r, 1024) > r);
+	budget_set(0);
+}
+
 /* Under half the budget the rate shrinks back, by 4x a window at most,
  * never below the rate asked for. */
 static void under_half_the_budget_the_rate_comes_back(void **state)
@@ -110,6 +136,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(the_first_windows_are_short_until_one_is_within_the_budget),
+		cmocka_unit_test(the_last_steps_are_judged_on_long_windows),
 		cmocka_unit_test(under_half_the_budget_the_rate_comes_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
