@@ -207,6 +207,73 @@ def test_duration_detaches_when_stopped():
         t.kill()
 
 
+def test_duration_leaves_a_preloaded_agent_sampling():
+    """--duration undoes what ymtop -p did: an agent the process was
+    started with (LD_PRELOAD) is left sampling, not made dormant for the
+    rest of the process's life; one line says so."""
+    t = Churn(2, env=RATE, preload=True)
+    try:
+        Target.wait_segment(t)
+        r = ymtop("-p", t.pid, "-b", "-i", "0.3", "-f", "json", "--duration",
+                  "1", timeout=60)
+        line = r.stderr.strip().splitlines()[-1]
+        assert "preloaded" in line and "left as it was" in line, line
+        assert os.path.exists(seg_path(t.pid)), "segment removed"
+        rep = report(t.pid)
+        assert rep["state"] == "sampling", rep["state"]
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_ends_quietly_when_the_process_exits():
+    """The process exits before the time is up: nothing is left to
+    detach, which is no error (status 0, one line)."""
+    t = Churn(2, env=RATE)
+    try:
+        y = subprocess.Popen([os.path.join(BUILD, "ymtop"), "-p", str(t.pid),
+                              "-b", "-i", "0.2", "-f", "json", "--duration",
+                              "600"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        end = time.time() + 30
+        while not os.path.exists(seg_path(t.pid)) and time.time() < end:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+        out, err = y.communicate(timeout=60)
+        line = err.strip().splitlines()[-1]
+        assert y.returncode == 0, (y.returncode, err)
+        assert "has exited: nothing to detach" in line, line
+    finally:
+        t.kill()
+
+
+def test_detach_names_the_children_that_keep_the_agent():
+    """A process forked while the agent was in its parent keeps it: the
+    parent's detach does not reach it, and says so with its pid; its own
+    --detach takes it out."""
+    t = Churn(1, env=RATE)
+    child = 0
+    try:
+        attach(t.pid)
+        t.p.stdin.write("fork\n")
+        t.p.stdin.flush()
+        child = int(t.p.stdout.readline().split()[1])
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "1 process forked from it still maps the agent (%d)" % child in line, line
+        line = detach(child)
+        assert "agent detached" in line and "forked from it" not in line, line
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        if child:
+            os.kill(child, 9)
+        t.kill()
+
+
 def test_preloaded_goes_dormant():
     t = Churn(2, env=RATE, preload=True)
     try:
