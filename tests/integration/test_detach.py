@@ -6,8 +6,8 @@ import os
 import subprocess
 import time
 
-from ymlib import (BUILD, Plain, Target, attach, functions, report, run_tests,
-                   seg_path, ymtop)
+from ymlib import (AGENT, BUILD, Plain, Target, attach, functions, report,
+                   run_tests, seg_path, ymtop)
 
 CHURN = os.path.join(BUILD, "progs", "churn")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -271,6 +271,32 @@ def test_detach_names_the_children_that_keep_the_agent():
     finally:
         if child:
             os.kill(child, 9)
+        t.kill()
+
+
+def test_preloaded_behind_jemalloc_goes_dormant_and_its_threads_exit():
+    """LD_PRELOAD=jemalloc:agent: the agent hooks jemalloc through the
+    slots.  A report's heap statistics make it look up a function jemalloc
+    lacks, whose dlerror buffer (per thread, freed at the thread's exit)
+    it lends from its bootstrap buffer; the detach keeps the slots, so
+    that the free at the thread's exit reaches the agent's and not
+    jemalloc's (which crashed on it)."""
+    if not os.path.exists(JEMALLOC):
+        from ymlib import Skip
+        raise Skip("libjemalloc2 is not installed")
+    t = Churn(2, env=dict(RATE, LD_PRELOAD=JEMALLOC + ":" + AGENT),
+              preload=True)
+    try:
+        Target.wait_segment(t)
+        rep = report(t.pid)
+        assert rep["heap"]["allocator"] == "jemalloc", rep["heap"]
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "dormant: it was preloaded" in line, line
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
         t.kill()
 
 
