@@ -619,6 +619,34 @@ def test_debian_bash_forking_is_detached():
         subprocess.run(["rm", "-rf", d])
 
 
+def test_detach_after_the_agent_file_was_replaced():
+    """ymtop upgraded while the agent runs: the file the process mapped
+    is replaced (maps reads "libymagent.so (deleted)"); --detach still
+    finds the agent (its code read through /proc/PID/map_files) and
+    unloads it, rather than saying there is none."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ymtop-upgrade-")
+    lib = os.path.join(d, "libymagent.so")
+    shutil.copy2(AGENT, lib)
+    env = {"YM_AGENT": lib}
+    t = Churn(2, env=RATE)
+    try:
+        ymtop("-b", "-n", "1", "-i", "0.05", "-f", "json", "-p", t.pid,
+              env=dict(os.environ, **env))
+        shutil.copy2(AGENT, lib + ".new")
+        os.replace(lib + ".new", lib)
+        assert any("libymagent.so (deleted)" in l for l in t.maps())
+        line = detach(t.pid, env)
+        check_detached(t, line)
+        assert "unloaded" in line, line
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+        shutil.rmtree(d, True)
+
+
 def test_detach_needs_pid_and_runs_alone():
     assert ymtop("--detach", check=False).returncode == 2
     assert ymtop("-p", "1", "--detach", "-b", check=False).returncode == 2
