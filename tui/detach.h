@@ -15,4 +15,11 @@
  * agent, -1 when nothing could be done (msg says why). */
 int detach_target(pid_t pid, char *msg, size_t len);
 
+/* The end of --duration (on time, or ymtop stopped): what ymtop -p did
+ * is undone.  The agent leaves as detach_target takes it out, unless the
+ * process has exited (nothing to detach) or its agent was preloaded
+ * (someone chose to run it: it is left sampling, as the process was,
+ * rather than made dormant for good); then 1, with msg saying so. */
+int detach_at_end(pid_t pid, char *msg, size_t len);
+
 #endif

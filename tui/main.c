@@ -90,8 +90,9 @@ int main(int argc, char **argv)
 		cli_die(2, "the live screen needs a terminal; use -b for reports");
 	int rc = o.batch ? batch_run(&o, pid) : ui_run(&o, pid);
 	if (o.duration > 0) {
-		/* 1: nothing mapped (the screen's X detached it already). */
-		if (detach_target(pid, msg, sizeof msg) < 0 && rc == 0)
+		/* 1: nothing mapped (the screen's X detached it already),
+		 * the process exited, or its agent was preloaded. */
+		if (detach_at_end(pid, msg, sizeof msg) < 0 && rc == 0)
 			rc = 1;
 		fprintf(stderr, "ymtop: %s\n", msg);
 	}

@@ -694,7 +694,14 @@ static int maps_agent_line(char *line, void *ctx)
 	if (!slash)
 		return 0;
 	const char *b = slash + 1;
-	if (!strcmp(b, "libymagent.so") || !strcmp(b, "libymagent-musl.so") ||
+	/* A file replaced since it was mapped (an upgrade while the agent
+	 * runs) reads "NAME (deleted)": the agent still. */
+	static const char deleted[] = " (deleted)";
+	size_t n = strlen(b), d = sizeof deleted - 1;
+	if (n > d && !strcmp(b + n - d, deleted))
+		n -= d;
+	if ((n == 13 && !strncmp(b, "libymagent.so", n)) ||
+	    (n == 18 && !strncmp(b, "libymagent-musl.so", n)) ||
 	    !strncmp(b, "memfd:libymagent.so", 19))
 		*found |= PROC_HAS_AGENT;
 	else if (!strncmp(b, "libc.so.", 8) || !strncmp(b, "libc-2.", 7) ||

@@ -22,9 +22,10 @@
  * Blocks sampled before need nothing: the agent never changes a block
  * or its size, so the allocator's free takes them as they are.  Blocks
  * of its bootstrap buffer (hooks.c: what a call nested in the agent got
- * before the real functions were known) lie in the agent's own data: an
- * agent that ever lent one stays loaded (dormant), as its holder may free
- * it later.  The
+ * before the real functions were known, or inside its own dlsym) lie in
+ * the agent's own data: an agent that ever lent one keeps its slots
+ * (step 2 is skipped) and stays loaded (dormant), as its holder may free
+ * it later, and only the agent's free knows to let it be.  The
  * fork handlers are the loader's to drop (pthread_atfork registers them
  * with the agent's DSO handle, which dlclose unregisters); until then
  * they run as a detached agent's (nothing but its fork flag).
@@ -90,7 +91,12 @@ EXPORT int ymagent_detach(void)
 	agent_guard_enter(t);
 	seg_detach();                                   /* 1, 3 */
 	heapstats_detach();
-	if (agent_slots && !got_unpatch_all())          /* 2 */
+	/* 2, unless a block of the bootstrap buffer is lent: its holder's
+	 * free (glibc's per-thread dlerror buffer, freed at the thread's
+	 * exit) must keep reaching the agent's, which lets it be; the
+	 * allocator's would take it for one of its own and crash.  The
+	 * slots then stay, their hooks passing every call through. */
+	if (agent_slots && (hooks_boot_lent() || !got_unpatch_all()))
 		__atomic_store_n(&pointers_left, 1, __ATOMIC_RELEASE);
 	pymalloc_unhook();                              /* 2 */
 	threads_detach();                               /* 4 */

@@ -55,25 +55,28 @@ static inline int small_request(size_t n)
 }
 
 /* Charge the thread's countdown with a request of n bytes: 1 when it
- * ran out.  Every request is charged, whatever its size and whoever the
- * thread is: the tests that decide whether it is the wrapper's to sample
- * are on the due path only (due_ours), which takes the charge back when
- * it is not.  In uint64_t as the malloc hooks' (hooks.c). */
+ * ran out.  Only the requests pymalloc serves itself (1..512 bytes) are
+ * charged here: it hands 0 and larger ones to malloc, whose hook charges
+ * them, and a request charged by both would be sampled at twice its
+ * chance while weighed at the rate once.  The thread's gate is on the
+ * due path only (due_ours), which takes the charge back when the thread
+ * is off its fast path.  In uint64_t as the malloc hooks' (hooks.c). */
 static inline int charge(struct agent_tls *t, size_t n)
 {
+	if (!small_request(n))
+		return 0;
 	t->countdown = (int64_t)((uint64_t)t->countdown - (uint64_t)n);
 	return unlikely(t->countdown < 0);
 }
 
-/* The countdown ran out on a request of n bytes: 1 when the wrapper
- * samples it (a small request, a thread on its fast path).  Otherwise
- * the charge is taken back, the countdown is as it was, and the
- * interpreter's allocator serves the request: a larger one reaches
- * malloc, whose hook charges and samples it (once, not twice); a thread
- * off its fast path (not registered yet, forking) samples nothing. */
+/* The countdown ran out on a small request: 1 when the wrapper samples
+ * it (a thread on its fast path).  Otherwise the charge is taken back,
+ * the countdown is as it was, and the interpreter's allocator serves the
+ * request; a thread off its fast path (not registered yet, forking)
+ * samples nothing. */
 static inline int due_ours(struct agent_tls *t, size_t n)
 {
-	if (small_request(n) && thread_fast(t))
+	if (thread_fast(t))
 		return 1;
 	t->countdown = (int64_t)((uint64_t)t->countdown + (uint64_t)n);
 	return 0;
@@ -147,13 +150,12 @@ static NOINLINE void *realloc_due(const struct py_alloc *o, void *ctx,
 	return o->realloc(ctx, p, n);
 }
 
-/* Fast paths, one set a domain (no context to load): the TLS address,
- * the countdown charged and tested, a tail call to the interpreter's
- * allocator (4 instructions for malloc and realloc on x86-64, gcc,
- * tests/integration/test_python.py).  The size test and
- * the thread's gate are on the due path, about one call in
- * YM_SAMPLE_RATE / (mean request) (charge above).  free is the
- * interpreter's own. */
+/* Fast paths, one set a domain (no context to load): the size test,
+ * the TLS address, the countdown charged and tested, a tail call to the
+ * interpreter's allocator (7 instructions for malloc and realloc on
+ * x86-64, gcc, tests/integration/test_python.py).  The thread's gate is
+ * on the due path, about one call in YM_SAMPLE_RATE / (mean request)
+ * (charge above).  free is the interpreter's own. */
 #define WRAP(D)                                                               \
 static void *w_malloc_##D(void *ctx, size_t n)                                \
 {                                                                             \

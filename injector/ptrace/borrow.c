@@ -130,18 +130,26 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 			    strerror(errno));
 		return -1;
 	}
-	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r) != 0 ||
-	    ptrace(PTRACE_CONT, t->tid, 0, 0) != 0) {
+	/* Before the survive stub's mark, each system call of the thread
+	 * stops it (PTRACE_SYSCALL; TRACESYSGOOD tells those stops apart). */
+	int go = c->survive ? PTRACE_SYSCALL : PTRACE_CONT;
+	if ((c->survive && ptrace(PTRACE_SETOPTIONS, t->tid, 0,
+				  (void *)(long)PTRACE_O_TRACESYSGOOD) != 0) ||
+	    ptrace(PTRACE_SETREGS, t->tid, 0, &r) != 0 ||
+	    ptrace(go, t->tid, 0, 0) != 0) {
 		inject_fail(err, len, "ptrace: cannot run the call in thread %ld: %s",
 			    (long)t->tid, strerror(errno));
 		return -1;
 	}
 	t->in_sigstop = 0;
 	/* Test hook (tests/integration/test_faults.py): ymtop killed while
-	 * the thread runs dlopen; it must get back by itself (resume.h). */
+	 * the thread runs dlopen, or another call; it must get back by
+	 * itself (resume.h, survive_stub). */
 	const char *fault = getenv("YM_TEST_FAULT");
-	if (fault && !strcmp(fault, "inject-call") && c->resume)
+	if (fault && ((!strcmp(fault, "inject-call") && c->resume) ||
+		      (!strcmp(fault, "borrow-call") && c->survive)))
 		raise(SIGKILL);
+	int marked = 0;   /* survive: past the mark, waiting for its stop */
 	double end = inject_now_ms() + INJECT_CALL_WAIT_MS;
 	for (;;) {
 		int st;
@@ -163,10 +171,54 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 		}
 		int sig = WSTOPSIG(st), ev = st >> 16;
 		if (ev == PTRACE_EVENT_STOP) {   /* our interrupt, or a group stop */
-			ptrace(PTRACE_CONT, t->tid, 0, 0);
+			ptrace(go, t->tid, 0, 0);
+			continue;
+		}
+		if (sig == (SIGTRAP | 0x80)) {   /* a system call's entry or exit */
+			struct user_regs_struct now;
+			int at_mark = ptrace(PTRACE_GETREGS, t->tid, 0, &now) == 0 &&
+				      now.rip == t->code_at + c->mark_end;
+			int set = 0;
+			if (at_mark && !marked && now.orig_rax == SYS_getpid &&
+			    (int64_t)now.rax == -ENOSYS) {
+				/* The mark's entry: the call is done.  Its
+				 * getpid becomes the stop that ends it: a
+				 * tgkill of SIGURG, or (skipped) the int3. */
+				*ret = now.rdi;
+				marked = 1;
+				set = 1;
+				if (c->urg) {
+					now.orig_rax = SYS_tgkill;
+					now.rdi = (uint64_t)c->urg_pid;
+					now.rsi = (uint64_t)c->urg_tid;
+					now.rdx = SIGURG;
+				} else {
+					now.orig_rax = (uint64_t)-1;
+					now.rip = t->code_at + c->code_len - 1;
+					go = PTRACE_CONT;
+				}
+			} else if (at_mark && marked && now.orig_rax == SYS_tgkill) {
+				/* The tgkill's exit: sent, its stop comes
+				 * next; else the int3. */
+				go = PTRACE_CONT;
+				if ((int64_t)now.rax != 0) {
+					now.rip = t->code_at + c->code_len - 1;
+					set = 1;
+				}
+			}
+			if (set && ptrace(PTRACE_SETREGS, t->tid, 0, &now) != 0) {
+				inject_fail(err, len, "ptrace: cannot end the call in "
+					    "thread %ld: %s", (long)t->tid, strerror(errno));
+				return -1;
+			}
+			ptrace(go, t->tid, 0, 0);
 			continue;
 		}
 		t->in_sigstop = 1;
+		/* The survive stub's own SIGURG, after its mark: not to be
+		 * delivered. */
+		if (marked && sig == SIGURG)
+			return 0;
 		/* The agent's own SIGURG (or trap) once dlopen is done: the
 		 * signal is ours, not to be delivered. */
 		if ((sig == SIGURG || sig == SIGTRAP) && resumed(t, c)) {
@@ -177,7 +229,8 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 			struct user_regs_struct now;
 			if (ptrace(PTRACE_GETREGS, t->tid, 0, &now) == 0 &&
 			    now.rip == t->code_at + c->code_len) {
-				*ret = now.rax;
+				if (!marked)
+					*ret = now.rax;
 				return 0;
 			}
 		}
@@ -190,7 +243,7 @@ int inject_remote_call(struct borrow *t, const struct call *c, uint64_t *ret,
 		}
 		inject_keep_signal(t, sig);   /* delivered at the detach */
 		t->in_sigstop = 0;
-		ptrace(PTRACE_CONT, t->tid, 0, 0);
+		ptrace(go, t->tid, 0, 0);
 	}
 }
 

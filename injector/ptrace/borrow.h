@@ -44,8 +44,17 @@ struct call {
 	uintptr_t fn;                /* in rax */
 	uint64_t  a0, a1, a2;        /* rdi, rsi, rdx */
 	uint64_t  sp;                /* 16-byte aligned at the call */
-	uint64_t  rbx, r13, r14;     /* for resume_stub */
+	uint64_t  rbx, r13, r14;     /* for resume_stub (rbx: survive_stub) */
 	uintptr_t resume;            /* the struct ym_resume, or 0 */
+	/* survive_stub (load.c): the call gets the thread back by itself
+	 * should ymtop die.  The thread runs under PTRACE_SYSCALL until the
+	 * stub's mark, a getpid whose entry ends at mark_end (its result in
+	 * rdi); there the getpid becomes a tgkill of SIGURG (urg: the
+	 * process does not handle SIGURG), whose signal-delivery-stop ends
+	 * the call, or is skipped for the stub's last byte, an int3. */
+	int       survive, urg;
+	pid_t     urg_pid, urg_tid;  /* the thread's ids as the target sees them */
+	size_t    mark_end;
 };
 
 /* Keep sig (at most INJECT_MAX_PENDING) to deliver at the detach. */

@@ -430,9 +430,9 @@ int inject_detach(pid_t pid, struct detach_result *r, char *err, size_t errlen)
 	r->code = io.code;
 	switch (io.code) {
 	case YM_DETACH_PRELOADED:
-		snprintf(r->why, sizeof r->why, "it was preloaded (LD_PRELOAD): "
-			 "its malloc is the process's, which now passes every call "
-			 "through");
+		snprintf(r->why, sizeof r->why, "it was preloaded (LD_PRELOAD), "
+			 "and the loader never unloads a preloaded library: it stays, "
+			 "passing every call through");
 		return 0;
 	case YM_DETACH_POINTERS:
 		snprintf(r->why, sizeof r->why, "a pointer into it may remain (a "

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,29 @@ static const unsigned char resume_stub[] = {
 	0xcc,                   /* trap: int3                              */
 };
 _Static_assert(sizeof resume_stub == INJECT_CODE_MAX,
+	       "struct borrow saves the bytes the longest stub overwrites");
+
+/* Every other call's stub, when a frame could be written (survive):
+ * should ymtop die during the call, the thread gets back by itself.  The
+ * call, its result into rdi, then the mark: a getpid at whose entry ymtop
+ * (running the thread under PTRACE_SYSCALL) takes the result and ends
+ * the call (borrow.h).  ymtop gone, the getpid runs, and rt_sigreturn
+ * over the signal frame ymtop wrote (rbx: its ucontext) puts back every
+ * register, the extended state and the signal mask, as after the loading
+ * code (resume.h).  The int3 is where a thread of a process that handles
+ * SIGURG is sent after the mark. */
+static const unsigned char survive_stub[] = {
+	0xff, 0xd0,                              /* call *%rax              */
+	0x48, 0x89, 0xc7,                        /* mov  %rax,%rdi          */
+	0xb8, SYS_getpid, 0, 0, 0,               /* mov  $SYS_getpid,%eax   */
+	0x0f, 0x05,                              /* syscall: the mark       */
+	0x48, 0x89, 0xdc,                        /* mov  %rbx,%rsp          */
+	0xb8, SYS_rt_sigreturn, 0, 0, 0,         /* mov  $SYS_rt_sigreturn,%eax */
+	0x0f, 0x05,                              /* syscall                 */
+	0xcc,                                    /* int3                    */
+};
+#define SURVIVE_MARK_END 12   /* the mark's syscall ends there */
+_Static_assert(sizeof survive_stub <= INJECT_CODE_MAX,
 	       "struct borrow saves the bytes the longest stub overwrites");
 
 /* 16-byte aligned, gap bytes below the thread's red zone (the 128 bytes
@@ -120,6 +144,123 @@ static void fill_xsave(const struct borrow *t, unsigned char *xs)
 	memcpy(xs + 464, &sw, sizeof sw);
 	uint32_t magic2 = 0x46505845U;   /* FP_XSTATE_MAGIC2 */
 	memcpy(xs + t->xlen, &magic2, sizeof magic2);
+}
+
+/* Below top: the XSAVE image and the signal frame rt_sigreturn reads to
+ * put t back as it was stopped (fill_frame), its signal mask *mask (or
+ * none, for resume.c to fill).  0 with the frame's address in *frame_at
+ * (its ucontext 8 bytes above); -1 when it could not be written. */
+static int write_frame(struct borrow *t, uint64_t top, const uint64_t *mask,
+		       uint64_t *frame_at)
+{
+	uint64_t xs_at = (top - t->xlen - 4) & ~(uint64_t)63;
+	size_t frame_len = 8 + sizeof(ucontext_t) + 128;   /* + siginfo */
+	*frame_at = (xs_at - frame_len) & ~(uint64_t)15;
+	unsigned char *xs = calloc(1, t->xlen + 4);
+	unsigned char *frame = calloc(1, frame_len);
+	int ok = xs && frame;
+	if (ok) {
+		fill_xsave(t, xs);
+		ucontext_t uc;
+		fill_frame(t, xs_at, &uc);
+		if (mask)
+			memcpy(&uc.uc_sigmask, mask, sizeof *mask);
+		memcpy(frame + 8, &uc, sizeof uc);
+		ok = inject_mem_write(t, xs_at, xs, t->xlen + 4) == 0 &&
+		     inject_mem_write(t, *frame_at, frame, frame_len) == 0;
+	}
+	free(xs);
+	free(frame);
+	return ok ? 0 : -1;
+}
+
+/* A hexadecimal mask of /proc/PID[/task/TID]/status ("SigBlk:",
+ * "SigCgt:"): 0 with *v, or -1. */
+static int status_mask(pid_t pid, pid_t tid, const char *key, uint64_t *v)
+{
+	char path[64], buf[4096];
+	if (tid)
+		snprintf(path, sizeof path, "/proc/%ld/task/%ld/status", (long)pid,
+			 (long)tid);
+	else
+		snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char want[16];
+	snprintf(want, sizeof want, "\n%s", key);
+	const char *p = strstr(buf, want);
+	char *end;
+	if (!p)
+		return -1;
+	*v = strtoull(p + strlen(want), &end, 16);
+	return end == p + strlen(want) ? -1 : 0;
+}
+
+/* The id the target sees of its process (tid 0) or of its thread tid:
+ * the last of NSpid's (its own pid namespace's), or 0. */
+static pid_t own_id(pid_t pid, pid_t tid)
+{
+	char path[64], buf[4096];
+	if (tid)
+		snprintf(path, sizeof path, "/proc/%ld/task/%ld/status", (long)pid,
+			 (long)tid);
+	else
+		snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strstr(buf, "\nNSpid:");
+	if (!p)
+		return 0;
+	p += 7;
+	long id = 0;
+	for (;;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		id = v;
+		p = end;
+	}
+	return (pid_t)id;
+}
+
+/* Make c (its sp set) a survive_stub call (borrow.h): the frame written
+ * below the red zone, above the call's stack, which moves below it.  c
+ * stays a plain stub call when the frame cannot be written (an XSAVE
+ * image of an unexpected size, /proc unreadable). */
+static void survivable(struct borrow *t, struct call *c)
+{
+	uint64_t mask, caught, frame_at;
+	if (t->xlen < 576 || t->xlen > INJECT_XSTATE_MAX - 64 ||
+	    status_mask(t->pid, t->tid, "SigBlk:", &mask) != 0 ||
+	    status_mask(t->pid, 0, "SigCgt:", &caught) != 0 ||
+	    write_frame(t, c->sp, &mask, &frame_at) != 0)
+		return;
+	c->code = survive_stub;
+	c->code_len = sizeof survive_stub;
+	c->rbx = frame_at + 8;
+	c->sp = (frame_at - 64) & ~(uint64_t)15;
+	c->survive = 1;
+	/* Not where SIGURG is the program's, nor where the thread blocks
+	 * it (no stop would come); sent by the ids the target sees (a
+	 * container's pid namespace has its own). */
+	c->urg_pid = own_id(t->pid, 0);
+	c->urg_tid = own_id(t->pid, t->tid);
+	c->urg = c->urg_pid > 0 && c->urg_tid > 0 &&
+		 !((caught | mask) & (1ULL << (SIGURG - 1)));
+	c->mark_end = SURVIVE_MARK_END;
 }
 
 /* dlopen(agent) in the stopped thread t (its code bytes saved).  0 on
@@ -232,6 +373,7 @@ static int small_call(struct borrow *t, uintptr_t fn, const char *str,
 		.a0 = a0, .a1 = a1, .a2 = a2,
 		.sp = below_red_zone(t, PATH_GAP),
 	};
+	survivable(t, &c);
 	uint64_t v = 0;
 	int gone = 0;
 	if (inject_remote_call(t, &c, &v, &gone, err, len) != 0)
@@ -364,6 +506,7 @@ static int call_agent(struct borrow *t, const struct libc_syms *s,
 		.a0 = 0 /* RTLD_DEFAULT */,
 		.sp = below_red_zone(t, PATH_GAP),
 	};
+	survivable(t, &c);
 	uint64_t ok = 0;
 	int gone = 0;
 	if (!fn) {
@@ -466,6 +609,7 @@ int inject_detach_call(struct borrow *t, const struct libc_syms *s,
 		.code = stub, .code_len = sizeof stub, .fn = fn_handle,
 		.sp = below_red_zone(t, PATH_GAP),
 	};
+	survivable(t, &k);
 	int gone = 0;
 	if (inject_remote_call(t, &k, handle, &gone, err, len) != 0)
 		return gone ? -2 : -1;

@@ -149,7 +149,12 @@ int inject_read_maps(pid_t pid, struct tmaps *m)
 
 int inject_is_agent_file(const char *b)
 {
-	return !strcmp(b, "libymagent.so") || !strcmp(b, "libymagent-musl.so") ||
+	static const char deleted[] = " (deleted)";
+	size_t n = strlen(b), d = sizeof deleted - 1;
+	if (n > d && !strcmp(b + n - d, deleted))
+		n -= d;
+	return (n == 13 && !strncmp(b, "libymagent.so", n)) ||
+	       (n == 18 && !strncmp(b, "libymagent-musl.so", n)) ||
 	       !strncmp(b, "memfd:libymagent.so", 19);
 }
 

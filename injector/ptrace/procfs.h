@@ -60,7 +60,9 @@ int inject_open_mapped(pid_t pid, uintptr_t lo, const char *path);
 
 /* Is b (a mapped file's base name) the agent: libymagent.so, the musl
  * build libymagent-musl.so, or the memfd the injector brings either in
- * (load.c names it libymagent.so)? */
+ * (load.c names it libymagent.so)?  Also after " (deleted)": a file
+ * replaced since it was mapped (ymtop upgraded while the agent runs) is
+ * the agent still, its code read through /proc/PID/map_files. */
 int inject_is_agent_file(const char *b);
 
 /* 0: x86-64 ELF; else the e_machine (or -1 unreadable, -2 32-bit). */

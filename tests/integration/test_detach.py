@@ -6,8 +6,8 @@ import os
 import subprocess
 import time
 
-from ymlib import (BUILD, Plain, Target, attach, functions, report, run_tests,
-                   seg_path, ymtop)
+from ymlib import (AGENT, BUILD, Plain, Target, attach, functions, report,
+                   run_tests, seg_path, ymtop)
 
 CHURN = os.path.join(BUILD, "progs", "churn")
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -201,6 +201,99 @@ def test_duration_detaches_when_stopped():
         y.terminate()
         out, err = y.communicate(timeout=60)
         check_detached(t, err.strip().splitlines()[-1])
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_leaves_a_preloaded_agent_sampling():
+    """--duration undoes what ymtop -p did: an agent the process was
+    started with (LD_PRELOAD) is left sampling, not made dormant for the
+    rest of the process's life; one line says so."""
+    t = Churn(2, env=RATE, preload=True)
+    try:
+        Target.wait_segment(t)
+        r = ymtop("-p", t.pid, "-b", "-i", "0.3", "-f", "json", "--duration",
+                  "1", timeout=60)
+        line = r.stderr.strip().splitlines()[-1]
+        assert "preloaded" in line and "left as it was" in line, line
+        assert os.path.exists(seg_path(t.pid)), "segment removed"
+        rep = report(t.pid)
+        assert rep["state"] == "sampling", rep["state"]
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+
+
+def test_duration_ends_quietly_when_the_process_exits():
+    """The process exits before the time is up: nothing is left to
+    detach, which is no error (status 0, one line)."""
+    t = Churn(2, env=RATE)
+    try:
+        y = subprocess.Popen([os.path.join(BUILD, "ymtop"), "-p", str(t.pid),
+                              "-b", "-i", "0.2", "-f", "json", "--duration",
+                              "600"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        end = time.time() + 30
+        while not os.path.exists(seg_path(t.pid)) and time.time() < end:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+        out, err = y.communicate(timeout=60)
+        line = err.strip().splitlines()[-1]
+        assert y.returncode == 0, (y.returncode, err)
+        assert "has exited: nothing to detach" in line, line
+    finally:
+        t.kill()
+
+
+def test_detach_names_the_children_that_keep_the_agent():
+    """A process forked while the agent was in its parent keeps it: the
+    parent's detach does not reach it, and says so with its pid; its own
+    --detach takes it out."""
+    t = Churn(1, env=RATE)
+    child = 0
+    try:
+        attach(t.pid)
+        t.p.stdin.write("fork\n")
+        t.p.stdin.flush()
+        child = int(t.p.stdout.readline().split()[1])
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "1 process forked from it still maps the agent (%d)" % child in line, line
+        line = detach(child)
+        assert "agent detached" in line and "forked from it" not in line, line
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        if child:
+            os.kill(child, 9)
+        t.kill()
+
+
+def test_preloaded_behind_jemalloc_goes_dormant_and_its_threads_exit():
+    """LD_PRELOAD=jemalloc:agent: the agent hooks jemalloc through the
+    slots.  A report's heap statistics make it look up a function jemalloc
+    lacks, whose dlerror buffer (per thread, freed at the thread's exit)
+    it lends from its bootstrap buffer; the detach keeps the slots, so
+    that the free at the thread's exit reaches the agent's and not
+    jemalloc's (which crashed on it)."""
+    if not os.path.exists(JEMALLOC):
+        from ymlib import Skip
+        raise Skip("libjemalloc2 is not installed")
+    t = Churn(2, env=dict(RATE, LD_PRELOAD=JEMALLOC + ":" + AGENT),
+              preload=True)
+    try:
+        Target.wait_segment(t)
+        rep = report(t.pid)
+        assert rep["heap"]["allocator"] == "jemalloc", rep["heap"]
+        line = detach(t.pid)
+        check_detached(t, line)
+        assert "dormant: it was preloaded" in line, line
+        time.sleep(0.3)
         rc, out, err = t.quit()
         assert rc == 0 and "checked ok" in out, (rc, out, err)
     finally:
@@ -524,6 +617,34 @@ def test_debian_bash_forking_is_detached():
         if sh.poll() is None:
             sh.kill()
         subprocess.run(["rm", "-rf", d])
+
+
+def test_detach_after_the_agent_file_was_replaced():
+    """ymtop upgraded while the agent runs: the file the process mapped
+    is replaced (maps reads "libymagent.so (deleted)"); --detach still
+    finds the agent (its code read through /proc/PID/map_files) and
+    unloads it, rather than saying there is none."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="ymtop-upgrade-")
+    lib = os.path.join(d, "libymagent.so")
+    shutil.copy2(AGENT, lib)
+    env = {"YM_AGENT": lib}
+    t = Churn(2, env=RATE)
+    try:
+        ymtop("-b", "-n", "1", "-i", "0.05", "-f", "json", "-p", t.pid,
+              env=dict(os.environ, **env))
+        shutil.copy2(AGENT, lib + ".new")
+        os.replace(lib + ".new", lib)
+        assert any("libymagent.so (deleted)" in l for l in t.maps())
+        line = detach(t.pid, env)
+        check_detached(t, line)
+        assert "unloaded" in line, line
+        rc, out, err = t.quit()
+        assert rc == 0 and "checked ok" in out, (rc, out, err)
+    finally:
+        t.kill()
+        shutil.rmtree(d, True)
 
 
 def test_detach_needs_pid_and_runs_alone():

@@ -138,6 +138,33 @@ def test_killed_while_the_target_runs_dlopen_target_resumes_itself():
     assert rc == 0, (rc, err)
 
 
+def test_killed_while_the_target_runs_the_detach_target_resumes_itself():
+    """SIGKILL while the borrowed thread runs ymagent_detach (any call but
+    dlopen's): the thread reaches the stub's mark with no tracer and puts
+    itself back with rt_sigreturn, every register as it was (inject_spin
+    checks the vector registers), instead of meeting a breakpoint that
+    killed the process; a later --detach unloads the agent."""
+    t = Plain([INJECT_SPIN])
+    try:
+        report(t.pid)   # injects
+        r = subprocess.run([YMTOP, "-p", str(t.pid), "--detach"],
+                           capture_output=True, text=True,
+                           env=fault_env("borrow-call"), timeout=60)
+        assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
+        time.sleep(0.2)
+        assert t.p.poll() is None, "the target died: %s" % t.p.returncode
+        with open("/proc/%d/status" % t.pid) as f:
+            assert "TracerPid:\t0\n" in f.read()
+        r = subprocess.run([YMTOP, "-p", str(t.pid), "--detach"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "agent detached" in r.stderr, r.stderr
+        os.kill(t.pid, signal.SIGUSR1)   # ends the spin, checks registers
+        t.wait_for("registers ok")
+    finally:
+        rc, lines, err = t.finish()
+    assert rc == 0, (rc, err)
+
+
 def test_killed_during_dlopen_blocked_read_restarts():
     """The same with the thread borrowed out of a blocking read(): the
     call restarts as the kernel would have restarted it, and the line sent

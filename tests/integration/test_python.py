@@ -124,8 +124,9 @@ def check_version(python, env, commands, expect):
     return rep
 
 
-SMALL_AND_LARGE = (["small 60000", "large 200"],
+SMALL_AND_LARGE = (["small 60000", "medium 20000", "large 200"],
                    [("keep_small", line_of("KEEP.append((i, str(i) * 3))")),
+                    ("keep_medium", line_of("KEEP.append(bytearray(1024 + i % 512))")),
                     ("keep_large", line_of("KEEP.append(bytearray(65536))"))])
 
 
@@ -142,8 +143,9 @@ def test_debian_python_malloc_shows_functions_and_lines_as_tracemalloc_counts():
 def check_pymalloc(python):
     """The default allocator: the pymalloc wrapper samples the small
     objects (keep_small's tuples and strs, 40-80 bytes each) at their own
-    size and line, the 64 KiB buffers pymalloc forwards to malloc are
-    sampled once (twice would be double tracemalloc's figure), and the
+    size and line, the buffers pymalloc forwards to malloc (1-1.5 KiB,
+    far below the rate, and 64 KiB) are sampled once (twice would be
+    double tracemalloc's figure), and the
     arenas the small objects live in are not counted again as [mmap]
     (60000 objects fill about 9 MiB of them)."""
     rep = check_version(python, {}, *SMALL_AND_LARGE)

@@ -8,6 +8,8 @@
  *   a line "rate" on stdin: prints "rate N" (malloc/free pairs a second
  *     of CPU time over the next 0.5 s of the process's time: the
  *     benchmark's own throughput);
+ *   a line "fork": forks a child that waits in pause() until killed and
+ *     prints "child PID";
  *   a line "quit" (or end of input): the threads stop, free their rings,
  *     print "checked ok" ("checked BAD" when a block was corrupt) and the
  *     process exits 0. */
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RING 512
 #define MAX_THREADS 64
@@ -90,6 +93,21 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	char line[64];
 	while (fgets(line, sizeof line, stdin) && strncmp(line, "quit", 4)) {
+		if (!strncmp(line, "fork", 4)) {
+			/* A child with what the process has (its agent too),
+			 * waiting in pause() until killed. */
+			pid_t c = fork();
+			if (c == 0) {
+				close(0);   /* the parent's pipes end with it */
+				close(1);
+				close(2);
+				for (;;)
+					pause();
+			}
+			printf("child %ld\n", (long)c);
+			fflush(stdout);
+			continue;
+		}
 		if (strncmp(line, "rate", 4))
 			continue;
 		/* The main thread sleeps meanwhile: CPU time is the workers'. */

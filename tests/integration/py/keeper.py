@@ -1,6 +1,6 @@
 """A Python program with known functions that keep known amounts
 (tests/integration/test_python.py).  Commands, one a line on stdin:
-small N, large N, thread N, sqlite N, fork N, fresh N, asyncio N, trace,
+small N, medium N, large N, thread N, sqlite N, fork N, fresh N, asyncio N, trace,
 quit.
 Each prints "done" when finished; "trace" prints the tracemalloc figures
 of everything kept so far as JSON lines {"file", "line", "size"}."""
@@ -18,6 +18,14 @@ KEEP = []
 def keep_small(n):
     for i in range(n):
         KEEP.append((i, str(i) * 3))
+
+
+def keep_medium(n):
+    # Above pymalloc's 512 bytes (it hands them to malloc), far below the
+    # sample rate: each is charged once, by malloc's hook, or it would be
+    # sampled at twice its chance.
+    for i in range(n):
+        KEEP.append(bytearray(1024 + i % 512))
 
 
 def keep_large(n):
@@ -116,6 +124,8 @@ def main():
         n = int(arg) if arg else 0
         if cmd == "small":
             keep_small(n)
+        elif cmd == "medium":
+            keep_medium(n)
         elif cmd == "large":
             keep_large(n)
         elif cmd == "thread":
