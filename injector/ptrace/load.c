@@ -174,11 +174,13 @@ static int write_frame(struct borrow *t, uint64_t top, const uint64_t *mask,
 	return ok ? 0 : -1;
 }
 
-/* A hexadecimal mask of /proc/PID[/task/TID]/status ("SigBlk:",
- * "SigCgt:"): 0 with *v, or -1. */
-static int status_mask(pid_t pid, pid_t tid, const char *key, uint64_t *v)
+/* The line after key in /proc/PID/status (tid 0) or
+ * /proc/PID/task/TID/status, read into buf: a pointer just past the key,
+ * or NULL. */
+static const char *status_field(pid_t pid, pid_t tid, const char *key,
+				char *buf, size_t size)
 {
-	char path[64], buf[4096];
+	char path[64];
 	if (tid)
 		snprintf(path, sizeof path, "/proc/%ld/task/%ld/status", (long)pid,
 			 (long)tid);
@@ -186,46 +188,38 @@ static int status_mask(pid_t pid, pid_t tid, const char *key, uint64_t *v)
 		snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+		return NULL;
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
-		return -1;
+		return NULL;
 	buf[n] = '\0';
 	char want[16];
 	snprintf(want, sizeof want, "\n%s", key);
 	const char *p = strstr(buf, want);
-	char *end;
+	return p ? p + strlen(want) : NULL;
+}
+
+/* A hexadecimal mask of the status file ("SigBlk:", "SigCgt:"): 0 with
+ * *v, or -1. */
+static int status_mask(pid_t pid, pid_t tid, const char *key, uint64_t *v)
+{
+	char buf[4096], *end;
+	const char *p = status_field(pid, tid, key, buf, sizeof buf);
 	if (!p)
 		return -1;
-	*v = strtoull(p + strlen(want), &end, 16);
-	return end == p + strlen(want) ? -1 : 0;
+	*v = strtoull(p, &end, 16);
+	return end == p ? -1 : 0;
 }
 
 /* The id the target sees of its process (tid 0) or of its thread tid:
  * the last of NSpid's (its own pid namespace's), or 0. */
 static pid_t own_id(pid_t pid, pid_t tid)
 {
-	char path[64], buf[4096];
-	if (tid)
-		snprintf(path, sizeof path, "/proc/%ld/task/%ld/status", (long)pid,
-			 (long)tid);
-	else
-		snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *p = strstr(buf, "\nNSpid:");
-	if (!p)
-		return 0;
-	p += 7;
+	char buf[4096];
+	const char *p = status_field(pid, tid, "NSpid:", buf, sizeof buf);
 	long id = 0;
-	for (;;) {
+	while (p) {
 		char *end;
 		long v = strtol(p, &end, 10);
 		if (end == p)

@@ -46,17 +46,24 @@ static uint64_t window(struct agent_tls *t, uint64_t spent, uint64_t now,
 	return budget_poll(t, now, rate, 1024);
 }
 
+/* A budget of 1 % set at `now` (YM_SAMPLE_RATE=1k; the header's rate
+ * in force `rate`): its first window starts there. */
+static void start(struct agent_tls *t, uint64_t rate, uint64_t now)
+{
+	memset(t, 0, sizeof *t);
+	agent_cfg.rate = 1024;
+	budget_map_segment(&hdr, 1024, rate);
+	budget_set(10000);
+	assert_int_equal(budget_poll(t, now, rate, 1024), 0);
+}
+
 /* YM_SAMPLE_RATE=1k, YM_MAX_OVERHEAD=1: 1 % of 12 ms is 120 us. */
 static void the_first_windows_are_short_until_one_is_within_the_budget(void **state)
 {
 	(void)state;
 	struct agent_tls t;
-	memset(&t, 0, sizeof t);
-	agent_cfg.rate = 1024;
-	budget_map_segment(&hdr, 1024, 1024);
-	budget_set(10000);
 	uint64_t now = 1000 * MS;
-	assert_int_equal(budget_poll(&t, now, 1024, 1024), 0);   /* starts */
+	start(&t, 1024, now);
 	/* Half its CPU time in the sampled paths: judged after
 	 * BUDGET_FIRST_WINDOW_NS of wall time, not BUDGET_WINDOW_NS; the
 	 * rate grows so that the next window spends 0.6 of the budget. */
@@ -94,12 +101,8 @@ static void the_last_steps_are_judged_on_long_windows(void **state)
 {
 	(void)state;
 	struct agent_tls t;
-	memset(&t, 0, sizeof t);
-	agent_cfg.rate = 1024;
-	budget_map_segment(&hdr, 1024, 1024);
-	budget_set(10000);
 	uint64_t now = 50000 * MS;
-	assert_int_equal(budget_poll(&t, now, 1024, 1024), 0);   /* starts */
+	start(&t, 1024, now);
 	/* 1 % of 12 ms is 120 us; 144 us spent wants 144 / (0.6 * 120) = 2x. */
 	now += 2 * BUDGET_FIRST_WINDOW_NS;
 	uint64_t r = window(&t, 144000, now, 1 << 20);
@@ -119,12 +122,8 @@ static void under_half_the_budget_the_rate_comes_back(void **state)
 {
 	(void)state;
 	struct agent_tls t;
-	memset(&t, 0, sizeof t);
-	agent_cfg.rate = 1024;
-	budget_map_segment(&hdr, 1024, 1 << 20);
-	budget_set(10000);
 	uint64_t now = 100000 * MS;
-	assert_int_equal(budget_poll(&t, now, 1 << 20, 1024), 0);
+	start(&t, 1 << 20, now);
 	now += BUDGET_WINDOW_NS;
 	assert_int_equal(window(&t, 0, now, 1 << 20), (1 << 20) / 4);
 	now += BUDGET_WINDOW_NS;
