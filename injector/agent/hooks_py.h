@@ -20,7 +20,10 @@
  * reach the free and realloc hooks, which take it out of the sample or
  * carry it.  The wrapper has no free: PyObject_Free and PyMem_Free cost
  * nothing more.  A realloc that is due is the interpreter's, then a move
- * to a sampled block of the raw domain (at most 512 bytes copied).  The
+ * to a sampled block of the raw domain (at most 512 bytes copied); one
+ * that is not due moves a sample back to the interpreter's allocator,
+ * out of the sample (each realloc draws the block afresh: hooks_py.c,
+ * realloc_kept).  The
  * exact per-thread counters count the sampled blocks only (the malloc
  * family's calls, as man/ymagent.7 says); pymalloc objects are in the
  * stacks.

@@ -1,6 +1,7 @@
 """A Python program with known functions that keep known amounts
 (tests/integration/test_python.py).  Commands, one a line on stdin:
-small N, medium N, large N, thread N, sqlite N, fork N, fresh N, asyncio N, trace,
+small N, medium N, large N, grown_list N, grown_bytes N,
+grown_past N, thread N, sqlite N, fork N, fresh N, asyncio N, trace,
 quit.
 Each prints "done" when finished; "trace" prints the tracemalloc figures
 of everything kept so far as JSON lines {"file", "line", "size"}."""
@@ -31,6 +32,45 @@ def keep_medium(n):
 def keep_large(n):
     for i in range(n):
         KEEP.append(bytearray(65536))
+
+
+# The grown_* functions keep their objects in a list of their own made
+# at its size: KEEP, grown by append, keeps its first sample's stack in
+# ymtop and is tracemalloc's at its last realloc's line, a few hundred
+# KiB that the function of neither may be.
+def keep_grown_list(n):
+    # Lists of 20 items grown by append: 4 reallocs of 32 to 192 bytes
+    # each, all in pymalloc.
+    out = [None] * n
+    for i in range(n):
+        lst = []
+        for j in range(20):
+            lst.append(j)
+        out[i] = lst
+    KEEP.append(out)
+
+
+def keep_grown_bytes(n):
+    # bytearrays grown by += to 457 bytes (10 reallocs), all in pymalloc.
+    out = [None] * n
+    for i in range(n):
+        b = bytearray()
+        for j in range(10):
+            b += b"y" * 40
+        out[i] = b
+    KEEP.append(out)
+
+
+def keep_grown_past(n):
+    # bytearrays grown by += past 512 bytes (pymalloc moves them to
+    # malloc at the last ones) to 649 bytes.
+    out = [None] * n
+    for i in range(n):
+        b = bytearray()
+        for j in range(16):
+            b += b"z" * 37
+        out[i] = b
+    KEEP.append(out)
 
 
 def thread_worker(n):
@@ -128,6 +168,12 @@ def main():
             keep_medium(n)
         elif cmd == "large":
             keep_large(n)
+        elif cmd == "grown_list":
+            keep_grown_list(n)
+        elif cmd == "grown_bytes":
+            keep_grown_bytes(n)
+        elif cmd == "grown_past":
+            keep_grown_past(n)
         elif cmd == "thread":
             keep_in_thread(n)
         elif cmd == "sqlite":
