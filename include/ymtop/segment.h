@@ -709,8 +709,9 @@ static inline uint64_t ym_pyframe(uint32_t code, uint32_t line, int entry)
 #define YM_PYHOOK_MALLOC  5u  /* not needed: the domains are malloc's
 			       * (PYTHONMALLOC=malloc), which the malloc
 			       * hooks see */
-#define YM_PYHOOK_OFF     6u  /* off: YM_PYMALLOC=0, or removed
-			       * (pymalloc_unhook) */
+#define YM_PYHOOK_OFF     6u  /* off: YM_PYMALLOC=0, removed
+			       * (pymalloc_unhook), or the interpreter's
+			       * debug hooks over pymalloc */
 
 /* One code object, copied once at the first sample through it.  The
  * agent keys it by the object's address and by its name, file and line

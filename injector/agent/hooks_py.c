@@ -256,11 +256,34 @@ static void w_arena_free(void *ctx, void *p, size_t n)
 
 static struct py_arena ours_arena = { &orig_arena, w_arena_alloc, w_arena_free };
 
+/* The interpreter's debug hooks (PYTHONMALLOC=pymalloc_debug or
+ * malloc_debug, python -X dev) in force: 1 for pymalloc's, 2 for
+ * malloc's, else 0.  Their free checks a header of the domain's own that
+ * a block of the raw domain does not have (a sampled object freed by the
+ * interpreter would abort it: "bad ID"), so the wrapper stays off under
+ * pymalloc's; under malloc's every object reaches malloc. */
+static int debug_hooks(void)
+{
+	const char *nm = python_mem.name ? python_mem.name() : NULL;
+	if (!nm)
+		return 0;
+	if (strcmp(nm, "pymalloc_debug") == 0)
+		return 1;
+	if (strcmp(nm, "malloc_debug") == 0)
+		return 2;
+	return 0;
+}
+
 static void install(void)
 {
 	/* Claimed first: pymalloc_unhook may turn a queued call off. */
 	if (!python_hook_cas(YM_PYHOOK_PENDING, YM_PYHOOK_ON))
 		return;
+	int dbg = debug_hooks();
+	if (dbg) {
+		python_hook_set(dbg == 1 ? YM_PYHOOK_OFF : YM_PYHOOK_MALLOC);
+		return;
+	}
 	struct py_alloc cur;
 	python_mem.get(DOMAIN_RAW, &orig[DOMAIN_RAW]);
 	int wrapped = 0;

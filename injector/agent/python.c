@@ -150,7 +150,8 @@ static int layout_checks(const struct pylayout *l, void *code_type_p,
 
 /* The interpreter's allocator functions (names[6..12) of
  * python_map_segment): the hook waits for the interpreter's start when
- * all are there and an installer is registered. */
+ * all are there and an installer is registered.  fn[6], the name of the
+ * allocators in force (3.8-3.13, an internal function), may be missing. */
 static void hook_prepare(void *const *fn)
 {
 	for (int k = 0; k < 6; k++)
@@ -168,6 +169,8 @@ static void hook_prepare(void *const *fn)
 	python_mem.set = (void (*)(int, void *))fn[3];
 	python_mem.get_arena = (void (*)(void *))fn[4];
 	python_mem.set_arena = (void (*)(void *))fn[5];
+	python_mem.name = fn[6] && fn[6] != SYM_OTHER ?
+		(const char *(*)(void))fn[6] : NULL;
 	__atomic_store_n(&hook_state, YM_PYHOOK_WAITING, __ATOMIC_RELEASE);
 }
 
@@ -295,10 +298,10 @@ static void discover(uint8_t *base, struct ym_header *h)
 		"PyUnicode_Type", "PyBytes_Type", "_PyRuntime",
 		"Py_IsInitialized", "Py_AddPendingCall", "PyMem_GetAllocator",
 		"PyMem_SetAllocator", "PyObject_GetArenaAllocator",
-		"PyObject_SetArenaAllocator",
+		"PyObject_SetArenaAllocator", "_PyMem_GetCurrentAllocatorName",
 	};
-	void *out[12] = { 0 };
-	struct find f = { names, out, 12 };
+	void *out[13] = { 0 };
+	struct find f = { names, out, 13 };
 	__atomic_store_n(&L, NULL, __ATOMIC_RELAXED);
 	memset(index_, 0, sizeof index_);
 	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);

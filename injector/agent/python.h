@@ -67,6 +67,10 @@ struct python_mem {
 	void (*set)(int domain, void *allocator);    /* PyMem_SetAllocator */
 	void (*get_arena)(void *allocator);          /* PyObject_GetArenaAllocator */
 	void (*set_arena)(void *allocator);          /* PyObject_SetArenaAllocator */
+	/* _PyMem_GetCurrentAllocatorName: "pymalloc_debug" and the like,
+	 * NULL for allocators it does not know (tracemalloc's); NULL when
+	 * the interpreter has none. */
+	const char *(*name)(void);
 };
 extern struct python_mem python_mem AGENT_HIDDEN;
 

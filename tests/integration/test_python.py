@@ -185,6 +185,40 @@ def test_pyenv_python_3_13_objects_grown_by_realloc_as_tracemalloc_counts():
     check_grown(PYENV["3.13"])
 
 
+def check_debug_hooks(python, env, args, hook):
+    """The interpreter's debug hooks check a header of the domain's own at
+    every free, which a sampled object served by malloc does not have: the
+    wrapper stays off under pymalloc's (ymtop says so in one line) and is
+    not needed under malloc's, and the program runs on (a wrapped one
+    aborted at its start: "bad ID: Allocated using API 'r'")."""
+    if not os.path.exists(python):
+        raise Skip("%s is not installed" % python)
+    t = Target([python] + args + [KEEPER], env=dict({"YM_SAMPLE_RATE": RATE}, **env))
+    try:
+        for c in ("small 20000", "grown_bytes 2000", "medium 2000"):
+            run(t, c)
+        rep = report(t.pid)
+        text = ymtop("-b", "-n", "1", "-p", t.pid).stdout
+    finally:
+        rc, _, err = t.finish()
+    assert rc == 0, (rc, err[-2000:])
+    assert rep["python"]["pymalloc"] == hook, rep["python"]
+    if hook == "off":
+        assert "debug hooks" in text, text
+
+
+def test_debian_python_pymalloc_debug_hooks_leave_the_wrapper_off():
+    check_debug_hooks(DEBIAN, {"PYTHONMALLOC": "pymalloc_debug"}, [], "off")
+
+
+def test_debian_python_malloc_debug_hooks_need_no_wrapper():
+    check_debug_hooks(DEBIAN, {"PYTHONMALLOC": "malloc_debug"}, [], "malloc")
+
+
+def test_pyenv_python_3_13_dev_mode_leaves_the_wrapper_off():
+    check_debug_hooks(PYENV["3.13"], {}, ["-X", "dev"], "off")
+
+
 def check_pyenv(minor):
     if not os.path.exists(PYENV[minor]):
         raise Skip("%s is not installed" % PYENV[minor])

@@ -747,7 +747,7 @@ static const char *pyhook_note(uint32_t hook)
 	case YM_PYHOOK_PENDING:
 		return "pymalloc hook pending (runs at the main thread's next pending-call check): Python objects of 512 bytes or less are not sampled yet";
 	case YM_PYHOOK_OFF:
-		return "pymalloc hook off (YM_PYMALLOC=0, or removed): Python objects of 512 bytes or less are not sampled";
+		return "pymalloc hook off (YM_PYMALLOC=0, removed, or the interpreter's debug hooks: PYTHONMALLOC=pymalloc_debug, -X dev): Python objects of 512 bytes or less are not sampled";
 	default:
 		return NULL;
 	}
