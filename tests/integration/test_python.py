@@ -125,7 +125,7 @@ def check_version(python, env, commands, expect):
 
 
 SMALL_AND_LARGE = (["small 60000", "medium 20000", "large 200"],
-                   [("keep_small", line_of("KEEP.append((i, str(i) * 3))")),
+                   [("keep_small", line_of("out[i] = (i, str(i) * 3)")),
                     ("keep_medium", line_of("KEEP.append(bytearray(1024 + i % 512))")),
                     ("keep_large", line_of("KEEP.append(bytearray(65536))"))])
 

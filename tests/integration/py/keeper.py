@@ -17,8 +17,12 @@ KEEP = []
 
 
 def keep_small(n):
+    # In a list of its own made at its size, as the grown_* functions
+    # below keep theirs (why: above keep_grown_list).
+    out = [None] * n
     for i in range(n):
-        KEEP.append((i, str(i) * 3))
+        out[i] = (i, str(i) * 3)
+    KEEP.append(out)
 
 
 def keep_medium(n):
