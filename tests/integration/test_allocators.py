@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from ymlib import (AGENT, BUILD, Target, functions, report,
+from ymlib import (AGENT, BUILD, Plain, Target, attach, functions, report,
                    run_tests)
 
 ALLOCS = os.path.join(BUILD, "progs", "allocs")
@@ -388,7 +388,50 @@ def check_libc_big(lib):
             r.kill()
 
 
+INJECT_STEPS = [
+    ("libc:300:4096", "libc_site", 900 * 4096, 900),
+    ("big:50:262144", "big_site", 150 * 262144, 150),
+    ("grow:600:8192:256", "grow_site", 600 * 8192, 600),
+    ("calloc:200:8192", "calloc_site", 200 * 8192, 200),
+    ("aligned:50:8192", "aligned_site", 4 * 50 * 8192, 200),
+    ("array:200:8192", "array_site", 200 * 8192, 200),
+    ("pvalloc:200:8192", "pvalloc_site", 200 * 8192, 200),
+]
+
+
+def check_injected_exact(lib):
+    """ymtop -p loads the agent into a process already running under the
+    allocator (exact mode from the target's environment); the steps run
+    again after the attach are counted exactly, libc's own blocks and
+    mapped ones included, and nothing stays after the frees (of blocks
+    from before the attach as well, which the agent never saw)."""
+    steps = [s for s in INJECT_STEPS
+             if not (lib and "jemalloc" in lib and s[1] == "pvalloc_site")]
+    env = {"YM_SAMPLE_RATE": "1"}
+    if lib:
+        env["LD_PRELOAD"] = lib
+    t = Plain([ALLOCS] + [s[0] for s in steps], env=env)
+    try:
+        attach(t.pid)
+        for cmd in ("again", "free"):
+            t.p.stdin.write(cmd + "\n")
+            t.p.stdin.flush()
+            t.wait_for("ready")
+            rep = report(t.pid)
+            for _, site, tb, tn in steps:
+                st = [s for s in rep["stacks"] if site in functions(s)]
+                got = (sum(s["retained_bytes"] for s in st),
+                       sum(s["retained_objects"] for s in st))
+                want = (tb, tn) if cmd == "again" else (0, 0)
+                assert got == want, (cmd, site, got, want)
+        rc, _, err = t.finish()
+        assert rc == 0, (rc, err)
+    finally:
+        t.kill()
+
+
 CHECKS = [
+    ("injected_exact", check_injected_exact),
     ("cxx_forms", check_cxx_forms),
     ("libc_big", check_libc_big),
     ("grow_interleaved", lambda lib: check_grow(lib, "grow", "grow_site")),

@@ -219,13 +219,8 @@ static void free_all(void)
 	nheld = 0;
 }
 
-int main(int argc, char **argv)
+static int run_steps(int argc, char **argv)
 {
-	/* stdin's buffer is static: the fgets after "ready" must not malloc,
-	 * or a report taken while it runs counts one block more or less (the
-	 * exact-totals checks compare two runs to the object). */
-	static char inbuf[4096];
-	setvbuf(stdin, inbuf, _IOLBF, sizeof inbuf);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		long n;
@@ -259,6 +254,18 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	/* stdin's buffer is static: the fgets after "ready" must not malloc,
+	 * or a report taken while it runs counts one block more or less (the
+	 * exact-totals checks compare two runs to the object). */
+	static char inbuf[4096];
+	setvbuf(stdin, inbuf, _IOLBF, sizeof inbuf);
+	if (run_steps(argc, argv))
+		return 2;
 	printf("ready\n");
 	fflush(stdout);
 	char line[64];
@@ -267,6 +274,8 @@ int main(int argc, char **argv)
 			free_all();
 		if (!strcmp(line, "tick\n"))
 			free(must(malloc(16)));
+		if (!strcmp(line, "again\n"))
+			run_steps(argc, argv);
 		printf("ready\n");
 		fflush(stdout);
 	}
