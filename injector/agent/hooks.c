@@ -141,10 +141,17 @@ static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
 
 /* Allocated usable bytes are counted in exact mode only (man/ymagent.7,
  * YM_FLAG_NO_ALLOC_BYTES): their read after the call is what a tail call
- * saves.  0 when sampling. */
-static size_t alloc_usable(void *p)
+ * saves.  0 when sampling.  Never below the request n: a block the
+ * allocator gave is at least that, but tcmalloc's malloc_usable_size says
+ * 0 until its constructor has run (libstdc++'s 72704-byte exception pool,
+ * made by an earlier constructor, would count nothing), and then its
+ * request is the closest figure there is. */
+static size_t alloc_usable(void *p, size_t n)
 {
-	return agent_exact() ? agent_usable(p) : 0;
+	if (!agent_exact())
+		return 0;
+	size_t u = agent_usable(p);
+	return u < n ? n : u;
 }
 
 /* The fast path charged n to the countdown and counted the call, and a
@@ -157,7 +164,7 @@ static void *due_done(struct agent_tls *t, struct ym_thread *s, void *p,
 		thread_uncount_call(s, n);
 		return NULL;
 	}
-	thread_count_usable(s, alloc_usable(p));
+	thread_count_usable(s, alloc_usable(p, n));
 	agent_take_sample(t, p, n, n);
 	return p;
 }
@@ -212,7 +219,7 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 {
 	if (!p)
 		return;
-	size_t u = alloc_usable(p);
+	size_t u = alloc_usable(p, n);
 	thread_count_alloc_here(t, u, n);
 	if (charge(t, n))
 		agent_take_sample(t, p, n, n);
