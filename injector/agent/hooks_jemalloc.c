@@ -150,6 +150,8 @@ static size_t je_usable(struct agent_tls *t, void *p)
 void hooks_je_count_alloc(struct agent_tls *t, void *p, size_t n)
 {
 	size_t u = je_usable(t, p);
+	if (u < n)   /* tcmalloc's before its constructor: 0 (hooks.c) */
+		u = n;
 	thread_count_alloc_here(t, u, n);
 	if (unlikely((t->countdown -= (int64_t)u) < 0))
 		agent_take_sample(t, p, n, u);

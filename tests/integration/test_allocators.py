@@ -446,7 +446,34 @@ def check_usable_covers_requested(lib):
     assert t["in_use_bytes"] >= t["retained_bytes"], t
 
 
+def check_new_before_constructor(lib):
+    """C++ blocks made before tcmalloc's constructor has run (a library
+    preloaded after it: its constructor runs first), when tcmalloc's
+    usable size says 0: the agent charged 0 bytes to the countdown for
+    them, so 8 MiB of 1 MiB blocks were never sampled (0 retained), and
+    exact mode counted them as 0 usable bytes."""
+    if not lib or "tcmalloc" not in lib:
+        return
+    early = os.path.join(BUILD, "progs", "libcxxearly.so")
+    for rate in (65536, 1):
+        t = Target([ALLOCS, "malloc:1:100"], env={
+            "LD_PRELOAD": AGENT + " " + lib + " " + early,
+            "YM_SAMPLE_RATE": str(rate), "YM_SEED": "4242"})
+        try:
+            rep = report(t.pid)
+            t.finish()
+        finally:
+            t.kill()
+        got = sum(s["retained_bytes"] for s in cxx_stacks(rep, "early_site"))
+        near(got, 8 << 20, bound(rate, [(1 << 20, 8)]),
+             "early_site at %d" % rate)
+        if rate == 1:
+            tot = rep["totals"]
+            assert tot["allocated_bytes"] >= tot["requested_bytes"], tot
+
+
 CHECKS = [
+    ("new_before_constructor", check_new_before_constructor),
     ("usable_covers_requested", check_usable_covers_requested),
     ("injected_exact", check_injected_exact),
     ("cxx_forms", check_cxx_forms),
