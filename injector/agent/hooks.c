@@ -425,6 +425,8 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	/* One free and one allocation, in exact totals. */
 	thread_count_free_here(t, agent_exact() ? old : 0);
 	size_t u = agent_usable(q);
+	if (u < n)   /* tcmalloc's before its constructor: 0 (alloc_usable) */
+		u = n;
 	thread_count_alloc_here(t, agent_exact() ? u : 0, n);
 	/* In exact mode the countdown is always due: a block we missed
 	 * (allocated before the segment existed) is taken in here. */

@@ -447,11 +447,12 @@ def check_usable_covers_requested(lib):
 
 
 def check_new_before_constructor(lib):
-    """C++ blocks made before tcmalloc's constructor has run (a library
-    preloaded after it: its constructor runs first), when tcmalloc's
-    usable size says 0: the agent charged 0 bytes to the countdown for
-    them, so 8 MiB of 1 MiB blocks were never sampled (0 retained), and
-    exact mode counted them as 0 usable bytes."""
+    """Blocks made by operator new[] and grown by realloc before tcmalloc's
+    constructor has run (a library preloaded after it: its constructor
+    runs first), when tcmalloc's usable size says 0: the agent charged 0
+    bytes to the countdown for them, so 8 MiB of 1 MiB blocks of each were
+    never sampled (0 retained), and exact mode counted them as 0 usable
+    bytes."""
     if not lib or "tcmalloc" not in lib:
         return
     early = os.path.join(BUILD, "progs", "libcxxearly.so")
@@ -464,9 +465,10 @@ def check_new_before_constructor(lib):
             t.finish()
         finally:
             t.kill()
-        got = sum(s["retained_bytes"] for s in cxx_stacks(rep, "early_site"))
-        near(got, 8 << 20, bound(rate, [(1 << 20, 8)]),
-             "early_site at %d" % rate)
+        for site in ("early_site", "early_realloc_site"):
+            got = sum(s["retained_bytes"] for s in cxx_stacks(rep, site))
+            near(got, 8 << 20, bound(rate, [(1 << 20, 8)]),
+                 "%s at %d" % (site, rate))
         if rate == 1:
             tot = rep["totals"]
             assert tot["allocated_bytes"] >= tot["requested_bytes"], tot

@@ -1,8 +1,10 @@
-// libcxxearly.so: 8 blocks of 1 MiB by operator new[] from a static
-// constructor, held to the end (early_site).  Preloaded after tcmalloc
+// libcxxearly.so: 8 blocks of 1 MiB by operator new[] (early_site) and 8
+// by malloc(16) grown by realloc to 1 MiB (early_realloc_site) from a static
+// constructor, held to the end.  Preloaded after tcmalloc
 // (LD_PRELOAD="agent tcmalloc libcxxearly.so"), its constructor runs
 // before tcmalloc's, while tcmalloc's malloc_usable_size still says 0
 // (tests/integration/test_allocators.py).
+#include <cstdlib>
 #include <cstring>
 
 #define NOINLINE __attribute__((noinline))
@@ -17,8 +19,23 @@ NOINLINE static void early_site()
 	}
 }
 
+static void *reallocd[8];
+
+NOINLINE static void early_realloc_site()
+{
+	for (auto &p : reallocd) {
+		p = std::realloc(std::malloc(16), 1 << 20);
+		if (!p)
+			std::abort();
+	}
+}
+
 namespace {
 struct Early {
-	Early() { early_site(); }
+	Early()
+	{
+		early_site();
+		early_realloc_site();
+	}
 } early;
 }
