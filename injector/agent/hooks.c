@@ -232,11 +232,22 @@ static size_t freed_size(void *p)
 	return agent_exact() ? agent_usable(p) : 0;
 }
 
+/* Takes p's sample out, if it has one, and returns the bytes its free
+ * counts (freed_size): in exact mode a block tcmalloc gave before its
+ * constructor had run, whose usable size it says is 0, counts its sample's
+ * request, as its allocation did (alloc_usable). */
+static size_t free_take(struct agent_tls *t, void *p)
+{
+	size_t u = freed_size(p);
+	size_t n = 0;
+	if (agent_exact() || agent_filter_live_maybe(p))
+		n = agent_free_sampled(t, p);
+	return u || !agent_exact() ? u : n;
+}
+
 static void slow_free_count(struct agent_tls *t, void *p)
 {
-	thread_count_free_here(t, freed_size(p));
-	if (agent_exact() || agent_filter_live_maybe(p))
-		agent_free_sampled(t, p);
+	thread_count_free_here(t, free_take(t, p));
 }
 
 /* ---- malloc ---- */
@@ -289,9 +300,7 @@ static NOINLINE void free_other(struct ym_thread *s, void *p)
 		return;   /* bootstrap memory is static; never freed */
 	if (agent_exact())   /* the head's miss beside the block header's */
 		live_prefetch((uint64_t)(uintptr_t)p);
-	thread_count_free(s, freed_size(p));
-	if (agent_exact() || agent_filter_live_maybe(p))
-		agent_free_sampled(&agent_tls, p);
+	thread_count_free(s, free_take(&agent_tls, p));
 	agent_next.free(p);
 }
 
