@@ -275,6 +275,11 @@ PROGS += $(B)/progs/libcxxplug.so $(B)/progs/libjeplug.so
 $(B)/progs/libcxxplug.so: tests/progs/cxx/cxxplug.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -g -fPIC -shared -Wall -Wextra -Werror -o $@ $<
+# Preloaded after tcmalloc: operator new[] before tcmalloc's constructor.
+PROGS += $(B)/progs/libcxxearly.so
+$(B)/progs/libcxxearly.so: tests/progs/cxx/cxxearly.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -fPIC -shared -Wall -Wextra -Werror -o $@ $<
 $(B)/progs/libjeplug.so: tests/progs/je/jeplug.c
 	@mkdir -p $(dir $@)
 	$(CC) $(STD) -O1 -g -fPIC -shared $(WARN) -o $@ $< -ljemalloc

@@ -141,10 +141,17 @@ static NOINLINE void *sample_due(struct agent_tls *t, void *p, size_t n,
 
 /* Allocated usable bytes are counted in exact mode only (man/ymagent.7,
  * YM_FLAG_NO_ALLOC_BYTES): their read after the call is what a tail call
- * saves.  0 when sampling. */
-static size_t alloc_usable(void *p)
+ * saves.  0 when sampling.  Never below the request n: a block the
+ * allocator gave is at least that, but tcmalloc's malloc_usable_size says
+ * 0 until its constructor has run (libstdc++'s 72704-byte exception pool,
+ * made by an earlier constructor, would count nothing), and then its
+ * request is the closest figure there is. */
+static size_t alloc_usable(void *p, size_t n)
 {
-	return agent_exact() ? agent_usable(p) : 0;
+	if (!agent_exact())
+		return 0;
+	size_t u = agent_usable(p);
+	return u < n ? n : u;
 }
 
 /* The fast path charged n to the countdown and counted the call, and a
@@ -157,7 +164,7 @@ static void *due_done(struct agent_tls *t, struct ym_thread *s, void *p,
 		thread_uncount_call(s, n);
 		return NULL;
 	}
-	thread_count_usable(s, alloc_usable(p));
+	thread_count_usable(s, alloc_usable(p, n));
 	agent_take_sample(t, p, n, n);
 	return p;
 }
@@ -212,7 +219,7 @@ static NOINLINE void slow_alloc(struct agent_tls *t, void *p, size_t n)
 {
 	if (!p)
 		return;
-	size_t u = alloc_usable(p);
+	size_t u = alloc_usable(p, n);
 	thread_count_alloc_here(t, u, n);
 	if (charge(t, n))
 		agent_take_sample(t, p, n, n);
@@ -225,11 +232,22 @@ static size_t freed_size(void *p)
 	return agent_exact() ? agent_usable(p) : 0;
 }
 
+/* Takes p's sample out, if it has one, and returns the bytes its free
+ * counts (freed_size): in exact mode a block tcmalloc gave before its
+ * constructor had run, whose usable size it says is 0, counts its sample's
+ * request, as its allocation did (alloc_usable). */
+static size_t free_take(struct agent_tls *t, void *p)
+{
+	size_t u = freed_size(p);
+	size_t n = 0;
+	if (agent_exact() || agent_filter_live_maybe(p))
+		n = agent_free_sampled(t, p);
+	return u || !agent_exact() ? u : n;
+}
+
 static void slow_free_count(struct agent_tls *t, void *p)
 {
-	thread_count_free_here(t, freed_size(p));
-	if (agent_exact() || agent_filter_live_maybe(p))
-		agent_free_sampled(t, p);
+	thread_count_free_here(t, free_take(t, p));
 }
 
 /* ---- malloc ---- */
@@ -282,9 +300,7 @@ static NOINLINE void free_other(struct ym_thread *s, void *p)
 		return;   /* bootstrap memory is static; never freed */
 	if (agent_exact())   /* the head's miss beside the block header's */
 		live_prefetch((uint64_t)(uintptr_t)p);
-	thread_count_free(s, freed_size(p));
-	if (agent_exact() || agent_filter_live_maybe(p))
-		agent_free_sampled(&agent_tls, p);
+	thread_count_free(s, free_take(&agent_tls, p));
 	agent_next.free(p);
 }
 
@@ -418,6 +434,8 @@ static NOINLINE void *realloc_slow(struct agent_tls *t, void *p, size_t n)
 	/* One free and one allocation, in exact totals. */
 	thread_count_free_here(t, agent_exact() ? old : 0);
 	size_t u = agent_usable(q);
+	if (u < n)   /* tcmalloc's before its constructor: 0 (alloc_usable) */
+		u = n;
 	thread_count_alloc_here(t, agent_exact() ? u : 0, n);
 	/* In exact mode the countdown is always due: a block we missed
 	 * (allocated before the segment existed) is taken in here. */

@@ -110,6 +110,42 @@ static void *cx_last_new(size_t n, size_t al)
 	return hook_posix_memalign(&p, al, n) == 0 ? p : NULL;
 }
 
+/* What the thread's malloc-family hooks have counted so far: its
+ * slot's call count (only this thread writes it) and, for a thread with
+ * no slot of its own, its countdown, which every counted call charges. */
+struct cx_mark {
+	const struct ym_thread *slot;
+	uint64_t calls;
+	int64_t countdown;
+};
+
+static void cx_mark(struct cx_mark *m)
+{
+	struct agent_tls *t = &agent_tls;
+	m->slot = t->slot;
+	m->calls = t->slot ? __atomic_load_n(&t->slot->t.alloc_objects,
+					     __ATOMIC_RELAXED) : 0;
+	m->countdown = t->countdown;
+}
+
+/* Whether a malloc-family hook counted a call since cx_mark(m): the
+ * allocator's operator went through the malloc family's PLT (Debian's
+ * libjemalloc2: aligned new calls aligned_alloc), and its block is
+ * counted, and maybe sampled, already.  Counting it here too would count
+ * it twice and sample it twice, independently (1.37 times the truth at a
+ * rate of the block's size).  A thread without a slot in exact mode
+ * (its countdown stays) is the one case this cannot see. */
+static int cx_marked(const struct cx_mark *m)
+{
+	struct agent_tls *t = &agent_tls;
+	if (t->slot != m->slot)
+		return 1;   /* registered by that call's hook */
+	if (t->slot)
+		return __atomic_load_n(&t->slot->t.alloc_objects,
+				       __ATOMIC_RELAXED) != m->calls;
+	return t->countdown != m->countdown;
+}
+
 /* The allocator's operator new returned p for n bytes: count it. */
 static __attribute__((noinline)) void *cx_counted_new(void *p, size_t n)
 {
@@ -134,7 +170,13 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 
 /* A new: the plain case is one load, a compare and a tail call.  With no
  * global definition, the caller's scope's (cx_local); with none at all,
- * the malloc family (cx_last_new). */
+ * the malloc family (cx_last_new).  The allocator's own operator is
+ * counted here unless it reached the malloc family's hooks itself
+ * (cx_marked); not under the guard, as a delete is: it may run the
+ * program's new_handler, whose frees must be counted, or throw.
+ * A delete runs under the guard: some reach free through the PLT
+ * (Debian's libjemalloc2: delete, its nothrow and aligned forms), which
+ * would count the free a second time. */
 #define CX_NEW(i, name, params, args, n, al)                                 \
 	EXPORT void *name params                                             \
 	{                                                                    \
@@ -150,7 +192,10 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 		}                                                            \
 		if (mode != CX_OWN || cx_inside())                           \
 			return f args;                                       \
-		return cx_counted_new(f args, n);                            \
+		struct cx_mark m_;                                           \
+		cx_mark(&m_);                                                \
+		void *p_ = f args;                                           \
+		return cx_marked(&m_) ? p_ : cx_counted_new(p_, n);          \
 	}
 
 #define CX_DELETE(i, name, params, args, p)                                  \
@@ -172,9 +217,15 @@ static __attribute__((noinline)) void cx_counted_delete(void *p)
 				hook_free(p);                                \
 			return;                                              \
 		}                                                            \
-		if (mode == CX_OWN && !cx_inside())                          \
-			cx_counted_delete(p);                                \
+		if (mode != CX_OWN || cx_inside()) {                         \
+			f args;                                              \
+			return;                                              \
+		}                                                            \
+		cx_counted_delete(p);                                        \
+		struct agent_tls *t_ = &agent_tls;                           \
+		agent_guard_enter(t_);                                       \
 		f args;                                                      \
+		agent_guard_leave(t_);                                       \
 	}
 
 #undef X

@@ -150,6 +150,8 @@ static size_t je_usable(struct agent_tls *t, void *p)
 void hooks_je_count_alloc(struct agent_tls *t, void *p, size_t n)
 {
 	size_t u = je_usable(t, p);
+	if (u < n)   /* tcmalloc's before its constructor: 0 (hooks.c) */
+		u = n;
 	thread_count_alloc_here(t, u, n);
 	if (unlikely((t->countdown -= (int64_t)u) < 0))
 		agent_take_sample(t, p, n, u);
@@ -157,9 +159,13 @@ void hooks_je_count_alloc(struct agent_tls *t, void *p, size_t n)
 
 static void je_count_free(struct agent_tls *t, void *p)
 {
-	thread_count_free_here(t, je_usable(t, p));
+	size_t u = je_usable(t, p);
+	size_t n = 0;
 	if (agent_exact() || agent_filter_live_maybe(p))
-		agent_free_sampled(t, p);
+		n = agent_free_sampled(t, p);
+	/* tcmalloc's before its constructor: 0; the sample's request, as
+	 * hooks_je_count_alloc counted it */
+	thread_count_free_here(t, u ? u : n);
 }
 
 /* ---- jemalloc's flags, for the calls without jemalloc ---- */

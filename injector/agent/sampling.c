@@ -247,15 +247,15 @@ static void filter_outcome(struct agent_tls *t, int found)
 }
 
 /* The filter said this address may be a live sample. */
-void agent_free_sampled(struct agent_tls *t, void *p)
+size_t agent_free_sampled(struct agent_tls *t, void *p)
 {
 	if (!agent_active())
-		return;
+		return 0;
 	/* Exact mode: nearly every free is a sample, never probed. */
 	int sampling = rate > 1;
 	if (sampling && probe_pays(t) && !live_has((uint64_t)(uintptr_t)p)) {
 		filter_outcome(t, 0);
-		return;
+		return 0;
 	}
 	agent_guard_enter(t);
 	uint64_t start = budget_on() ? agent_now_ns() : 0;
@@ -274,6 +274,7 @@ void agent_free_sampled(struct agent_tls *t, void *p)
 	if (start)
 		budget_spent(t, start);
 	agent_guard_leave(t);
+	return found ? e.size : 0;
 }
 
 int agent_realloc_take(struct agent_tls *t, void *p, struct ym_live *e)

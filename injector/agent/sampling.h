@@ -54,8 +54,9 @@ void sampling_lost(int busy) AGENT_HIDDEN;
  * segment was made first, where needed (enter.h, agent_take_sample):
  * without one, only the next countdown is drawn. */
 void agent_sample(struct agent_tls *t, void *p, size_t n, size_t charged) AGENT_HIDDEN;
-/* The filter said p may be a live sample: take it out if it is. */
-void agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
+/* The filter said p may be a live sample: take it out if it is, and
+ * return its requested size (0 if it was none). */
+size_t agent_free_sampled(struct agent_tls *t, void *p) AGENT_HIDDEN;
 /* realloc of a possibly sampled block: take its live entry out before the
  * real call (1 if it was sampled); put it back at q with size n and usable
  * size `usable` after, its usable size having been old_usable (q NULL: the

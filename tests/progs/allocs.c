@@ -30,6 +30,16 @@
  *                       block, freed by "free")              (zero_site)
  *   fail:N:S            malloc(S), then a realloc(p, 1 << 62) that fails:
  *                       S bytes held each                         (fail_site)
+ *   pvalloc:N:S         pvalloc(S), S a multiple of 4096   (pvalloc_site)
+ *   libc:N:S            strdup of an S-byte string (S - 1 characters),
+ *                       asprintf of S - 1 characters, and getline of an
+ *                       (S - 1)-character line (libc mallocs and grows the
+ *                       buffer, and the step prints "getline CAP", its
+ *                       size): 2 N blocks of S bytes and N of CAP made
+ *                       inside libc                            (libc_site)
+ *   big:N:S             malloc(S), calloc(1, S), and realloc(NULL, S / 2)
+ *                       grown to S: 3 N blocks of S bytes, which the
+ *                       allocator maps when S is large      (big_site)
  * Prints "fail unexpected" or "array unexpected" if a call that must fail
  * does not.
  */
@@ -155,6 +165,51 @@ NOINLINE static void fail_site(long n, size_t s)
 	}
 }
 
+NOINLINE static void pvalloc_site(long n, size_t s)
+{
+	void **v = hold((size_t)n);
+	for (long i = 0; i < n; i++)
+		v[i] = must(pvalloc(s));
+}
+
+NOINLINE static void libc_site(long n, size_t s)
+{
+	if (s < 2)
+		abort();
+	char *text = must(calloc(1, s));
+	memset(text, 'x', s - 1);
+	text[s - 2] = '\n';
+	void **v = hold(3 * (size_t)n);
+	for (long i = 0; i < n; i++) {
+		v[3 * i] = must(strdup(text));
+		char *a;
+		if (asprintf(&a, "%s", text) != (int)(s - 1))
+			abort();
+		v[3 * i + 1] = a;
+		FILE *f = must(fmemopen(text, s - 1, "r"));
+		char *line = NULL;
+		size_t cap = 0;
+		if (getline(&line, &cap, f) != (ssize_t)(s - 1))
+			abort();
+		fclose(f);
+		v[3 * i + 2] = line;
+		if (i == 0)
+			printf("getline %zu\n", cap);
+	}
+	free(text);
+}
+
+NOINLINE static void big_site(long n, size_t s)
+{
+	void **v = hold(3 * (size_t)n);
+	for (long i = 0; i < n; i++) {
+		v[3 * i] = must(malloc(s));
+		v[3 * i + 1] = must(calloc(1, s));
+		v[3 * i + 2] = must(realloc(NULL, s / 2));
+		v[3 * i + 2] = must(realloc(v[3 * i + 2], s));
+	}
+}
+
 static void free_all(void)
 {
 	for (size_t i = 0; i < nheld; i++) {
@@ -164,13 +219,8 @@ static void free_all(void)
 	nheld = 0;
 }
 
-int main(int argc, char **argv)
+static int run_steps(int argc, char **argv)
 {
-	/* stdin's buffer is static: the fgets after "ready" must not malloc,
-	 * or a report taken while it runs counts one block more or less (the
-	 * exact-totals checks compare two runs to the object). */
-	static char inbuf[4096];
-	setvbuf(stdin, inbuf, _IOLBF, sizeof inbuf);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		long n;
@@ -191,6 +241,12 @@ int main(int argc, char **argv)
 			array_site(n, x);
 		else if (sscanf(a, "zero:%ld:%zu", &n, &x) == 2)
 			zero_site(n, x);
+		else if (sscanf(a, "pvalloc:%ld:%zu", &n, &x) == 2)
+			pvalloc_site(n, x);
+		else if (sscanf(a, "libc:%ld:%zu", &n, &x) == 2)
+			libc_site(n, x);
+		else if (sscanf(a, "big:%ld:%zu", &n, &x) == 2)
+			big_site(n, x);
 		else if (sscanf(a, "fail:%ld:%zu", &n, &x) == 2)
 			fail_site(n, x);
 		else {
@@ -198,6 +254,18 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	/* stdin's buffer is static: the fgets after "ready" must not malloc,
+	 * or a report taken while it runs counts one block more or less (the
+	 * exact-totals checks compare two runs to the object). */
+	static char inbuf[4096];
+	setvbuf(stdin, inbuf, _IOLBF, sizeof inbuf);
+	if (run_steps(argc, argv))
+		return 2;
 	printf("ready\n");
 	fflush(stdout);
 	char line[64];
@@ -206,6 +274,8 @@ int main(int argc, char **argv)
 			free_all();
 		if (!strcmp(line, "tick\n"))
 			free(must(malloc(16)));
+		if (!strcmp(line, "again\n"))
+			run_steps(argc, argv);
 		printf("ready\n");
 		fflush(stdout);
 	}
