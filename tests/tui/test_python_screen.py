@@ -24,7 +24,7 @@ def test_python_rows_and_one_function_row():
     s = Screen(t.pid, cols=130, rows=40)
     try:
         say(t, "small 60000", "done")
-        ln = line_of("KEEP.append((i, str(i) * 3))")
+        ln = line_of("out[i] = (i, str(i) * 3)")
         text = s.wait(r"keep_small \(py/keeper\.py:%d\)" % ln, timeout=20)
         # keep_small allocates at two lines (the tuple and string at one,
         # the range's ints at its for): two stack rows, one function row.
@@ -50,7 +50,7 @@ def test_attach_says_pymalloc_hook_pending_until_it_runs():
         s = Screen(t.pid, cols=170, rows=40)
         s.wait(r"pymalloc hook pending", timeout=20)
         say(t, "small 60000", "done")
-        ln = line_of("KEEP.append((i, str(i) * 3))")
+        ln = line_of("out[i] = (i, str(i) * 3)")
         text = s.wait(r"keep_small \(py/keeper\.py:%d\)" % ln, timeout=20)
         assert "pymalloc hook pending" not in text, text
     finally:
