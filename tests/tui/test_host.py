@@ -139,7 +139,10 @@ def test_children_lists_a_prefork_tree_and_merges_it():
                 sites[m.group(3)] = (float(m.group(1)), m.group(2))
         assert "worker_site" in sites and "master_site" in sites, t
         v, unit = sites["worker_site"]
-        assert unit == "MiB" and 4.5 <= v <= 7.5, t      # 3 x 2 MiB summed
+        # 3 x 2 MiB summed: 192 blocks of 32 KiB at 64 KiB, each a sample
+        # with p = 0.39, so about 75 samples and 9% of standard error;
+        # within 3.3 of it (4.45 MiB, 2.9 of it, seen once in CI).
+        assert unit == "MiB" and 4.2 <= v <= 7.8, t
         h.keys("H")
         h.wait(r"(?m)^ymtop - 4 processes running the agent")
         # Esc comes back too (the merged view's key table: H, Esc, q).
